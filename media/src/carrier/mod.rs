@@ -1,0 +1,1 @@
+//! Carrier media-stream message codecs (Twilio, Plivo, Exotel, Vonage, Telnyx).

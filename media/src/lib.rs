@@ -1,0 +1,9 @@
+//! Voxline media: pure, synchronous signal processing and carrier wire formats.
+//!
+//! Nothing here touches tokio or the network. Every per-frame entry point works
+//! on caller-owned buffers so the call engine never allocates per audio frame.
+
+pub mod carrier;
+pub mod error;
+
+pub use error::MediaError;

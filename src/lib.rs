@@ -1,0 +1,1 @@
+//! Voxline service library.
