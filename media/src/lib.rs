@@ -5,5 +5,7 @@
 
 pub mod carrier;
 pub mod error;
+pub mod g711;
+pub mod pcm;
 
 pub use error::MediaError;
