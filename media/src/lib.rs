@@ -4,8 +4,11 @@
 //! on caller-owned buffers so the call engine never allocates per audio frame.
 
 pub mod carrier;
+pub mod dtmf;
 pub mod error;
 pub mod g711;
 pub mod pcm;
+pub mod synth;
+pub mod vad;
 
 pub use error::MediaError;
