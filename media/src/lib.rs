@@ -5,9 +5,11 @@
 
 pub mod carrier;
 pub mod dtmf;
+pub mod endpoint;
 pub mod error;
 pub mod g711;
 pub mod pcm;
+pub mod resample;
 pub mod synth;
 pub mod vad;
 
