@@ -32,4 +32,16 @@ pub enum MediaError {
     /// Reading or writing an audio file failed.
     #[error("audio I/O: {0}")]
     Io(#[from] std::io::Error),
+    /// A carrier name that is not one of the supported carriers.
+    #[error("unknown carrier: {0:?}")]
+    UnknownCarrier(String),
+    /// A carrier announced an audio encoding this crate cannot carry.
+    #[error("unsupported audio encoding: {0:?}")]
+    UnsupportedEncoding(String),
+    /// A carrier media payload that is not valid base64.
+    #[error("invalid base64 audio payload: {0}")]
+    InvalidBase64(base64::DecodeError),
+    /// A websocket message of a kind the carrier never sends.
+    #[error("unexpected {0} from this carrier")]
+    UnexpectedFrame(&'static str),
 }
