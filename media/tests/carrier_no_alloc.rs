@@ -1,0 +1,145 @@
+//! Proves the carrier codecs' per-frame paths do not allocate once their buffers are warm.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use voxline_media::carrier::{CarrierCodec, CarrierKind, Outbound, TwilioCarrierSide};
+
+/// Counts allocations per thread so parallel tests do not disturb each other.
+struct CountingAllocator;
+
+thread_local! {
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|count| count.set(count.get() + 1));
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|count| count.set(count.get() + 1));
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+fn allocations_during(mut work: impl FnMut()) -> usize {
+    let before = ALLOCATIONS.with(Cell::get);
+    work();
+    ALLOCATIONS.with(Cell::get) - before
+}
+
+/// Runs `frame` a few times to warm buffers, then checks further runs allocate nothing.
+fn assert_steady_state_free(mut frame: impl FnMut()) {
+    for _ in 0..16 {
+        frame();
+    }
+    assert_eq!(allocations_during(|| (0..64).for_each(|_| frame())), 0);
+}
+
+#[test]
+fn carrier_twilio_round_trip_does_not_allocate_per_frame() {
+    let mut carrier = TwilioCarrierSide::new("MZ1", "CA1", "AC1");
+    let mut server = CarrierCodec::new(CarrierKind::Twilio);
+    let (mut msg, mut audio, mut out) = (String::new(), Vec::new(), Outbound::new());
+    carrier.start(&[("token", "t")], &mut msg);
+    server.parse_text(&msg, &mut audio).unwrap();
+    let mut played = Vec::new();
+    let frame = [0x55u8; 160];
+    assert_steady_state_free(|| {
+        carrier.media(&frame, &mut msg);
+        server.parse_text(&msg, &mut audio).unwrap();
+        out.clear();
+        server.encode_media(&audio, &mut out);
+        for outbound in out.frames() {
+            if let voxline_media::carrier::OutboundFrame::Text(text) = outbound {
+                carrier.parse_server(text, &mut played).unwrap();
+            }
+        }
+    });
+}
+
+#[test]
+fn carrier_text_codecs_do_not_allocate_per_frame() {
+    let cases = [
+        (
+            CarrierKind::Plivo,
+            r#"{"event":"start","sequenceNumber":1,"start":{"callId":"c","streamId":"s","mediaFormat":{"encoding":"audio/x-mulaw","sampleRate":8000}}}"#,
+            r#"{"event":"media","sequenceNumber":42,"streamId":"s","media":{"track":"inbound","timestamp":"1705312200000","chunk":41,"payload":"//////////8="}}"#,
+        ),
+        (
+            CarrierKind::Exotel,
+            r#"{"event":"start","sequence_number":"1","stream_sid":"s","start":{"stream_sid":"s","media_format":{"encoding":"audio/x-raw","sample_rate":"8000","bit_rate":"16"}}}"#,
+            r#"{"event":"media","sequence_number":"3","stream_sid":"s","media":{"chunk":"2","timestamp":"200","payload":"AQACAAMABAA="}}"#,
+        ),
+    ];
+    for (kind, start, media) in cases {
+        let mut codec = CarrierCodec::new(kind);
+        let (mut audio, mut out) = (Vec::new(), Outbound::new());
+        codec.parse_text(start, &mut audio).unwrap();
+        assert_steady_state_free(|| {
+            codec.parse_text(media, &mut audio).unwrap();
+            out.clear();
+            codec.encode_media(&[0; 320], &mut out);
+        });
+    }
+}
+
+#[test]
+fn carrier_telnyx_reordering_does_not_allocate_per_frame() {
+    let mut codec = CarrierCodec::new(CarrierKind::Telnyx);
+    let (mut audio, mut out) = (Vec::new(), Outbound::new());
+    let start = r#"{"event":"start","sequence_number":"1","stream_id":"s","start":{"media_format":{"encoding":"PCMU","sample_rate":8000,"channels":1}}}"#;
+    codec.parse_text(start, &mut audio).unwrap();
+    let frames: Vec<String> = (2..2_000u64)
+        .map(|seq| {
+            format!(
+                r#"{{"event":"media","sequence_number":"{seq}","media":{{"track":"inbound","chunk":"{seq}","timestamp":"{}","payload":"//////////8="}},"stream_id":"s"}}"#,
+                seq * 20
+            )
+        })
+        .collect();
+    // Deliver pairs swapped so every other frame is held and released.
+    let mut pairs = frames.chunks_exact(2).cycle();
+    assert_steady_state_free(|| {
+        let pair = pairs.next().unwrap();
+        codec.parse_text(&pair[1], &mut audio).unwrap();
+        codec.parse_text(&pair[0], &mut audio).unwrap();
+        out.clear();
+        codec.encode_media(&audio, &mut out);
+    });
+}
+
+#[test]
+fn carrier_vonage_binary_path_does_not_allocate_per_frame() {
+    let mut codec = CarrierCodec::new(CarrierKind::Vonage);
+    let (mut audio, mut out) = (Vec::new(), Outbound::new());
+    codec
+        .parse_text(
+            r#"{"event":"websocket:connected","content-type":"audio/l16;rate=16000"}"#,
+            &mut audio,
+        )
+        .unwrap();
+    let inbound = [1u8; 640];
+    let outbound = [2u8; 500];
+    assert_steady_state_free(|| {
+        codec.parse_binary(&inbound, &mut audio).unwrap();
+        out.clear();
+        codec.encode_media(&outbound, &mut out);
+    });
+}
+
+#[test]
+fn carrier_allocation_counter_sees_allocations() {
+    assert!(allocations_during(|| drop(std::hint::black_box(vec![1u8; 64]))) > 0);
+}
