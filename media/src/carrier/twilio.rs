@@ -286,9 +286,9 @@ impl TwilioCarrierSide {
     /// Writes a `dtmf` message for one key.
     pub fn dtmf(&mut self, digit: char, out: &mut String) {
         self.begin_event("dtmf", out);
-        out.push_str(r#","dtmf":{"track":"inbound_track","digit":""#);
-        out.push(digit);
-        out.push_str(r#""}}"#);
+        out.push_str(r#","dtmf":{"track":"inbound_track","digit":"#);
+        wire::push_json_str(out, digit.encode_utf8(&mut [0; 4]));
+        out.push_str("}}");
     }
 
     /// Writes a `mark` message echoing a mark the server sent.
