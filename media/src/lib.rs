@@ -12,5 +12,6 @@ pub mod pcm;
 pub mod resample;
 pub mod synth;
 pub mod vad;
+pub mod wav;
 
 pub use error::MediaError;

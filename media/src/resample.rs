@@ -198,7 +198,7 @@ impl StreamResampler {
                     .process_into_buffer(&adapter_in, &mut adapter_out, None)
                     .map_err(|e| MediaError::Resampler(e.to_string()))?;
                 for (out, &value) in output.iter_mut().zip(output_f32.iter()) {
-                    *out = (value * 32768.0).round().clamp(-32768.0, 32767.0) as i16;
+                    *out = crate::synth::saturate(value * 32768.0);
                 }
             }
         }

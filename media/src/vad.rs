@@ -70,7 +70,8 @@ pub struct VadDecision {
     pub is_speech: bool,
     /// Latest earshot score in `[0, 1]`, or 0 when the model did not run.
     pub neural_score: f32,
-    /// Best normalised autocorrelation in the pitch range, `[-1, 1]` (0 when not computed).
+    /// Best normalised autocorrelation in the pitch range, `[-1, 1]` (0 when not computed:
+    /// quiet frames, or frames the neural model already called speech).
     pub periodicity: f32,
     /// Frame RMS level in dBFS.
     pub level_dbfs: f32,
@@ -198,17 +199,9 @@ impl VoiceActivityDetector {
             energy >= self.noise_floor_energy * dbfs_to_energy(self.config.noise_margin_db);
 
         self.push_pitch_history(frame);
-        let periodicity = if loud_enough && above_floor {
-            self.pitch_periodicity()
-        } else {
-            0.0
-        };
-        let periodic_vote = loud_enough
-            && above_floor
-            && periodicity >= self.config.min_periodicity
-            && zero_crossing_rate <= MAX_VOICED_ZERO_CROSSING_RATE;
-
-        let neural_score = if self.config.use_neural && loud_enough {
+        // The model only runs on frames that could be speech: silence and
+        // steady line noise (most of a call's inbound audio) stay cheap.
+        let neural_score = if self.config.use_neural && loud_enough && above_floor {
             if !self.neural_running {
                 // The model kept stale context from before the quiet stretch.
                 self.neural.reset();
@@ -222,6 +215,16 @@ impl VoiceActivityDetector {
             0.0
         };
         let neural_vote = loud_enough && neural_score >= self.config.neural_threshold;
+        // Periodicity is only needed when the model did not already say speech.
+        let periodicity = if loud_enough && above_floor && !neural_vote {
+            self.pitch_periodicity()
+        } else {
+            0.0
+        };
+        let periodic_vote = loud_enough
+            && above_floor
+            && periodicity >= self.config.min_periodicity
+            && zero_crossing_rate <= MAX_VOICED_ZERO_CROSSING_RATE;
         let is_speech = periodic_vote || neural_vote;
 
         self.track_noise_floor(energy, is_speech);
@@ -308,22 +311,46 @@ impl VoiceActivityDetector {
         if window_energy <= 0.0 {
             return 0.0;
         }
+        let end = PITCH_HISTORY - MIN_PITCH_LAG;
+        let mut lagged_energy: f32 = self.pitch_history[end - PITCH_WINDOW..end]
+            .iter()
+            .map(|x| x * x)
+            .sum();
         let mut best = 0.0f32;
         for lag in MIN_PITCH_LAG..=MAX_PITCH_LAG {
-            let lagged =
-                &self.pitch_history[PITCH_HISTORY - PITCH_WINDOW - lag..PITCH_HISTORY - lag];
-            let mut cross = 0.0f32;
-            let mut lagged_energy = 0.0f32;
-            for (&a, &b) in window.iter().zip(lagged) {
-                cross += a * b;
-                lagged_energy += b * b;
+            let start = PITCH_HISTORY - PITCH_WINDOW - lag;
+            let lagged = &self.pitch_history[start..start + PITCH_WINDOW];
+            if lag > MIN_PITCH_LAG {
+                // Slide the lagged window one sample back instead of re-summing it.
+                let entering = self.pitch_history[start];
+                let leaving = self.pitch_history[start + PITCH_WINDOW];
+                lagged_energy = (lagged_energy + entering * entering - leaving * leaving).max(0.0);
             }
             if lagged_energy > 0.0 {
-                best = best.max(cross / (window_energy * lagged_energy).sqrt());
+                best = best.max(dot(window, lagged) / (window_energy * lagged_energy).sqrt());
             }
         }
         best
     }
+}
+
+/// Dot product with eight independent accumulators so it vectorises.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let a_chunks = a.chunks_exact(8);
+    let b_chunks = b.chunks_exact(8);
+    let tail: f32 = a_chunks
+        .remainder()
+        .iter()
+        .zip(b_chunks.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in a_chunks.zip(b_chunks) {
+        for k in 0..8 {
+            lanes[k] += x[k] * y[k];
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
 }
 
 /// Mean-square energy of the frame (normalised to full scale = 1) and its zero-crossing count.
@@ -369,16 +396,20 @@ mod tests {
 
     #[test]
     fn each_voter_alone_hears_the_synthetic_speech() {
+        let periodic_only = VadConfig {
+            use_neural: false,
+            ..VadConfig::default()
+        };
         for rate in [8000, 16000] {
             let mut vad = VoiceActivityDetector::new(rate).unwrap();
+            let mut periodic_vad = VoiceActivityDetector::with_config(rate, periodic_only).unwrap();
             let mut speech = SpeechLikeGenerator::new(rate, 1);
             let mut frame = vec![0i16; vad.frame_len()];
             let (mut neural, mut periodic) = (0, 0);
             for _ in 0..250 {
                 speech.fill(&mut frame);
-                let decision = vad.analyze(&frame);
-                neural += usize::from(decision.neural_score >= 0.5);
-                periodic += usize::from(decision.periodicity >= 0.55);
+                neural += usize::from(vad.analyze(&frame).neural_score >= 0.5);
+                periodic += usize::from(periodic_vad.analyze(&frame).periodicity >= 0.55);
             }
             assert!(neural > 100, "rate {rate}: neural {neural}/250");
             assert!(periodic > 150, "rate {rate}: periodic {periodic}/250");
