@@ -1,1 +1,20 @@
-//! Voxline service library.
+//! Voxline: a service that places automated voice calls run by AI agents.
+//!
+//! The library holds everything the `voxline` binary runs; integration tests
+//! start the same [`server::Server`] on port 0.
+
+pub mod admin_cli;
+pub mod admin_ops;
+pub mod api_key;
+pub mod bootstrap;
+pub mod clock;
+pub mod config;
+pub mod credentials;
+pub mod domain;
+pub mod http;
+pub mod janitor;
+pub mod rate_limit;
+pub mod server;
+pub mod state;
+pub mod store;
+pub mod telemetry;

@@ -1,1 +1,79 @@
-fn main() {}
+//! The `voxline` binary: `serve`, `admin` and `loadgen`.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+use std::sync::Arc;
+use voxline::admin_cli::{self, AdminCommand};
+use voxline::clock::SystemClock;
+use voxline::config::{ServeArgs, Settings, StorageArgs};
+use voxline::server::{Server, shutdown_signal};
+use voxline::telemetry::init_logging;
+
+/// Voxline: automated AI voice calls over HTTP.
+#[derive(Debug, Parser)]
+#[command(name = "voxline", version, about)]
+struct Cli {
+    #[command(flatten)]
+    storage: StorageArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the HTTP API, media endpoints, call engine and background jobs.
+    Serve(ServeArgs),
+    /// Platform administration; each command prints one JSON object.
+    #[command(subcommand)]
+    Admin(AdminCommand),
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(serve) => match run_serve(&cli.storage, &serve).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("voxline serve: {err:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Admin(command) => match admin_cli::run(&cli.storage, command).await {
+            Ok(value) => {
+                println!("{value}");
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("voxline admin: {err:#}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+async fn run_serve(storage: &StorageArgs, serve: &ServeArgs) -> anyhow::Result<()> {
+    let settings = Settings::resolve(storage, serve)?;
+    init_logging(settings.log_json);
+    let server = Server::start(settings, Arc::new(SystemClock)).await?;
+    if let Some(boot) = &server.bootstrapped {
+        println!(
+            "\nVoxline bootstrapped a Demo workspace ({org}).\n\n  API key (shown once, keep it): {key}\n  Caller number: {phone}\n",
+            org = boot.org_id,
+            key = boot.api_key,
+            phone = boot.phone,
+        );
+        for (engine, id) in &boot.agents {
+            println!("  {engine:<12} agent: {id}", engine = engine.as_str());
+        }
+        println!(
+            "\nTry: curl -H 'Authorization: Bearer {key}' {base}/api/agents\n",
+            key = boot.api_key,
+            base = server.base_url()
+        );
+    }
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    server.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,368 @@
+//! `voxline admin …`: the platform console (decisions §3). Every command
+//! prints exactly one JSON object on stdout; errors go to stderr.
+
+use crate::admin_ops;
+use crate::clock::{iso, ist_day, ist_month_key};
+use crate::config::{StorageArgs, StorageSettings};
+use crate::credentials::{self, CredentialCipher};
+use crate::domain::PhoneNumber;
+use crate::domain::agent::TELEPHONY_PROVIDERS;
+use crate::store::Store;
+use anyhow::{Context, anyhow, bail};
+use chrono::Utc;
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+/// Admin command groups.
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Workspaces.
+    #[command(subcommand)]
+    Org(OrgCommand),
+    /// API keys.
+    #[command(subcommand)]
+    Key(KeyCommand),
+    /// Wallets.
+    #[command(subcommand)]
+    Wallet(WalletCommand),
+    /// Phone numbers.
+    #[command(subcommand)]
+    Number(NumberCommand),
+    /// Workspace provider credentials.
+    #[command(subcommand)]
+    Credential(CredentialCommand),
+    /// Webhook subscriptions.
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
+}
+
+/// `admin org …`
+#[derive(Debug, Subcommand)]
+pub enum OrgCommand {
+    /// Create a workspace.
+    Create {
+        /// Display name.
+        #[arg(long)]
+        name: String,
+        /// Concurrent call slots (default 10).
+        #[arg(long)]
+        concurrency: Option<i64>,
+        /// Monthly minute quota (default 10,000).
+        #[arg(long)]
+        minute_quota: Option<i64>,
+    },
+}
+
+/// `admin key …`
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Create a key; the full key is printed only here.
+    Create {
+        /// Workspace id.
+        #[arg(long)]
+        org: String,
+        /// Descriptive name.
+        #[arg(long)]
+        name: String,
+    },
+    /// List a workspace's keys with today's usage.
+    List {
+        /// Workspace id.
+        #[arg(long)]
+        org: String,
+    },
+    /// Revoke a key; effective on its next request.
+    Revoke {
+        /// Key id.
+        key_id: String,
+    },
+    /// Override a key's request caps.
+    Limits(KeyLimits),
+}
+
+/// Arguments of `admin key limits`.
+#[derive(Debug, Args)]
+pub struct KeyLimits {
+    /// Key id.
+    pub key_id: String,
+    /// Daily cap.
+    #[arg(long)]
+    pub daily: Option<i64>,
+    /// Monthly cap.
+    #[arg(long)]
+    pub monthly: Option<i64>,
+}
+
+/// `admin wallet …`
+#[derive(Debug, Subcommand)]
+pub enum WalletCommand {
+    /// Add money to a workspace's wallet.
+    Credit {
+        /// Workspace id.
+        #[arg(long)]
+        org: String,
+        /// Amount in paise.
+        #[arg(long)]
+        paise: i64,
+    },
+}
+
+/// `admin number …`
+#[derive(Debug, Subcommand)]
+pub enum NumberCommand {
+    /// Rent a number for a workspace.
+    Add {
+        /// Workspace id.
+        #[arg(long)]
+        org: String,
+        /// E.164 number.
+        #[arg(long)]
+        phone: String,
+        /// sim, twilio, plivo, exotel, vonage or telnyx.
+        #[arg(long, default_value = "sim")]
+        provider: String,
+        /// Make it the workspace's default caller ID.
+        #[arg(long)]
+        default: bool,
+        /// Monthly rent in paise (default 0 for sim, 50,000 otherwise).
+        #[arg(long)]
+        rent_paise: Option<i64>,
+    },
+}
+
+/// `admin credential …`
+#[derive(Debug, Subcommand)]
+pub enum CredentialCommand {
+    /// Store (replace) a workspace's own provider credential.
+    Set {
+        /// Workspace id.
+        #[arg(long)]
+        org: String,
+        /// openai, deepgram, elevenlabs, twilio, plivo, exotel, vonage or telnyx.
+        #[arg(long)]
+        kind: String,
+        /// The credential as a JSON object.
+        #[arg(long)]
+        json: String,
+    },
+}
+
+/// `admin webhook …`
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Subscribe a URL to events.
+    Add {
+        /// Workspace id.
+        #[arg(long)]
+        org: String,
+        /// Delivery URL (http or https).
+        #[arg(long)]
+        url: String,
+        /// Events to deliver (default call.completed); repeatable.
+        #[arg(long = "event")]
+        events: Vec<String>,
+    },
+}
+
+/// Event kinds a subscription may name.
+pub const EVENT_KINDS: &[&str] = &["call.completed", "rating.completed"];
+
+/// Runs one admin command against the configured database.
+pub async fn run(storage: &StorageArgs, command: AdminCommand) -> anyhow::Result<Value> {
+    let (settings, _) = StorageSettings::resolve(storage)?;
+    std::fs::create_dir_all(&settings.data_dir)
+        .with_context(|| format!("creating data dir {}", settings.data_dir.display()))?;
+    let store = Store::connect(&settings.database_url, 2)
+        .await
+        .context("opening the database")?;
+    let result = execute(&store, &settings, command).await;
+    store.close().await;
+    result
+}
+
+async fn require_org(store: &Store, org: &str) -> anyhow::Result<()> {
+    store
+        .org(org)
+        .await?
+        .map(|_| ())
+        .ok_or_else(|| anyhow!("no workspace with id {org}"))
+}
+
+async fn execute(
+    store: &Store,
+    settings: &StorageSettings,
+    command: AdminCommand,
+) -> anyhow::Result<Value> {
+    let now = Utc::now();
+    let now_ms = now.timestamp_millis();
+    match command {
+        AdminCommand::Org(OrgCommand::Create {
+            name,
+            concurrency,
+            minute_quota,
+        }) => {
+            if name.trim().is_empty() {
+                bail!("--name must not be blank");
+            }
+            if concurrency.is_some_and(|c| c < 1) {
+                bail!("--concurrency must be at least 1");
+            }
+            if minute_quota.is_some_and(|m| m < 0) {
+                bail!("--minute-quota must not be negative");
+            }
+            let org =
+                admin_ops::create_org(store, name.trim(), concurrency, minute_quota, now).await?;
+            Ok(
+                json!({"id": org.id, "name": org.name, "concurrency": org.concurrency, "minuteQuota": org.minute_quota}),
+            )
+        }
+        AdminCommand::Key(KeyCommand::Create { org, name }) => {
+            require_org(store, &org).await?;
+            let key = admin_ops::create_key(store, &org, &name, now).await?;
+            Ok(json!({"id": key.id, "key": key.key, "prefix": key.prefix}))
+        }
+        AdminCommand::Key(KeyCommand::List { org }) => {
+            require_org(store, &org).await?;
+            let day = ist_day(now).to_string();
+            let month = ist_month_key(now);
+            let mut keys = Vec::new();
+            for k in store.api_keys(&org).await? {
+                let usage = store.key_usage_in_month(&k.id, &month).await?;
+                let today = usage.iter().find(|u| u.day == day);
+                keys.push(json!({
+                    "id": k.id,
+                    "name": k.name,
+                    "prefix": k.prefix,
+                    "dailyLimit": k.daily_limit,
+                    "monthlyLimit": k.monthly_limit,
+                    "revoked": k.revoked_at.is_some(),
+                    "revokedAt": k.revoked_at.map(iso),
+                    "lastUsedAt": k.last_used_at.map(iso),
+                    "createdAt": iso(k.created_at),
+                    "usage": {
+                        "today": {
+                            "admitted": today.map_or(0, |u| u.admitted),
+                            "success": today.map_or(0, |u| u.success),
+                            "failed": today.map_or(0, |u| u.failed),
+                            "rateLimited": today.map_or(0, |u| u.rate_limited),
+                        },
+                        "month": {
+                            "admitted": usage.iter().map(|u| u.admitted).sum::<i64>(),
+                            "success": usage.iter().map(|u| u.success).sum::<i64>(),
+                            "failed": usage.iter().map(|u| u.failed).sum::<i64>(),
+                            "rateLimited": usage.iter().map(|u| u.rate_limited).sum::<i64>(),
+                        }
+                    }
+                }));
+            }
+            Ok(json!({"org": org, "keys": keys}))
+        }
+        AdminCommand::Key(KeyCommand::Revoke { key_id }) => {
+            if !store.revoke_api_key(&key_id, now_ms).await? {
+                bail!("no key with id {key_id}");
+            }
+            Ok(json!({"id": key_id, "revoked": true}))
+        }
+        AdminCommand::Key(KeyCommand::Limits(KeyLimits {
+            key_id,
+            daily,
+            monthly,
+        })) => {
+            let key = store
+                .api_key(&key_id)
+                .await?
+                .ok_or_else(|| anyhow!("no key with id {key_id}"))?;
+            let daily = daily.unwrap_or(key.daily_limit);
+            let monthly = monthly.unwrap_or(key.monthly_limit);
+            if daily < 0 || monthly < 0 {
+                bail!("--daily and --monthly must not be negative");
+            }
+            store.set_api_key_limits(&key_id, daily, monthly).await?;
+            Ok(json!({"id": key_id, "dailyLimit": daily, "monthlyLimit": monthly}))
+        }
+        AdminCommand::Wallet(WalletCommand::Credit { org, paise }) => {
+            if paise <= 0 {
+                bail!("--paise must be a positive integer");
+            }
+            let balance = store
+                .credit_wallet(&org, paise, now_ms)
+                .await?
+                .ok_or_else(|| anyhow!("no workspace with id {org}"))?;
+            Ok(json!({"org": org, "creditedPaise": paise, "balancePaise": balance}))
+        }
+        AdminCommand::Number(NumberCommand::Add {
+            org,
+            phone,
+            provider,
+            default,
+            rent_paise,
+        }) => {
+            require_org(store, &org).await?;
+            let phone = PhoneNumber::parse(&phone).map_err(|e| anyhow!("--phone {phone} {e}"))?;
+            if !TELEPHONY_PROVIDERS.contains(&provider.as_str()) {
+                bail!(
+                    "--provider must be one of {}",
+                    TELEPHONY_PROVIDERS.join(", ")
+                );
+            }
+            if rent_paise.is_some_and(|r| r < 0) {
+                bail!("--rent-paise must not be negative");
+            }
+            let n = admin_ops::add_number(
+                store,
+                &org,
+                phone.as_str(),
+                &provider,
+                default,
+                rent_paise,
+                now,
+            )
+            .await?;
+            Ok(
+                json!({"id": n.id, "phone": n.phone, "provider": n.provider, "isDefault": n.is_default,
+                "monthlyRentPaise": n.monthly_rent_paise, "renewsAt": iso(n.renews_at)}),
+            )
+        }
+        AdminCommand::Credential(CredentialCommand::Set {
+            org,
+            kind,
+            json: raw,
+        }) => {
+            require_org(store, &org).await?;
+            let value: Value = serde_json::from_str(&raw).context("--json is not valid JSON")?;
+            credentials::validate(&kind, &value)?;
+            let secret = settings.load_secret()?;
+            let (nonce, sealed) = CredentialCipher::new(&secret).seal(raw.as_bytes());
+            store
+                .upsert_credential(&org, &kind, &nonce, &sealed, now_ms)
+                .await?;
+            Ok(json!({"org": org, "kind": kind, "stored": true}))
+        }
+        AdminCommand::Webhook(WebhookCommand::Add { org, url, events }) => {
+            require_org(store, &org).await?;
+            let parsed =
+                reqwest::Url::parse(&url).map_err(|e| anyhow!("--url is not a URL: {e}"))?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                bail!("--url must be http or https");
+            }
+            let events = if events.is_empty() {
+                vec!["call.completed".to_string()]
+            } else {
+                events
+            };
+            if let Some(bad) = events.iter().find(|e| !EVENT_KINDS.contains(&e.as_str())) {
+                bail!("--event {bad} is not one of {}", EVENT_KINDS.join(", "));
+            }
+            let secret = format!(
+                "whsec_{}",
+                crate::api_key::GeneratedKey::generate()
+                    .full
+                    .trim_start_matches("acai_")
+            );
+            let id = store
+                .insert_webhook(&org, &url, &events, &secret, now_ms)
+                .await?;
+            Ok(json!({"id": id, "secret": secret, "url": url, "events": events}))
+        }
+    }
+}

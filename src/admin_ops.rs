@@ -1,0 +1,103 @@
+//! Platform-administrator operations, shared by the `admin` CLI and bootstrap.
+
+use crate::api_key::GeneratedKey;
+use crate::domain::ApiKeyId;
+use crate::store::{NumberRow, OrgRow, Store, StoreError, keys::NewApiKey, numbers::NewNumber};
+use chrono::{DateTime, Months, Utc};
+
+/// Default concurrent call slots of a new workspace.
+pub const DEFAULT_CONCURRENCY: i64 = 10;
+/// Default monthly minute quota of a new workspace.
+pub const DEFAULT_MINUTE_QUOTA: i64 = 10_000;
+/// Default daily request cap per key.
+pub const DEFAULT_DAILY_LIMIT: i64 = 5_000;
+/// Default monthly request cap per key.
+pub const DEFAULT_MONTHLY_LIMIT: i64 = 100_000;
+/// Default monthly rent of a carrier number: ₹500.
+pub const DEFAULT_RENT_PAISE: i64 = 50_000;
+
+/// A created key with its one-time full text.
+#[derive(Debug, Clone)]
+pub struct NewKey {
+    /// Key id.
+    pub id: String,
+    /// The full key, shown once.
+    pub key: String,
+    /// Display prefix.
+    pub prefix: String,
+}
+
+/// Creates a workspace with the defaults of decisions §3.
+pub async fn create_org(
+    store: &Store,
+    name: &str,
+    concurrency: Option<i64>,
+    minute_quota: Option<i64>,
+    now: DateTime<Utc>,
+) -> Result<OrgRow, StoreError> {
+    store
+        .create_org(
+            name,
+            concurrency.unwrap_or(DEFAULT_CONCURRENCY),
+            minute_quota.unwrap_or(DEFAULT_MINUTE_QUOTA),
+            now.timestamp_millis(),
+        )
+        .await
+}
+
+/// Creates an API key for a workspace with the default caps.
+pub async fn create_key(
+    store: &Store,
+    org_id: &str,
+    name: &str,
+    now: DateTime<Utc>,
+) -> Result<NewKey, StoreError> {
+    let generated = GeneratedKey::generate();
+    let id = ApiKeyId::new().to_string();
+    store
+        .insert_api_key(&NewApiKey {
+            id: &id,
+            org_id,
+            name,
+            prefix: &generated.prefix,
+            key_hash: &generated.hash,
+            daily_limit: DEFAULT_DAILY_LIMIT,
+            monthly_limit: DEFAULT_MONTHLY_LIMIT,
+            now_ms: now.timestamp_millis(),
+        })
+        .await?;
+    Ok(NewKey {
+        id,
+        key: generated.full,
+        prefix: generated.prefix,
+    })
+}
+
+/// Rents a number for a workspace; the first month counts as paid online.
+pub async fn add_number(
+    store: &Store,
+    org_id: &str,
+    phone: &str,
+    provider: &str,
+    is_default: bool,
+    rent_paise: Option<i64>,
+    now: DateTime<Utc>,
+) -> Result<NumberRow, StoreError> {
+    let rent = rent_paise.unwrap_or(if provider == "sim" {
+        0
+    } else {
+        DEFAULT_RENT_PAISE
+    });
+    let renews = now.checked_add_months(Months::new(1)).unwrap_or(now);
+    store
+        .insert_number(&NewNumber {
+            org_id,
+            phone,
+            provider,
+            is_default,
+            monthly_rent_paise: rent,
+            now_ms: now.timestamp_millis(),
+            renews_at: renews.timestamp_millis(),
+        })
+        .await
+}

@@ -1,0 +1,333 @@
+//! Configuration: flags override the environment, which overrides the TOML
+//! file, which overrides the defaults (decisions §1).
+
+use clap::Args;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where the database and data live; shared by `serve` and `admin`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct StorageArgs {
+    /// Optional TOML configuration file.
+    #[arg(long, env = "VOXLINE_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+    /// Data directory: SQLite file, recordings, generated secret.
+    #[arg(long, env = "VOXLINE_DATA_DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// sqlite://… or postgres://…; defaults to SQLite in the data directory.
+    #[arg(long, env = "DATABASE_URL", global = true)]
+    pub database_url: Option<String>,
+    /// Server secret that signs media tokens and recording links.
+    #[arg(long, env = "VOXLINE_SECRET", global = true, hide_env_values = true)]
+    pub secret: Option<String>,
+    /// Database pool size.
+    #[arg(long, env = "VOXLINE_DB_POOL", global = true)]
+    pub db_pool_size: Option<u32>,
+}
+
+/// Flags of `voxline serve`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    /// HTTP listen address.
+    #[arg(long, env = "VOXLINE_LISTEN")]
+    pub listen: Option<String>,
+    /// Public base URL given to carriers for callbacks and media.
+    #[arg(long, env = "VOXLINE_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Admin listener (Prometheus /metrics).
+    #[arg(long, env = "VOXLINE_ADMIN_LISTEN")]
+    pub admin_listen: Option<String>,
+    /// Log as JSON lines instead of human-readable text.
+    #[arg(long, env = "VOXLINE_LOG_JSON")]
+    pub log_json: bool,
+    /// Do not create the Demo workspace on an empty database.
+    #[arg(long, env = "VOXLINE_NO_BOOTSTRAP")]
+    pub no_bootstrap: bool,
+}
+
+/// The optional TOML file; every key mirrors a flag.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub struct FileConfig {
+    /// See [`ServeArgs::listen`].
+    pub listen: Option<String>,
+    /// See [`ServeArgs::public_url`].
+    pub public_url: Option<String>,
+    /// See [`StorageArgs::data_dir`].
+    pub data_dir: Option<PathBuf>,
+    /// See [`StorageArgs::database_url`].
+    pub database_url: Option<String>,
+    /// See [`StorageArgs::secret`].
+    pub secret: Option<String>,
+    /// See [`StorageArgs::db_pool_size`].
+    pub db_pool_size: Option<u32>,
+    /// See [`ServeArgs::admin_listen`].
+    pub admin_listen: Option<String>,
+    /// See [`ServeArgs::log_json`].
+    pub log_json: Option<bool>,
+    /// See [`ServeArgs::no_bootstrap`].
+    pub no_bootstrap: Option<bool>,
+    /// Seconds between background janitor passes (renewals, dormancy).
+    pub janitor_interval_seconds: Option<u64>,
+    /// Days of idleness before an agent turns dormant.
+    pub dormant_after_days: Option<u32>,
+}
+
+/// Why configuration could not be assembled.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML for us.
+    #[error("invalid config file {path}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The TOML error.
+        source: Box<toml::de::Error>,
+    },
+    /// An address setting does not parse.
+    #[error("{setting} is not a socket address: {value}")]
+    Address {
+        /// Which setting.
+        setting: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// The secret could not be created or read.
+    #[error("server secret: {0}")]
+    Secret(std::io::Error),
+}
+
+/// Storage settings after merging.
+#[derive(Debug, Clone)]
+pub struct StorageSettings {
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// Database URL.
+    pub database_url: String,
+    /// Pool size.
+    pub db_pool_size: u32,
+    /// Explicit secret, if given.
+    pub secret: Option<String>,
+}
+
+/// Everything `serve` needs, fully resolved.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Storage.
+    pub storage: StorageSettings,
+    /// HTTP listen address.
+    pub listen: SocketAddr,
+    /// Public base URL (no trailing slash).
+    pub public_url: Option<String>,
+    /// Admin listen address.
+    pub admin_listen: SocketAddr,
+    /// JSON logs.
+    pub log_json: bool,
+    /// Skip first-run bootstrap.
+    pub no_bootstrap: bool,
+    /// Janitor period.
+    pub janitor_interval: Duration,
+    /// Dormancy window.
+    pub dormant_after: Duration,
+}
+
+fn read_file(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
+    let Some(path) = path else {
+        return Ok(FileConfig::default());
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|source| ConfigError::Parse {
+        path: path.to_path_buf(),
+        source: Box::new(source),
+    })
+}
+
+fn parse_addr(setting: &'static str, value: String) -> Result<SocketAddr, ConfigError> {
+    value
+        .parse()
+        .map_err(|_| ConfigError::Address { setting, value })
+}
+
+impl StorageSettings {
+    /// Merges storage flags/env with the file and defaults.
+    pub fn resolve(args: &StorageArgs) -> Result<(Self, FileConfig), ConfigError> {
+        let file = read_file(args.config.as_deref())?;
+        let data_dir = args
+            .data_dir
+            .clone()
+            .or_else(|| file.data_dir.clone())
+            .unwrap_or_else(|| PathBuf::from("./voxline-data"));
+        let database_url = args
+            .database_url
+            .clone()
+            .or_else(|| file.database_url.clone())
+            .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("voxline.db").display()));
+        let db_pool_size = args.db_pool_size.or(file.db_pool_size).unwrap_or(
+            if database_url.starts_with("sqlite") {
+                8
+            } else {
+                16
+            },
+        );
+        let secret = args.secret.clone().or_else(|| file.secret.clone());
+        Ok((
+            Self {
+                data_dir,
+                database_url,
+                db_pool_size,
+                secret,
+            },
+            file,
+        ))
+    }
+
+    /// The server secret: configured, or generated once and kept in the data directory.
+    pub fn load_secret(&self) -> Result<Vec<u8>, ConfigError> {
+        if let Some(secret) = &self.secret {
+            return Ok(secret.as_bytes().to_vec());
+        }
+        let path = self.data_dir.join("secret");
+        match std::fs::read_to_string(&path) {
+            Ok(text) if !text.trim().is_empty() => return Ok(text.trim().as_bytes().to_vec()),
+            Ok(_) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => return Err(ConfigError::Secret(err)),
+        }
+        std::fs::create_dir_all(&self.data_dir).map_err(ConfigError::Secret)?;
+        let fresh: String = (0..32)
+            .map(|_| format!("{:02x}", rand::random::<u8>()))
+            .collect();
+        write_private(&path, &fresh).map_err(ConfigError::Secret)?;
+        Ok(fresh.into_bytes())
+    }
+}
+
+#[cfg(unix)]
+fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(contents.as_bytes())
+}
+
+#[cfg(not(unix))]
+fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    std::fs::write(path, contents)
+}
+
+impl Settings {
+    /// Merges `serve` flags/env with the file and defaults.
+    pub fn resolve(storage: &StorageArgs, serve: &ServeArgs) -> Result<Self, ConfigError> {
+        let (storage, file) = StorageSettings::resolve(storage)?;
+        let listen = serve
+            .listen
+            .clone()
+            .or(file.listen)
+            .unwrap_or_else(|| "127.0.0.1:8080".into());
+        let admin_listen = serve
+            .admin_listen
+            .clone()
+            .or(file.admin_listen)
+            .unwrap_or_else(|| "127.0.0.1:9090".into());
+        Ok(Self {
+            storage,
+            listen: parse_addr("listen", listen)?,
+            public_url: serve
+                .public_url
+                .clone()
+                .or(file.public_url)
+                .map(|u| u.trim_end_matches('/').to_string()),
+            admin_listen: parse_addr("admin_listen", admin_listen)?,
+            log_json: serve.log_json || file.log_json.unwrap_or(false),
+            no_bootstrap: serve.no_bootstrap || file.no_bootstrap.unwrap_or(false),
+            janitor_interval: Duration::from_secs(file.janitor_interval_seconds.unwrap_or(60)),
+            dormant_after: Duration::from_secs(
+                u64::from(file.dormant_after_days.unwrap_or(7)) * 86_400,
+            ),
+        })
+    }
+
+    /// Settings for tests: everything in `data_dir`, ephemeral ports.
+    pub fn for_tests(data_dir: PathBuf, database_url: Option<String>) -> Self {
+        let database_url = database_url
+            .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("voxline.db").display()));
+        Self {
+            storage: StorageSettings {
+                db_pool_size: 8,
+                database_url,
+                data_dir,
+                secret: Some("test-secret".into()),
+            },
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            public_url: None,
+            admin_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            log_json: false,
+            no_bootstrap: true,
+            janitor_interval: Duration::from_millis(100),
+            dormant_after: Duration::from_secs(7 * 86_400),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_file_and_defaults_apply() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("voxline.toml");
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:7000\"\nadmin_listen = \"127.0.0.1:7001\"\n",
+        )
+        .unwrap();
+        let storage = StorageArgs {
+            config: Some(file),
+            data_dir: Some(dir.path().to_path_buf()),
+            ..StorageArgs::default()
+        };
+        let serve = ServeArgs {
+            listen: Some("127.0.0.1:7100".into()),
+            ..ServeArgs::default()
+        };
+        let s = Settings::resolve(&storage, &serve).unwrap();
+        assert_eq!(s.listen.port(), 7100);
+        assert_eq!(s.admin_listen.port(), 7001);
+        assert!(s.storage.database_url.starts_with("sqlite://"));
+        let secret = s.storage.load_secret().unwrap();
+        assert_eq!(secret, s.storage.load_secret().unwrap());
+    }
+
+    #[test]
+    fn unknown_file_keys_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("bad.toml");
+        std::fs::write(&file, "lisen = \"x\"\n").unwrap();
+        let storage = StorageArgs {
+            config: Some(file),
+            ..StorageArgs::default()
+        };
+        assert!(matches!(
+            StorageSettings::resolve(&storage),
+            Err(ConfigError::Parse { .. })
+        ));
+    }
+}

@@ -1,0 +1,135 @@
+//! Workspace provider credentials, encrypted at rest with a key derived from
+//! the server secret (AES-256-GCM). Plaintext exists only in memory, never in
+//! an API response or a log line.
+
+use aes_gcm::aead::{Aead, KeyInit};
+use aes_gcm::{Aes256Gcm, Nonce};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use sha2::{Digest, Sha256};
+
+/// Provider kinds a workspace can hold credentials for.
+pub const CREDENTIAL_KINDS: &[&str] = &[
+    "openai",
+    "deepgram",
+    "elevenlabs",
+    "twilio",
+    "plivo",
+    "exotel",
+    "vonage",
+    "telnyx",
+];
+
+/// Why a credential could not be sealed or opened.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    /// Not one of [`CREDENTIAL_KINDS`].
+    #[error("unknown credential kind {0}; expected one of {kinds}", kinds = CREDENTIAL_KINDS.join(", "))]
+    UnknownKind(String),
+    /// The JSON is not an object or lacks a required field.
+    #[error("{0}")]
+    Invalid(String),
+    /// The ciphertext does not open with this server's secret.
+    #[error("credential cannot be decrypted with this server secret")]
+    Undecryptable,
+}
+
+/// Seals and opens credentials with the server secret.
+pub struct CredentialCipher {
+    cipher: Aes256Gcm,
+}
+
+impl CredentialCipher {
+    /// Derives the credential key from the server secret.
+    pub fn new(secret: &[u8]) -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update(b"voxline/credentials/v1\0");
+        hasher.update(secret);
+        let key = hasher.finalize();
+        // A SHA-256 output is exactly an AES-256 key, so this cannot fail.
+        let cipher = match Aes256Gcm::new_from_slice(&key) {
+            Ok(c) => c,
+            Err(_) => unreachable!("sha256 output is 32 bytes"),
+        };
+        Self { cipher }
+    }
+
+    /// Encrypts `plaintext`, returning base64 `(nonce, ciphertext)`.
+    pub fn seal(&self, plaintext: &[u8]) -> (String, String) {
+        let nonce_bytes: [u8; 12] = rand::random();
+        let nonce = Nonce::from(nonce_bytes);
+        // Encryption with a valid key and nonce has no failure mode for in-memory buffers.
+        let ciphertext = self.cipher.encrypt(&nonce, plaintext).unwrap_or_default();
+        (STANDARD.encode(nonce_bytes), STANDARD.encode(ciphertext))
+    }
+
+    /// Decrypts a sealed credential.
+    pub fn open(&self, nonce_b64: &str, ciphertext_b64: &str) -> Result<Vec<u8>, CredentialError> {
+        let nonce_bytes: [u8; 12] = STANDARD
+            .decode(nonce_b64)
+            .ok()
+            .and_then(|n| n.try_into().ok())
+            .ok_or(CredentialError::Undecryptable)?;
+        let ciphertext = STANDARD
+            .decode(ciphertext_b64)
+            .map_err(|_| CredentialError::Undecryptable)?;
+        self.cipher
+            .decrypt(&Nonce::from(nonce_bytes), ciphertext.as_ref())
+            .map_err(|_| CredentialError::Undecryptable)
+    }
+}
+
+/// Checks a credential's kind and the fields its JSON must carry.
+pub fn validate(kind: &str, value: &serde_json::Value) -> Result<(), CredentialError> {
+    if !CREDENTIAL_KINDS.contains(&kind) {
+        return Err(CredentialError::UnknownKind(kind.to_string()));
+    }
+    let obj = value
+        .as_object()
+        .ok_or_else(|| CredentialError::Invalid("credential JSON must be an object".into()))?;
+    let required: &[&str] = match kind {
+        "openai" | "deepgram" | "elevenlabs" => &["apiKey"],
+        "twilio" => &["accountSid", "authToken"],
+        "plivo" => &["authId", "authToken"],
+        "exotel" => &["accountSid", "apiKey", "apiToken"],
+        "vonage" => &["applicationId", "privateKey"],
+        _ => &["apiKey"],
+    };
+    for field in required {
+        let present = obj
+            .get(*field)
+            .and_then(|v| v.as_str())
+            .is_some_and(|s| !s.is_empty());
+        if !present {
+            return Err(CredentialError::Invalid(format!(
+                "{kind} credential needs a non-empty string field {field}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_wrong_secret() {
+        let cipher = CredentialCipher::new(b"secret-a");
+        let (nonce, sealed) = cipher.seal(br#"{"apiKey":"sk-live"}"#);
+        assert!(!sealed.contains("sk-live"));
+        assert_eq!(
+            cipher.open(&nonce, &sealed).unwrap(),
+            br#"{"apiKey":"sk-live"}"#
+        );
+        let other = CredentialCipher::new(b"secret-b");
+        assert!(other.open(&nonce, &sealed).is_err());
+    }
+
+    #[test]
+    fn required_fields_are_checked() {
+        assert!(validate("openai", &serde_json::json!({"apiKey": "k"})).is_ok());
+        assert!(validate("openai", &serde_json::json!({"key": "k"})).is_err());
+        assert!(validate("nope", &serde_json::json!({})).is_err());
+    }
+}

@@ -1,0 +1,609 @@
+//! Agents: the AI persona that runs a call, and the rules for editing one.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use std::collections::BTreeSet;
+use utoipa::ToSchema;
+
+/// How a call's conversation is run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ConversationEngine {
+    /// Two-way conversation: ASR → LLM → TTS.
+    #[default]
+    Pipeline,
+    /// Play one message, then hang up.
+    Announcement,
+    /// A DTMF menu.
+    Keypad,
+}
+
+impl ConversationEngine {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pipeline => "pipeline",
+            Self::Announcement => "announcement",
+            Self::Keypad => "keypad",
+        }
+    }
+}
+
+/// Whether an agent can be dialed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentStatus {
+    /// Dialable.
+    Active,
+    /// Deactivated: refused for new calls.
+    Inactive,
+    /// Soft-deleted: hidden until restored.
+    Deleted,
+}
+
+impl AgentStatus {
+    /// The stored form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Inactive => "inactive",
+            Self::Deleted => "deleted",
+        }
+    }
+
+    /// Parses the stored form; unknown text reads as inactive so it is never dialed.
+    pub fn from_stored(s: &str) -> Self {
+        match s {
+            "active" => Self::Active,
+            "deleted" => Self::Deleted,
+            _ => Self::Inactive,
+        }
+    }
+}
+
+/// Re-dial policy for unanswered attempts (decisions §5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct RetryPolicy {
+    /// Total attempts including the first.
+    pub max_attempts: u32,
+    /// Wait between attempts.
+    pub retry_after_seconds: u32,
+    /// Outcomes that trigger a re-dial: no-answer, busy, failed.
+    pub retry_on: Vec<String>,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 1,
+            retry_after_seconds: 300,
+            retry_on: vec!["no-answer".into(), "busy".into(), "failed".into()],
+        }
+    }
+}
+
+/// A scorecard column the post-call rating fills.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RatingColumn {
+    /// Column name.
+    pub name: String,
+    /// What the column judges.
+    #[serde(default)]
+    pub description: String,
+}
+
+/// The rating template attached to an agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RatingTemplate {
+    /// Columns scored after each call.
+    pub columns: Vec<RatingColumn>,
+}
+
+/// One field extracted from the conversation after the call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtractionField {
+    /// Field name in `extracted`.
+    pub name: String,
+    /// string, number, boolean or date.
+    #[serde(rename = "type", default = "default_extraction_type")]
+    pub kind: String,
+    /// What to extract.
+    #[serde(default)]
+    pub description: String,
+}
+
+fn default_extraction_type() -> String {
+    "string".into()
+}
+
+/// Fields to extract after the call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Extraction {
+    /// The fields.
+    pub fields: Vec<ExtractionField>,
+}
+
+/// One keypad menu choice.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KeypadOption {
+    /// The key: 0-9, * or #.
+    pub digit: String,
+    /// What the agent says when chosen.
+    #[serde(default)]
+    pub say: String,
+    /// Value stored in the call's extracted fields.
+    #[serde(default)]
+    pub value: String,
+}
+
+/// The DTMF menu of a keypad agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KeypadConfig {
+    /// The menu read to the caller.
+    pub prompt: String,
+    /// The choices.
+    pub options: Vec<KeypadOption>,
+    /// Seconds to wait for a key before re-prompting.
+    #[serde(default = "default_keypad_timeout")]
+    pub timeout_seconds: u32,
+    /// Prompts before giving up.
+    #[serde(default = "default_keypad_attempts")]
+    pub attempts: u32,
+}
+
+fn default_keypad_timeout() -> u32 {
+    8
+}
+
+fn default_keypad_attempts() -> u32 {
+    3
+}
+
+/// Announcement engine settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnnouncementConfig {
+    /// How many times the message is played.
+    pub repeat: u32,
+}
+
+impl Default for AnnouncementConfig {
+    fn default() -> Self {
+        Self { repeat: 1 }
+    }
+}
+
+/// Everything a client configures on an agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSpec {
+    /// Shown in dashboards and on call records.
+    pub name: String,
+    /// pipeline, announcement or keypad.
+    pub conversation_engine: ConversationEngine,
+    /// Spoken when the call connects; may hold {placeholders}.
+    pub welcome_message: String,
+    /// Instructions for the rest of the call; may hold {placeholders}.
+    pub prompt: String,
+    /// BCP 47 language tag, e.g. en-IN.
+    pub language: String,
+    /// LLM vendor: sim or openai.
+    pub llm_provider: String,
+    /// Model name passed to the LLM vendor.
+    pub llm_model: String,
+    /// ASR vendor: sim, deepgram or openai.
+    pub asr_provider: String,
+    /// TTS vendor: sim, openai, elevenlabs or espeak.
+    pub tts_provider: String,
+    /// Voice name passed to the TTS vendor.
+    pub voice: String,
+    /// Carrier: sim, twilio, plivo, exotel, vonage or telnyx.
+    pub telephony_provider: String,
+    /// Hard cap on call length.
+    pub max_duration_seconds: u32,
+    /// Caller silence that ends the call.
+    pub silence_timeout_seconds: u32,
+    /// Whether caller speech interrupts the agent.
+    pub interruptible: bool,
+    /// Phrases that end the call when the agent says them.
+    pub end_call_phrases: Vec<String>,
+    /// Re-dial policy.
+    pub retry_policy: RetryPolicy,
+    /// Post-call scorecard template.
+    pub rating_template: Option<RatingTemplate>,
+    /// Post-call extraction fields.
+    pub extraction: Option<Extraction>,
+    /// Keypad menu (keypad engine).
+    pub keypad: Option<KeypadConfig>,
+    /// Announcement settings (announcement engine).
+    pub announcement: AnnouncementConfig,
+    /// Bundled per-minute rate in paise.
+    pub per_minute_rate_paise: i64,
+}
+
+/// Known vendors per provider kind.
+const LLM_PROVIDERS: &[&str] = &["sim", "openai"];
+const ASR_PROVIDERS: &[&str] = &["sim", "deepgram", "openai"];
+const TTS_PROVIDERS: &[&str] = &["sim", "openai", "elevenlabs", "espeak"];
+/// Carriers a call can ring through.
+pub const TELEPHONY_PROVIDERS: &[&str] = &["sim", "twilio", "plivo", "exotel", "vonage", "telnyx"];
+
+/// Default bundled rate: ₹6 a minute.
+pub const DEFAULT_RATE_PAISE: i64 = 600;
+
+impl AgentSpec {
+    /// A spec with every default and the given name.
+    pub fn with_name(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            conversation_engine: ConversationEngine::Pipeline,
+            welcome_message: String::new(),
+            prompt: String::new(),
+            language: "en-IN".into(),
+            llm_provider: "sim".into(),
+            llm_model: "sim-1".into(),
+            asr_provider: "sim".into(),
+            tts_provider: "sim".into(),
+            voice: "sim-default".into(),
+            telephony_provider: "sim".into(),
+            max_duration_seconds: 600,
+            silence_timeout_seconds: 20,
+            interruptible: true,
+            end_call_phrases: Vec::new(),
+            retry_policy: RetryPolicy::default(),
+            rating_template: None,
+            extraction: None,
+            keypad: None,
+            announcement: AnnouncementConfig::default(),
+            per_minute_rate_paise: DEFAULT_RATE_PAISE,
+        }
+    }
+
+    /// Placeholders used by the welcome message and prompt, sorted and unique.
+    pub fn placeholders(&self) -> Vec<String> {
+        let mut set = BTreeSet::new();
+        for text in [&self.welcome_message, &self.prompt] {
+            for name in placeholder_names(text) {
+                set.insert(name.to_string());
+            }
+        }
+        if let Some(keypad) = &self.keypad {
+            for name in placeholder_names(&keypad.prompt) {
+                set.insert(name.to_string());
+            }
+        }
+        set.into_iter().collect()
+    }
+
+    /// Checks cross-field rules; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        let name = self.name.trim();
+        if name.is_empty() {
+            return Err("name is required and must not be blank".into());
+        }
+        if name.chars().count() > 200 {
+            return Err("name must be at most 200 characters".into());
+        }
+        if !is_language_tag(&self.language) {
+            return Err("language must be a BCP 47 tag such as en or en-IN".into());
+        }
+        one_of("llmProvider", &self.llm_provider, LLM_PROVIDERS)?;
+        one_of("asrProvider", &self.asr_provider, ASR_PROVIDERS)?;
+        one_of("ttsProvider", &self.tts_provider, TTS_PROVIDERS)?;
+        one_of(
+            "telephonyProvider",
+            &self.telephony_provider,
+            TELEPHONY_PROVIDERS,
+        )?;
+        if self.llm_model.trim().is_empty() {
+            return Err("llmModel must not be blank".into());
+        }
+        if !(10..=14_400).contains(&self.max_duration_seconds) {
+            return Err("maxDurationSeconds must be between 10 and 14400".into());
+        }
+        if !(2..=3_600).contains(&self.silence_timeout_seconds) {
+            return Err("silenceTimeoutSeconds must be between 2 and 3600".into());
+        }
+        if self.welcome_message.len() > 4_000 {
+            return Err("welcomeMessage must be at most 4000 characters".into());
+        }
+        if self.prompt.len() > 100_000 {
+            return Err("prompt must be at most 100000 characters".into());
+        }
+        let policy = &self.retry_policy;
+        if !(1..=10).contains(&policy.max_attempts) {
+            return Err("retryPolicy.maxAttempts must be between 1 and 10".into());
+        }
+        if policy.retry_after_seconds > 7 * 86_400 {
+            return Err("retryPolicy.retryAfterSeconds must be at most 604800".into());
+        }
+        for outcome in &policy.retry_on {
+            one_of(
+                "retryPolicy.retryOn",
+                outcome,
+                &["no-answer", "busy", "failed"],
+            )?;
+        }
+        if !(1..=10).contains(&self.announcement.repeat) {
+            return Err("announcement.repeat must be between 1 and 10".into());
+        }
+        if !(0..=100_000).contains(&self.per_minute_rate_paise) {
+            return Err("perMinuteRatePaise must be between 0 and 100000".into());
+        }
+        if let Some(template) = &self.rating_template
+            && template.columns.iter().any(|c| c.name.trim().is_empty())
+        {
+            return Err("ratingTemplate.columns[].name must not be blank".into());
+        }
+        if let Some(extraction) = &self.extraction {
+            for field in &extraction.fields {
+                if field.name.trim().is_empty() {
+                    return Err("extraction.fields[].name must not be blank".into());
+                }
+                one_of(
+                    "extraction.fields[].type",
+                    &field.kind,
+                    &["string", "number", "boolean", "date"],
+                )?;
+            }
+        }
+        match (&self.keypad, self.conversation_engine) {
+            (None, ConversationEngine::Keypad) => {
+                return Err("keypad is required when conversationEngine is keypad".into());
+            }
+            (Some(keypad), _) => validate_keypad(keypad)?,
+            _ => {}
+        }
+        if self.conversation_engine == ConversationEngine::Announcement
+            && self.welcome_message.trim().is_empty()
+        {
+            return Err(
+                "welcomeMessage is required when conversationEngine is announcement".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+fn validate_keypad(keypad: &KeypadConfig) -> Result<(), String> {
+    if keypad.prompt.trim().is_empty() {
+        return Err("keypad.prompt must not be blank".into());
+    }
+    if keypad.options.is_empty() {
+        return Err("keypad.options must hold at least one option".into());
+    }
+    let mut seen = BTreeSet::new();
+    for option in &keypad.options {
+        let valid = option.digit.len() == 1
+            && option
+                .digit
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == '*' || c == '#');
+        if !valid {
+            return Err("keypad.options[].digit must be one of 0-9, * or #".into());
+        }
+        if !seen.insert(option.digit.clone()) {
+            return Err(format!(
+                "keypad.options[].digit {} is repeated",
+                option.digit
+            ));
+        }
+    }
+    if !(1..=60).contains(&keypad.timeout_seconds) {
+        return Err("keypad.timeoutSeconds must be between 1 and 60".into());
+    }
+    if !(1..=10).contains(&keypad.attempts) {
+        return Err("keypad.attempts must be between 1 and 10".into());
+    }
+    Ok(())
+}
+
+fn one_of(field: &str, value: &str, allowed: &[&str]) -> Result<(), String> {
+    if allowed.contains(&value) {
+        Ok(())
+    } else {
+        Err(format!("{field} must be one of {}", allowed.join(", ")))
+    }
+}
+
+fn is_language_tag(tag: &str) -> bool {
+    let mut parts = tag.split('-');
+    let primary_ok = parts
+        .next()
+        .is_some_and(|p| (2..=3).contains(&p.len()) && p.chars().all(|c| c.is_ascii_alphabetic()));
+    primary_ok
+        && parts.all(|p| (2..=8).contains(&p.len()) && p.chars().all(|c| c.is_ascii_alphanumeric()))
+}
+
+/// Names of `{placeholder}`s in `text`, in order of appearance.
+pub fn placeholder_names(text: &str) -> impl Iterator<Item = &str> {
+    text.split('{').skip(1).filter_map(|chunk| {
+        let name = chunk.split_once('}')?.0;
+        let valid = !name.is_empty()
+            && name.len() <= 64
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !name.starts_with(|c: char| c.is_ascii_digit());
+        valid.then_some(name)
+    })
+}
+
+/// Replaces `{name}` placeholders with the variables' values; unknown ones stay as written.
+pub fn fill_placeholders(
+    text: &str,
+    variables: &serde_json::Map<String, serde_json::Value>,
+) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find('}') {
+            Some(close) => {
+                let name = &after[..close];
+                match variables.get(name) {
+                    Some(serde_json::Value::String(s)) => out.push_str(s),
+                    Some(serde_json::Value::Null) | None => {
+                        out.push('{');
+                        out.push_str(name);
+                        out.push('}');
+                    }
+                    Some(other) => out.push_str(&other.to_string()),
+                }
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push_str(&rest[open..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A client's create or patch body: every field optional, unknown fields refused.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentInput {
+    /// See [`AgentSpec::name`].
+    pub name: Option<String>,
+    /// See [`AgentSpec::conversation_engine`].
+    pub conversation_engine: Option<ConversationEngine>,
+    /// See [`AgentSpec::welcome_message`].
+    pub welcome_message: Option<String>,
+    /// See [`AgentSpec::prompt`].
+    pub prompt: Option<String>,
+    /// See [`AgentSpec::language`].
+    pub language: Option<String>,
+    /// See [`AgentSpec::llm_provider`].
+    pub llm_provider: Option<String>,
+    /// See [`AgentSpec::llm_model`].
+    pub llm_model: Option<String>,
+    /// See [`AgentSpec::asr_provider`].
+    pub asr_provider: Option<String>,
+    /// See [`AgentSpec::tts_provider`].
+    pub tts_provider: Option<String>,
+    /// See [`AgentSpec::voice`].
+    pub voice: Option<String>,
+    /// See [`AgentSpec::telephony_provider`].
+    pub telephony_provider: Option<String>,
+    /// See [`AgentSpec::max_duration_seconds`].
+    pub max_duration_seconds: Option<u32>,
+    /// See [`AgentSpec::silence_timeout_seconds`].
+    pub silence_timeout_seconds: Option<u32>,
+    /// See [`AgentSpec::interruptible`].
+    pub interruptible: Option<bool>,
+    /// See [`AgentSpec::end_call_phrases`].
+    pub end_call_phrases: Option<Vec<String>>,
+    /// See [`AgentSpec::retry_policy`].
+    pub retry_policy: Option<RetryPolicy>,
+    /// See [`AgentSpec::rating_template`]; null clears it.
+    #[serde(default, deserialize_with = "present")]
+    pub rating_template: Option<Option<RatingTemplate>>,
+    /// See [`AgentSpec::extraction`]; null clears it.
+    #[serde(default, deserialize_with = "present")]
+    pub extraction: Option<Option<Extraction>>,
+    /// See [`AgentSpec::keypad`]; null clears it.
+    #[serde(default, deserialize_with = "present")]
+    pub keypad: Option<Option<KeypadConfig>>,
+    /// See [`AgentSpec::announcement`].
+    pub announcement: Option<AnnouncementConfig>,
+    /// See [`AgentSpec::per_minute_rate_paise`].
+    pub per_minute_rate_paise: Option<i64>,
+}
+
+/// Distinguishes an explicit `null` (Some(None)) from an absent field (None).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+impl AgentInput {
+    /// Builds a new agent's spec; `name` is required.
+    pub fn into_new_spec(self) -> Result<AgentSpec, String> {
+        let name = self
+            .name
+            .clone()
+            .ok_or_else(|| "name is required".to_string())?;
+        let mut spec = AgentSpec::with_name(name);
+        self.apply_to(&mut spec);
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Applies a patch to an existing spec and revalidates the result.
+    pub fn patch(self, spec: &AgentSpec) -> Result<AgentSpec, String> {
+        let mut next = spec.clone();
+        self.apply_to(&mut next);
+        next.validate()?;
+        Ok(next)
+    }
+
+    fn apply_to(self, spec: &mut AgentSpec) {
+        macro_rules! set {
+            ($($field:ident),*) => { $( if let Some(v) = self.$field { spec.$field = v; } )* };
+        }
+        set!(
+            name,
+            conversation_engine,
+            welcome_message,
+            prompt,
+            language,
+            llm_provider,
+            llm_model,
+            asr_provider,
+            tts_provider,
+            voice,
+            telephony_provider,
+            max_duration_seconds,
+            silence_timeout_seconds,
+            interruptible,
+            end_call_phrases,
+            retry_policy,
+            rating_template,
+            extraction,
+            keypad,
+            announcement,
+            per_minute_rate_paise
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn placeholders_are_listed_and_filled() {
+        let mut spec = AgentSpec::with_name("A");
+        spec.welcome_message = "Hi {name}, about the {role} role".into();
+        spec.prompt = "You call {name} {company_name}. Not {1bad} or { spaced }".into();
+        assert_eq!(spec.placeholders(), vec!["company_name", "name", "role"]);
+        let vars = json!({"name": "Asha", "role": "QA"});
+        let filled = fill_placeholders(&spec.welcome_message, vars.as_object().unwrap());
+        assert_eq!(filled, "Hi Asha, about the QA role");
+        assert_eq!(fill_placeholders("{x} {", &serde_json::Map::new()), "{x} {");
+    }
+
+    #[test]
+    fn patch_validates_the_merged_result() {
+        let spec = AgentSpec::with_name("A");
+        let input: AgentInput =
+            serde_json::from_value(json!({"conversationEngine": "keypad"})).unwrap();
+        assert!(input.patch(&spec).unwrap_err().contains("keypad"));
+        let input: AgentInput = serde_json::from_value(json!({"language": "english!"})).unwrap();
+        assert!(input.patch(&spec).unwrap_err().contains("language"));
+        let input: AgentInput = serde_json::from_value(json!({"ratingTemplate": null})).unwrap();
+        assert_eq!(input.rating_template, Some(None));
+    }
+}

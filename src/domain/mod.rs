@@ -1,0 +1,11 @@
+//! Domain types: values parsed once at the edge and trusted everywhere after.
+
+pub mod agent;
+pub mod ids;
+pub mod money;
+pub mod page;
+pub mod phone;
+
+pub use ids::{AgentId, ApiKeyId, NumberId, OrgId};
+pub use money::Paise;
+pub use phone::PhoneNumber;

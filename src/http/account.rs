@@ -1,0 +1,263 @@
+//! `/api/numbers`, `/api/wallet`, `/api/balances`, `/api/recordings`.
+
+use super::auth::Caller;
+use super::error::{ApiError, ApiResult};
+use super::extract::RawQuery;
+use crate::clock::{iso, ist_month_key};
+use crate::domain::page::ListEnvelope;
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// The account routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_numbers))
+        .routes(routes!(get_wallet))
+        .routes(routes!(list_wallet_transactions))
+        .routes(routes!(get_balances))
+        .routes(routes!(list_recordings))
+}
+
+/// A phone number the workspace rents.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NumberView {
+    /// Number id.
+    pub id: String,
+    /// E.164.
+    pub phone: String,
+    /// Carrier.
+    pub provider: String,
+    /// active or suspended.
+    pub status: String,
+    /// Default caller ID.
+    pub is_default: bool,
+    /// Monthly rent.
+    pub monthly_rent_paise: i64,
+    /// First rented.
+    pub rented_at: String,
+    /// Next renewal from the wallet.
+    pub renews_at: String,
+}
+
+/// `{rows}` of numbers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NumberList {
+    /// The numbers.
+    pub rows: Vec<NumberView>,
+}
+
+/// List the workspace's phone numbers.
+#[utoipa::path(get, path = "/api/numbers", tag = "numbers", responses((status = 200, body = NumberList)))]
+async fn list_numbers(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<Json<NumberList>> {
+    let rows = state.store.numbers(&caller.org()).await?;
+    Ok(Json(NumberList {
+        rows: rows
+            .into_iter()
+            .map(|n| NumberView {
+                id: n.id,
+                phone: n.phone,
+                provider: n.provider,
+                status: n.status,
+                is_default: n.is_default,
+                monthly_rent_paise: n.monthly_rent_paise,
+                rented_at: iso(n.rented_at),
+                renews_at: iso(n.renews_at),
+            })
+            .collect(),
+    }))
+}
+
+/// The wallet balance.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WalletView {
+    /// Balance in paise.
+    pub balance_paise: i64,
+    /// Always INR.
+    pub currency: &'static str,
+}
+
+/// Read the wallet balance.
+#[utoipa::path(get, path = "/api/wallet", tag = "wallet", responses((status = 200, body = WalletView)))]
+async fn get_wallet(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<WalletView>> {
+    let org = state
+        .store
+        .org(&caller.org())
+        .await?
+        .ok_or_else(|| ApiError::NotFound("Workspace not found".into()))?;
+    Ok(Json(WalletView {
+        balance_paise: org.wallet_paise,
+        currency: "INR",
+    }))
+}
+
+/// One wallet movement.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WalletTxView {
+    /// Transaction id.
+    pub id: String,
+    /// credit, call-charge or number-renewal.
+    pub kind: String,
+    /// Signed amount.
+    pub amount_paise: i64,
+    /// Balance after.
+    pub balance_after_paise: i64,
+    /// Charged call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// Renewed number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub number_id: Option<String>,
+    /// Time.
+    pub created_at: String,
+}
+
+/// List wallet movements, newest first.
+#[utoipa::path(get, path = "/api/wallet/transactions", tag = "wallet",
+    params(("page" = Option<u32>, Query, description = "1-based page"), ("limit" = Option<u32>, Query, description = "1 to 100, default 20")),
+    responses((status = 200, body = ListEnvelope<WalletTxView>)))]
+async fn list_wallet_transactions(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: RawQuery,
+) -> ApiResult<Json<ListEnvelope<WalletTxView>>> {
+    let page = query.page()?;
+    let (rows, total) = state
+        .store
+        .wallet_transactions(&caller.org(), i64::from(page.limit), page.offset())
+        .await?;
+    let rows = rows
+        .into_iter()
+        .map(|t| WalletTxView {
+            id: t.id,
+            kind: t.kind,
+            amount_paise: t.amount_paise,
+            balance_after_paise: t.balance_after_paise,
+            call_id: t.call_id,
+            number_id: t.number_id,
+            created_at: iso(t.created_at),
+        })
+        .collect();
+    Ok(Json(ListEnvelope::new(rows, total, page)))
+}
+
+/// The calling key's request usage.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyUsageView {
+    /// Daily cap.
+    pub daily_limit: i64,
+    /// Admitted today (IST).
+    pub daily_used: i64,
+    /// Monthly cap.
+    pub monthly_limit: i64,
+    /// Admitted this month (IST).
+    pub monthly_used: i64,
+}
+
+/// Wallet, minute quota and API usage in one read.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BalancesView {
+    /// Wallet balance.
+    pub wallet_paise: i64,
+    /// Monthly minute quota.
+    pub minute_quota: i64,
+    /// Minutes billed this month.
+    pub minutes_used: i64,
+    /// Minutes left this month.
+    pub minutes_remaining: i64,
+    /// This key's request usage.
+    pub api_key: KeyUsageView,
+}
+
+/// Read wallet, minutes and API-key usage.
+#[utoipa::path(get, path = "/api/balances", tag = "balances", responses((status = 200, body = BalancesView)))]
+async fn get_balances(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<Json<BalancesView>> {
+    let org_id = caller.org();
+    let org = state
+        .store
+        .org(&org_id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound("Workspace not found".into()))?;
+    let minutes_used = state
+        .store
+        .minutes_used(&org_id, &ist_month_key(state.clock.now()))
+        .await?;
+    let key = crate::store::KeyAuthRow {
+        id: caller.key_id.clone(),
+        org_id,
+        daily_limit: caller.daily_limit,
+        monthly_limit: caller.monthly_limit,
+        revoked_at: None,
+    };
+    let usage = state.limiter.usage(&key).await?;
+    Ok(Json(BalancesView {
+        wallet_paise: org.wallet_paise,
+        minute_quota: org.minute_quota,
+        minutes_used,
+        minutes_remaining: (org.minute_quota - minutes_used).max(0),
+        api_key: KeyUsageView {
+            daily_limit: caller.daily_limit,
+            daily_used: usage.daily,
+            monthly_limit: caller.monthly_limit,
+            monthly_used: usage.monthly,
+        },
+    }))
+}
+
+/// A retained call recording.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordingView {
+    /// The recorded call.
+    pub call_id: String,
+    /// wav or ogg.
+    pub format: String,
+    /// Length in seconds.
+    pub duration_seconds: f64,
+    /// File size.
+    pub bytes: i64,
+    /// Time written.
+    pub created_at: String,
+}
+
+/// List the workspace's retained recordings.
+#[utoipa::path(get, path = "/api/recordings", tag = "recordings",
+    params(("page" = Option<u32>, Query, description = "1-based page"), ("limit" = Option<u32>, Query, description = "1 to 100, default 20")),
+    responses((status = 200, body = ListEnvelope<RecordingView>)))]
+async fn list_recordings(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: RawQuery,
+) -> ApiResult<Json<ListEnvelope<RecordingView>>> {
+    let page = query.page()?;
+    let (rows, total) = state
+        .store
+        .recordings(&caller.org(), i64::from(page.limit), page.offset())
+        .await?;
+    let rows = rows
+        .into_iter()
+        .map(|r| RecordingView {
+            call_id: r.call_id,
+            format: r.format,
+            duration_seconds: r.duration_ms as f64 / 1000.0,
+            bytes: r.bytes,
+            created_at: iso(r.created_at),
+        })
+        .collect();
+    Ok(Json(ListEnvelope::new(rows, total, page)))
+}

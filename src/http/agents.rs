@@ -1,0 +1,233 @@
+//! `/api/agents`: create, read, edit, soft-delete, restore, activate, deactivate.
+
+use super::MessageBody;
+use super::auth::Caller;
+use super::error::{ApiError, ApiResult};
+use super::extract::ApiJson;
+use crate::clock::iso;
+use crate::domain::AgentId;
+use crate::domain::agent::{AgentInput, AgentSpec, AgentStatus};
+use crate::state::AppState;
+use crate::store::AgentRow;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// An agent as returned by every read.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentView {
+    /// Agent id.
+    pub id: String,
+    /// active or inactive (deleted agents are not returned).
+    pub status: AgentStatus,
+    /// Idle past the inactivity window; `activate` re-warms it.
+    pub dormant: bool,
+    /// Placeholders used by welcomeMessage and prompt.
+    pub placeholders: Vec<String>,
+    /// Creation time.
+    pub created_at: String,
+    /// Last change.
+    pub updated_at: String,
+    /// The configurable fields.
+    #[serde(flatten)]
+    pub spec: AgentSpec,
+}
+
+impl AgentView {
+    fn from_row(row: &AgentRow) -> ApiResult<Self> {
+        let spec = row.spec()?;
+        Ok(Self {
+            id: row.id.clone(),
+            status: row.status(),
+            dormant: row.dormant,
+            placeholders: spec.placeholders(),
+            created_at: iso(row.created_at),
+            updated_at: iso(row.updated_at),
+            spec,
+        })
+    }
+}
+
+/// The agent routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_agents, create_agent))
+        .routes(routes!(get_agent, patch_agent, delete_agent))
+        .routes(routes!(restore_agent))
+        .routes(routes!(activate_agent))
+        .routes(routes!(deactivate_agent))
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::NotFound(format!("Agent {id} not found"))
+}
+
+/// Loads an agent of the caller's workspace, deleted ones included.
+pub async fn load_agent_any(state: &AppState, caller: &Caller, id: &str) -> ApiResult<AgentRow> {
+    let parsed: AgentId = id.parse().map_err(|_| not_found(id))?;
+    state
+        .store
+        .agent(&caller.org(), &parsed.to_string())
+        .await?
+        .ok_or_else(|| not_found(id))
+}
+
+/// Loads a live (not deleted) agent of the caller's workspace.
+pub async fn load_agent(state: &AppState, caller: &Caller, id: &str) -> ApiResult<AgentRow> {
+    let row = load_agent_any(state, caller, id).await?;
+    if row.status() == AgentStatus::Deleted {
+        return Err(not_found(id));
+    }
+    Ok(row)
+}
+
+/// List the workspace's agents.
+#[utoipa::path(get, path = "/api/agents", tag = "agents",
+    responses((status = 200, description = "Agents, newest first", body = [AgentView])))]
+async fn list_agents(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<Json<Vec<AgentView>>> {
+    let rows = state.store.agents(&caller.org()).await?;
+    rows.iter()
+        .map(AgentView::from_row)
+        .collect::<ApiResult<Vec<_>>>()
+        .map(Json)
+}
+
+/// Create an agent; `name` is required.
+#[utoipa::path(post, path = "/api/agents", tag = "agents", request_body = AgentInput,
+    responses((status = 201, body = AgentView), (status = 400, body = MessageBody)))]
+async fn create_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(input): ApiJson<AgentInput>,
+) -> ApiResult<(StatusCode, Json<AgentView>)> {
+    let spec = input.into_new_spec().map_err(ApiError::BadRequest)?;
+    let id = AgentId::new().to_string();
+    let now = state.clock.now().timestamp_millis();
+    let row = state
+        .store
+        .insert_agent(&id, &caller.org(), &spec, now)
+        .await?;
+    Ok((StatusCode::CREATED, Json(AgentView::from_row(&row)?)))
+}
+
+/// Read one agent.
+#[utoipa::path(get, path = "/api/agents/{agentId}", tag = "agents",
+    params(("agentId" = String, Path, description = "Agent id")),
+    responses((status = 200, body = AgentView), (status = 404, body = MessageBody)))]
+async fn get_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(agent_id): Path<String>,
+) -> ApiResult<Json<AgentView>> {
+    let row = load_agent(&state, &caller, &agent_id).await?;
+    Ok(Json(AgentView::from_row(&row)?))
+}
+
+/// Change any subset of an agent's fields; the result is validated as a whole.
+#[utoipa::path(patch, path = "/api/agents/{agentId}", tag = "agents", request_body = AgentInput,
+    params(("agentId" = String, Path, description = "Agent id")),
+    responses((status = 200, body = AgentView), (status = 400, body = MessageBody), (status = 404, body = MessageBody)))]
+async fn patch_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(agent_id): Path<String>,
+    ApiJson(input): ApiJson<AgentInput>,
+) -> ApiResult<Json<AgentView>> {
+    let row = load_agent(&state, &caller, &agent_id).await?;
+    let spec = input.patch(&row.spec()?).map_err(ApiError::BadRequest)?;
+    let now = state.clock.now().timestamp_millis();
+    if !state
+        .store
+        .update_agent_spec(&caller.org(), &row.id, &spec, now)
+        .await?
+    {
+        return Err(not_found(&agent_id));
+    }
+    let row = load_agent(&state, &caller, &agent_id).await?;
+    Ok(Json(AgentView::from_row(&row)?))
+}
+
+/// Soft-delete an agent; reads answer 404 until it is restored.
+#[utoipa::path(delete, path = "/api/agents/{agentId}", tag = "agents",
+    params(("agentId" = String, Path, description = "Agent id")),
+    responses((status = 204, description = "Deleted"), (status = 404, body = MessageBody)))]
+async fn delete_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(agent_id): Path<String>,
+) -> ApiResult<StatusCode> {
+    let row = load_agent(&state, &caller, &agent_id).await?;
+    let now = state.clock.now().timestamp_millis();
+    state
+        .store
+        .set_agent_status(&caller.org(), &row.id, AgentStatus::Deleted, false, now)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Undo a soft delete.
+#[utoipa::path(post, path = "/api/agents/{agentId}/restore", tag = "agents",
+    params(("agentId" = String, Path, description = "Agent id")),
+    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
+async fn restore_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(agent_id): Path<String>,
+) -> ApiResult<Json<MessageBody>> {
+    let row = load_agent_any(&state, &caller, &agent_id).await?;
+    if row.status() != AgentStatus::Deleted {
+        return Err(ApiError::conflict(format!(
+            "Agent {agent_id} is not deleted"
+        )));
+    }
+    let now = state.clock.now().timestamp_millis();
+    state
+        .store
+        .set_agent_status(&caller.org(), &row.id, AgentStatus::Active, false, now)
+        .await?;
+    Ok(MessageBody::json("Agent restored"))
+}
+
+/// Make an agent dialable again and re-warm its welcome audio.
+#[utoipa::path(post, path = "/api/agents/{agentId}/activate", tag = "agents",
+    params(("agentId" = String, Path, description = "Agent id")),
+    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody)))]
+async fn activate_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(agent_id): Path<String>,
+) -> ApiResult<Json<MessageBody>> {
+    let row = load_agent(&state, &caller, &agent_id).await?;
+    let now = state.clock.now().timestamp_millis();
+    state
+        .store
+        .set_agent_status(&caller.org(), &row.id, AgentStatus::Active, true, now)
+        .await?;
+    Ok(MessageBody::json("Agent activated"))
+}
+
+/// Stop an agent from being dialed.
+#[utoipa::path(post, path = "/api/agents/{agentId}/deactivate", tag = "agents",
+    params(("agentId" = String, Path, description = "Agent id")),
+    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody)))]
+async fn deactivate_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(agent_id): Path<String>,
+) -> ApiResult<Json<MessageBody>> {
+    let row = load_agent(&state, &caller, &agent_id).await?;
+    let now = state.clock.now().timestamp_millis();
+    state
+        .store
+        .set_agent_status(&caller.org(), &row.id, AgentStatus::Inactive, false, now)
+        .await?;
+    Ok(MessageBody::json("Agent deactivated"))
+}

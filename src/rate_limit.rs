@@ -1,0 +1,313 @@
+//! Per-key daily and monthly request caps (spec Limits).
+//!
+//! Counting is exact and in memory: each key's window sits behind its own lock,
+//! so concurrent requests can never over-admit. Durability comes from leases:
+//! before the admitted count passes what the database has reserved, a larger
+//! reservation is written (ahead of time, in the background, in the common
+//! case). After a crash the limiter restarts from the reservation, so a cap is
+//! never exceeded; after a clean shutdown the exact count is written back.
+//! Outcome categories and last-used times are buffered and flushed each second.
+
+use crate::clock::{SharedClock, ist_day, ist_month_key, next_ist_midnight, next_ist_month_start};
+use crate::store::{KeyAuthRow, Store, StoreError, UsageDelta};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::Mutex as AsyncMutex;
+
+/// Requests leased per reservation write.
+const LEASE_CHUNK: i64 = 128;
+
+/// The daily quota figures sent in the X-RateLimit headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    /// The daily ceiling.
+    pub limit: i64,
+    /// Requests left today.
+    pub remaining: i64,
+    /// Unix seconds of the next daily reset.
+    pub reset: i64,
+}
+
+/// The limiter's verdict on one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// Go ahead.
+    Allowed(Quota),
+    /// Refused with 429.
+    Limited {
+        /// "daily" or "monthly".
+        scope: &'static str,
+        /// The cap that was reached.
+        limit: i64,
+        /// Requests already admitted in that window.
+        used: i64,
+        /// Seconds until that window resets.
+        retry_after: i64,
+        /// Header figures.
+        quota: Quota,
+    },
+}
+
+/// How an answered request is categorised in usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// 2xx (and 1xx/3xx).
+    Success,
+    /// 4xx or 5xx other than 429.
+    Failed,
+    /// 429.
+    RateLimited,
+}
+
+impl Outcome {
+    /// The category of a status code.
+    pub fn of_status(status: u16) -> Self {
+        match status {
+            429 => Self::RateLimited,
+            400..=599 => Self::Failed,
+            _ => Self::Success,
+        }
+    }
+}
+
+/// Usage of one key as currently counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KeyUsage {
+    /// Admitted today (IST).
+    pub daily: i64,
+    /// Admitted this month (IST).
+    pub monthly: i64,
+}
+
+#[derive(Debug, Default)]
+struct KeyWindow {
+    day: String,
+    month: String,
+    daily: i64,
+    monthly: i64,
+    reserved: i64,
+    extending: bool,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    deltas: HashMap<(String, String), UsageDelta>,
+    last_used: HashMap<String, i64>,
+}
+
+/// The process-wide rate limiter.
+pub struct RateLimiter {
+    store: Store,
+    clock: SharedClock,
+    windows: parking_lot::Mutex<HashMap<String, Arc<AsyncMutex<KeyWindow>>>>,
+    pending: parking_lot::Mutex<Pending>,
+}
+
+impl RateLimiter {
+    /// A limiter counting into `store`.
+    pub fn new(store: Store, clock: SharedClock) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            clock,
+            windows: parking_lot::Mutex::new(HashMap::new()),
+            pending: parking_lot::Mutex::new(Pending::default()),
+        })
+    }
+
+    fn window(&self, key_id: &str) -> Arc<AsyncMutex<KeyWindow>> {
+        self.windows
+            .lock()
+            .entry(key_id.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// Counts one request against `key`'s caps, or refuses it.
+    pub async fn admit(self: &Arc<Self>, key: &KeyAuthRow) -> Result<Admission, StoreError> {
+        let now = self.clock.now();
+        let day = ist_day(now).to_string();
+        let month = ist_month_key(now);
+        let reset = next_ist_midnight(now).timestamp();
+        let window_lock = self.window(&key.id);
+        let mut w = window_lock.lock().await;
+        if w.day != day {
+            self.load(&key.id, &day, &month, &mut w).await?;
+        }
+        let quota = |daily: i64| Quota {
+            limit: key.daily_limit,
+            remaining: (key.daily_limit - daily).max(0),
+            reset,
+        };
+        if w.daily >= key.daily_limit {
+            return Ok(Admission::Limited {
+                scope: "daily",
+                limit: key.daily_limit,
+                used: w.daily,
+                retry_after: (reset - now.timestamp()).max(1),
+                quota: quota(w.daily),
+            });
+        }
+        if w.monthly >= key.monthly_limit {
+            let month_reset = next_ist_month_start(now).timestamp();
+            return Ok(Admission::Limited {
+                scope: "monthly",
+                limit: key.monthly_limit,
+                used: w.monthly,
+                retry_after: (month_reset - now.timestamp()).max(1),
+                quota: quota(w.daily),
+            });
+        }
+        w.daily += 1;
+        w.monthly += 1;
+        if w.daily > w.reserved {
+            // The lease ran out: this request must not answer before it is durable.
+            let target = w.daily + LEASE_CHUNK - 1;
+            self.store.reserve_usage(&key.id, &day, target).await?;
+            w.reserved = target;
+        } else if w.daily + LEASE_CHUNK / 2 > w.reserved && !w.extending {
+            w.extending = true;
+            let target = w.reserved + LEASE_CHUNK;
+            let this = Arc::clone(self);
+            let key_id = key.id.clone();
+            let lease_day = day.clone();
+            tokio::spawn(async move {
+                let written = this.store.reserve_usage(&key_id, &lease_day, target).await;
+                let lock = this.window(&key_id);
+                let mut w = lock.lock().await;
+                w.extending = false;
+                match written {
+                    Ok(()) if w.day == lease_day => w.reserved = w.reserved.max(target),
+                    Ok(()) => {}
+                    Err(err) => tracing::warn!(error = %err, "rate-limit lease extension failed"),
+                }
+            });
+        }
+        let daily = w.daily;
+        drop(w);
+        self.pending
+            .lock()
+            .deltas
+            .entry((key.id.clone(), day.clone()))
+            .or_insert_with(|| UsageDelta {
+                key_id: key.id.clone(),
+                day,
+                ..UsageDelta::default()
+            })
+            .admitted += 1;
+        Ok(Admission::Allowed(quota(daily)))
+    }
+
+    async fn load(
+        &self,
+        key_id: &str,
+        day: &str,
+        month: &str,
+        w: &mut KeyWindow,
+    ) -> Result<(), StoreError> {
+        let rows = self.store.key_usage_in_month(key_id, month).await?;
+        let today = rows.iter().find(|r| r.day == day);
+        w.day = day.to_string();
+        w.month = month.to_string();
+        w.daily = today.map_or(0, |r| r.counted());
+        w.reserved = today.map_or(0, |r| r.reserved);
+        w.monthly = rows.iter().map(|r| r.counted()).sum();
+        Ok(())
+    }
+
+    /// Records how an identified request was answered.
+    pub fn record(&self, key_id: &str, outcome: Outcome) {
+        let now = self.clock.now();
+        let day = ist_day(now).to_string();
+        let mut pending = self.pending.lock();
+        pending
+            .last_used
+            .insert(key_id.to_string(), now.timestamp_millis());
+        let delta = pending
+            .deltas
+            .entry((key_id.to_string(), day.clone()))
+            .or_insert_with(|| UsageDelta {
+                key_id: key_id.to_string(),
+                day,
+                ..UsageDelta::default()
+            });
+        match outcome {
+            Outcome::Success => delta.success += 1,
+            Outcome::Failed => delta.failed += 1,
+            Outcome::RateLimited => delta.rate_limited += 1,
+        }
+    }
+
+    /// Current counts for a key, loading them if this process has not seen it.
+    pub async fn usage(&self, key: &KeyAuthRow) -> Result<KeyUsage, StoreError> {
+        let now = self.clock.now();
+        let day = ist_day(now).to_string();
+        let month = ist_month_key(now);
+        let lock = self.window(&key.id);
+        let mut w = lock.lock().await;
+        if w.day != day {
+            self.load(&key.id, &day, &month, &mut w).await?;
+        }
+        Ok(KeyUsage {
+            daily: w.daily,
+            monthly: w.monthly,
+        })
+    }
+
+    /// Writes buffered counters and last-used times; put back on failure.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let taken = std::mem::take(&mut *self.pending.lock());
+        if taken.deltas.is_empty() && taken.last_used.is_empty() {
+            return Ok(());
+        }
+        let deltas: Vec<UsageDelta> = taken.deltas.values().cloned().collect();
+        let seen: Vec<(String, i64)> = taken
+            .last_used
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        let result = async {
+            self.store.add_usage(&deltas).await?;
+            self.store.touch_api_keys(&seen).await
+        }
+        .await;
+        if let Err(err) = result {
+            let mut pending = self.pending.lock();
+            for (k, d) in taken.deltas {
+                let e = pending.deltas.entry(k).or_insert_with(|| UsageDelta {
+                    key_id: d.key_id.clone(),
+                    day: d.day.clone(),
+                    ..UsageDelta::default()
+                });
+                e.admitted += d.admitted;
+                e.success += d.success;
+                e.failed += d.failed;
+                e.rate_limited += d.rate_limited;
+            }
+            for (k, at) in taken.last_used {
+                let e = pending.last_used.entry(k).or_insert(at);
+                *e = (*e).max(at);
+            }
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// Flushes and gives back unused leases; called on clean shutdown.
+    pub async fn shutdown(&self) -> Result<(), StoreError> {
+        self.flush().await?;
+        let windows: Vec<(String, Arc<AsyncMutex<KeyWindow>>)> = self
+            .windows
+            .lock()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut exact = Vec::with_capacity(windows.len());
+        for (key_id, lock) in windows {
+            let w = lock.lock().await;
+            if !w.day.is_empty() {
+                exact.push((key_id, w.day.clone(), w.daily));
+            }
+        }
+        self.store.settle_usage_leases(&exact).await
+    }
+}

@@ -1,0 +1,209 @@
+//! `voxline serve`: wires storage, state, the HTTP listeners and background jobs,
+//! and shuts them down in order.
+
+use crate::bootstrap::{Bootstrapped, bootstrap_if_empty};
+use crate::clock::SharedClock;
+use crate::config::Settings;
+use crate::http;
+use crate::janitor;
+use crate::rate_limit::RateLimiter;
+use crate::state::{AppInner, AppState};
+use crate::store::Store;
+use crate::telemetry::metrics_handle;
+use anyhow::Context;
+use axum::Router;
+use axum::routing::get;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// A running server.
+pub struct Server {
+    /// Where the API listens.
+    pub addr: SocketAddr,
+    /// Where /metrics listens.
+    pub admin_addr: SocketAddr,
+    /// What first-run bootstrap created, if it ran.
+    pub bootstrapped: Option<Bootstrapped>,
+    state: AppState,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Opens the store, bootstraps if empty, binds both listeners and starts
+    /// the background jobs.
+    pub async fn start(settings: Settings, clock: SharedClock) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(&settings.storage.data_dir).with_context(|| {
+            format!("creating data dir {}", settings.storage.data_dir.display())
+        })?;
+        let secret = settings.storage.load_secret()?;
+        let store = Store::connect(
+            &settings.storage.database_url,
+            settings.storage.db_pool_size,
+        )
+        .await
+        .context("opening the database")?;
+        let bootstrapped = if settings.no_bootstrap {
+            None
+        } else {
+            bootstrap_if_empty(&store, clock.now()).await?
+        };
+        let limiter = RateLimiter::new(store.clone(), clock.clone());
+        let state = AppState::new(AppInner {
+            store,
+            clock,
+            limiter,
+            settings: settings.clone(),
+            secret,
+        });
+        let (stop, stop_rx) = watch::channel(false);
+        let listener = tokio::net::TcpListener::bind(settings.listen)
+            .await
+            .with_context(|| format!("binding {}", settings.listen))?;
+        let addr = listener.local_addr()?;
+        let admin_listener = tokio::net::TcpListener::bind(settings.admin_listen)
+            .await
+            .with_context(|| format!("binding admin {}", settings.admin_listen))?;
+        let admin_addr = admin_listener.local_addr()?;
+
+        let mut tasks = Vec::new();
+        let app = http::router(state.clone());
+        let mut rx = stop_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = rx.wait_for(|stop| *stop).await;
+            };
+            if let Err(err) = axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+            {
+                tracing::error!(error = %err, "API listener failed");
+            }
+        }));
+        let metrics = metrics_handle();
+        let admin_app = Router::new().route(
+            "/metrics",
+            get(move || {
+                let metrics = metrics.clone();
+                async move { metrics.render() }
+            }),
+        );
+        let mut rx = stop_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = rx.wait_for(|stop| *stop).await;
+            };
+            if let Err(err) = axum::serve(admin_listener, admin_app)
+                .with_graceful_shutdown(shutdown)
+                .await
+            {
+                tracing::error!(error = %err, "admin listener failed");
+            }
+        }));
+        tasks.push(spawn_every(Duration::from_secs(1), stop_rx.clone(), {
+            let state = state.clone();
+            move || {
+                let state = state.clone();
+                async move {
+                    if let Err(err) = state.limiter.flush().await {
+                        tracing::warn!(error = %err, "usage flush failed; will retry");
+                    }
+                }
+            }
+        }));
+        tasks.push(spawn_every(settings.janitor_interval, stop_rx, {
+            let state = state.clone();
+            move || {
+                let state = state.clone();
+                async move {
+                    match janitor::run_once(
+                        &state.store,
+                        &state.clock,
+                        state.settings.dormant_after,
+                    )
+                    .await
+                    {
+                        Ok(report) if report != janitor::JanitorReport::default() => {
+                            tracing::info!(?report, "janitor pass");
+                        }
+                        Ok(_) => {}
+                        Err(err) => tracing::warn!(error = %err, "janitor pass failed"),
+                    }
+                }
+            }
+        }));
+        tracing::info!(%addr, %admin_addr, database = state.store.dialect(), "voxline serving");
+        Ok(Self {
+            addr,
+            admin_addr,
+            bootstrapped,
+            state,
+            stop,
+            tasks,
+        })
+    }
+
+    /// The shared state, for tests and in-process tools.
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Base URL of the API, e.g. `http://127.0.0.1:8080`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting, lets requests in flight finish, then persists counters.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        if let Err(err) = self.state.limiter.shutdown().await {
+            tracing::warn!(error = %err, "final usage flush failed");
+        }
+        self.state.store.close().await;
+    }
+}
+
+/// Runs `job` every `period` until `stop` turns true.
+fn spawn_every<F, Fut>(period: Duration, mut stop: watch::Receiver<bool>, job: F) -> JoinHandle<()>
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => job().await,
+                _ = async { let _ = stop.wait_for(|s| *s).await; } => break,
+            }
+        }
+    })
+}
+
+/// Waits for SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -1,0 +1,172 @@
+//! Agents; the configurable part is one JSON column so new fields need no migration.
+
+use super::{Store, StoreResult, with_pool};
+use crate::domain::agent::{AgentSpec, AgentStatus};
+
+/// An agent as stored.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct AgentRow {
+    /// Agent id.
+    pub id: String,
+    /// Owning workspace.
+    pub org_id: String,
+    /// active, inactive or deleted.
+    pub status: String,
+    /// JSON of [`AgentSpec`].
+    pub spec: String,
+    /// Idle past the inactivity window; welcome audio not kept warm.
+    pub dormant: bool,
+    /// Last call or activation, Unix ms.
+    pub last_active_at: i64,
+    /// Creation time, Unix ms.
+    pub created_at: i64,
+    /// Last change, Unix ms.
+    pub updated_at: i64,
+}
+
+impl AgentRow {
+    /// The parsed spec.
+    pub fn spec(&self) -> StoreResult<AgentSpec> {
+        Ok(serde_json::from_str(&self.spec)?)
+    }
+
+    /// The parsed status.
+    pub fn status(&self) -> AgentStatus {
+        AgentStatus::from_stored(&self.status)
+    }
+}
+
+impl Store {
+    /// Stores a new active agent.
+    pub async fn insert_agent(
+        &self,
+        id: &str,
+        org_id: &str,
+        spec: &AgentSpec,
+        now_ms: i64,
+    ) -> StoreResult<AgentRow> {
+        let json = serde_json::to_string(spec)?;
+        with_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO agents (id, org_id, name, status, spec, dormant, last_active_at, created_at, updated_at)
+                 VALUES ($1, $2, $3, 'active', $4, FALSE, $5, $5, $5)",
+            )
+            .bind(id)
+            .bind(org_id)
+            .bind(&spec.name)
+            .bind(&json)
+            .bind(now_ms)
+            .execute(pool)
+            .await?;
+        });
+        Ok(AgentRow {
+            id: id.to_string(),
+            org_id: org_id.to_string(),
+            status: "active".into(),
+            spec: json,
+            dormant: false,
+            last_active_at: now_ms,
+            created_at: now_ms,
+            updated_at: now_ms,
+        })
+    }
+
+    /// One agent of a workspace, deleted ones included.
+    pub async fn agent(&self, org_id: &str, id: &str) -> StoreResult<Option<AgentRow>> {
+        let row = with_pool!(self, pool => {
+            sqlx::query_as::<_, AgentRow>(
+                "SELECT id, org_id, status, spec, dormant, last_active_at, created_at, updated_at
+                 FROM agents WHERE id = $1 AND org_id = $2",
+            )
+            .bind(id)
+            .bind(org_id)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row)
+    }
+
+    /// A workspace's agents that are not deleted, newest first.
+    pub async fn agents(&self, org_id: &str) -> StoreResult<Vec<AgentRow>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, AgentRow>(
+                "SELECT id, org_id, status, spec, dormant, last_active_at, created_at, updated_at
+                 FROM agents WHERE org_id = $1 AND status <> 'deleted'
+                 ORDER BY created_at DESC, id DESC",
+            )
+            .bind(org_id)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Replaces an agent's spec.
+    pub async fn update_agent_spec(
+        &self,
+        org_id: &str,
+        id: &str,
+        spec: &AgentSpec,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        let json = serde_json::to_string(spec)?;
+        let done = with_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE agents SET spec = $1, name = $2, updated_at = $3
+                 WHERE id = $4 AND org_id = $5 AND status <> 'deleted'",
+            )
+            .bind(&json)
+            .bind(&spec.name)
+            .bind(now_ms)
+            .bind(id)
+            .bind(org_id)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(done > 0)
+    }
+
+    /// Moves an agent to `status`; `dormant` is cleared when `wake` is set.
+    pub async fn set_agent_status(
+        &self,
+        org_id: &str,
+        id: &str,
+        status: AgentStatus,
+        wake: bool,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        let done = with_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE agents SET status = $1, updated_at = $2,
+                   dormant = CASE WHEN $3 THEN FALSE ELSE dormant END,
+                   last_active_at = CASE WHEN $3 THEN $2 ELSE last_active_at END
+                 WHERE id = $4 AND org_id = $5",
+            )
+            .bind(status.as_str())
+            .bind(now_ms)
+            .bind(wake)
+            .bind(id)
+            .bind(org_id)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(done > 0)
+    }
+
+    /// Marks agents idle since before `cutoff_ms` as dormant; returns how many changed.
+    pub async fn mark_dormant_agents(&self, cutoff_ms: i64) -> StoreResult<u64> {
+        let done = with_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE agents SET dormant = TRUE
+                 WHERE dormant = FALSE AND status = 'active' AND last_active_at < $1",
+            )
+            .bind(cutoff_ms)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(done)
+    }
+}

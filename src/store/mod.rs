@@ -1,0 +1,145 @@
+//! Persistence behind one narrow interface, on SQLite or Postgres.
+//!
+//! Each method is written once: [`with_pool!`] expands its body for whichever
+//! native pool is open, so the SQL text is shared wherever the dialects agree
+//! (`$1` placeholders, `ON CONFLICT`, `RETURNING`). Ids are UUID text and
+//! timestamps Unix milliseconds in both, which keeps time arithmetic in Rust.
+
+mod agents;
+pub mod keys;
+pub mod numbers;
+mod orgs;
+mod usage;
+mod wallet;
+mod webhooks;
+
+pub use agents::AgentRow;
+pub use keys::{ApiKeyRow, KeyAuthRow};
+pub use numbers::NumberRow;
+pub use orgs::OrgRow;
+pub use usage::{UsageDayRow, UsageDelta};
+pub use wallet::{RecordingRow, WalletTxRow};
+pub use webhooks::WebhookRow;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Everything that can fail in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database refused or failed a query.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Applying the embedded migrations failed.
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The database URL is neither sqlite:// nor postgres://.
+    #[error("unsupported DATABASE_URL scheme: {0}")]
+    UnsupportedUrl(String),
+    /// A stored JSON column no longer parses.
+    #[error("corrupt stored JSON: {0}")]
+    CorruptJson(#[from] serde_json::Error),
+    /// A uniqueness rule was broken, e.g. a phone number already rented.
+    #[error("{0}")]
+    Conflict(String),
+}
+
+/// Result alias for store calls.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The open pool of one of the two supported databases.
+#[derive(Clone, Debug)]
+pub enum Db {
+    /// Embedded SQLite in WAL mode.
+    Sqlite(SqlitePool),
+    /// Postgres for deployments beyond one machine.
+    Postgres(PgPool),
+}
+
+/// The service's storage handle; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    db: Db,
+}
+
+/// Runs `$body` against whichever pool is open, binding it to `$pool`.
+macro_rules! with_pool {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match &$store.db {
+            $crate::store::Db::Sqlite($pool) => $body,
+            $crate::store::Db::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use with_pool;
+
+impl Store {
+    /// Opens `url` (sqlite://… or postgres://…) with up to `pool_size`
+    /// connections and applies the embedded migrations.
+    pub async fn connect(url: &str, pool_size: u32) -> StoreResult<Self> {
+        let db = if url.starts_with("sqlite:") {
+            let options = SqliteConnectOptions::from_str(url)?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_secs(10))
+                .foreign_keys(true);
+            let pool = SqlitePoolOptions::new()
+                .max_connections(pool_size.max(2))
+                .min_connections(1)
+                .connect_with(options)
+                .await?;
+            sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+            Db::Sqlite(pool)
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            let options = PgConnectOptions::from_str(url)?;
+            let pool = PgPoolOptions::new()
+                .max_connections(pool_size.max(2))
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_with(options)
+                .await?;
+            sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+            Db::Postgres(pool)
+        } else {
+            return Err(StoreError::UnsupportedUrl(
+                url.split(':').next().unwrap_or_default().to_string(),
+            ));
+        };
+        Ok(Self { db })
+    }
+
+    /// Which database this store talks to: "sqlite" or "postgres".
+    pub fn dialect(&self) -> &'static str {
+        match self.db {
+            Db::Sqlite(_) => "sqlite",
+            Db::Postgres(_) => "postgres",
+        }
+    }
+
+    /// A trivial round trip, for readiness checks.
+    pub async fn ping(&self) -> StoreResult<()> {
+        with_pool!(self, pool => {
+            sqlx::query("SELECT 1").execute(pool).await?;
+        });
+        Ok(())
+    }
+
+    /// Closes every pooled connection, waiting for queries in flight.
+    pub async fn close(&self) {
+        with_pool!(self, pool => pool.close().await);
+    }
+}
+
+/// Maps a unique-constraint violation to [`StoreError::Conflict`] with `message`.
+fn conflict_or(err: sqlx::Error, message: &str) -> StoreError {
+    match &err {
+        sqlx::Error::Database(db) if db.is_unique_violation() => {
+            StoreError::Conflict(message.to_string())
+        }
+        _ => StoreError::Database(err),
+    }
+}

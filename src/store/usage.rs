@@ -1,0 +1,137 @@
+//! Per-key, per-IST-day request counters behind the rate limiter.
+
+use super::{Store, StoreResult, with_pool};
+
+/// One key's usage on one IST day.
+#[derive(Debug, Clone, sqlx::FromRow, PartialEq, Eq)]
+pub struct UsageDayRow {
+    /// IST calendar day, YYYY-MM-DD.
+    pub day: String,
+    /// Admitted requests leased ahead; never below the true admitted count.
+    pub reserved: i64,
+    /// Requests admitted under the caps, as last flushed.
+    pub admitted: i64,
+    /// 2xx answers.
+    pub success: i64,
+    /// 4xx and 5xx answers other than 429.
+    pub failed: i64,
+    /// 429 answers.
+    pub rate_limited: i64,
+}
+
+impl UsageDayRow {
+    /// The count a restarted limiter must start from: what was leased, or more
+    /// if more was flushed.
+    pub fn counted(&self) -> i64 {
+        self.reserved.max(self.admitted)
+    }
+}
+
+/// Counter increments accumulated in memory since the last flush.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsageDelta {
+    /// Key id.
+    pub key_id: String,
+    /// IST calendar day.
+    pub day: String,
+    /// Newly admitted requests.
+    pub admitted: i64,
+    /// New 2xx answers.
+    pub success: i64,
+    /// New 4xx/5xx answers.
+    pub failed: i64,
+    /// New 429 answers.
+    pub rate_limited: i64,
+}
+
+impl Store {
+    /// Usage rows of a key whose day starts with `month` (YYYY-MM).
+    pub async fn key_usage_in_month(
+        &self,
+        key_id: &str,
+        month: &str,
+    ) -> StoreResult<Vec<UsageDayRow>> {
+        let pattern = format!("{month}-%");
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, UsageDayRow>(
+                "SELECT day, reserved, admitted, success, failed, rate_limited
+                 FROM api_key_usage WHERE key_id = $1 AND day LIKE $2 ORDER BY day",
+            )
+            .bind(key_id)
+            .bind(&pattern)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Raises a key's lease for `day` to at least `upto` admitted requests.
+    pub async fn reserve_usage(&self, key_id: &str, day: &str, upto: i64) -> StoreResult<()> {
+        with_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO api_key_usage (key_id, day, reserved) VALUES ($1, $2, $3)
+                 ON CONFLICT (key_id, day) DO UPDATE SET reserved =
+                   CASE WHEN api_key_usage.reserved < excluded.reserved
+                        THEN excluded.reserved ELSE api_key_usage.reserved END",
+            )
+            .bind(key_id)
+            .bind(day)
+            .bind(upto)
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Adds buffered counter increments, all in one transaction.
+    pub async fn add_usage(&self, deltas: &[UsageDelta]) -> StoreResult<()> {
+        if deltas.is_empty() {
+            return Ok(());
+        }
+        with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            for d in deltas {
+                sqlx::query(
+                    "INSERT INTO api_key_usage (key_id, day, reserved, admitted, success, failed, rate_limited)
+                     VALUES ($1, $2, 0, $3, $4, $5, $6)
+                     ON CONFLICT (key_id, day) DO UPDATE SET
+                       admitted = api_key_usage.admitted + excluded.admitted,
+                       success = api_key_usage.success + excluded.success,
+                       failed = api_key_usage.failed + excluded.failed,
+                       rate_limited = api_key_usage.rate_limited + excluded.rate_limited",
+                )
+                .bind(&d.key_id)
+                .bind(&d.day)
+                .bind(d.admitted)
+                .bind(d.success)
+                .bind(d.failed)
+                .bind(d.rate_limited)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// After a clean shutdown, sets each lease to the exact admitted count so no
+    /// allowance is lost: `(key_id, day, admitted)`.
+    pub async fn settle_usage_leases(&self, exact: &[(String, String, i64)]) -> StoreResult<()> {
+        if exact.is_empty() {
+            return Ok(());
+        }
+        with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            for (key_id, day, admitted) in exact {
+                sqlx::query("UPDATE api_key_usage SET reserved = $1 WHERE key_id = $2 AND day = $3")
+                    .bind(*admitted)
+                    .bind(key_id)
+                    .bind(day)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+}
