@@ -8,6 +8,9 @@ pub mod dtmf;
 pub mod endpoint;
 pub mod error;
 pub mod g711;
+pub mod ogg;
+#[cfg(feature = "opus")]
+pub mod opus;
 pub mod pcm;
 pub mod resample;
 pub mod synth;
