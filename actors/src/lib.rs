@@ -1,1 +1,6 @@
-//! Voxline call engine.
+//! Voxline call engine: the ractor supervision tree, carriers, provider
+//! traits, the simulated providers and the per-call conversation loop.
+
+pub mod carrier;
+pub mod engine;
+pub mod media_token;

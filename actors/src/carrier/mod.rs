@@ -1,0 +1,90 @@
+//! Carriers: place a call, hang it up, report its progress.
+//!
+//! Real carriers report progress through HTTP status callbacks that the service
+//! routes to [`crate::engine::Engine::carrier_status`]; the simulated carrier
+//! reports through the [`StatusSink`] it is handed when dialing.
+
+pub mod sim;
+
+use async_trait::async_trait;
+use std::sync::Arc;
+
+/// Progress of a dialed call as the carrier reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CarrierStatus {
+    /// The callee's phone is ringing.
+    Ringing,
+    /// The callee picked up.
+    Answered,
+    /// Nobody answered before the ring timeout.
+    NoAnswer,
+    /// The line was busy.
+    Busy,
+    /// The carrier could not complete the call.
+    Failed(String),
+    /// The call ended on the carrier side (the callee hung up).
+    Completed,
+}
+
+/// Everything a carrier needs to place one call.
+#[derive(Debug, Clone)]
+pub struct DialRequest {
+    /// Our call id.
+    pub call_id: String,
+    /// E.164 number dialed.
+    pub to: String,
+    /// E.164 caller ID.
+    pub from: String,
+    /// Websocket URL the carrier streams the answered call's audio to.
+    pub media_url: String,
+    /// The per-call media token, also sent as a stream parameter.
+    pub media_token: String,
+    /// URL for status callbacks.
+    pub status_url: String,
+    /// Seconds to ring before giving up.
+    pub ring_timeout_seconds: u32,
+    /// Hard limit on the call's length.
+    pub time_limit_seconds: u32,
+    /// Caller script for the simulated callee (JSON array), if any.
+    pub sim_script: Option<serde_json::Value>,
+}
+
+/// Why a carrier request failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CarrierError {
+    /// The carrier refused the request.
+    #[error("carrier rejected the request: {0}")]
+    Rejected(String),
+    /// The carrier could not be reached.
+    #[error("carrier unreachable: {0}")]
+    Unreachable(String),
+    /// No credentials are configured for this carrier.
+    #[error("carrier not configured: {0}")]
+    NotConfigured(String),
+}
+
+/// Where a carrier pushes progress for one call.
+#[derive(Clone)]
+pub struct StatusSink(Arc<dyn Fn(CarrierStatus) + Send + Sync>);
+
+impl StatusSink {
+    /// Wraps a callback.
+    pub fn new(f: impl Fn(CarrierStatus) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// Reports progress.
+    pub fn send(&self, status: CarrierStatus) {
+        (self.0)(status)
+    }
+}
+
+/// A telephony provider.
+#[async_trait]
+pub trait Carrier: Send + Sync + 'static {
+    /// Places a call; returns the carrier's id for it.
+    async fn place(&self, req: DialRequest, status: StatusSink) -> Result<String, CarrierError>;
+
+    /// Hangs up a call; a call that already ended is not an error.
+    async fn hangup(&self, carrier_call_id: &str) -> Result<(), CarrierError>;
+}

@@ -1,0 +1,351 @@
+//! One actor per live call: dials through the carrier, follows its status,
+//! takes the media stream when the call is answered, runs the conversation,
+//! and records exactly one terminal outcome.
+
+use super::{CallEnd, CallJob, CallStatus, EngineShared, MediaSession};
+use crate::carrier::{Carrier, CarrierStatus, DialRequest, StatusSink};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+/// Messages of a call actor.
+pub(crate) enum CallMsg {
+    /// Place the call (sent to itself on start).
+    Dial,
+    /// Progress reported by the carrier.
+    Carrier(CarrierStatus),
+    /// The answered call's media stream arrived.
+    Media(MediaSession),
+    /// Cancel requested through the API.
+    Cancel,
+    /// The conversation ended with this reason.
+    ConversationDone(String),
+    /// A guard timer fired.
+    Timeout(TimeoutKind),
+    /// The service is stopping.
+    Shutdown(RpcReplyPort<()>),
+}
+
+/// Guard timers of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TimeoutKind {
+    /// Rang far longer than the ring timeout.
+    Ring,
+    /// Answered, but no media stream arrived.
+    Media,
+    /// Past the agent's maximum duration.
+    MaxDuration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd)]
+enum Phase {
+    Dialing,
+    Answered,
+    Conversing,
+}
+
+pub(crate) struct CallActor;
+
+pub(crate) struct CallState {
+    job: CallJob,
+    shared: Arc<EngineShared>,
+    phase: Phase,
+    carrier: Option<Arc<dyn Carrier>>,
+    carrier_call_id: Option<String>,
+    answered_at: Option<i64>,
+    conversation: CancellationToken,
+    /// Cancels the conversation if this actor dies, however it dies.
+    _guard: DropGuard,
+    stop_reason: Option<&'static str>,
+    finished: bool,
+}
+
+fn timer(myself: &ActorRef<CallMsg>, after: Duration, kind: TimeoutKind) {
+    let me = myself.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        let _ = me.send_message(CallMsg::Timeout(kind));
+    });
+}
+
+impl CallState {
+    async fn finish(&mut self, myself: &ActorRef<CallMsg>, status: CallStatus, reason: &str) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let end = CallEnd {
+            call_id: self.job.call_id.clone(),
+            status,
+            ended_reason: reason.to_string(),
+            answered_at: self.answered_at,
+            ended_at: self.shared.now_ms(),
+        };
+        if let Err(err) = self.shared.config.ledger.finish(end).await {
+            tracing::error!(call = %self.job.call_id, error = %err, "could not record call end");
+        }
+        myself.stop(None);
+    }
+
+    async fn hangup(&self) {
+        if let (Some(carrier), Some(id)) = (&self.carrier, &self.carrier_call_id)
+            && let Err(err) = carrier.hangup(id).await
+        {
+            tracing::warn!(call = %self.job.call_id, error = %err, "carrier hangup failed");
+        }
+    }
+
+    async fn answered(&mut self, myself: &ActorRef<CallMsg>) {
+        if self.phase >= Phase::Answered {
+            return;
+        }
+        self.phase = Phase::Answered;
+        let now = self.shared.now_ms();
+        self.answered_at = Some(now);
+        if let Err(err) = self
+            .shared
+            .config
+            .ledger
+            .transition(&self.job.call_id, CallStatus::InProgress, now)
+            .await
+        {
+            tracing::warn!(call = %self.job.call_id, error = %err, "could not record answer");
+        }
+        timer(myself, self.shared.config.media_wait, TimeoutKind::Media);
+        let limit = Duration::from_secs(u64::from(self.job.max_duration_seconds) + 5);
+        timer(myself, limit, TimeoutKind::MaxDuration);
+    }
+
+    /// Ends the conversation early; the reason wins over what the runner reports.
+    fn stop_conversation(&mut self, reason: &'static str) {
+        self.stop_reason.get_or_insert(reason);
+        self.conversation.cancel();
+    }
+}
+
+#[ractor::async_trait]
+impl Actor for CallActor {
+    type Msg = CallMsg;
+    type State = CallState;
+    type Arguments = (CallJob, Arc<EngineShared>);
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<CallMsg>,
+        (job, shared): (CallJob, Arc<EngineShared>),
+    ) -> Result<CallState, ActorProcessingErr> {
+        if let Ok(mut calls) = shared.calls.lock() {
+            calls.insert(job.call_id.clone(), myself.clone());
+        }
+        myself.send_message(CallMsg::Dial)?;
+        let conversation = CancellationToken::new();
+        Ok(CallState {
+            _guard: conversation.clone().drop_guard(),
+            conversation,
+            job,
+            shared,
+            phase: Phase::Dialing,
+            carrier: None,
+            carrier_call_id: None,
+            answered_at: None,
+            stop_reason: None,
+            finished: false,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<CallMsg>,
+        state: &mut CallState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Ok(mut calls) = state.shared.calls.lock() {
+            calls.remove(&state.job.call_id);
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<CallMsg>,
+        msg: CallMsg,
+        state: &mut CallState,
+    ) -> Result<(), ActorProcessingErr> {
+        if state.finished {
+            return Ok(());
+        }
+        match msg {
+            CallMsg::Dial => {
+                let Some(carrier) = state
+                    .shared
+                    .config
+                    .carriers
+                    .get(&state.job.provider)
+                    .cloned()
+                else {
+                    tracing::error!(call = %state.job.call_id, provider = %state.job.provider, "no such carrier");
+                    state
+                        .finish(&myself, CallStatus::Failed, "carrier-error")
+                        .await;
+                    return Ok(());
+                };
+                state.carrier = Some(Arc::clone(&carrier));
+                let config = &state.shared.config;
+                let now = state.shared.now_ms();
+                let ring = u64::from(state.job.ring_timeout_seconds);
+                let expires = now / 1000 + i64::try_from(ring).unwrap_or(60) + 3600;
+                let token = config.tokens.issue(&state.job.call_id, expires);
+                let provider = if state.job.provider == "sim" {
+                    "twilio"
+                } else {
+                    state.job.provider.as_str()
+                };
+                let req = DialRequest {
+                    call_id: state.job.call_id.clone(),
+                    to: state.job.to.clone(),
+                    from: state.job.from.clone(),
+                    media_url: format!("{}/{}", config.media_base_url, provider),
+                    media_token: token,
+                    status_url: format!(
+                        "{}/{}/status/{}",
+                        config.callback_base_url, state.job.provider, state.job.call_id
+                    ),
+                    ring_timeout_seconds: state.job.ring_timeout_seconds,
+                    time_limit_seconds: state.job.max_duration_seconds,
+                    sim_script: state.job.sim_script.clone(),
+                };
+                if let Err(err) = config
+                    .ledger
+                    .transition(&state.job.call_id, CallStatus::Ringing, now)
+                    .await
+                {
+                    tracing::warn!(call = %state.job.call_id, error = %err, "could not record ringing");
+                }
+                let me = myself.clone();
+                let sink = StatusSink::new(move |status| {
+                    let _ = me.send_message(CallMsg::Carrier(status));
+                });
+                match carrier.place(req, sink).await {
+                    Ok(id) => {
+                        if let Err(err) =
+                            config.ledger.carrier_call_id(&state.job.call_id, &id).await
+                        {
+                            tracing::warn!(call = %state.job.call_id, error = %err, "could not record carrier id");
+                        }
+                        state.carrier_call_id = Some(id);
+                        timer(&myself, Duration::from_secs(ring + 30), TimeoutKind::Ring);
+                    }
+                    Err(err) => {
+                        tracing::warn!(call = %state.job.call_id, error = %err, "carrier refused the call");
+                        state
+                            .finish(&myself, CallStatus::Failed, "carrier-error")
+                            .await;
+                    }
+                }
+            }
+            CallMsg::Carrier(status) => match status {
+                CarrierStatus::Ringing => {}
+                CarrierStatus::Answered => {
+                    state.answered(&myself).await;
+                    let fault = state.job.provider == "sim"
+                        && state.job.sim_fault.as_deref() == Some("engine-panic");
+                    if fault {
+                        panic!("sim fault injected: engine-panic after answer");
+                    }
+                }
+                CarrierStatus::NoAnswer | CarrierStatus::Busy | CarrierStatus::Failed(_)
+                    if state.phase == Phase::Dialing =>
+                {
+                    let (status, reason) = match status {
+                        CarrierStatus::NoAnswer => (CallStatus::NoAnswer, "no-answer"),
+                        CarrierStatus::Busy => (CallStatus::Busy, "busy"),
+                        _ => (CallStatus::Failed, "carrier-error"),
+                    };
+                    state.finish(&myself, status, reason).await;
+                }
+                CarrierStatus::NoAnswer | CarrierStatus::Busy | CarrierStatus::Failed(_) => {}
+                CarrierStatus::Completed => match state.phase {
+                    Phase::Conversing => state.stop_conversation("caller-hangup"),
+                    Phase::Answered => {
+                        state
+                            .finish(&myself, CallStatus::Completed, "caller-hangup")
+                            .await
+                    }
+                    Phase::Dialing => {
+                        state
+                            .finish(&myself, CallStatus::NoAnswer, "no-answer")
+                            .await
+                    }
+                },
+            },
+            CallMsg::Media(media) => {
+                if state.phase == Phase::Conversing {
+                    // A second stream for the same call (e.g. a carrier retry) is refused by dropping it.
+                    drop(media);
+                    return Ok(());
+                }
+                state.answered(&myself).await;
+                state.phase = Phase::Conversing;
+                let runner = Arc::clone(&state.shared.config.runner);
+                let job = state.job.clone();
+                let answered_at = state.answered_at.unwrap_or_else(|| state.shared.now_ms());
+                let cancel = state.conversation.child_token();
+                let me = myself.clone();
+                tokio::spawn(async move {
+                    let reason = runner.run(job, media, answered_at, cancel).await;
+                    let _ = me.send_message(CallMsg::ConversationDone(reason));
+                });
+            }
+            CallMsg::Cancel => match state.phase {
+                Phase::Conversing => state.stop_conversation("canceled"),
+                Phase::Answered => {
+                    state.hangup().await;
+                    state
+                        .finish(&myself, CallStatus::Completed, "canceled")
+                        .await;
+                }
+                Phase::Dialing => {
+                    state.hangup().await;
+                    state
+                        .finish(&myself, CallStatus::Canceled, "canceled")
+                        .await;
+                }
+            },
+            CallMsg::ConversationDone(reason) => {
+                state.hangup().await;
+                let reason = state.stop_reason.map(str::to_string).unwrap_or(reason);
+                state.finish(&myself, CallStatus::Completed, &reason).await;
+            }
+            CallMsg::Timeout(kind) => match (kind, state.phase) {
+                (TimeoutKind::Ring, Phase::Dialing) => {
+                    state.hangup().await;
+                    state
+                        .finish(&myself, CallStatus::NoAnswer, "no-answer")
+                        .await;
+                }
+                (TimeoutKind::Media, Phase::Answered) => {
+                    state.hangup().await;
+                    state
+                        .finish(&myself, CallStatus::Failed, "media-timeout")
+                        .await;
+                }
+                (TimeoutKind::MaxDuration, Phase::Conversing) => {
+                    state.stop_conversation("max-duration")
+                }
+                _ => {}
+            },
+            CallMsg::Shutdown(reply) => {
+                state.conversation.cancel();
+                state.hangup().await;
+                let status = if state.answered_at.is_some() {
+                    CallStatus::Completed
+                } else {
+                    CallStatus::Failed
+                };
+                state.finish(&myself, status, "service-restart").await;
+                let _ = reply.send(());
+            }
+        }
+        Ok(())
+    }
+}

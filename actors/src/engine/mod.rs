@@ -1,0 +1,355 @@
+//! The supervision tree: a root actor, one org actor per workspace (slots and
+//! FIFO queue), one call actor per live call.
+//!
+//! The engine knows nothing about storage or HTTP. The service gives it a
+//! [`CallLedger`] to persist outcomes, a [`ConversationRunner`] to run an
+//! answered call's media, and the carriers; it gets back an [`Engine`] handle.
+
+mod call_actor;
+mod org_actor;
+mod root;
+
+use crate::carrier::{Carrier, CarrierStatus};
+use crate::media_token::MediaTokens;
+use async_trait::async_trait;
+use ractor::{Actor, ActorRef};
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+use call_actor::CallMsg;
+use root::{RootActor, RootMsg};
+
+/// A call's raw status (decisions §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallStatus {
+    /// Waiting for a slot.
+    Queued,
+    /// Dialed; ringing.
+    Ringing,
+    /// Answered; conversation running.
+    InProgress,
+    /// Answered and ended.
+    Completed,
+    /// The carrier or the engine failed.
+    Failed,
+    /// Nobody answered.
+    NoAnswer,
+    /// The line was busy.
+    Busy,
+    /// Canceled before it was answered.
+    Canceled,
+}
+
+impl CallStatus {
+    /// The raw form used in storage, filters and webhooks.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Ringing => "ringing",
+            Self::InProgress => "in-progress",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::NoAnswer => "no-answer",
+            Self::Busy => "busy",
+            Self::Canceled => "canceled",
+        }
+    }
+
+    /// The display form used in responses.
+    pub fn display(self) -> &'static str {
+        match self {
+            Self::Queued => "Queued",
+            Self::Ringing => "Ringing",
+            Self::InProgress => "In Progress",
+            Self::Completed => "Completed",
+            Self::Failed => "Failed",
+            Self::NoAnswer => "No Answer",
+            Self::Busy => "Busy",
+            Self::Canceled => "Canceled",
+        }
+    }
+
+    /// Parses the raw form.
+    pub fn parse(raw: &str) -> Option<Self> {
+        Some(match raw {
+            "queued" => Self::Queued,
+            "ringing" => Self::Ringing,
+            "in-progress" => Self::InProgress,
+            "completed" => Self::Completed,
+            "failed" => Self::Failed,
+            "no-answer" => Self::NoAnswer,
+            "busy" => Self::Busy,
+            "canceled" => Self::Canceled,
+            _ => return None,
+        })
+    }
+
+    /// Whether the call is over.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Self::Completed | Self::Failed | Self::NoAnswer | Self::Busy | Self::Canceled
+        )
+    }
+
+    /// Every raw status.
+    pub const ALL: [CallStatus; 8] = [
+        Self::Queued,
+        Self::Ringing,
+        Self::InProgress,
+        Self::Completed,
+        Self::Failed,
+        Self::NoAnswer,
+        Self::Busy,
+        Self::Canceled,
+    ];
+}
+
+/// One call to place, as handed to the engine.
+#[derive(Debug, Clone)]
+pub struct CallJob {
+    /// Call id.
+    pub call_id: String,
+    /// Workspace id.
+    pub org_id: String,
+    /// The workspace's concurrency limit at enqueue time.
+    pub org_concurrency: u32,
+    /// Number dialed.
+    pub to: String,
+    /// Caller ID.
+    pub from: String,
+    /// Carrier name (sim, twilio, …).
+    pub provider: String,
+    /// Announcement calls do not take a slot (spec Alert rule 5).
+    pub bypass_slots: bool,
+    /// Seconds to ring.
+    pub ring_timeout_seconds: u32,
+    /// The agent's maximum call length.
+    pub max_duration_seconds: u32,
+    /// Caller script for the sim callee.
+    pub sim_script: Option<serde_json::Value>,
+    /// A sim-only fault to inject (`"engine-panic"`), for resilience tests.
+    pub sim_fault: Option<String>,
+}
+
+/// How a call ended, as the engine reports it to the ledger.
+#[derive(Debug, Clone)]
+pub struct CallEnd {
+    /// Call id.
+    pub call_id: String,
+    /// Terminal status.
+    pub status: CallStatus,
+    /// Why it ended.
+    pub ended_reason: String,
+    /// When it was answered, Unix ms.
+    pub answered_at: Option<i64>,
+    /// When it ended, Unix ms.
+    pub ended_at: i64,
+}
+
+/// Why the ledger could not record something.
+#[derive(Debug, thiserror::Error)]
+#[error("ledger: {0}")]
+pub struct LedgerError(pub String);
+
+/// Where the engine persists call progress; implemented by the service.
+#[async_trait]
+pub trait CallLedger: Send + Sync + 'static {
+    /// Records a non-terminal transition (ringing, in-progress).
+    async fn transition(
+        &self,
+        call_id: &str,
+        status: CallStatus,
+        at_ms: i64,
+    ) -> Result<(), LedgerError>;
+    /// Records the carrier's id for the call.
+    async fn carrier_call_id(
+        &self,
+        call_id: &str,
+        carrier_call_id: &str,
+    ) -> Result<(), LedgerError>;
+    /// Records the terminal outcome; must be idempotent (bills at most once).
+    async fn finish(&self, end: CallEnd) -> Result<(), LedgerError>;
+    /// Hands queued calls of an org back for re-dispatch after its actor failed.
+    async fn release_queued(&self, org_id: &str) -> Result<(), LedgerError>;
+}
+
+/// The media stream of an answered call, opaque to the engine.
+pub type MediaSession = Box<dyn Any + Send>;
+
+/// Runs an answered call's conversation; implemented by the service.
+#[async_trait]
+pub trait ConversationRunner: Send + Sync + 'static {
+    /// Runs until the conversation ends or `cancel` fires; returns the ended reason.
+    async fn run(
+        &self,
+        job: CallJob,
+        media: MediaSession,
+        answered_at_ms: i64,
+        cancel: CancellationToken,
+    ) -> String;
+}
+
+/// Why an engine request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The actor system is not running.
+    #[error("call engine is not running: {0}")]
+    Stopped(String),
+    /// The call is not known to the engine.
+    #[error("call is not live")]
+    NotLive,
+}
+
+/// What a cancel request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The call was waiting in the queue and is now canceled.
+    Dequeued,
+    /// The call was live; it is being hung up.
+    HangingUp,
+    /// The engine does not hold the call (already ended or not yet dispatched).
+    NotFound,
+}
+
+/// A workspace's slot usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OrgSnapshot {
+    /// Calls holding a slot.
+    pub active: usize,
+    /// Announcement calls running outside the slots.
+    pub bypassing: usize,
+    /// Calls waiting for a slot.
+    pub queued: usize,
+}
+
+/// Fixed configuration of the engine.
+pub struct EngineConfig {
+    /// Persists progress.
+    pub ledger: Arc<dyn CallLedger>,
+    /// Runs conversations.
+    pub runner: Arc<dyn ConversationRunner>,
+    /// Carriers by name.
+    pub carriers: HashMap<String, Arc<dyn Carrier>>,
+    /// Signs media tokens.
+    pub tokens: MediaTokens,
+    /// Base websocket URL of the media endpoints, e.g. `ws://127.0.0.1:8080/media`.
+    pub media_base_url: String,
+    /// Base URL of carrier status callbacks, e.g. `http://127.0.0.1:8080/carrier`.
+    pub callback_base_url: String,
+    /// How long an answered call may wait for its media stream.
+    pub media_wait: Duration,
+    /// Wall-clock milliseconds (replaceable in tests).
+    pub now_ms: Arc<dyn Fn() -> i64 + Send + Sync>,
+}
+
+/// Shared by every actor of the tree.
+pub(crate) struct EngineShared {
+    pub config: EngineConfig,
+    pub calls: Mutex<HashMap<String, ActorRef<CallMsg>>>,
+}
+
+impl EngineShared {
+    pub fn now_ms(&self) -> i64 {
+        (self.config.now_ms)()
+    }
+
+    pub fn live_call(&self, call_id: &str) -> Option<ActorRef<CallMsg>> {
+        self.calls.lock().ok()?.get(call_id).cloned()
+    }
+}
+
+/// Handle to the running engine; cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    root: ActorRef<RootMsg>,
+    shared: Arc<EngineShared>,
+}
+
+impl Engine {
+    /// Starts the root supervisor.
+    pub async fn start(config: EngineConfig) -> Result<Self, EngineError> {
+        let shared = Arc::new(EngineShared {
+            config,
+            calls: Mutex::new(HashMap::new()),
+        });
+        let (root, _) = Actor::spawn(None, RootActor, Arc::clone(&shared))
+            .await
+            .map_err(|e| EngineError::Stopped(e.to_string()))?;
+        Ok(Self { root, shared })
+    }
+
+    /// Queues a call behind its workspace's slots (or starts it at once).
+    pub fn enqueue(&self, job: CallJob) -> Result<(), EngineError> {
+        self.root
+            .send_message(RootMsg::Enqueue(job))
+            .map_err(|e| EngineError::Stopped(e.to_string()))
+    }
+
+    /// Cancels a queued call or hangs up a live one.
+    pub async fn cancel(&self, org_id: &str, call_id: &str) -> Result<CancelOutcome, EngineError> {
+        let reply = ractor::call!(
+            self.root,
+            RootMsg::Cancel,
+            org_id.to_string(),
+            call_id.to_string()
+        )
+        .map_err(|e| EngineError::Stopped(e.to_string()))?;
+        Ok(reply)
+    }
+
+    /// Hands an answered call's media stream to its call actor; gives it back
+    /// when no live call is waiting for it.
+    pub fn attach_media(&self, call_id: &str, media: MediaSession) -> Result<(), MediaSession> {
+        match self.shared.live_call(call_id) {
+            Some(actor) => actor
+                .send_message(CallMsg::Media(media))
+                .map_err(|e| match e {
+                    ractor::MessagingErr::SendErr(CallMsg::Media(m)) => m,
+                    _ => Box::new(()) as MediaSession,
+                }),
+            None => Err(media),
+        }
+    }
+
+    /// Whether the engine holds a live actor for the call.
+    pub fn is_live(&self, call_id: &str) -> bool {
+        self.shared.live_call(call_id).is_some()
+    }
+
+    /// Routes a carrier status callback to the call's actor.
+    pub fn carrier_status(&self, call_id: &str, status: CarrierStatus) -> Result<(), EngineError> {
+        let actor = self.shared.live_call(call_id).ok_or(EngineError::NotLive)?;
+        actor
+            .send_message(CallMsg::Carrier(status))
+            .map_err(|e| EngineError::Stopped(e.to_string()))
+    }
+
+    /// Slot usage of a workspace.
+    pub async fn org_snapshot(&self, org_id: &str) -> Result<OrgSnapshot, EngineError> {
+        ractor::call!(self.root, RootMsg::Snapshot, org_id.to_string())
+            .map_err(|e| EngineError::Stopped(e.to_string()))
+    }
+
+    /// Number of live call actors across all workspaces.
+    pub fn live_calls(&self) -> usize {
+        self.shared.calls.lock().map(|c| c.len()).unwrap_or(0)
+    }
+
+    /// Stops the tree: live calls are hung up and ended with `service-restart`.
+    pub async fn shutdown(&self) {
+        let live: Vec<ActorRef<CallMsg>> = self
+            .shared
+            .calls
+            .lock()
+            .map(|c| c.values().cloned().collect())
+            .unwrap_or_default();
+        for actor in &live {
+            let _ = ractor::call!(actor, CallMsg::Shutdown);
+        }
+        self.root.stop(None);
+    }
+}
