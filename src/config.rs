@@ -73,6 +73,18 @@ pub struct FileConfig {
     pub janitor_interval_seconds: Option<u64>,
     /// Days of idleness before an agent turns dormant.
     pub dormant_after_days: Option<u32>,
+    /// See [`SimSettings::ring_seconds`].
+    pub sim_ring_seconds: Option<u32>,
+    /// See [`SimSettings::answer_after_ms`].
+    pub sim_answer_ms: Option<u64>,
+    /// See [`SimSettings::asr_latency_ms`].
+    pub sim_asr_ms: Option<u64>,
+    /// See [`SimSettings::llm_first_token_ms`].
+    pub sim_llm_ms: Option<u64>,
+    /// See [`SimSettings::llm_token_interval_ms`].
+    pub sim_llm_token_ms: Option<u64>,
+    /// See [`SimSettings::tts_first_byte_ms`].
+    pub sim_tts_ms: Option<u64>,
 }
 
 /// Why configuration could not be assembled.
@@ -120,6 +132,68 @@ pub struct StorageSettings {
     pub secret: Option<String>,
 }
 
+/// Timings of the simulated providers (decisions §11).
+#[derive(Debug, Clone)]
+pub struct SimSettings {
+    /// Seconds an unanswered sim call rings (`VOXLINE_SIM_RING_SECONDS`).
+    pub ring_seconds: u32,
+    /// Milliseconds before a sim callee answers.
+    pub answer_after_ms: u64,
+    /// Sim ASR: delay from end of speech to the final transcript.
+    pub asr_latency_ms: u64,
+    /// Sim LLM: time to first token.
+    pub llm_first_token_ms: u64,
+    /// Sim LLM: time between tokens.
+    pub llm_token_interval_ms: u64,
+    /// Sim TTS: time to first audio.
+    pub tts_first_byte_ms: u64,
+}
+
+impl Default for SimSettings {
+    fn default() -> Self {
+        Self {
+            ring_seconds: 3,
+            answer_after_ms: 1000,
+            asr_latency_ms: 150,
+            llm_first_token_ms: 200,
+            llm_token_interval_ms: 15,
+            tts_first_byte_ms: 120,
+        }
+    }
+}
+
+impl SimSettings {
+    fn from_env_and_file(file: &FileConfig) -> Self {
+        let d = Self::default();
+        let env_u64 = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        Self {
+            ring_seconds: env_u64("VOXLINE_SIM_RING_SECONDS")
+                .and_then(|v| u32::try_from(v).ok())
+                .or(file.sim_ring_seconds)
+                .unwrap_or(d.ring_seconds),
+            answer_after_ms: env_u64("VOXLINE_SIM_ANSWER_MS")
+                .or(file.sim_answer_ms)
+                .unwrap_or(d.answer_after_ms),
+            asr_latency_ms: env_u64("VOXLINE_SIM_ASR_MS")
+                .or(file.sim_asr_ms)
+                .unwrap_or(d.asr_latency_ms),
+            llm_first_token_ms: env_u64("VOXLINE_SIM_LLM_MS")
+                .or(file.sim_llm_ms)
+                .unwrap_or(d.llm_first_token_ms),
+            llm_token_interval_ms: env_u64("VOXLINE_SIM_LLM_TOKEN_MS")
+                .or(file.sim_llm_token_ms)
+                .unwrap_or(d.llm_token_interval_ms),
+            tts_first_byte_ms: env_u64("VOXLINE_SIM_TTS_MS")
+                .or(file.sim_tts_ms)
+                .unwrap_or(d.tts_first_byte_ms),
+        }
+    }
+}
+
 /// Everything `serve` needs, fully resolved.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -139,6 +213,10 @@ pub struct Settings {
     pub janitor_interval: Duration,
     /// Dormancy window.
     pub dormant_after: Duration,
+    /// Simulated provider timings.
+    pub sim: SimSettings,
+    /// How often stored calls due for dialing are checked.
+    pub dispatch_interval: Duration,
 }
 
 fn read_file(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
@@ -236,6 +314,7 @@ impl Settings {
     /// Merges `serve` flags/env with the file and defaults.
     pub fn resolve(storage: &StorageArgs, serve: &ServeArgs) -> Result<Self, ConfigError> {
         let (storage, file) = StorageSettings::resolve(storage)?;
+        let sim = SimSettings::from_env_and_file(&file);
         let listen = serve
             .listen
             .clone()
@@ -261,6 +340,8 @@ impl Settings {
             dormant_after: Duration::from_secs(
                 u64::from(file.dormant_after_days.unwrap_or(7)) * 86_400,
             ),
+            sim,
+            dispatch_interval: Duration::from_secs(1),
         })
     }
 
@@ -282,6 +363,15 @@ impl Settings {
             no_bootstrap: true,
             janitor_interval: Duration::from_millis(100),
             dormant_after: Duration::from_secs(7 * 86_400),
+            sim: SimSettings {
+                ring_seconds: 1,
+                answer_after_ms: 100,
+                asr_latency_ms: 20,
+                llm_first_token_ms: 20,
+                llm_token_interval_ms: 2,
+                tts_first_byte_ms: 20,
+            },
+            dispatch_interval: Duration::from_millis(100),
         }
     }
 }

@@ -64,3 +64,7 @@ id_type!(
     /// A webhook subscription.
     WebhookId
 );
+id_type!(
+    /// A call (each attempt is its own call).
+    CallId
+);

@@ -39,7 +39,8 @@ pub struct AgentView {
 }
 
 impl AgentView {
-    fn from_row(row: &AgentRow) -> ApiResult<Self> {
+    /// Builds the view of a stored agent.
+    pub fn from_row(row: &AgentRow) -> ApiResult<Self> {
         let spec = row.spec()?;
         Ok(Self {
             id: row.id.clone(),

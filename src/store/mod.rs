@@ -6,6 +6,7 @@
 //! timestamps Unix milliseconds in both, which keeps time arithmetic in Rust.
 
 mod agents;
+pub mod calls;
 pub mod keys;
 pub mod numbers;
 mod orgs;

@@ -1,0 +1,526 @@
+//! The write side of calls: creation, transitions, the terminal outcome with
+//! its charge, and the durable dispatch queue.
+
+use super::{Store, StoreResult, with_pool};
+use crate::domain::ids::WalletTxId;
+
+/// A call to create.
+#[derive(Debug, Clone)]
+pub struct NewCall {
+    /// Call id.
+    pub id: String,
+    /// Workspace.
+    pub org_id: String,
+    /// Agent.
+    pub agent_id: String,
+    /// Agent name at creation.
+    pub agent_name: String,
+    /// pipeline, announcement or keypad.
+    pub engine: String,
+    /// E.164 dialed.
+    pub phone: String,
+    /// The person called.
+    pub target_name: String,
+    /// Caller ID.
+    pub from_number: String,
+    /// Carrier.
+    pub provider: String,
+    /// JSON object of variables.
+    pub variables: String,
+    /// test-call, api, alert, batch, campaign or retry.
+    pub source: String,
+    /// 1 for the first attempt.
+    pub attempt: i64,
+    /// First attempt's id for retries.
+    pub retry_of: Option<String>,
+    /// Owning batch.
+    pub batch_id: Option<String>,
+    /// Owning campaign.
+    pub campaign_id: Option<String>,
+    /// Campaign name for display.
+    pub campaign_name: Option<String>,
+    /// Per-minute rate in paise.
+    pub rate_paise: i64,
+    /// Earliest dial time, Unix ms.
+    pub not_before: i64,
+    /// Already handed to the engine.
+    pub dispatched: bool,
+    /// Creation time, Unix ms.
+    pub now_ms: i64,
+}
+
+/// What the dispatcher needs to turn a stored call into an engine job.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DispatchRow {
+    /// Call id.
+    pub id: String,
+    /// Workspace.
+    pub org_id: String,
+    /// Agent.
+    pub agent_id: String,
+    /// Engine at creation.
+    pub engine: String,
+    /// Number dialed.
+    pub phone: String,
+    /// Caller ID.
+    pub from_number: String,
+    /// Carrier.
+    pub provider: String,
+    /// Variables JSON.
+    pub variables: String,
+}
+
+/// A call that just reached its terminal status.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct FinishedCall {
+    /// Workspace.
+    pub org_id: String,
+    /// Agent.
+    pub agent_id: String,
+    /// Attempt number.
+    pub attempt: i64,
+    /// First attempt's id, if this was a retry.
+    pub retry_of: Option<String>,
+    /// Number dialed.
+    pub phone: String,
+    /// Person called.
+    pub target_name: String,
+    /// Caller ID.
+    pub from_number: String,
+    /// Carrier.
+    pub provider: String,
+    /// Engine.
+    pub engine: String,
+    /// Agent name.
+    pub agent_name: String,
+    /// Variables JSON.
+    pub variables: String,
+    /// Source of the call.
+    pub source: String,
+    /// Batch.
+    pub batch_id: Option<String>,
+    /// Campaign.
+    pub campaign_id: Option<String>,
+    /// Campaign name.
+    pub campaign_name: Option<String>,
+    /// Rate.
+    pub rate_paise: i64,
+    /// Billed seconds.
+    pub duration_seconds: i64,
+    /// Charge.
+    pub cost_paise: i64,
+}
+
+/// The terminal outcome to record.
+#[derive(Debug, Clone)]
+pub struct CallOutcome<'a> {
+    /// Call id.
+    pub call_id: &'a str,
+    /// Terminal raw status.
+    pub status: &'a str,
+    /// Why it ended.
+    pub ended_reason: &'a str,
+    /// Answer time, Unix ms.
+    pub answered_at: Option<i64>,
+    /// End time, Unix ms.
+    pub ended_at: i64,
+    /// IST month key for the minute quota.
+    pub month: &'a str,
+}
+
+/// Whole seconds between answer and end; unanswered calls last zero seconds.
+pub fn billable_seconds(answered_at: Option<i64>, ended_at: i64) -> i64 {
+    answered_at.map_or(0, |a| ((ended_at - a).max(0)) / 1000)
+}
+
+/// Minutes billed for a duration: every started minute counts.
+pub fn billed_minutes(duration_seconds: i64) -> i64 {
+    (duration_seconds + 59) / 60
+}
+
+impl Store {
+    /// Creates calls and their `queued` events in one transaction.
+    pub async fn insert_calls(&self, calls: &[NewCall]) -> StoreResult<()> {
+        if calls.is_empty() {
+            return Ok(());
+        }
+        with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            for c in calls {
+                sqlx::query(
+                    "INSERT INTO calls (id, org_id, agent_id, agent_name, engine, phone, target_name, from_number,
+                       provider, status, variables, source, attempt, retry_of, batch_id, campaign_id, campaign_name,
+                       dispatched, not_before, queued_at, rate_paise, created_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $19)",
+                )
+                .bind(&c.id)
+                .bind(&c.org_id)
+                .bind(&c.agent_id)
+                .bind(&c.agent_name)
+                .bind(&c.engine)
+                .bind(&c.phone)
+                .bind(&c.target_name)
+                .bind(&c.from_number)
+                .bind(&c.provider)
+                .bind(&c.variables)
+                .bind(&c.source)
+                .bind(c.attempt)
+                .bind(&c.retry_of)
+                .bind(&c.batch_id)
+                .bind(&c.campaign_id)
+                .bind(&c.campaign_name)
+                .bind(c.dispatched)
+                .bind(c.not_before)
+                .bind(c.now_ms)
+                .bind(c.rate_paise)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("INSERT INTO call_events (call_id, status, at) VALUES ($1, 'queued', $2)")
+                    .bind(&c.id)
+                    .bind(c.now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// The live (queued, ringing or in-progress) call to `phone`, if any.
+    pub async fn live_call_to(&self, org_id: &str, phone: &str) -> StoreResult<Option<String>> {
+        let id = with_pool!(self, pool => {
+            sqlx::query_scalar::<_, String>(
+                "SELECT id FROM calls WHERE org_id = $1 AND phone = $2
+                   AND status IN ('queued', 'ringing', 'in-progress')
+                 ORDER BY created_at DESC LIMIT 1",
+            )
+            .bind(org_id)
+            .bind(phone)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(id)
+    }
+
+    /// The raw status of a call of a workspace.
+    pub async fn call_status(&self, org_id: &str, call_id: &str) -> StoreResult<Option<String>> {
+        let status = with_pool!(self, pool => {
+            sqlx::query_scalar::<_, String>("SELECT status FROM calls WHERE id = $1 AND org_id = $2")
+                .bind(call_id)
+                .bind(org_id)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(status)
+    }
+
+    /// Records a non-terminal transition; ignored once the call is terminal.
+    pub async fn call_transition(
+        &self,
+        call_id: &str,
+        status: &str,
+        at_ms: i64,
+    ) -> StoreResult<bool> {
+        let sql = match status {
+            "ringing" => {
+                "UPDATE calls SET status = 'ringing', ringing_at = $1 WHERE id = $2 AND status = 'queued'"
+            }
+            "in-progress" => {
+                "UPDATE calls SET status = 'in-progress', answered_at = $1
+                              WHERE id = $2 AND status IN ('queued', 'ringing')"
+            }
+            _ => return Ok(false),
+        };
+        let changed = with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let n = sqlx::query(sql).bind(at_ms).bind(call_id).execute(&mut *tx).await?.rows_affected();
+            if n > 0 {
+                sqlx::query("INSERT INTO call_events (call_id, status, at) VALUES ($1, $2, $3)")
+                    .bind(call_id)
+                    .bind(status)
+                    .bind(at_ms)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            n > 0
+        });
+        Ok(changed)
+    }
+
+    /// Records the carrier's id for a call.
+    pub async fn set_carrier_call_id(
+        &self,
+        call_id: &str,
+        carrier_call_id: &str,
+    ) -> StoreResult<()> {
+        with_pool!(self, pool => {
+            sqlx::query("UPDATE calls SET carrier_call_id = $1 WHERE id = $2")
+                .bind(carrier_call_id)
+                .bind(call_id)
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// Records the terminal outcome, the charge, the wallet transaction and the
+    /// minute usage in one transaction. Returns None when the call was already
+    /// terminal, so a twice-reported end is billed once.
+    pub async fn finish_call(&self, o: &CallOutcome<'_>) -> StoreResult<Option<FinishedCall>> {
+        let tx_id = WalletTxId::new().to_string();
+        let finished = with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let claimed: Option<(i64, Option<i64>)> = sqlx::query_as(
+                "UPDATE calls SET status = $1
+                 WHERE id = $2 AND status NOT IN ('completed', 'failed', 'no-answer', 'busy', 'canceled')
+                 RETURNING rate_paise, answered_at",
+            )
+            .bind(o.status)
+            .bind(o.call_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((rate, stored_answer)) = claimed else {
+                tx.rollback().await?;
+                return Ok(None);
+            };
+            let answered_at = stored_answer.or(o.answered_at);
+            let duration = if o.status == "completed" { billable_seconds(answered_at, o.ended_at) } else { 0 };
+            let minutes = billed_minutes(duration);
+            let cost = minutes * rate;
+            let row: FinishedCall = sqlx::query_as(
+                "UPDATE calls SET ended_reason = $1, ended_at = $2, answered_at = $3,
+                   duration_seconds = $4, cost_paise = $5
+                 WHERE id = $6
+                 RETURNING org_id, agent_id, attempt, retry_of, phone, target_name, from_number, provider, engine,
+                   agent_name, variables, source, batch_id, campaign_id, campaign_name, rate_paise,
+                   duration_seconds, cost_paise",
+            )
+            .bind(o.ended_reason)
+            .bind(o.ended_at)
+            .bind(answered_at)
+            .bind(duration)
+            .bind(cost)
+            .bind(o.call_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            sqlx::query("INSERT INTO call_events (call_id, status, at) VALUES ($1, $2, $3)")
+                .bind(o.call_id)
+                .bind(o.status)
+                .bind(o.ended_at)
+                .execute(&mut *tx)
+                .await?;
+            if minutes > 0 {
+                let balance: i64 = sqlx::query_scalar(
+                    "UPDATE orgs SET wallet_paise = wallet_paise - $1 WHERE id = $2 RETURNING wallet_paise",
+                )
+                .bind(cost)
+                .bind(&row.org_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                if cost > 0 {
+                    sqlx::query(
+                        "INSERT INTO wallet_transactions (id, org_id, kind, amount_paise, balance_after_paise, call_id, created_at)
+                         VALUES ($1, $2, 'call-charge', $3, $4, $5, $6)",
+                    )
+                    .bind(&tx_id)
+                    .bind(&row.org_id)
+                    .bind(-cost)
+                    .bind(balance)
+                    .bind(o.call_id)
+                    .bind(o.ended_at)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                sqlx::query(
+                    "INSERT INTO org_minute_usage (org_id, month, minutes) VALUES ($1, $2, $3)
+                     ON CONFLICT (org_id, month) DO UPDATE SET minutes = org_minute_usage.minutes + excluded.minutes",
+                )
+                .bind(&row.org_id)
+                .bind(o.month)
+                .bind(minutes)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            Some(row)
+        });
+        Ok(finished)
+    }
+
+    /// Queued calls due for dialing that no engine holds, oldest first.
+    pub async fn due_calls(&self, now_ms: i64, limit: i64) -> StoreResult<Vec<DispatchRow>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, DispatchRow>(
+                "SELECT id, org_id, agent_id, engine, phone, from_number, provider, variables FROM calls
+                 WHERE status = 'queued' AND dispatched = FALSE AND not_before <= $1
+                 ORDER BY not_before, created_at, id LIMIT $2",
+            )
+            .bind(now_ms)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Claims a queued call for the engine; false if another pass took it.
+    pub async fn claim_call(&self, call_id: &str) -> StoreResult<bool> {
+        let n = with_pool!(self, pool => {
+            sqlx::query("UPDATE calls SET dispatched = TRUE WHERE id = $1 AND dispatched = FALSE AND status = 'queued'")
+                .bind(call_id)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(n > 0)
+    }
+
+    /// Hands queued calls back to the dispatcher (all, or one workspace's).
+    pub async fn release_queued_calls(&self, org_id: Option<&str>) -> StoreResult<u64> {
+        let n = with_pool!(self, pool => {
+            match org_id {
+                Some(org) => sqlx::query("UPDATE calls SET dispatched = FALSE WHERE status = 'queued' AND org_id = $1")
+                    .bind(org)
+                    .execute(pool)
+                    .await?
+                    .rows_affected(),
+                None => sqlx::query("UPDATE calls SET dispatched = FALSE WHERE status = 'queued'")
+                    .execute(pool)
+                    .await?
+                    .rows_affected(),
+            }
+        });
+        Ok(n)
+    }
+
+    /// Calls left ringing or in progress by a previous process:
+    /// `(id, status, answered_at, last activity)`.
+    pub async fn orphaned_live_calls(
+        &self,
+    ) -> StoreResult<Vec<(String, String, Option<i64>, Option<i64>)>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, (String, String, Option<i64>, Option<i64>)>(
+                "SELECT c.id, c.status, c.answered_at,
+                   (SELECT MAX(t.created_at) FROM call_turns t WHERE t.call_id = c.id)
+                 FROM calls c WHERE c.status IN ('ringing', 'in-progress')",
+            )
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Appends one transcript turn.
+    pub async fn insert_turn(
+        &self,
+        call_id: &str,
+        org_id: &str,
+        seq: i64,
+        speaker: &str,
+        text: &str,
+        at_ms: i64,
+    ) -> StoreResult<()> {
+        with_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO call_turns (call_id, org_id, seq, speaker, text, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (call_id, seq) DO NOTHING",
+            )
+            .bind(call_id)
+            .bind(org_id)
+            .bind(seq)
+            .bind(speaker)
+            .bind(text)
+            .bind(at_ms)
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Stores what the conversation produced, before the terminal outcome.
+    pub async fn set_call_results(
+        &self,
+        call_id: &str,
+        transcript_text: &str,
+        summary: &str,
+        extracted: &str,
+        latencies: &str,
+    ) -> StoreResult<()> {
+        with_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE calls SET transcript_text = $1, summary = $2, extracted = $3, latencies = $4 WHERE id = $5",
+            )
+            .bind(transcript_text)
+            .bind(summary)
+            .bind(extracted)
+            .bind(latencies)
+            .bind(call_id)
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Records a call's recording file.
+    pub async fn insert_recording(
+        &self,
+        call_id: &str,
+        org_id: &str,
+        path: &str,
+        format: &str,
+        duration_ms: i64,
+        bytes: i64,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        with_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO recordings (call_id, org_id, path, format, duration_ms, bytes, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (call_id) DO UPDATE SET path = excluded.path, format = excluded.format,
+                   duration_ms = excluded.duration_ms, bytes = excluded.bytes",
+            )
+            .bind(call_id)
+            .bind(org_id)
+            .bind(path)
+            .bind(format)
+            .bind(duration_ms)
+            .bind(bytes)
+            .bind(now_ms)
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
+    }
+}
+
+impl Store {
+    /// The agent and variables a call runs with.
+    pub async fn call_agent_and_variables(
+        &self,
+        call_id: &str,
+    ) -> StoreResult<Option<(String, String)>> {
+        let row = with_pool!(self, pool => {
+            sqlx::query_as::<_, (String, String)>("SELECT agent_id, variables FROM calls WHERE id = $1")
+                .bind(call_id)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(row)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_started_minute_is_billed() {
+        assert_eq!(billed_minutes(0), 0);
+        assert_eq!(billed_minutes(1), 1);
+        assert_eq!(billed_minutes(60), 1);
+        assert_eq!(billed_minutes(61), 2);
+        assert_eq!(billable_seconds(Some(1_000), 62_999), 61);
+        assert_eq!(billable_seconds(None, 62_999), 0);
+    }
+}
