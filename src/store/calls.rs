@@ -49,6 +49,25 @@ pub struct NewCall {
     pub now_ms: i64,
 }
 
+/// A finished recording file.
+#[derive(Debug, Clone)]
+pub struct NewRecording<'a> {
+    /// The recorded call.
+    pub call_id: &'a str,
+    /// Its workspace.
+    pub org_id: &'a str,
+    /// File path.
+    pub path: &'a str,
+    /// wav or ogg.
+    pub format: &'a str,
+    /// Length in milliseconds.
+    pub duration_ms: i64,
+    /// File size.
+    pub bytes: i64,
+    /// Time written, Unix ms.
+    pub now_ms: i64,
+}
+
 /// What the dispatcher needs to turn a stored call into an engine job.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct DispatchRow {
@@ -463,16 +482,7 @@ impl Store {
     }
 
     /// Records a call's recording file.
-    pub async fn insert_recording(
-        &self,
-        call_id: &str,
-        org_id: &str,
-        path: &str,
-        format: &str,
-        duration_ms: i64,
-        bytes: i64,
-        now_ms: i64,
-    ) -> StoreResult<()> {
+    pub async fn insert_recording(&self, r: &NewRecording<'_>) -> StoreResult<()> {
         with_pool!(self, pool => {
             sqlx::query(
                 "INSERT INTO recordings (call_id, org_id, path, format, duration_ms, bytes, created_at)
@@ -480,13 +490,13 @@ impl Store {
                  ON CONFLICT (call_id) DO UPDATE SET path = excluded.path, format = excluded.format,
                    duration_ms = excluded.duration_ms, bytes = excluded.bytes",
             )
-            .bind(call_id)
-            .bind(org_id)
-            .bind(path)
-            .bind(format)
-            .bind(duration_ms)
-            .bind(bytes)
-            .bind(now_ms)
+            .bind(r.call_id)
+            .bind(r.org_id)
+            .bind(r.path)
+            .bind(r.format)
+            .bind(r.duration_ms)
+            .bind(r.bytes)
+            .bind(r.now_ms)
             .execute(pool)
             .await?;
         });
