@@ -31,6 +31,8 @@ pub enum CarrierStatus {
 pub struct DialRequest {
     /// Our call id.
     pub call_id: String,
+    /// The workspace placing the call (chooses its own carrier credentials).
+    pub org_id: String,
     /// E.164 number dialed.
     pub to: String,
     /// E.164 caller ID.

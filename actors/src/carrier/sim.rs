@@ -257,6 +257,7 @@ mod tests {
         });
         let req = DialRequest {
             call_id: "c".into(),
+            org_id: "o".into(),
             to: "+919876543286".into(),
             from: "+918035740101".into(),
             media_url: "ws://127.0.0.1:1/media/twilio".into(),

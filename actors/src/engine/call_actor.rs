@@ -202,6 +202,7 @@ impl Actor for CallActor {
                 };
                 let req = DialRequest {
                     call_id: state.job.call_id.clone(),
+                    org_id: state.job.org_id.clone(),
                     to: state.job.to.clone(),
                     from: state.job.from.clone(),
                     media_url: format!("{}/{}", config.media_base_url, provider),
