@@ -2,5 +2,7 @@
 //! traits, the simulated providers and the per-call conversation loop.
 
 pub mod carrier;
+pub mod conversation;
 pub mod engine;
 pub mod media_token;
+pub mod providers;

@@ -1,0 +1,155 @@
+//! The media websocket as the conversation loop sees it.
+//!
+//! The service adapts axum's websocket to [`MediaTransport`]; [`WebSocketTransport`] adapts a
+//! tokio-tungstenite socket (the simulated callee's side, and test servers), and
+//! [`memory_pair`] joins two ends in memory so tests can run on a paused clock.
+
+use async_trait::async_trait;
+use futures::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use voxline_media::carrier::OutboundFrame;
+
+/// One message received from the other end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransportMessage {
+    /// A text message.
+    Text(String),
+    /// A binary message.
+    Binary(Vec<u8>),
+    /// The other end closed the connection.
+    Closed,
+}
+
+/// Why a message could not be sent.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TransportError {
+    /// The connection is closed.
+    #[error("media connection closed")]
+    Closed,
+    /// The socket failed.
+    #[error("media connection failed: {0}")]
+    Socket(String),
+}
+
+/// A bidirectional media connection (one carrier websocket).
+#[async_trait]
+pub trait MediaTransport: Send {
+    /// The next message; `None` or [`TransportMessage::Closed`] when the connection is gone.
+    /// Must be cancel-safe: the loop polls it inside `tokio::select!`.
+    async fn recv(&mut self) -> Option<TransportMessage>;
+    /// Sends one message.
+    async fn send(&mut self, frame: OutboundFrame<'_>) -> Result<(), TransportError>;
+    /// Closes the connection; later sends fail.
+    async fn close(&mut self);
+}
+
+/// [`MediaTransport`] over a tokio-tungstenite websocket, client or server side.
+#[derive(Debug)]
+pub struct WebSocketTransport<S> {
+    socket: WebSocketStream<S>,
+    closed: bool,
+}
+
+impl<S> WebSocketTransport<S> {
+    /// Wraps an established websocket.
+    pub fn new(socket: WebSocketStream<S>) -> Self {
+        Self {
+            socket,
+            closed: false,
+        }
+    }
+}
+
+#[async_trait]
+impl<S> MediaTransport for WebSocketTransport<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    async fn recv(&mut self) -> Option<TransportMessage> {
+        loop {
+            // `StreamExt::next` on a websocket is cancel-safe.
+            return match self.socket.next().await? {
+                Ok(Message::Text(text)) => Some(TransportMessage::Text(text.as_str().to_owned())),
+                Ok(Message::Binary(data)) => Some(TransportMessage::Binary(data.to_vec())),
+                Ok(Message::Close(_)) => Some(TransportMessage::Closed),
+                // Pings are answered by tungstenite on the next write.
+                Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => continue,
+                Err(_) => None,
+            };
+        }
+    }
+
+    async fn send(&mut self, frame: OutboundFrame<'_>) -> Result<(), TransportError> {
+        if self.closed {
+            return Err(TransportError::Closed);
+        }
+        let message = match frame {
+            OutboundFrame::Text(text) => Message::text(text),
+            OutboundFrame::Binary(data) => Message::binary(data.to_vec()),
+        };
+        self.socket
+            .send(message)
+            .await
+            .map_err(|e| TransportError::Socket(e.to_string()))
+    }
+
+    async fn close(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            // The peer may already be gone; closing is best effort.
+            let _ = self.socket.close(None).await;
+        }
+    }
+}
+
+/// One end of an in-memory media connection made by [`memory_pair`].
+#[derive(Debug)]
+pub struct MemoryTransport {
+    incoming: mpsc::Receiver<TransportMessage>,
+    outgoing: Option<mpsc::Sender<TransportMessage>>,
+}
+
+/// Two connected in-memory ends; each buffers up to `capacity` messages.
+pub fn memory_pair(capacity: usize) -> (MemoryTransport, MemoryTransport) {
+    let (a_tx, a_rx) = mpsc::channel(capacity.max(1));
+    let (b_tx, b_rx) = mpsc::channel(capacity.max(1));
+    (
+        MemoryTransport {
+            incoming: a_rx,
+            outgoing: Some(b_tx),
+        },
+        MemoryTransport {
+            incoming: b_rx,
+            outgoing: Some(a_tx),
+        },
+    )
+}
+
+#[async_trait]
+impl MediaTransport for MemoryTransport {
+    async fn recv(&mut self) -> Option<TransportMessage> {
+        self.incoming.recv().await
+    }
+
+    async fn send(&mut self, frame: OutboundFrame<'_>) -> Result<(), TransportError> {
+        let outgoing = self.outgoing.as_ref().ok_or(TransportError::Closed)?;
+        let message = match frame {
+            OutboundFrame::Text(text) => TransportMessage::Text(text.to_owned()),
+            OutboundFrame::Binary(data) => TransportMessage::Binary(data.to_vec()),
+        };
+        outgoing
+            .send(message)
+            .await
+            .map_err(|_| TransportError::Closed)
+    }
+
+    async fn close(&mut self) {
+        if let Some(outgoing) = self.outgoing.take() {
+            // Dropping the sender closes the channel even when it is full or the peer is gone.
+            let _ = outgoing.try_send(TransportMessage::Closed);
+        }
+    }
+}

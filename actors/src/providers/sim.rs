@@ -1,0 +1,511 @@
+//! The simulated providers (decisions §11): deterministic, local, with configurable latencies,
+//! so the whole service runs on one machine and load tests measure the engine, not a vendor.
+//!
+//! Every delay is a `tokio::time` deadline kept in the stream, so the `next_*` methods stay
+//! cancel-safe and tests can run on a paused clock.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::{Instant, sleep_until};
+use voxline_media::synth::{SpeechLikeGenerator, samples_for_duration, speech_duration_for_text};
+
+use super::{
+    AsrContext, AsrEvent, AsrProvider, AsrStream, ChatRole, END_CALL_TOOL, LlmEvent, LlmProvider,
+    LlmRequest, LlmStream, LlmUsage, ProviderError, ProviderKind, TtsProvider, TtsStream,
+};
+
+/// Makes one sim provider fail, for tests of the failure paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimFailure {
+    /// The provider that fails.
+    pub provider: ProviderKind,
+    /// Uses that succeed before every later one fails (ASR: utterances, LLM: turns,
+    /// TTS: syntheses), counted per provider instance.
+    pub after_uses: u32,
+}
+
+/// Latencies and fault injection shared by the three sim providers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimConfig {
+    /// From the end of an utterance (`finalize`) to its final transcript.
+    pub asr_latency: Duration,
+    /// From an LLM request to its first token.
+    pub llm_first_token: Duration,
+    /// Between later tokens.
+    pub llm_token_interval: Duration,
+    /// From a TTS request to its first audio.
+    pub tts_first_byte: Duration,
+    /// Length of each TTS audio chunk.
+    pub tts_chunk: Duration,
+    /// A provider told to fail, if any.
+    pub fail: Option<SimFailure>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            asr_latency: Duration::from_millis(150),
+            llm_first_token: Duration::from_millis(300),
+            llm_token_interval: Duration::from_millis(25),
+            tts_first_byte: Duration::from_millis(120),
+            tts_chunk: Duration::from_millis(200),
+            fail: None,
+        }
+    }
+}
+
+/// Counts uses of one provider and decides when an injected failure starts.
+#[derive(Debug)]
+struct UseCounter {
+    kind: ProviderKind,
+    fail: Option<SimFailure>,
+    uses: AtomicU32,
+}
+
+impl UseCounter {
+    fn new(kind: ProviderKind, fail: Option<SimFailure>) -> Self {
+        Self {
+            kind,
+            fail,
+            uses: AtomicU32::new(0),
+        }
+    }
+
+    /// Counts one use; true when this use must fail.
+    fn use_fails(&self) -> bool {
+        let previous = self.uses.fetch_add(1, Ordering::Relaxed);
+        self.fail
+            .is_some_and(|fail| fail.provider == self.kind && previous >= fail.after_uses)
+    }
+
+    fn injected(&self) -> ProviderError {
+        ProviderError::Injected {
+            provider: self.kind,
+        }
+    }
+}
+
+/// Sim ASR: the loop's VAD and endpointer find the utterances; each one's text is the next
+/// line of the call's script, delivered `asr_latency` after `finalize`.
+#[derive(Debug)]
+pub struct SimAsr {
+    latency: Duration,
+    counter: Arc<UseCounter>,
+}
+
+impl SimAsr {
+    /// A sim ASR with `config`'s latency and fault.
+    pub fn new(config: SimConfig) -> Self {
+        Self {
+            latency: config.asr_latency,
+            counter: Arc::new(UseCounter::new(ProviderKind::Asr, config.fail)),
+        }
+    }
+}
+
+#[async_trait]
+impl AsrProvider for SimAsr {
+    async fn open(&self, context: AsrContext) -> Result<Box<dyn AsrStream>, ProviderError> {
+        Ok(Box::new(SimAsrStream {
+            script: context.sim_script,
+            next_line: 0,
+            latency: self.latency,
+            counter: Arc::clone(&self.counter),
+            pending: VecDeque::new(),
+            closed: false,
+        }))
+    }
+}
+
+/// One sim recognition session.
+struct SimAsrStream {
+    script: Arc<[String]>,
+    next_line: usize,
+    latency: Duration,
+    counter: Arc<UseCounter>,
+    /// Events with the time they become due, in order.
+    pending: VecDeque<(Instant, Result<AsrEvent, ProviderError>)>,
+    closed: bool,
+}
+
+#[async_trait]
+impl AsrStream for SimAsrStream {
+    fn push_audio(&mut self, _samples: &[i16], _sample_rate: u32) -> Result<(), ProviderError> {
+        // The text comes from the script; the audio only matters to the loop's endpointer.
+        Ok(())
+    }
+
+    fn finalize(&mut self) -> Result<(), ProviderError> {
+        let due = Instant::now() + self.latency;
+        if self.counter.use_fails() {
+            self.pending.push_back((due, Err(self.counter.injected())));
+            return Ok(());
+        }
+        let line = self.script.get(self.next_line).cloned().unwrap_or_default();
+        self.next_line += 1;
+        if !line.trim().is_empty() {
+            self.pending
+                .push_back((due, Ok(AsrEvent::Final { text: line })));
+        }
+        self.pending.push_back((due, Ok(AsrEvent::UtteranceEnd)));
+        Ok(())
+    }
+
+    async fn next_event(&mut self) -> Option<Result<AsrEvent, ProviderError>> {
+        let Some(&(due, _)) = self.pending.front() else {
+            if self.closed {
+                return None;
+            }
+            // Nothing until the loop finalizes an utterance, which it does between polls.
+            return std::future::pending().await;
+        };
+        sleep_until(due).await;
+        self.pending.pop_front().map(|(_, event)| event)
+    }
+
+    async fn close(&mut self) -> Result<(), ProviderError> {
+        self.closed = true;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+/// Sim LLM: a deterministic responder that streams its reply word by word and calls `end_call`
+/// when the caller says goodbye or the script is exhausted.
+#[derive(Debug)]
+pub struct SimLlm {
+    first_token: Duration,
+    token_interval: Duration,
+    counter: UseCounter,
+}
+
+impl SimLlm {
+    /// A sim LLM with `config`'s timings and fault.
+    pub fn new(config: SimConfig) -> Self {
+        Self {
+            first_token: config.llm_first_token,
+            token_interval: config.llm_token_interval,
+            counter: UseCounter::new(ProviderKind::Llm, config.fail),
+        }
+    }
+
+    /// The reply to the conversation so far, and whether to hang up after it.
+    pub fn reply_for(request: &LlmRequest) -> (String, bool) {
+        let user_turns = request
+            .history
+            .iter()
+            .filter(|m| m.role == ChatRole::User)
+            .count();
+        let last = request
+            .history
+            .iter()
+            .rev()
+            .find(|m| m.role == ChatRole::User)
+            .map(|m| m.content.trim())
+            .unwrap_or_default();
+        let says_goodbye = last
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|word| word.eq_ignore_ascii_case("bye") || word.eq_ignore_ascii_case("goodbye"));
+        if says_goodbye {
+            ("Thank you for your time. Goodbye!".to_owned(), true)
+        } else if !request.sim_script.is_empty() && user_turns >= request.sim_script.len() {
+            (
+                "Thank you, that is everything I needed. Have a great day. Goodbye!".to_owned(),
+                true,
+            )
+        } else if last.is_empty() {
+            ("Hello, are you still there?".to_owned(), false)
+        } else {
+            let heard = last.trim_end_matches(|c: char| c.is_ascii_punctuation());
+            (
+                format!("I heard you say {heard}. Could you tell me a little more about that?"),
+                false,
+            )
+        }
+    }
+}
+
+#[async_trait]
+impl LlmProvider for SimLlm {
+    async fn stream(&self, request: LlmRequest) -> Result<Box<dyn LlmStream>, ProviderError> {
+        let first_at = Instant::now() + self.first_token;
+        let mut events = VecDeque::new();
+        if self.counter.use_fails() {
+            events.push_back(Err(self.counter.injected()));
+        } else {
+            let (reply, end_call) = Self::reply_for(&request);
+            for word in reply.split_inclusive(' ') {
+                events.push_back(Ok(LlmEvent::Token(word.to_owned())));
+            }
+            if end_call {
+                events.push_back(Ok(LlmEvent::ToolCall {
+                    name: END_CALL_TOOL.to_owned(),
+                    arguments_json: "{}".to_owned(),
+                }));
+            }
+            let prompt_words = request.system_prompt.split_whitespace().count()
+                + request
+                    .history
+                    .iter()
+                    .map(|m| m.content.split_whitespace().count())
+                    .sum::<usize>();
+            events.push_back(Ok(LlmEvent::Done {
+                usage: LlmUsage {
+                    prompt_tokens: u32::try_from(prompt_words).unwrap_or(u32::MAX),
+                    completion_tokens: u32::try_from(reply.split_whitespace().count())
+                        .unwrap_or(u32::MAX),
+                },
+            }));
+        }
+        Ok(Box::new(SimLlmStream {
+            events,
+            next_at: first_at,
+            interval: self.token_interval,
+        }))
+    }
+}
+
+/// One sim LLM turn: events released one per `interval` after the first-token delay.
+struct SimLlmStream {
+    events: VecDeque<Result<LlmEvent, ProviderError>>,
+    next_at: Instant,
+    interval: Duration,
+}
+
+#[async_trait]
+impl LlmStream for SimLlmStream {
+    async fn next_event(&mut self) -> Option<Result<LlmEvent, ProviderError>> {
+        if self.events.is_empty() {
+            return None;
+        }
+        sleep_until(self.next_at).await;
+        let event = self.events.pop_front()?;
+        // Tool calls and `Done` follow the last token at once, as vendors send them.
+        if matches!(self.events.front(), Some(Ok(LlmEvent::Token(_)))) {
+            self.next_at += self.interval;
+        }
+        Some(event)
+    }
+}
+
+/// Sim TTS: speech-like audio as long as the text takes to say, after a first-byte delay,
+/// streamed in chunks.
+#[derive(Debug)]
+pub struct SimTts {
+    first_byte: Duration,
+    chunk: Duration,
+    counter: UseCounter,
+}
+
+impl SimTts {
+    /// A sim TTS with `config`'s timings and fault.
+    pub fn new(config: SimConfig) -> Self {
+        Self {
+            first_byte: config.tts_first_byte,
+            chunk: config.tts_chunk.max(Duration::from_millis(20)),
+            counter: UseCounter::new(ProviderKind::Tts, config.fail),
+        }
+    }
+}
+
+/// FNV-1a, so a voice and text always give the same audio.
+fn fnv1a(parts: &[&str]) -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325_u64;
+    for part in parts {
+        for byte in part.bytes().chain([0xff]) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    hash
+}
+
+#[async_trait]
+impl TtsProvider for SimTts {
+    async fn synthesize(
+        &self,
+        text: &str,
+        voice: &str,
+        sample_rate: u32,
+    ) -> Result<Box<dyn TtsStream>, ProviderError> {
+        if sample_rate == 0 {
+            return Err(ProviderError::Request {
+                provider: ProviderKind::Tts,
+                message: "sample rate 0".to_owned(),
+            });
+        }
+        let fails = self.counter.use_fails();
+        Ok(Box::new(SimTtsStream {
+            sample_rate,
+            generator: SpeechLikeGenerator::new(sample_rate, fnv1a(&[voice, text])),
+            samples_left: samples_for_duration(sample_rate, speech_duration_for_text(text)),
+            chunk_samples: samples_for_duration(sample_rate, self.chunk).max(1),
+            first_at: Some(Instant::now() + self.first_byte),
+            fails,
+        }))
+    }
+}
+
+/// One sim synthesis.
+struct SimTtsStream {
+    sample_rate: u32,
+    generator: SpeechLikeGenerator,
+    samples_left: usize,
+    chunk_samples: usize,
+    /// When the first chunk is due; `None` once it has been delivered.
+    first_at: Option<Instant>,
+    fails: bool,
+}
+
+#[async_trait]
+impl TtsStream for SimTtsStream {
+    fn sample_rate(&self) -> u32 {
+        self.sample_rate
+    }
+
+    async fn next_chunk(&mut self) -> Option<Result<Vec<i16>, ProviderError>> {
+        if let Some(first_at) = self.first_at {
+            sleep_until(first_at).await;
+            self.first_at = None;
+            if self.fails {
+                self.samples_left = 0;
+                return Some(Err(ProviderError::Injected {
+                    provider: ProviderKind::Tts,
+                }));
+            }
+        }
+        if self.samples_left == 0 {
+            return None;
+        }
+        let len = self.chunk_samples.min(self.samples_left);
+        let mut chunk = vec![0; len];
+        self.generator.fill(&mut chunk);
+        self.samples_left -= len;
+        Some(Ok(chunk))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::ChatMessage;
+
+    fn request(lines: &[&str], said: &[&str]) -> LlmRequest {
+        LlmRequest {
+            history: said
+                .iter()
+                .map(|s| ChatMessage::new(ChatRole::User, *s))
+                .collect(),
+            sim_script: lines.iter().map(|s| (*s).to_owned()).collect(),
+            ..LlmRequest::default()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sim_asr_delivers_script_lines_after_latency() {
+        let asr = SimAsr::new(SimConfig::default());
+        let context = AsrContext {
+            sim_script: vec!["hello there".to_owned()].into(),
+            ..AsrContext::default()
+        };
+        let mut stream = asr.open(context).await.unwrap();
+        let started = Instant::now();
+        stream.finalize().unwrap();
+        let first = stream.next_event().await.unwrap().unwrap();
+        assert_eq!(
+            first,
+            AsrEvent::Final {
+                text: "hello there".into()
+            }
+        );
+        assert_eq!(started.elapsed(), SimConfig::default().asr_latency);
+        assert_eq!(
+            stream.next_event().await.unwrap().unwrap(),
+            AsrEvent::UtteranceEnd
+        );
+        // Past the script: an empty utterance, still closed by UtteranceEnd.
+        stream.finalize().unwrap();
+        assert_eq!(
+            stream.next_event().await.unwrap().unwrap(),
+            AsrEvent::UtteranceEnd
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sim_llm_streams_tokens_and_ends_on_goodbye() {
+        let config = SimConfig::default();
+        let llm = SimLlm::new(config.clone());
+        let started = Instant::now();
+        let mut stream = llm
+            .stream(request(&["a", "b", "c"], &["ok, bye now"]))
+            .await
+            .unwrap();
+        let mut text = String::new();
+        let mut first_token_at = None;
+        let mut end_call = false;
+        while let Some(event) = stream.next_event().await {
+            match event.unwrap() {
+                LlmEvent::Token(token) => {
+                    first_token_at.get_or_insert(started.elapsed());
+                    text.push_str(&token);
+                }
+                LlmEvent::ToolCall { name, .. } => end_call = name == END_CALL_TOOL,
+                LlmEvent::Done { .. } => {}
+            }
+        }
+        assert_eq!(text, "Thank you for your time. Goodbye!");
+        assert!(end_call);
+        assert_eq!(first_token_at, Some(config.llm_first_token));
+    }
+
+    #[test]
+    fn sim_llm_ends_when_the_script_is_exhausted() {
+        let (_, end) = SimLlm::reply_for(&request(&["one", "two"], &["one"]));
+        assert!(!end);
+        let (_, end) = SimLlm::reply_for(&request(&["one", "two"], &["one", "two"]));
+        assert!(end);
+        let (_, end) = SimLlm::reply_for(&request(&[], &["anything"]));
+        assert!(!end);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sim_tts_audio_lasts_as_long_as_the_text() {
+        let config = SimConfig::default();
+        let tts = SimTts::new(config.clone());
+        let text = "This sentence takes a couple of seconds to say.";
+        let started = Instant::now();
+        let mut stream = tts.synthesize(text, "alloy", 8000).await.unwrap();
+        let mut total = 0;
+        let mut first_at = None;
+        while let Some(chunk) = stream.next_chunk().await {
+            first_at.get_or_insert(started.elapsed());
+            total += chunk.unwrap().len();
+        }
+        assert_eq!(first_at, Some(config.tts_first_byte));
+        assert_eq!(
+            total,
+            samples_for_duration(8000, speech_duration_for_text(text))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sim_failure_starts_after_the_configured_uses() {
+        let tts = SimTts::new(SimConfig {
+            fail: Some(SimFailure {
+                provider: ProviderKind::Tts,
+                after_uses: 1,
+            }),
+            ..SimConfig::default()
+        });
+        let mut ok = tts.synthesize("fine", "v", 8000).await.unwrap();
+        assert!(ok.next_chunk().await.unwrap().is_ok());
+        let mut broken = tts.synthesize("broken", "v", 8000).await.unwrap();
+        let error = broken.next_chunk().await.unwrap().unwrap_err();
+        assert_eq!(error.provider(), ProviderKind::Tts);
+        assert!(broken.next_chunk().await.is_none());
+    }
+}
