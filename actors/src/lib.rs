@@ -1,6 +1,7 @@
 //! Voxline call engine: the ractor supervision tree, carriers, provider
 //! traits, the simulated providers and the per-call conversation loop.
 
+pub mod callee;
 pub mod carrier;
 pub mod conversation;
 pub mod engine;

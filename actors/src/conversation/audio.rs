@@ -247,8 +247,7 @@ pub struct RecordingInfo {
     pub duration: Duration,
 }
 
-/// The call recording: caller left, agent right, one 20 ms stereo frame per playback tick so
-/// the file's length follows the call's clock.
+/// The call recording: caller left, agent right, written on the call's clock.
 #[derive(Debug)]
 pub(crate) struct Recorder {
     path: PathBuf,
@@ -257,6 +256,8 @@ pub(crate) struct Recorder {
     agent: VecDeque<i16>,
     left: [i16; RECORD_FRAME],
     right: [i16; RECORD_FRAME],
+    /// 20 ms frames written by the clock so far.
+    ticks: u64,
 }
 
 impl Recorder {
@@ -273,6 +274,7 @@ impl Recorder {
             agent: VecDeque::with_capacity(RECORD_BACKLOG),
             left: [0; RECORD_FRAME],
             right: [0; RECORD_FRAME],
+            ticks: 0,
         })
     }
 
@@ -286,11 +288,18 @@ impl Recorder {
         push_bounded(&mut self.agent, samples);
     }
 
-    /// Writes one 20 ms stereo frame, silence where a side has nothing queued.
-    pub(crate) fn tick(&mut self) -> Result<(), MediaError> {
-        fill_from(&mut self.caller, &mut self.left);
-        fill_from(&mut self.agent, &mut self.right);
-        self.writer.write_frames(&self.left, &self.right)
+    /// Writes the 20 ms stereo frames due `elapsed` into the call, silence where a side has
+    /// nothing queued; following the clock rather than counting ticks keeps the file as long
+    /// as the call even when the loop's timer is reset or falls behind.
+    pub(crate) fn write_until(&mut self, elapsed: Duration) -> Result<(), MediaError> {
+        let due = elapsed.as_millis() as u64 / 20;
+        while self.ticks < due {
+            fill_from(&mut self.caller, &mut self.left);
+            fill_from(&mut self.agent, &mut self.right);
+            self.writer.write_frames(&self.left, &self.right)?;
+            self.ticks += 1;
+        }
+        Ok(())
     }
 
     /// Writes what is still queued, patches the header and closes the file.
@@ -366,8 +375,7 @@ mod tests {
         let mut recorder = Recorder::create(path.clone()).unwrap();
         recorder.caller(&[1; 200]);
         recorder.agent(&[2; 100]);
-        recorder.tick().unwrap();
-        recorder.tick().unwrap();
+        recorder.write_until(Duration::from_millis(45)).unwrap();
         recorder.caller(&[1; 50]);
         let info = recorder.finish().unwrap();
         assert_eq!(info.duration, Duration::from_micros(46_250));

@@ -726,6 +726,8 @@ impl<T: MediaTransport> CallLoop<T> {
             }
         }
         if sent && first_frame {
+            // The turn's first frame went out between ticks: pace the rest from it.
+            self.ticker.reset();
             if self.greeting_latency.is_none() {
                 self.greeting_latency = Some(now.saturating_duration_since(self.started));
             }
@@ -1200,8 +1202,9 @@ impl<T: MediaTransport> CallLoop<T> {
 
     async fn on_tick(&mut self) {
         self.pump_frame().await;
+        let elapsed = Instant::now().saturating_duration_since(self.started);
         if let Some(recorder) = self.recorder.as_mut()
-            && let Err(error) = recorder.tick()
+            && let Err(error) = recorder.write_until(elapsed)
         {
             warn!(call_id = %self.call_id, %error, "recording failed; stopping it");
             if let Some(recorder) = self.recorder.take()
@@ -1247,9 +1250,10 @@ impl<T: MediaTransport> CallLoop<T> {
         }
         self.transport.close().await;
         let duration = Instant::now().saturating_duration_since(self.started);
-        let recording = self.recorder.take().and_then(|recorder| {
+        let recording = self.recorder.take().and_then(|mut recorder| {
             recorder
-                .finish()
+                .write_until(duration)
+                .and_then(|()| recorder.finish())
                 .map_err(|error| warn!(call_id = %self.call_id, %error, "recording not finalized"))
                 .ok()
         });

@@ -1,1 +1,687 @@
-//! Conversation loop tests.
+//! End-to-end tests of the conversation loop against the simulated callee, over an in-memory
+//! connection on a paused clock (and once over a real loopback websocket).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use voxline_media::synth::speech_duration_for_text;
+use voxline_media::wav::WavInfo;
+
+use super::*;
+use crate::callee::{
+    CalleeBehaviour, CalleeOptions, CalleeReport, DtmfMode, ScriptStep, SimCallee,
+};
+use crate::providers::{
+    AsrContext, AsrProvider, AsrStream, LlmProvider, LlmRequest, LlmStream, ProviderError, SimAsr,
+    SimConfig, SimFailure, SimLlm, SimTts, TtsProvider, TtsStream,
+};
+
+const WELCOME: &str = "Hello! This is Voxline calling about your appointment.";
+
+/// Keeps what the observer hears.
+#[derive(Default)]
+struct Collect {
+    answered: AtomicUsize,
+    turns: Mutex<Vec<Turn>>,
+    latencies: Mutex<Vec<TurnLatency>>,
+}
+
+impl ConversationObserver for Collect {
+    fn on_answered(&self, _at: SystemTime) {
+        self.answered.fetch_add(1, Ordering::Relaxed);
+    }
+    fn on_turn(&self, turn: &Turn) {
+        self.turns.lock().unwrap().push(turn.clone());
+    }
+    fn on_latency(&self, latency: &TurnLatency) {
+        self.latencies.lock().unwrap().push(*latency);
+    }
+}
+
+/// Counts provider use, delegating to the sim providers.
+#[derive(Default)]
+struct Counts {
+    asr_opens: AtomicUsize,
+    llm_streams: AtomicUsize,
+    tts_calls: AtomicUsize,
+}
+
+struct CountingAsr(Arc<Counts>, SimAsr);
+struct CountingLlm(Arc<Counts>, SimLlm);
+struct CountingTts(Arc<Counts>, SimTts);
+
+#[async_trait]
+impl AsrProvider for CountingAsr {
+    async fn open(&self, context: AsrContext) -> Result<Box<dyn AsrStream>, ProviderError> {
+        self.0.asr_opens.fetch_add(1, Ordering::Relaxed);
+        self.1.open(context).await
+    }
+}
+
+#[async_trait]
+impl LlmProvider for CountingLlm {
+    async fn stream(&self, request: LlmRequest) -> Result<Box<dyn LlmStream>, ProviderError> {
+        self.0.llm_streams.fetch_add(1, Ordering::Relaxed);
+        self.1.stream(request).await
+    }
+}
+
+#[async_trait]
+impl TtsProvider for CountingTts {
+    async fn synthesize(
+        &self,
+        text: &str,
+        voice: &str,
+        sample_rate: u32,
+    ) -> Result<Box<dyn TtsStream>, ProviderError> {
+        self.0.tts_calls.fetch_add(1, Ordering::Relaxed);
+        self.1.synthesize(text, voice, sample_rate).await
+    }
+}
+
+fn counting_providers(config: SimConfig) -> (Providers, Arc<Counts>) {
+    let counts = Arc::new(Counts::default());
+    let providers = Providers {
+        asr: Arc::new(CountingAsr(
+            Arc::clone(&counts),
+            SimAsr::new(config.clone()),
+        )),
+        llm: Arc::new(CountingLlm(
+            Arc::clone(&counts),
+            SimLlm::new(config.clone()),
+        )),
+        tts: Arc::new(CountingTts(Arc::clone(&counts), SimTts::new(config))),
+    };
+    (providers, counts)
+}
+
+fn says(lines: &[&str]) -> Vec<ScriptStep> {
+    lines
+        .iter()
+        .map(|line| ScriptStep::Say((*line).to_owned()))
+        .collect()
+}
+
+fn pipeline(script: &[ScriptStep]) -> ConversationConfig {
+    ConversationConfig {
+        call_id: "call-test".to_owned(),
+        welcome_message: WELCOME.to_owned(),
+        prompt: "You are a helpful scheduling assistant.".to_owned(),
+        sim_script: crate::callee::spoken_lines(script),
+        ..ConversationConfig::default()
+    }
+}
+
+/// Runs one call: the loop against a sim callee over an in-memory connection.
+async fn call(
+    config: ConversationConfig,
+    providers: Providers,
+    script: Vec<ScriptStep>,
+    behaviour: CalleeBehaviour,
+    options: CalleeOptions,
+) -> (ConversationOutcome, CalleeReport, Arc<Collect>) {
+    let (server, client) = memory_pair(256);
+    let params = vec![("token".to_owned(), "t0k".to_owned())];
+    let callee = tokio::spawn(SimCallee::run_on(
+        client, params, script, behaviour, options,
+    ));
+    let observer = Arc::new(Collect::default());
+    let outcome = run_conversation(
+        config,
+        providers,
+        server,
+        Arc::clone(&observer) as Arc<dyn ConversationObserver>,
+        CancellationToken::new(),
+    )
+    .await;
+    let report = callee.await.unwrap();
+    (outcome, report, observer)
+}
+
+fn texts(outcome: &ConversationOutcome) -> Vec<(Speaker, &str)> {
+    outcome
+        .transcript
+        .iter()
+        .map(|turn| (turn.speaker, turn.text.as_str()))
+        .collect()
+}
+
+fn close_to(actual: Duration, expected: Duration, tolerance: Duration) -> bool {
+    actual.abs_diff(expected) <= tolerance
+}
+
+#[tokio::test(start_paused = true)]
+async fn greeting_is_heard_in_full() {
+    let config = ConversationConfig {
+        silence_timeout: Duration::from_secs(2),
+        ..pipeline(&[])
+    };
+    let (outcome, report, observer) = call(
+        config,
+        Providers::sim(SimConfig::default()),
+        Vec::new(),
+        CalleeBehaviour::Silent,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_eq!(observer.answered.load(Ordering::Relaxed), 1);
+    assert_eq!(texts(&outcome), [(Speaker::Assistant, WELCOME)]);
+    // Each sentence is synthesized on its own, as long as it takes to say.
+    let expected: Duration = super::text::split_sentences(WELCOME)
+        .iter()
+        .map(|sentence| speech_duration_for_text(sentence))
+        .sum();
+    assert!(
+        close_to(report.agent_audio, expected, Duration::from_millis(40)),
+        "heard {:?} of {expected:?}",
+        report.agent_audio
+    );
+    // The greeting starts one TTS first byte after the answer.
+    let greeting = report.greeting_latency.unwrap();
+    assert!(greeting < Duration::from_millis(200), "{greeting:?}");
+    assert!(outcome.greeting_latency.unwrap() <= greeting);
+    assert!(report.marks_echoed >= 1);
+    assert_eq!(report.late_frames, 0);
+    assert!(report.max_jitter <= Duration::from_millis(1), "{report:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn warm_welcome_audio_plays_without_tts() {
+    let (providers, counts) = counting_providers(SimConfig::default());
+    let audio: Arc<[i16]> = {
+        let mut generator = voxline_media::synth::SpeechLikeGenerator::new(8000, 9);
+        let mut samples = vec![0; 8000 * 2];
+        generator.fill(&mut samples);
+        samples.into()
+    };
+    let config = ConversationConfig {
+        silence_timeout: Duration::from_secs(1),
+        welcome_audio: Some(audio),
+        ..pipeline(&[])
+    };
+    let (outcome, report, _) = call(
+        config,
+        providers,
+        Vec::new(),
+        CalleeBehaviour::Silent,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_eq!(counts.tts_calls.load(Ordering::Relaxed), 0);
+    assert_eq!(report.greeting_latency, Some(Duration::ZERO));
+    assert!(close_to(
+        report.agent_audio,
+        Duration::from_secs(2),
+        Duration::from_millis(20)
+    ));
+    assert_eq!(texts(&outcome), [(Speaker::Assistant, WELCOME)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_turn_conversation_produces_the_expected_transcript() {
+    let script = says(&["Hi, who is calling please?", "Alright, thanks. Bye!"]);
+    let (outcome, report, observer) = call(
+        pipeline(&script),
+        Providers::sim(SimConfig::default()),
+        script,
+        CalleeBehaviour::Human,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_eq!(
+        outcome.ended_reason,
+        EndedReason::AgentHangup,
+        "{outcome:?}"
+    );
+    assert_eq!(
+        texts(&outcome),
+        [
+            (Speaker::Assistant, WELCOME),
+            (Speaker::User, "Hi, who is calling please?"),
+            (
+                Speaker::Assistant,
+                "I heard you say Hi, who is calling please. Could you tell me a little more about that?"
+            ),
+            (Speaker::User, "Alright, thanks. Bye!"),
+            (Speaker::Assistant, "Thank you for your time. Goodbye!"),
+        ]
+    );
+    assert_eq!(*observer.turns.lock().unwrap(), outcome.transcript);
+    assert!(report.agent_hung_up && report.ended_cleanly, "{report:?}");
+    assert_eq!(report.clears, 0);
+    assert_eq!(report.late_frames, 0, "{report:?}");
+
+    // One latency record per reply, its parts adding up.
+    let sim = SimConfig::default();
+    assert_eq!(outcome.latencies.len(), 2);
+    assert_eq!(*observer.latencies.lock().unwrap(), outcome.latencies);
+    for latency in &outcome.latencies {
+        assert!(close_to(
+            latency.endpointing,
+            Duration::from_millis(600),
+            Duration::from_millis(40)
+        ));
+        assert_eq!(latency.asr, sim.asr_latency);
+        assert_eq!(latency.llm_first_token, sim.llm_first_token);
+        assert_eq!(latency.tts_first_byte, sim.tts_first_byte);
+        assert_eq!(
+            latency.total,
+            latency.endpointing
+                + latency.asr
+                + latency.llm_first_token
+                + latency.tts_first_byte
+                + latency.engine_overhead
+        );
+        assert!(
+            latency.engine_overhead < Duration::from_millis(400),
+            "{latency:?}"
+        );
+    }
+    // The callee measures about the same from its side.
+    assert_eq!(report.turn_latencies.len(), 2);
+    for (seen, ours) in report.turn_latencies.iter().zip(&outcome.latencies) {
+        assert!(
+            close_to(*seen, ours.total, Duration::from_millis(150)),
+            "{seen:?} vs {ours:?}"
+        );
+    }
+    // Turn timestamps follow the call's clock.
+    let offsets: Vec<_> = outcome.transcript.iter().map(|t| t.offset).collect();
+    assert!(offsets.windows(2).all(|w| w[0] <= w[1]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn interruption_clears_playback_and_keeps_only_the_heard_text() {
+    let welcome = "Good morning, this is Olivia from Voxline Dental. I am calling to confirm \
+                   your appointment tomorrow at ten. Please let me know if that still works.";
+    let script = vec![
+        ScriptStep::Interrupt {
+            text: "Sorry, can I stop you there?".to_owned(),
+            after: Duration::from_millis(1500),
+        },
+        ScriptStep::Say("Okay, bye.".to_owned()),
+    ];
+    let config = ConversationConfig {
+        welcome_message: welcome.to_owned(),
+        ..pipeline(&script)
+    };
+    let (outcome, report, _) = call(
+        config,
+        Providers::sim(SimConfig::default()),
+        script,
+        CalleeBehaviour::Human,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_eq!(report.clears, 1, "{report:?}");
+    assert_eq!(outcome.ended_reason, EndedReason::AgentHangup);
+    let first = &outcome.transcript[0];
+    assert_eq!(first.speaker, Speaker::Assistant);
+    // Barge-in lands about 1.5 s + the 0.4 s minimum into the first 3.6 s sentence.
+    let heard: Vec<&str> = first.text.split_whitespace().collect();
+    let sentence: Vec<&str> = "Good morning, this is Olivia from Voxline Dental."
+        .split_whitespace()
+        .collect();
+    assert!(
+        (3..=6).contains(&heard.len()) && sentence.starts_with(&heard),
+        "heard {:?}",
+        first.text
+    );
+    assert_eq!(outcome.transcript[1].speaker, Speaker::User);
+    assert_eq!(outcome.transcript[1].text, "Sorry, can I stop you there?");
+    assert_eq!(
+        outcome.transcript[2].text,
+        "I heard you say Sorry, can I stop you there. Could you tell me a little more about that?"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn short_backchannels_do_not_interrupt() {
+    let script = vec![
+        ScriptStep::Interrupt {
+            text: "Mm.".to_owned(),
+            after: Duration::from_millis(1000),
+        },
+        ScriptStep::Say("Bye.".to_owned()),
+    ];
+    let config = ConversationConfig {
+        min_interruption: Duration::from_millis(600),
+        ..pipeline(&script)
+    };
+    let (outcome, report, _) = call(
+        config,
+        Providers::sim(SimConfig::default()),
+        script,
+        CalleeBehaviour::Human,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_eq!(report.clears, 0);
+    assert_eq!(outcome.transcript[0].text, WELCOME);
+}
+
+fn keypad_config() -> ConversationConfig {
+    ConversationConfig {
+        engine: ConversationEngine::Keypad,
+        welcome_message: String::new(),
+        keypad: Some(KeypadMenu {
+            prompt: "Press 1 for sales or 2 for support.".to_owned(),
+            options: vec![
+                KeypadOption {
+                    digit: '1',
+                    say: "Connecting you to sales.".to_owned(),
+                    value: "sales".into(),
+                },
+                KeypadOption {
+                    digit: '2',
+                    say: "Support it is.".to_owned(),
+                    value: "support".into(),
+                },
+            ],
+            timeout: Duration::from_secs(4),
+            attempts: 2,
+        }),
+        ..ConversationConfig::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn keypad_records_a_digit_from_in_band_tones_alone() {
+    let (providers, counts) = counting_providers(SimConfig::default());
+    let (outcome, report, _) = call(
+        keypad_config(),
+        providers,
+        vec![ScriptStep::Dtmf('2')],
+        CalleeBehaviour::Human,
+        CalleeOptions {
+            dtmf_mode: DtmfMode::InBandOnly,
+            ..CalleeOptions::default()
+        },
+    )
+    .await;
+    assert_eq!(outcome.ended_reason, EndedReason::AgentHangup);
+    assert_eq!(
+        serde_json::Value::Object(outcome.extracted.clone()),
+        serde_json::json!({"keypad": "support", "digit": "2"})
+    );
+    assert_eq!(
+        texts(&outcome),
+        [
+            (Speaker::Assistant, "Press 1 for sales or 2 for support."),
+            (Speaker::Assistant, "Support it is."),
+        ]
+    );
+    assert!(report.agent_hung_up);
+    assert_eq!(counts.asr_opens.load(Ordering::Relaxed), 0);
+    assert_eq!(counts.llm_streams.load(Ordering::Relaxed), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn keypad_reprompts_after_a_timeout_then_gives_up() {
+    let (outcome, _, _) = call(
+        keypad_config(),
+        Providers::sim(SimConfig::default()),
+        Vec::new(),
+        CalleeBehaviour::Silent,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_eq!(outcome.ended_reason, EndedReason::AgentHangup);
+    assert_eq!(
+        outcome.extracted.get("keypad"),
+        Some(&serde_json::Value::Null)
+    );
+    assert_eq!(outcome.transcript.len(), 2, "menu offered twice");
+}
+
+#[tokio::test(start_paused = true)]
+async fn announcement_plays_and_hangs_up_without_asr_or_llm() {
+    let (providers, counts) = counting_providers(SimConfig::default());
+    let message = "This is a reminder that the office is closed on Friday.";
+    let config = ConversationConfig {
+        engine: ConversationEngine::Announcement,
+        welcome_message: message.to_owned(),
+        announcement_repeat: 2,
+        ..ConversationConfig::default()
+    };
+    let (outcome, report, _) = call(
+        config,
+        providers,
+        Vec::new(),
+        CalleeBehaviour::Silent,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_eq!(outcome.ended_reason, EndedReason::AgentHangup);
+    assert_eq!(
+        texts(&outcome),
+        [(Speaker::Assistant, message), (Speaker::Assistant, message)]
+    );
+    assert_eq!(counts.asr_opens.load(Ordering::Relaxed), 0);
+    assert_eq!(counts.llm_streams.load(Ordering::Relaxed), 0);
+    assert_eq!(counts.tts_calls.load(Ordering::Relaxed), 2);
+    assert!(close_to(
+        report.agent_audio,
+        speech_duration_for_text(message) * 2,
+        Duration::from_millis(60)
+    ));
+    assert!(report.agent_hung_up);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_provider_ends_the_call_with_its_reason() {
+    let script = says(&["Hello, who is this?", "Bye."]);
+    for (provider, after_uses, reason) in [
+        (ProviderKind::Asr, 0, EndedReason::AsrError),
+        (ProviderKind::Llm, 0, EndedReason::LlmError),
+        (ProviderKind::Tts, 1, EndedReason::TtsError),
+    ] {
+        let sim = SimConfig {
+            fail: Some(SimFailure {
+                provider,
+                after_uses,
+            }),
+            ..SimConfig::default()
+        };
+        let (outcome, report, _) = call(
+            pipeline(&script),
+            Providers::sim(sim),
+            script.clone(),
+            CalleeBehaviour::Human,
+            CalleeOptions::default(),
+        )
+        .await;
+        assert_eq!(outcome.ended_reason, reason, "{outcome:?}");
+        assert!(outcome.error.is_some());
+        assert!(report.agent_hung_up);
+        // Greeting + first line + a second or two: never a hung call.
+        assert!(
+            outcome.duration < Duration::from_secs(10),
+            "{:?}",
+            outcome.duration
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn recording_lasts_as_long_as_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rec/call.wav");
+    let script = says(&["Hi there, go ahead.", "Good, bye."]);
+    let config = ConversationConfig {
+        recording_path: Some(path.clone()),
+        ..pipeline(&script)
+    };
+    let (outcome, _, _) = call(
+        config,
+        Providers::sim(SimConfig::default()),
+        script,
+        CalleeBehaviour::Human,
+        CalleeOptions::default(),
+    )
+    .await;
+    let recording = outcome.recording.clone().unwrap();
+    assert_eq!(recording.path, path);
+    assert!(
+        close_to(
+            recording.duration,
+            outcome.duration,
+            Duration::from_millis(40)
+        ),
+        "{:?} vs {:?}",
+        recording.duration,
+        outcome.duration
+    );
+    let bytes = std::fs::read(&path).unwrap();
+    let info = WavInfo::read(std::io::Cursor::new(&bytes)).unwrap();
+    assert_eq!(info.duration(), recording.duration);
+    // Both channels carry audio: caller left, agent right.
+    let samples: Vec<i16> = bytes[44..]
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    let energy = |channel: usize| {
+        samples
+            .iter()
+            .skip(channel)
+            .step_by(2)
+            .map(|&s| i64::from(s).abs())
+            .sum::<i64>()
+    };
+    assert!(energy(0) > 0 && energy(1) > 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn silence_ends_the_call() {
+    let config = ConversationConfig {
+        silence_timeout: Duration::from_secs(3),
+        ..pipeline(&[])
+    };
+    let (outcome, report, _) = call(
+        config,
+        Providers::sim(SimConfig::default()),
+        Vec::new(),
+        CalleeBehaviour::Silent,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_eq!(outcome.ended_reason, EndedReason::SilenceTimeout);
+    let expected = SimConfig::default().tts_first_byte
+        + speech_duration_for_text(WELCOME)
+        + Duration::from_secs(3);
+    assert!(
+        close_to(outcome.duration, expected, Duration::from_millis(100)),
+        "{:?} vs {expected:?}",
+        outcome.duration
+    );
+    assert!(report.agent_hung_up);
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_duration_ends_the_call_mid_sentence() {
+    let config = ConversationConfig {
+        max_duration: Duration::from_secs(2),
+        ..pipeline(&[])
+    };
+    let (outcome, report, _) = call(
+        config,
+        Providers::sim(SimConfig::default()),
+        Vec::new(),
+        CalleeBehaviour::Silent,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_eq!(outcome.ended_reason, EndedReason::MaxDuration);
+    assert_eq!(outcome.duration, Duration::from_secs(2));
+    // The greeting was cut: the transcript keeps what was said before the hang-up.
+    let heard = &outcome.transcript[0].text;
+    assert!(
+        WELCOME.starts_with(heard.as_str()) && heard.len() < WELCOME.len(),
+        "{heard:?}"
+    );
+    assert!(report.agent_hung_up);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_hangs_up_with_canceled() {
+    let (server, client) = memory_pair(256);
+    let callee = tokio::spawn(SimCallee::run_on(
+        client,
+        Vec::new(),
+        Vec::new(),
+        CalleeBehaviour::Silent,
+        CalleeOptions::default(),
+    ));
+    let cancel = CancellationToken::new();
+    let canceller = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        canceller.cancel();
+    });
+    let outcome = run_conversation(
+        pipeline(&[]),
+        Providers::sim(SimConfig::default()),
+        server,
+        Arc::new(NoopObserver),
+        cancel,
+    )
+    .await;
+    assert_eq!(outcome.ended_reason, EndedReason::Canceled);
+    assert!(callee.await.unwrap().agent_hung_up);
+}
+
+#[tokio::test]
+async fn a_call_over_a_real_websocket() {
+    use tokio::net::TcpListener;
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}/media/twilio", listener.local_addr().unwrap());
+    let script = says(&["Bye."]);
+    let config = ConversationConfig {
+        welcome_message: "Hi.".to_owned(),
+        ..pipeline(&script)
+    };
+    let server = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let socket = tokio_tungstenite::accept_async(stream).await.unwrap();
+        run_conversation(
+            config,
+            Providers::sim(SimConfig::default()),
+            WebSocketTransport::new(socket),
+            Arc::new(NoopObserver),
+            CancellationToken::new(),
+        )
+        .await
+    });
+    let report = SimCallee::run(
+        url,
+        vec![("token".to_owned(), "abc".to_owned())],
+        script,
+        CalleeBehaviour::Human,
+        CalleeOptions {
+            turn_gap: Duration::from_millis(300),
+            ..CalleeOptions::default()
+        },
+    )
+    .await;
+    let outcome = server.await.unwrap();
+    assert_eq!(
+        outcome.ended_reason,
+        EndedReason::AgentHangup,
+        "{outcome:?}"
+    );
+    assert_eq!(
+        texts(&outcome),
+        [
+            (Speaker::Assistant, "Hi."),
+            (Speaker::User, "Bye."),
+            (Speaker::Assistant, "Thank you for your time. Goodbye!"),
+        ]
+    );
+    assert!(
+        report.connected && report.agent_hung_up && report.ended_cleanly,
+        "{report:?}"
+    );
+    assert_eq!(report.turn_latencies.len(), 1);
+}

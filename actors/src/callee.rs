@@ -1,0 +1,748 @@
+//! The simulated callee: the person (or voicemail) at the other end of a sim call, used by the
+//! sim carrier and the load generator.
+//!
+//! It speaks the carrier side of Twilio Media Streams over a real websocket: `connected`,
+//! `start`, then real-time 20 ms μ-law frames of silence or speech-like audio, DTMF as both the
+//! `dtmf` event and in-band tones, and marks echoed once the agent audio queued before them has
+//! played (flushed on `clear`), as Twilio does. It waits for the agent's turn to finish before
+//! saying its next line, and measures what the load generator reports.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
+use tokio_tungstenite::connect_async;
+use tokio_util::sync::CancellationToken;
+use voxline_media::carrier::{OutboundFrame, ServerCommand, TwilioCarrierSide};
+use voxline_media::g711;
+use voxline_media::synth::{
+    DtmfToneGenerator, SpeechLikeGenerator, ToneGenerator, samples_for_duration,
+    speech_duration_for_text,
+};
+
+use crate::conversation::{MediaTransport, TransportMessage, WebSocketTransport};
+
+pub use crate::carrier::sim::CalleeBehaviour;
+
+/// The callee's sample rate (Twilio: 8 kHz μ-law).
+const RATE: u32 = 8_000;
+/// Samples per 20 ms frame.
+const FRAME_SAMPLES: usize = 160;
+/// One frame's duration.
+const FRAME: Duration = Duration::from_millis(20);
+/// A gap between agent frames longer than this starts a new talk spurt (not a late frame).
+const SPURT_GAP: Duration = Duration::from_millis(400);
+/// A frame arriving this much after its due time counts as late.
+const LATE_AFTER: Duration = Duration::from_millis(40);
+/// The answering machine's greeting length.
+const MACHINE_GREETING: Duration = Duration::from_millis(3500);
+/// The answering machine's beep.
+const MACHINE_BEEP: Duration = Duration::from_millis(500);
+
+/// One step of the caller script.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScriptStep {
+    /// Say a line once the agent has finished its turn.
+    Say(String),
+    /// Press a key once the agent has finished its turn.
+    Dtmf(char),
+    /// Say a line `after` the agent started talking, without waiting for it to finish.
+    Interrupt {
+        /// The line.
+        text: String,
+        /// Delay from the start of the agent's audio.
+        after: Duration,
+    },
+    /// Hang up once the agent has finished its turn.
+    Hangup,
+}
+
+/// Why a caller script could not be read.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ScriptError {
+    /// The value is not a JSON array (or a string holding one).
+    #[error("simScript must be a JSON array of lines and {{\"dtmf\":\"1\"}} steps: {0}")]
+    NotAnArray(String),
+    /// One element is neither a line nor a known step.
+    #[error("simScript step {index} is not a line or a known step: {step}")]
+    BadStep {
+        /// Position in the array.
+        index: usize,
+        /// The element as JSON.
+        step: String,
+    },
+}
+
+/// Reads the variable `simScript`: a JSON array (or a JSON string holding one) of lines and
+/// steps `{"dtmf":"12"}`, `{"say":"…"}`, `{"interrupt":"…","afterMs":800}`, `{"hangup":true}`.
+pub fn parse_sim_script(value: &serde_json::Value) -> Result<Vec<ScriptStep>, ScriptError> {
+    use serde_json::Value;
+    let items = match value {
+        Value::Array(items) => items.clone(),
+        Value::String(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Array(items)) => items,
+            _ => return Err(ScriptError::NotAnArray(text.clone())),
+        },
+        other => return Err(ScriptError::NotAnArray(other.to_string())),
+    };
+    let mut steps = Vec::with_capacity(items.len());
+    for (index, item) in items.iter().enumerate() {
+        let bad = || ScriptError::BadStep {
+            index,
+            step: item.to_string(),
+        };
+        match item {
+            Value::String(line) => steps.push(ScriptStep::Say(line.clone())),
+            Value::Object(step) => {
+                if let Some(keys) = step.get("dtmf") {
+                    let keys = match keys {
+                        Value::String(keys) => keys.clone(),
+                        Value::Number(key) => key.to_string(),
+                        _ => return Err(bad()),
+                    };
+                    if keys.is_empty() {
+                        return Err(bad());
+                    }
+                    for key in keys.chars() {
+                        if voxline_media::dtmf::dtmf_frequencies(key).is_none() {
+                            return Err(bad());
+                        }
+                        steps.push(ScriptStep::Dtmf(key));
+                    }
+                } else if let Some(Value::String(line)) = step.get("say") {
+                    steps.push(ScriptStep::Say(line.clone()));
+                } else if let Some(Value::String(line)) = step.get("interrupt") {
+                    let after_ms = step.get("afterMs").and_then(Value::as_u64).unwrap_or(1000);
+                    steps.push(ScriptStep::Interrupt {
+                        text: line.clone(),
+                        after: Duration::from_millis(after_ms),
+                    });
+                } else if step.get("hangup").is_some_and(|v| v != &Value::Bool(false)) {
+                    steps.push(ScriptStep::Hangup);
+                } else {
+                    return Err(bad());
+                }
+            }
+            _ => return Err(bad()),
+        }
+    }
+    Ok(steps)
+}
+
+/// The script used when a call has no `simScript`.
+pub fn default_sim_script() -> Vec<ScriptStep> {
+    [
+        "Hello, yes, this is me speaking.",
+        "That sounds interesting, please tell me more.",
+        "Okay, thank you very much. Goodbye!",
+    ]
+    .into_iter()
+    .map(|line| ScriptStep::Say(line.to_owned()))
+    .collect()
+}
+
+/// The lines a script speaks, in order: what the sim ASR transcribes.
+pub fn spoken_lines(steps: &[ScriptStep]) -> Vec<String> {
+    steps
+        .iter()
+        .filter_map(|step| match step {
+            ScriptStep::Say(text) | ScriptStep::Interrupt { text, .. } => Some(text.clone()),
+            ScriptStep::Dtmf(_) | ScriptStep::Hangup => None,
+        })
+        .collect()
+}
+
+/// How DTMF steps are sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DtmfMode {
+    /// The `dtmf` event and in-band tones, as a real phone through Twilio.
+    #[default]
+    Both,
+    /// Only tones in the audio.
+    InBandOnly,
+    /// Only the `dtmf` event.
+    EventOnly,
+}
+
+/// The callee's identifiers and timings.
+#[derive(Debug, Clone)]
+pub struct CalleeOptions {
+    /// `streamSid` to announce.
+    pub stream_sid: String,
+    /// `callSid` to announce.
+    pub call_sid: String,
+    /// `accountSid` to announce.
+    pub account_sid: String,
+    /// Seeds the callee's voice.
+    pub seed: u64,
+    /// The agent's turn is over after this much quiet following its audio.
+    pub turn_gap: Duration,
+    /// Speak anyway when the agent has said nothing for this long.
+    pub agent_wait: Duration,
+    /// After the script, how long to wait for the agent to hang up before hanging up.
+    pub hangup_wait: Duration,
+    /// Hard bound on the whole call.
+    pub max_call: Duration,
+    /// How DTMF steps are sent.
+    pub dtmf_mode: DtmfMode,
+    /// Length of each in-band key tone.
+    pub dtmf_tone: Duration,
+    /// Cancelled when the call is ended from outside (the callee sends `stop` and closes).
+    pub cancel: CancellationToken,
+}
+
+impl Default for CalleeOptions {
+    fn default() -> Self {
+        Self {
+            stream_sid: "MZ00000000000000000000000000000000".to_owned(),
+            call_sid: "CA00000000000000000000000000000000".to_owned(),
+            account_sid: "AC00000000000000000000000000000000".to_owned(),
+            seed: 1,
+            turn_gap: Duration::from_millis(800),
+            agent_wait: Duration::from_secs(8),
+            hangup_wait: Duration::from_secs(15),
+            max_call: Duration::from_secs(900),
+            dtmf_mode: DtmfMode::Both,
+            dtmf_tone: Duration::from_millis(150),
+            cancel: CancellationToken::new(),
+        }
+    }
+}
+
+/// What the callee measured.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CalleeReport {
+    /// The websocket connected and `start` was sent.
+    pub connected: bool,
+    /// `start` → the agent's first audio frame.
+    pub greeting_latency: Option<Duration>,
+    /// For each line said: its end → the agent's next audio frame.
+    pub turn_latencies: Vec<Duration>,
+    /// Agent audio frames received.
+    pub agent_frames: u64,
+    /// Agent audio received, in time.
+    pub agent_audio: Duration,
+    /// Mean |inter-arrival − 20 ms| of agent frames within talk spurts.
+    pub mean_jitter: Duration,
+    /// Largest |inter-arrival − 20 ms| within a talk spurt.
+    pub max_jitter: Duration,
+    /// Agent frames that arrived more than 40 ms after they were due.
+    pub late_frames: u64,
+    /// Marks echoed back.
+    pub marks_echoed: u64,
+    /// `clear` commands received.
+    pub clears: u64,
+    /// Lines said.
+    pub lines_said: usize,
+    /// Keys pressed.
+    pub digits_sent: usize,
+    /// The agent closed the stream.
+    pub agent_hung_up: bool,
+    /// The call ran to its natural end: agent or scripted hang-up, no error, no timeout.
+    pub ended_cleanly: bool,
+    /// What went wrong, if anything.
+    pub error: Option<String>,
+    /// `start` → end.
+    pub duration: Duration,
+}
+
+/// What the callee is sending.
+enum Voice {
+    Silence,
+    Speaking {
+        generator: Box<SpeechLikeGenerator>,
+        samples_left: usize,
+    },
+    Tone(DtmfToneGenerator),
+    Beep {
+        tone: ToneGenerator,
+        samples_left: usize,
+    },
+}
+
+/// The simulated callee.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SimCallee;
+
+impl SimCallee {
+    /// Connects to `ws_url`, starts a Twilio stream with `params` as `customParameters` (the
+    /// media token among them) and plays the call until it ends.
+    pub async fn run(
+        ws_url: String,
+        params: Vec<(String, String)>,
+        script: Vec<ScriptStep>,
+        behaviour: CalleeBehaviour,
+        options: CalleeOptions,
+    ) -> CalleeReport {
+        match connect_async(ws_url.as_str()).await {
+            Ok((socket, _response)) => {
+                Self::run_on(
+                    WebSocketTransport::new(socket),
+                    params,
+                    script,
+                    behaviour,
+                    options,
+                )
+                .await
+            }
+            Err(error) => CalleeReport {
+                error: Some(format!("connecting to {ws_url}: {error}")),
+                ..CalleeReport::default()
+            },
+        }
+    }
+
+    /// Plays the call over an established connection (tests use an in-memory one).
+    pub async fn run_on(
+        transport: impl MediaTransport,
+        params: Vec<(String, String)>,
+        script: Vec<ScriptStep>,
+        behaviour: CalleeBehaviour,
+        options: CalleeOptions,
+    ) -> CalleeReport {
+        let script = match behaviour {
+            CalleeBehaviour::Human => script,
+            CalleeBehaviour::Silent | CalleeBehaviour::AnsweringMachine => Vec::new(),
+        };
+        let mut callee = Callee::new(transport, script, behaviour, options);
+        callee.play(&params).await;
+        callee.report
+    }
+}
+
+/// One running callee.
+struct Callee<T> {
+    transport: T,
+    side: TwilioCarrierSide,
+    script: VecDeque<ScriptStep>,
+    behaviour: CalleeBehaviour,
+    options: CalleeOptions,
+    report: CalleeReport,
+    text: String,
+    server_audio: Vec<u8>,
+    pcm: [i16; FRAME_SAMPLES],
+    mulaw: [u8; FRAME_SAMPLES],
+    voice: Voice,
+    speech_seed: u64,
+    started: Instant,
+    /// When the agent audio received so far finishes playing.
+    playout_end: Instant,
+    /// Marks to echo, with the time the audio before them has played.
+    pending_marks: VecDeque<(Instant, String)>,
+    /// When our last step ended (the agent's turn starts after it).
+    my_turn_ended: Instant,
+    /// The agent has sent audio since our last step.
+    agent_spoke: bool,
+    /// First agent audio since our last step.
+    agent_started_at: Option<Instant>,
+    /// Our last line ended and its reply has not started yet.
+    awaiting_reply: Option<Instant>,
+    /// When the script ran out (or the machine beeped).
+    script_done_at: Option<Instant>,
+    // Jitter bookkeeping.
+    last_frame_at: Option<Instant>,
+    spurt_anchor: Instant,
+    spurt_frames: u32,
+    jitter_total: Duration,
+    jitter_samples: u64,
+    done: bool,
+}
+
+impl<T: MediaTransport> Callee<T> {
+    fn new(
+        transport: T,
+        script: Vec<ScriptStep>,
+        behaviour: CalleeBehaviour,
+        options: CalleeOptions,
+    ) -> Self {
+        let now = Instant::now();
+        Self {
+            transport,
+            side: TwilioCarrierSide::new(
+                &options.stream_sid,
+                &options.call_sid,
+                &options.account_sid,
+            ),
+            script: script.into(),
+            behaviour,
+            speech_seed: options.seed,
+            options,
+            report: CalleeReport::default(),
+            text: String::with_capacity(512),
+            server_audio: Vec::with_capacity(FRAME_SAMPLES * 2),
+            pcm: [0; FRAME_SAMPLES],
+            mulaw: [g711::MULAW_SILENCE; FRAME_SAMPLES],
+            voice: Voice::Silence,
+            started: now,
+            playout_end: now,
+            pending_marks: VecDeque::new(),
+            my_turn_ended: now,
+            agent_spoke: false,
+            agent_started_at: None,
+            awaiting_reply: None,
+            script_done_at: None,
+            last_frame_at: None,
+            spurt_anchor: now,
+            spurt_frames: 0,
+            jitter_total: Duration::ZERO,
+            jitter_samples: 0,
+            done: false,
+        }
+    }
+
+    /// Sends the text in `self.text`.
+    async fn send_text(&mut self) -> bool {
+        match self.transport.send(OutboundFrame::Text(&self.text)).await {
+            Ok(()) => true,
+            Err(error) => {
+                self.finish_with_error(error.to_string());
+                false
+            }
+        }
+    }
+
+    fn finish_with_error(&mut self, error: String) {
+        if !self.done {
+            self.report.error = Some(error);
+            self.done = true;
+        }
+    }
+
+    async fn play(&mut self, params: &[(String, String)]) {
+        self.side.connected(&mut self.text);
+        if !self.send_text().await {
+            return;
+        }
+        let params: Vec<(&str, &str)> = params
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.side.start(&params, &mut self.text);
+        if !self.send_text().await {
+            return;
+        }
+        self.report.connected = true;
+        self.started = Instant::now();
+        self.my_turn_ended = self.started;
+        if self.behaviour == CalleeBehaviour::AnsweringMachine {
+            self.start_speaking(MACHINE_GREETING);
+        }
+        if self.script.is_empty() && self.behaviour != CalleeBehaviour::AnsweringMachine {
+            self.script_done_at = Some(self.started);
+        }
+        let hard_stop = self.started + self.options.max_call;
+        let cancel = self.options.cancel.clone();
+        let mut ticker = interval(FRAME);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Burst);
+        while !self.done {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => self.hang_up(false).await,
+                () = sleep_until(hard_stop) => {
+                    self.report.error = Some("call exceeded the callee's time bound".to_owned());
+                    self.hang_up(false).await;
+                }
+                message = self.transport.recv() => self.on_message(message).await,
+                _ = ticker.tick() => self.on_tick().await,
+            }
+        }
+        self.report.duration = self.started.elapsed();
+        if self.jitter_samples > 0 {
+            self.report.mean_jitter = self.jitter_total / self.jitter_samples as u32;
+        }
+    }
+
+    /// Sends `stop` and closes; `clean` when the script itself hung up.
+    async fn hang_up(&mut self, clean: bool) {
+        self.side.stop(&mut self.text);
+        // The agent may already have closed; a failed stop changes nothing.
+        let _ = self.transport.send(OutboundFrame::Text(&self.text)).await;
+        self.transport.close().await;
+        self.report.ended_cleanly = clean && self.report.error.is_none();
+        self.done = true;
+    }
+
+    async fn on_message(&mut self, message: Option<TransportMessage>) {
+        let text = match message {
+            Some(TransportMessage::Text(text)) => text,
+            Some(TransportMessage::Binary(_)) => return,
+            Some(TransportMessage::Closed) | None => {
+                self.report.agent_hung_up = true;
+                self.report.ended_cleanly = self.report.error.is_none();
+                self.done = true;
+                return;
+            }
+        };
+        let now = Instant::now();
+        match self.side.parse_server(&text, &mut self.server_audio) {
+            Ok(ServerCommand::Media) => self.on_agent_audio(now),
+            Ok(ServerCommand::Mark { name }) => {
+                if self.playout_end <= now {
+                    self.echo_mark(&name).await;
+                } else {
+                    self.pending_marks.push_back((self.playout_end, name));
+                }
+            }
+            Ok(ServerCommand::Clear) => {
+                self.report.clears += 1;
+                self.playout_end = now;
+                while let Some((_, name)) = self.pending_marks.pop_front() {
+                    self.echo_mark(&name).await;
+                }
+            }
+            Ok(ServerCommand::Ignored) => {}
+            Err(error) => self.report.error = Some(format!("unreadable server message: {error}")),
+        }
+    }
+
+    async fn echo_mark(&mut self, name: &str) {
+        self.side.mark(name, &mut self.text);
+        if self.send_text().await {
+            self.report.marks_echoed += 1;
+        }
+    }
+
+    fn on_agent_audio(&mut self, now: Instant) {
+        let played = Duration::from_micros(self.server_audio.len() as u64 * 1_000_000 / 8_000);
+        self.report.agent_frames += 1;
+        self.report.agent_audio += played;
+        self.playout_end = self.playout_end.max(now) + played;
+        if self.report.greeting_latency.is_none() {
+            self.report.greeting_latency = Some(now.saturating_duration_since(self.started));
+        }
+        if let Some(line_end) = self.awaiting_reply.take() {
+            self.report
+                .turn_latencies
+                .push(now.saturating_duration_since(line_end));
+        }
+        self.agent_spoke = true;
+        self.agent_started_at.get_or_insert(now);
+        // Arrival timing within a talk spurt.
+        match self.last_frame_at {
+            Some(previous) if now.saturating_duration_since(previous) < SPURT_GAP => {
+                let gap = now.saturating_duration_since(previous);
+                let deviation = gap.abs_diff(FRAME);
+                self.jitter_total += deviation;
+                self.jitter_samples += 1;
+                self.report.max_jitter = self.report.max_jitter.max(deviation);
+                let due = self.spurt_anchor + FRAME * self.spurt_frames;
+                if now > due + LATE_AFTER {
+                    self.report.late_frames += 1;
+                    self.spurt_anchor = now;
+                    self.spurt_frames = 0;
+                } else if now < due {
+                    // Early frames move the schedule, so one stall is counted once.
+                    self.spurt_anchor = now;
+                    self.spurt_frames = 0;
+                }
+            }
+            _ => {
+                self.spurt_anchor = now;
+                self.spurt_frames = 0;
+            }
+        }
+        self.spurt_frames += 1;
+        self.last_frame_at = Some(now);
+    }
+
+    fn start_speaking(&mut self, duration: Duration) {
+        self.speech_seed = self.speech_seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.voice = Voice::Speaking {
+            generator: Box::new(SpeechLikeGenerator::new(RATE, self.speech_seed)),
+            samples_left: samples_for_duration(RATE, duration),
+        };
+    }
+
+    /// Our step ended now; the agent's turn begins.
+    fn step_ended(&mut self, now: Instant, expects_reply: bool) {
+        self.my_turn_ended = now;
+        self.agent_spoke = false;
+        self.agent_started_at = None;
+        if expects_reply {
+            self.awaiting_reply = Some(now);
+        }
+        if self.script.is_empty() && self.script_done_at.is_none() {
+            self.script_done_at = Some(now);
+        }
+    }
+
+    /// Whether the agent's turn is over: it spoke and has been quiet for the turn gap, or it
+    /// has said nothing for too long.
+    fn agent_turn_over(&self, now: Instant) -> bool {
+        if self.agent_spoke {
+            now >= self.playout_end + self.options.turn_gap
+        } else {
+            now >= self.my_turn_ended + self.options.agent_wait
+        }
+    }
+
+    async fn on_tick(&mut self) {
+        let now = Instant::now();
+        while self
+            .pending_marks
+            .front()
+            .is_some_and(|(due, _)| *due <= now)
+        {
+            if let Some((_, name)) = self.pending_marks.pop_front() {
+                self.echo_mark(&name).await;
+            }
+        }
+        if matches!(self.voice, Voice::Silence) {
+            self.next_step(now).await;
+            if self.done {
+                return;
+            }
+        }
+        let finished_line = self.fill_frame();
+        g711::encode_mulaw_into(&self.pcm, &mut self.mulaw);
+        self.side.media(&self.mulaw, &mut self.text);
+        if !self.send_text().await {
+            return;
+        }
+        if let Some(expects_reply) = finished_line {
+            self.step_ended(Instant::now(), expects_reply);
+        }
+    }
+
+    /// Starts the next script step when its moment has come.
+    async fn next_step(&mut self, now: Instant) {
+        if let Some(done_at) = self.script_done_at {
+            if now >= done_at + self.options.hangup_wait {
+                self.report.error = Some("the agent did not hang up".to_owned());
+                self.hang_up(false).await;
+            }
+            return;
+        }
+        let ready = match self.script.front() {
+            Some(ScriptStep::Interrupt { after, .. }) => self
+                .agent_started_at
+                .is_some_and(|started| now >= started + *after),
+            Some(_) => self.agent_turn_over(now),
+            None => false,
+        };
+        if !ready {
+            return;
+        }
+        match self.script.pop_front() {
+            Some(ScriptStep::Say(text) | ScriptStep::Interrupt { text, .. }) => {
+                self.report.lines_said += 1;
+                self.start_speaking(speech_duration_for_text(&text));
+            }
+            Some(ScriptStep::Dtmf(digit)) => {
+                self.report.digits_sent += 1;
+                if self.options.dtmf_mode != DtmfMode::InBandOnly {
+                    self.side.dtmf(digit, &mut self.text);
+                    if !self.send_text().await {
+                        return;
+                    }
+                }
+                if self.options.dtmf_mode == DtmfMode::EventOnly {
+                    self.step_ended(now, true);
+                } else {
+                    let mut tone = DtmfToneGenerator::new(RATE);
+                    let tone_ms = u32::try_from(self.options.dtmf_tone.as_millis()).unwrap_or(150);
+                    match tone.start(digit, tone_ms) {
+                        Ok(()) => self.voice = Voice::Tone(tone),
+                        Err(error) => self.report.error = Some(error.to_string()),
+                    }
+                }
+            }
+            Some(ScriptStep::Hangup) => self.hang_up(true).await,
+            None => {}
+        }
+    }
+
+    /// Fills the next frame; `Some(expects_reply)` when a line, tone or greeting just ended.
+    fn fill_frame(&mut self) -> Option<bool> {
+        match &mut self.voice {
+            Voice::Silence => {
+                self.pcm.fill(0);
+                None
+            }
+            Voice::Speaking {
+                generator,
+                samples_left,
+            } => {
+                let take = (*samples_left).min(FRAME_SAMPLES);
+                generator.fill(&mut self.pcm[..take]);
+                self.pcm[take..].fill(0);
+                *samples_left -= take;
+                if *samples_left > 0 {
+                    return None;
+                }
+                self.voice = Voice::Silence;
+                if self.behaviour == CalleeBehaviour::AnsweringMachine {
+                    // The greeting is followed by the beep.
+                    self.voice = Voice::Beep {
+                        tone: ToneGenerator::new(RATE, 1000.0, -10.0),
+                        samples_left: samples_for_duration(RATE, MACHINE_BEEP),
+                    };
+                    return None;
+                }
+                Some(true)
+            }
+            Voice::Tone(tone) => {
+                tone.fill(&mut self.pcm);
+                if tone.is_active() {
+                    return None;
+                }
+                self.voice = Voice::Silence;
+                Some(true)
+            }
+            Voice::Beep { tone, samples_left } => {
+                let take = (*samples_left).min(FRAME_SAMPLES);
+                tone.fill(&mut self.pcm[..take]);
+                self.pcm[take..].fill(0);
+                *samples_left -= take;
+                if *samples_left > 0 {
+                    return None;
+                }
+                self.voice = Voice::Silence;
+                self.script_done_at = Some(Instant::now());
+                Some(false)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn scripts_parse_lines_and_steps() {
+        let steps = parse_sim_script(&json!([
+            "Hello",
+            {"dtmf": "1#"},
+            {"dtmf": 2},
+            {"interrupt": "Wait!", "afterMs": 500},
+            {"hangup": true}
+        ]))
+        .unwrap();
+        assert_eq!(
+            steps,
+            [
+                ScriptStep::Say("Hello".into()),
+                ScriptStep::Dtmf('1'),
+                ScriptStep::Dtmf('#'),
+                ScriptStep::Dtmf('2'),
+                ScriptStep::Interrupt {
+                    text: "Wait!".into(),
+                    after: Duration::from_millis(500)
+                },
+                ScriptStep::Hangup,
+            ]
+        );
+        assert_eq!(spoken_lines(&steps), ["Hello", "Wait!"]);
+        let nested = parse_sim_script(&json!("[\"Hi\", {\"dtmf\":\"5\"}]")).unwrap();
+        assert_eq!(
+            nested,
+            [ScriptStep::Say("Hi".into()), ScriptStep::Dtmf('5')]
+        );
+        assert!(parse_sim_script(&json!({"dtmf": "1"})).is_err());
+        assert!(parse_sim_script(&json!([{"dtmf": "x"}])).is_err());
+        assert!(parse_sim_script(&json!([42])).is_err());
+        assert_eq!(spoken_lines(&default_sim_script()).len(), 3);
+    }
+}
