@@ -16,6 +16,7 @@ use crate::providers::{
     AsrContext, AsrProvider, AsrStream, LlmProvider, LlmRequest, LlmStream, ProviderError, SimAsr,
     SimConfig, SimFailure, SimLlm, SimTts, TtsProvider, TtsStream,
 };
+use voxline_media::carrier::CarrierKind;
 
 const WELCOME: &str = "Hello! This is Voxline calling about your appointment.";
 
@@ -535,6 +536,7 @@ async fn recording_lasts_as_long_as_the_call() {
     );
     let bytes = std::fs::read(&path).unwrap();
     let info = WavInfo::read(std::io::Cursor::new(&bytes)).unwrap();
+    assert_eq!((info.channels, info.sample_rate), (2, 8000));
     assert_eq!(info.duration(), recording.duration);
     // Both channels carry audio: caller left, agent right.
     let samples: Vec<i16> = bytes[44..]
@@ -684,4 +686,78 @@ async fn a_call_over_a_real_websocket() {
         "{report:?}"
     );
     assert_eq!(report.turn_latencies.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn wideband_vonage_stream_plays_binary_frames_and_records_at_8k() {
+    let dir = tempfile::tempdir().unwrap();
+    let message = "Your parcel arrives today.";
+    let config = ConversationConfig {
+        carrier: CarrierSession::new(CarrierKind::Vonage),
+        engine: ConversationEngine::Announcement,
+        welcome_message: message.to_owned(),
+        recording_path: Some(dir.path().join("vonage.wav")),
+        ..ConversationConfig::default()
+    };
+    let (server, mut client) = memory_pair(256);
+    // A minimal Vonage: 16 kHz linear PCM in binary frames, notify echoed at once.
+    let carrier = tokio::spawn(async move {
+        use voxline_media::carrier::OutboundFrame;
+        let connected = r#"{"event":"websocket:connected","content-type":"audio/l16;rate=16000"}"#;
+        client.send(OutboundFrame::Text(connected)).await.unwrap();
+        let silence = [0u8; 640];
+        let mut ticker = tokio::time::interval(Duration::from_millis(20));
+        let (mut frames, mut notifies) = (0usize, 0usize);
+        loop {
+            tokio::select! {
+                message = client.recv() => match message {
+                    Some(TransportMessage::Binary(audio)) => {
+                        assert_eq!(audio.len(), 640);
+                        frames += 1;
+                    }
+                    Some(TransportMessage::Text(text)) => {
+                        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+                        if value["action"] == "notify" {
+                            notifies += 1;
+                            let echo = serde_json::json!({
+                                "event": "websocket:notify",
+                                "payload": value["payload"],
+                            })
+                            .to_string();
+                            let _ = client.send(OutboundFrame::Text(&echo)).await;
+                        }
+                    }
+                    Some(TransportMessage::Closed) | None => return (frames, notifies),
+                },
+                _ = ticker.tick() => {
+                    let _ = client.send(OutboundFrame::Binary(&silence)).await;
+                }
+            }
+        }
+    });
+    let outcome = run_conversation(
+        config,
+        Providers::sim(SimConfig::default()),
+        server,
+        Arc::new(NoopObserver),
+        CancellationToken::new(),
+    )
+    .await;
+    let (frames, notifies) = carrier.await.unwrap();
+    assert_eq!(outcome.ended_reason, EndedReason::AgentHangup);
+    assert_eq!(notifies, 1);
+    let spoken = speech_duration_for_text(message);
+    assert!(
+        frames.abs_diff(spoken.as_millis() as usize / 20) <= 1,
+        "{frames} frames"
+    );
+    let recording = outcome.recording.unwrap();
+    let info = WavInfo::read(std::fs::File::open(&recording.path).unwrap()).unwrap();
+    assert_eq!((info.channels, info.sample_rate), (2, 8000));
+    assert_eq!(info.duration(), recording.duration);
+    assert!(close_to(
+        recording.duration,
+        outcome.duration,
+        Duration::from_millis(40)
+    ));
 }
