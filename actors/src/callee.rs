@@ -430,15 +430,17 @@ impl<T: MediaTransport> Callee<T> {
         if self.script.is_empty() && self.behaviour != CalleeBehaviour::AnsweringMachine {
             self.script_done_at = Some(self.started);
         }
-        let hard_stop = self.started + self.options.max_call;
         let cancel = self.options.cancel.clone();
+        let cancelled = cancel.cancelled();
+        let hard_stop = sleep_until(self.started + self.options.max_call);
+        tokio::pin!(cancelled, hard_stop);
         let mut ticker = interval(FRAME);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Burst);
         while !self.done {
             tokio::select! {
                 biased;
-                () = cancel.cancelled() => self.hang_up(false).await,
-                () = sleep_until(hard_stop) => {
+                () = &mut cancelled => self.hang_up(false).await,
+                () = &mut hard_stop => {
                     self.report.error = Some("call exceeded the callee's time bound".to_owned());
                     self.hang_up(false).await;
                 }

@@ -496,12 +496,15 @@ impl<T: MediaTransport> CallLoop<T> {
     async fn run(mut self, cancel: CancellationToken) -> ConversationOutcome {
         self.observer.on_answered(self.started_wall);
         self.begin().await;
-        let max_deadline = self.started + self.max_duration;
+        // Made once, not per iteration: the loop turns about a hundred times a second.
+        let cancelled = cancel.cancelled();
+        let max_duration = sleep_until(self.started + self.max_duration);
+        tokio::pin!(cancelled, max_duration);
         while self.ended.is_none() {
             tokio::select! {
                 biased;
-                () = cancel.cancelled() => self.end(EndedReason::Canceled, None),
-                () = sleep_until(max_deadline) => self.end(EndedReason::MaxDuration, None),
+                () = &mut cancelled => self.end(EndedReason::Canceled, None),
+                () = &mut max_duration => self.end(EndedReason::MaxDuration, None),
                 message = self.transport.recv() => self.on_message(message).await,
                 _ = self.ticker.tick() => self.on_tick().await,
                 event = next_responder(&mut self.responder) => self.on_responder(event).await,
