@@ -131,7 +131,7 @@ impl RateLimiter {
         let window_lock = self.window(&key.id);
         let mut w = window_lock.lock().await;
         if w.day != day {
-            self.load(&key.id, &day, &month, &mut w).await?;
+            self.roll(&key.id, &day, &month, &mut w).await?;
         }
         let quota = |daily: i64| Quota {
             limit: key.daily_limit,
@@ -197,20 +197,37 @@ impl RateLimiter {
         Ok(Admission::Allowed(quota(daily)))
     }
 
-    async fn load(
+    /// Moves a window onto the IST day `day`, loading its counts from the store.
+    ///
+    /// When this process already counted an earlier day, that day's unused
+    /// lease is given back first and its exact count is used for the month,
+    /// so a lease never inflates the monthly total.
+    async fn roll(
         &self,
         key_id: &str,
         day: &str,
         month: &str,
         w: &mut KeyWindow,
     ) -> Result<(), StoreError> {
+        let previous = (!w.day.is_empty()).then(|| (w.day.clone(), w.daily));
+        if let Some((old_day, exact)) = &previous {
+            self.store
+                .settle_usage_leases(&[(key_id.to_string(), old_day.clone(), *exact)])
+                .await?;
+        }
         let rows = self.store.key_usage_in_month(key_id, month).await?;
         let today = rows.iter().find(|r| r.day == day);
         w.day = day.to_string();
         w.month = month.to_string();
         w.daily = today.map_or(0, |r| r.counted());
         w.reserved = today.map_or(0, |r| r.reserved);
-        w.monthly = rows.iter().map(|r| r.counted()).sum();
+        w.monthly = rows
+            .iter()
+            .map(|r| match &previous {
+                Some((old_day, exact)) if *old_day == r.day => *exact,
+                _ => r.counted(),
+            })
+            .sum();
         Ok(())
     }
 
@@ -245,7 +262,7 @@ impl RateLimiter {
         let lock = self.window(&key.id);
         let mut w = lock.lock().await;
         if w.day != day {
-            self.load(&key.id, &day, &month, &mut w).await?;
+            self.roll(&key.id, &day, &month, &mut w).await?;
         }
         Ok(KeyUsage {
             daily: w.daily,
