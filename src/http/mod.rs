@@ -3,6 +3,8 @@
 pub mod account;
 pub mod agents;
 pub mod auth;
+pub mod call_reads;
+pub mod dashboard;
 pub mod error;
 pub mod extract;
 mod health;
@@ -46,6 +48,8 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::base_document())
         .merge(agents::router())
         .merge(account::router())
+        .merge(call_reads::router())
+        .merge(dashboard::router())
 }
 
 /// The full application router.

@@ -6,6 +6,7 @@
 //! timestamps Unix milliseconds in both, which keeps time arithmetic in Rust.
 
 mod agents;
+mod call_reads;
 pub mod calls;
 pub mod keys;
 pub mod numbers;
@@ -15,6 +16,10 @@ mod wallet;
 mod webhooks;
 
 pub use agents::AgentRow;
+pub use call_reads::{
+    CallAggregateRow, CallCounts, CallDayRow, CallDetailRow, CallEventRow, CallFilter, CallFixture,
+    CallGrouping, CallReadRow, CallTurnRow,
+};
 pub use keys::{ApiKeyRow, KeyAuthRow};
 pub use numbers::NumberRow;
 pub use orgs::OrgRow;

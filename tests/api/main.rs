@@ -7,6 +7,7 @@ mod account;
 mod admin;
 mod agents;
 mod auth;
+mod call_reads;
 mod errors;
 mod harness;
 mod limits;

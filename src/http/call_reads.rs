@@ -1,0 +1,720 @@
+//! The read side of `/api/calls`: the filtered list with stats, one call with
+//! its transcript, the transcript and turn reads, and the streamed CSV export.
+
+use super::MessageBody;
+use super::auth::Caller;
+use super::error::{ApiError, ApiResult};
+use super::extract::RawQuery;
+use crate::clock::iso;
+use crate::domain::ids::CallId;
+use crate::domain::page::{ListEnvelope, PageRequest};
+use crate::state::AppState;
+use crate::store::{CallFilter, CallReadRow, Store, StoreError};
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use voxline_actors::engine::CallStatus;
+
+/// `campaignName` of a call that belongs to no campaign.
+pub const NO_CAMPAIGN: &str = "No campaign";
+
+/// Deep search looks inside transcripts of calls this recent (spec Limits).
+pub const DEEP_SEARCH_DAYS: i64 = 90;
+
+/// The shortest search term deep search accepts (spec Limits).
+pub const DEEP_SEARCH_MIN_CHARS: usize = 3;
+
+/// Rows fetched per keyset page while streaming the CSV export.
+pub const EXPORT_PAGE_ROWS: i64 = 500;
+
+/// The CSV export's columns, in order.
+pub const EXPORT_COLUMNS: [&str; 11] = [
+    "id",
+    "name",
+    "phone",
+    "agent",
+    "status",
+    "duration_seconds",
+    "cost_paise",
+    "provider",
+    "ended_reason",
+    "created_at",
+    "summary",
+];
+
+/// The call read routes; `/api/calls/export.csv` is a static path, so it wins over `/api/calls/{callId}`.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_calls))
+        .routes(routes!(export_calls_csv))
+        .routes(routes!(get_call))
+        .routes(routes!(get_call_transcript))
+        .routes(routes!(list_call_turns))
+}
+
+/// One transcript line of the call detail read.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TranscriptLine {
+    /// `Bot` (the agent) or `Candidate` (the person called).
+    pub speaker: String,
+    /// What was said.
+    pub text: String,
+}
+
+/// A call as the list shows it: the spec's Call row plus machine-usable extras.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CallRowView {
+    /// Call id.
+    pub id: String,
+    /// Name of the person called.
+    pub student_name: String,
+    /// Number dialed, E.164.
+    pub phone: String,
+    /// Email of the person called.
+    pub email: Option<String>,
+    /// Campaign name, or "No campaign".
+    pub campaign_name: String,
+    /// Agent name.
+    pub agent_name: String,
+    /// Display duration such as `2m 05s`; use `durationSeconds` for arithmetic.
+    pub duration: String,
+    /// Display status such as `Completed` or `No Answer`.
+    pub status: String,
+    /// Telephony provider.
+    pub provider: String,
+    /// Display time relative to now, such as `5 minutes ago`.
+    pub started_at: String,
+    /// Post-call summary.
+    pub summary: String,
+    /// Calendar booking status (no calendar integration: always null).
+    pub calendar_status: Option<String>,
+    /// Calendar event link (always null).
+    pub calendar_event_url: Option<String>,
+    /// Calendar error (always null).
+    pub calendar_error: Option<String>,
+    /// Empty in list rows; every turn in order in the detail read.
+    pub transcript: Vec<TranscriptLine>,
+    /// Raw status, as the `status` filter takes it.
+    pub raw_status: String,
+    /// Talk time in seconds.
+    pub duration_seconds: i64,
+    /// Charge in paise.
+    pub cost_paise: i64,
+    /// Why the call ended.
+    pub ended_reason: Option<String>,
+    /// Creation time, ISO 8601.
+    pub created_at: String,
+    /// Agent id.
+    pub agent_id: String,
+    /// Attempt number, 1 for the first.
+    pub attempt: i64,
+    /// Batch the call belongs to.
+    pub batch_id: Option<String>,
+    /// Campaign the call belongs to.
+    pub campaign_id: Option<String>,
+}
+
+impl CallRowView {
+    /// The list row of a stored call, with `startedAt` relative to `now`.
+    pub fn from_row(row: CallReadRow, now: DateTime<Utc>) -> Self {
+        Self {
+            student_name: row.target_name,
+            phone: row.phone,
+            email: row.email,
+            campaign_name: row
+                .campaign_name
+                .filter(|name| !name.is_empty())
+                .unwrap_or_else(|| NO_CAMPAIGN.to_string()),
+            agent_name: row.agent_name,
+            duration: display_duration(row.duration_seconds),
+            status: display_status(&row.status).to_string(),
+            provider: row.provider,
+            started_at: relative_time(row.created_at, now.timestamp_millis()),
+            summary: row.summary,
+            calendar_status: None,
+            calendar_event_url: None,
+            calendar_error: None,
+            transcript: Vec::new(),
+            raw_status: row.status,
+            duration_seconds: row.duration_seconds,
+            cost_paise: row.cost_paise,
+            ended_reason: row.ended_reason,
+            created_at: iso(row.created_at),
+            agent_id: row.agent_id,
+            attempt: row.attempt,
+            batch_id: row.batch_id,
+            campaign_id: row.campaign_id,
+            id: row.id,
+        }
+    }
+}
+
+/// `{total, completedCount, failedCount}` for the list's filter.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CallListStats {
+    /// Calls matching the filter.
+    pub total: i64,
+    /// Of which completed.
+    pub completed_count: i64,
+    /// Of which failed.
+    pub failed_count: i64,
+}
+
+/// The call list envelope: `{rows, total, page, limit, stats}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CallList {
+    /// The rows of this page, newest first.
+    pub rows: Vec<CallRowView>,
+    /// Calls matching the filter across all pages.
+    pub total: i64,
+    /// The 1-based page number.
+    pub page: u32,
+    /// Rows per page.
+    pub limit: u32,
+    /// Counts for the same filter.
+    pub stats: CallListStats,
+}
+
+/// One persisted status transition.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StatusEventView {
+    /// Raw status entered.
+    pub status: String,
+    /// When, ISO 8601.
+    pub at: String,
+}
+
+/// One call with its transcript, variables, extracted fields and status history.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CallDetailView {
+    /// The list row, with `transcript` populated.
+    #[serde(flatten)]
+    pub call: CallRowView,
+    /// Variables the call was placed with.
+    #[schema(value_type = Object)]
+    pub variables: Value,
+    /// Fields extracted after the call.
+    #[schema(value_type = Object)]
+    pub extracted: Value,
+    /// Per-turn latencies.
+    #[schema(value_type = Vec<Object>)]
+    pub latencies: Value,
+    /// Caller ID.
+    pub from_number: String,
+    /// The first attempt this call retries.
+    pub retry_of: Option<String>,
+    /// Answer time, ISO 8601.
+    pub answered_at: Option<String>,
+    /// End time, ISO 8601.
+    pub ended_at: Option<String>,
+    /// Every status transition in order.
+    pub status_history: Vec<StatusEventView>,
+}
+
+/// One turn of the transcript read.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TranscriptTurnView {
+    /// `assistant` or `user`.
+    pub speaker: String,
+    /// What was said.
+    pub text: String,
+    /// When, ISO 8601.
+    pub created_at: String,
+}
+
+/// `{transcriptText, turns}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TranscriptView {
+    /// The whole transcript, kept after turns are pruned.
+    pub transcript_text: String,
+    /// Every stored turn in order.
+    pub turns: Vec<TranscriptTurnView>,
+}
+
+/// A raw stored turn.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnRowView {
+    /// Order within the call.
+    pub seq: i64,
+    /// `assistant` or `user`.
+    pub speaker: String,
+    /// What was said.
+    pub text: String,
+    /// When, ISO 8601.
+    pub created_at: String,
+}
+
+/// The display form of a raw status; unknown values pass through.
+pub fn display_status(raw: &str) -> &str {
+    CallStatus::parse(raw).map_or(raw, |status| status.display())
+}
+
+/// The detail read's speaker label for a stored speaker.
+pub fn speaker_label(speaker: &str) -> &'static str {
+    if speaker == "assistant" {
+        "Bot"
+    } else {
+        "Candidate"
+    }
+}
+
+/// A duration for display: `0s`, `45s`, `2m 05s`, `1h 02m 05s`.
+pub fn display_duration(seconds: i64) -> String {
+    let seconds = seconds.max(0);
+    let (hours, minutes, secs) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
+    if hours > 0 {
+        format!("{hours}h {minutes:02}m {secs:02}s")
+    } else if minutes > 0 {
+        format!("{minutes}m {secs:02}s")
+    } else {
+        format!("{secs}s")
+    }
+}
+
+/// How long before `now_ms` the instant `at_ms` was, for display: `just now`,
+/// `1 minute ago`, `5 minutes ago`, `2 hours ago`, `3 days ago`, `2 months ago`, `1 year ago`.
+pub fn relative_time(at_ms: i64, now_ms: i64) -> String {
+    let seconds = (now_ms - at_ms).max(0) / 1000;
+    let (count, unit) = match seconds {
+        s if s < 60 => return "just now".to_string(),
+        s if s < 3_600 => (s / 60, "minute"),
+        s if s < 86_400 => (s / 3_600, "hour"),
+        s if s < 30 * 86_400 => (s / 86_400, "day"),
+        s if s < 365 * 86_400 => (s / (30 * 86_400), "month"),
+        s => (s / (365 * 86_400), "year"),
+    };
+    if count == 1 {
+        format!("1 {unit} ago")
+    } else {
+        format!("{count} {unit}s ago")
+    }
+}
+
+/// Parses the list filters (`status`, `search`, `deep`, `provider`) shared by the list and the export.
+pub fn parse_call_filter(query: &RawQuery, now: DateTime<Utc>) -> ApiResult<CallFilter> {
+    let mut statuses = Vec::new();
+    if let Some(raw) = query.get("status") {
+        for value in raw.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+            let status = CallStatus::parse(value).ok_or_else(|| {
+                let known: Vec<&str> = CallStatus::ALL.iter().map(|s| s.as_str()).collect();
+                ApiError::BadRequest(format!(
+                    "status has an unknown value \"{value}\"; use a comma-separated list of {}",
+                    known.join(", ")
+                ))
+            })?;
+            if !statuses.iter().any(|s| s == status.as_str()) {
+                statuses.push(status.as_str().to_string());
+            }
+        }
+    }
+    let search = query
+        .get("search")
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    let deep = match query.get("deep").map(str::trim) {
+        None | Some("") | Some("false") | Some("0") => false,
+        Some("true") | Some("1") => true,
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "deep must be true or false, not \"{other}\""
+            )));
+        }
+    };
+    if deep
+        && search
+            .as_deref()
+            .is_none_or(|s| s.chars().count() < DEEP_SEARCH_MIN_CHARS)
+    {
+        return Err(ApiError::BadRequest(format!(
+            "search must be at least {DEEP_SEARCH_MIN_CHARS} characters when deep is true"
+        )));
+    }
+    let provider = query
+        .get("provider")
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    Ok(CallFilter {
+        statuses,
+        search,
+        transcript_since_ms: deep.then(|| now.timestamp_millis() - DEEP_SEARCH_DAYS * 86_400_000),
+        provider,
+    })
+}
+
+/// One page of calls and the counts for `filter`, as the list answers it.
+pub async fn call_list(
+    state: &AppState,
+    org_id: &str,
+    filter: &CallFilter,
+    page: PageRequest,
+) -> ApiResult<CallList> {
+    let (rows, counts) = state
+        .store
+        .list_calls_counted(org_id, filter, i64::from(page.limit), page.offset())
+        .await?;
+    let now = state.clock.now();
+    Ok(CallList {
+        rows: rows
+            .into_iter()
+            .map(|row| CallRowView::from_row(row, now))
+            .collect(),
+        total: counts.total,
+        page: page.page,
+        limit: page.limit,
+        stats: CallListStats {
+            total: counts.total,
+            completed_count: counts.completed,
+            failed_count: counts.failed,
+        },
+    })
+}
+
+/// List calls, newest first, with filters and stats for the same filter.
+#[utoipa::path(get, path = "/api/calls", tag = "calls",
+    params(
+        ("page" = Option<u32>, Query, description = "1-based page"),
+        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
+        ("status" = Option<String>, Query, description = "Comma-separated raw statuses: queued, ringing, in-progress, completed, failed, no-answer, busy, canceled"),
+        ("search" = Option<String>, Query, description = "Case-insensitive substring of the name, phone or agent name"),
+        ("deep" = Option<bool>, Query, description = "Also match transcript words of the last 90 days; needs a search of 3+ characters"),
+        ("provider" = Option<String>, Query, description = "Telephony provider"),
+    ),
+    responses((status = 200, body = CallList), (status = 400, body = MessageBody)))]
+async fn list_calls(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: RawQuery,
+) -> ApiResult<Json<CallList>> {
+    let page = query.page()?;
+    let filter = parse_call_filter(&query, state.clock.now())?;
+    Ok(Json(call_list(&state, &caller.org(), &filter, page).await?))
+}
+
+fn call_not_found(id: &str) -> ApiError {
+    ApiError::NotFound(format!("Call {id} not found"))
+}
+
+/// The stored form of a call id, or 404 when it is not an id.
+fn parse_call_id(id: &str) -> ApiResult<String> {
+    id.parse::<CallId>()
+        .map(|parsed| parsed.to_string())
+        .map_err(|_| call_not_found(id))
+}
+
+/// Parses a stored JSON column.
+fn stored_json(text: &str) -> ApiResult<Value> {
+    serde_json::from_str(text).map_err(|err| ApiError::Store(StoreError::CorruptJson(err)))
+}
+
+/// Read one call with its transcript turns (Bot and Candidate) and status history.
+#[utoipa::path(get, path = "/api/calls/{callId}", tag = "calls",
+    params(("callId" = String, Path, description = "Call id")),
+    responses((status = 200, body = CallDetailView), (status = 404, body = MessageBody)))]
+async fn get_call(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(call_id): Path<String>,
+) -> ApiResult<Json<CallDetailView>> {
+    let id = parse_call_id(&call_id)?;
+    let org = caller.org();
+    let detail = state
+        .store
+        .call_detail(&org, &id)
+        .await?
+        .ok_or_else(|| call_not_found(&call_id))?;
+    let (turns, events) = tokio::try_join!(
+        state.store.call_turns(&org, &id),
+        state.store.call_events(&id),
+    )?;
+    let from_number = detail.call.from_number.clone();
+    let retry_of = detail.call.retry_of.clone();
+    let answered_at = detail.call.answered_at.map(iso);
+    let ended_at = detail.call.ended_at.map(iso);
+    let mut call = CallRowView::from_row(detail.call, state.clock.now());
+    call.transcript = turns
+        .into_iter()
+        .map(|turn| TranscriptLine {
+            speaker: speaker_label(&turn.speaker).to_string(),
+            text: turn.text,
+        })
+        .collect();
+    Ok(Json(CallDetailView {
+        call,
+        variables: stored_json(&detail.variables)?,
+        extracted: stored_json(&detail.extracted)?,
+        latencies: stored_json(&detail.latencies)?,
+        from_number,
+        retry_of,
+        answered_at,
+        ended_at,
+        status_history: events
+            .into_iter()
+            .map(|event| StatusEventView {
+                status: event.status,
+                at: iso(event.at),
+            })
+            .collect(),
+    }))
+}
+
+/// Read a call's transcript text and its turns.
+#[utoipa::path(get, path = "/api/calls/{callId}/transcript", tag = "calls",
+    params(("callId" = String, Path, description = "Call id")),
+    responses((status = 200, body = TranscriptView), (status = 404, body = MessageBody)))]
+async fn get_call_transcript(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(call_id): Path<String>,
+) -> ApiResult<Json<TranscriptView>> {
+    let id = parse_call_id(&call_id)?;
+    let org = caller.org();
+    let transcript_text = state
+        .store
+        .call_transcript_text(&org, &id)
+        .await?
+        .ok_or_else(|| call_not_found(&call_id))?;
+    let turns = state.store.call_turns(&org, &id).await?;
+    Ok(Json(TranscriptView {
+        transcript_text,
+        turns: turns
+            .into_iter()
+            .map(|turn| TranscriptTurnView {
+                speaker: turn.speaker,
+                text: turn.text,
+                created_at: iso(turn.created_at),
+            })
+            .collect(),
+    }))
+}
+
+/// List a call's raw turn rows in order.
+#[utoipa::path(get, path = "/api/calls/{callId}/turns", tag = "calls",
+    params(
+        ("callId" = String, Path, description = "Call id"),
+        ("page" = Option<u32>, Query, description = "1-based page"),
+        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
+    ),
+    responses((status = 200, body = ListEnvelope<TurnRowView>), (status = 400, body = MessageBody), (status = 404, body = MessageBody)))]
+async fn list_call_turns(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(call_id): Path<String>,
+    query: RawQuery,
+) -> ApiResult<Json<ListEnvelope<TurnRowView>>> {
+    let page = query.page()?;
+    let id = parse_call_id(&call_id)?;
+    let org = caller.org();
+    if !state.store.call_exists(&org, &id).await? {
+        return Err(call_not_found(&call_id));
+    }
+    let (rows, total) = state
+        .store
+        .call_turns_page(&org, &id, i64::from(page.limit), page.offset())
+        .await?;
+    let rows = rows
+        .into_iter()
+        .map(|turn| TurnRowView {
+            seq: turn.seq,
+            speaker: turn.speaker,
+            text: turn.text,
+            created_at: iso(turn.created_at),
+        })
+        .collect();
+    Ok(Json(ListEnvelope::new(rows, total, page)))
+}
+
+/// Where the CSV export stream is.
+struct ExportCursor {
+    store: Store,
+    org_id: String,
+    filter: CallFilter,
+    /// `(created_at, id)` of the last row written.
+    after: Option<(i64, String)>,
+    header_written: bool,
+    finished: bool,
+}
+
+/// Writes the export rows (and the header first) as one CSV chunk.
+fn csv_chunk(rows: &[CallReadRow], with_header: bool) -> Result<Bytes, csv::Error> {
+    let mut writer = csv::Writer::from_writer(Vec::with_capacity(rows.len() * 160 + 128));
+    if with_header {
+        writer.write_record(EXPORT_COLUMNS)?;
+    }
+    for row in rows {
+        writer.write_record([
+            row.id.as_str(),
+            row.target_name.as_str(),
+            row.phone.as_str(),
+            row.agent_name.as_str(),
+            row.status.as_str(),
+            &row.duration_seconds.to_string(),
+            &row.cost_paise.to_string(),
+            row.provider.as_str(),
+            row.ended_reason.as_deref().unwrap_or_default(),
+            &iso(row.created_at),
+            row.summary.as_str(),
+        ])?;
+    }
+    writer
+        .into_inner()
+        .map(Bytes::from)
+        .map_err(|err| csv::Error::from(err.into_error()))
+}
+
+/// The next chunk of the export: one keyset page of rows.
+async fn next_export_chunk(
+    mut cursor: ExportCursor,
+) -> Result<Option<(Bytes, ExportCursor)>, std::io::Error> {
+    if cursor.finished {
+        return Ok(None);
+    }
+    let after = cursor.after.as_ref().map(|(at, id)| (*at, id.as_str()));
+    let rows = cursor
+        .store
+        .calls_after(&cursor.org_id, &cursor.filter, after, EXPORT_PAGE_ROWS)
+        .await
+        .map_err(|err| {
+            tracing::error!(error = %err, "call export stopped: storage failure");
+            std::io::Error::other(err)
+        })?;
+    let chunk = csv_chunk(&rows, !cursor.header_written).map_err(|err| {
+        tracing::error!(error = %err, "call export stopped: CSV failure");
+        std::io::Error::other(err)
+    })?;
+    cursor.header_written = true;
+    cursor.finished = i64::try_from(rows.len()).unwrap_or(i64::MAX) < EXPORT_PAGE_ROWS;
+    cursor.after = rows.last().map(|row| (row.created_at, row.id.clone()));
+    Ok(Some((chunk, cursor)))
+}
+
+/// Download the filtered call list as CSV, streamed page by page.
+#[utoipa::path(get, path = "/api/calls/export.csv", tag = "calls",
+    params(
+        ("status" = Option<String>, Query, description = "Comma-separated raw statuses"),
+        ("search" = Option<String>, Query, description = "Case-insensitive substring of the name, phone or agent name"),
+        ("deep" = Option<bool>, Query, description = "Also match transcript words of the last 90 days; needs a search of 3+ characters"),
+        ("provider" = Option<String>, Query, description = "Telephony provider"),
+    ),
+    responses(
+        (status = 200, description = "CSV with columns id, name, phone, agent, status, duration_seconds, cost_paise, provider, ended_reason, created_at, summary", content_type = "text/csv", body = String),
+        (status = 400, body = MessageBody),
+    ))]
+async fn export_calls_csv(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: RawQuery,
+) -> ApiResult<Response> {
+    let filter = parse_call_filter(&query, state.clock.now())?;
+    let cursor = ExportCursor {
+        store: state.store.clone(),
+        org_id: caller.org(),
+        filter,
+        after: None,
+        header_written: false,
+        finished: false,
+    };
+    let stream = futures::stream::try_unfold(cursor, next_export_chunk);
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"calls.csv\"",
+            ),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_display_like_the_dashboard() {
+        assert_eq!(display_duration(0), "0s");
+        assert_eq!(display_duration(-3), "0s");
+        assert_eq!(display_duration(45), "45s");
+        assert_eq!(display_duration(125), "2m 05s");
+        assert_eq!(display_duration(600), "10m 00s");
+        assert_eq!(display_duration(3_725), "1h 02m 05s");
+    }
+
+    #[test]
+    fn relative_times_round_down() {
+        let now = 10_000_000_000;
+        assert_eq!(relative_time(now, now), "just now");
+        assert_eq!(relative_time(now + 5_000, now), "just now");
+        assert_eq!(relative_time(now - 59_000, now), "just now");
+        assert_eq!(relative_time(now - 60_000, now), "1 minute ago");
+        assert_eq!(
+            relative_time(now - 5 * 60_000 - 30_000, now),
+            "5 minutes ago"
+        );
+        assert_eq!(relative_time(now - 2 * 3_600_000, now), "2 hours ago");
+        assert_eq!(relative_time(now - 3 * 86_400_000, now), "3 days ago");
+        assert_eq!(relative_time(now - 65 * 86_400_000, now), "2 months ago");
+        assert_eq!(relative_time(now - 400 * 86_400_000, now), "1 year ago");
+    }
+
+    #[test]
+    fn statuses_and_speakers_have_display_forms() {
+        assert_eq!(display_status("no-answer"), "No Answer");
+        assert_eq!(display_status("in-progress"), "In Progress");
+        assert_eq!(display_status("mystery"), "mystery");
+        assert_eq!(speaker_label("assistant"), "Bot");
+        assert_eq!(speaker_label("user"), "Candidate");
+    }
+
+    #[test]
+    fn csv_chunks_quote_fields() {
+        let row = CallReadRow {
+            id: "c1".into(),
+            agent_id: "a".into(),
+            agent_name: "Agent, \"Smith\"".into(),
+            phone: "+919876543210".into(),
+            target_name: "Asha".into(),
+            email: None,
+            from_number: "+91".into(),
+            provider: "sim".into(),
+            status: "completed".into(),
+            ended_reason: None,
+            attempt: 1,
+            retry_of: None,
+            batch_id: None,
+            campaign_id: None,
+            campaign_name: None,
+            duration_seconds: 61,
+            cost_paise: 200,
+            summary: "line one\nline two".into(),
+            created_at: 0,
+            answered_at: None,
+            ended_at: None,
+        };
+        let text = String::from_utf8(csv_chunk(&[row], true).unwrap().to_vec()).unwrap();
+        assert_eq!(
+            text,
+            "id,name,phone,agent,status,duration_seconds,cost_paise,provider,ended_reason,created_at,summary\n\
+             c1,Asha,+919876543210,\"Agent, \"\"Smith\"\"\",completed,61,200,sim,,1970-01-01T00:00:00.000Z,\"line one\nline two\"\n"
+        );
+    }
+}
