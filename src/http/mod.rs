@@ -3,9 +3,11 @@
 pub mod account;
 pub mod agents;
 pub mod auth;
+pub mod calls;
 pub mod error;
 pub mod extract;
 mod health;
+pub mod media;
 pub mod openapi;
 
 use crate::state::AppState;
@@ -46,6 +48,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::base_document())
         .merge(agents::router())
         .merge(account::router())
+        .merge(calls::router())
 }
 
 /// The full application router.
@@ -68,6 +71,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .merge(health::router())
+        .merge(media::router())
         .merge(openapi::router(doc))
         .fallback_service(unmatched)
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
