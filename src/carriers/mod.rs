@@ -1,0 +1,416 @@
+//! Real telephony carriers (Twilio, Plivo, Exotel, Vonage) behind the call
+//! engine's [`Carrier`](voxline_actors::carrier::Carrier) trait, and the
+//! handlers for their status callbacks.
+//!
+//! Each workspace brings its own carrier account, so every carrier looks the
+//! account up per call through [`CarrierCredentials`]. The credential JSON's
+//! optional `baseUrl` replaces the carrier's public API host, which is how the
+//! tests point a carrier at a local fake.
+
+pub mod callbacks;
+pub mod exotel;
+pub mod plivo;
+pub mod twilio;
+pub mod vonage;
+
+pub use exotel::{ExotelAccount, ExotelCarrier};
+pub use plivo::{PlivoAccount, PlivoCarrier};
+pub use twilio::{TwilioAccount, TwilioCarrier};
+pub use vonage::{VonageAccount, VonageCarrier};
+
+use async_trait::async_trait;
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use hmac::{KeyInit, Mac};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use voxline_actors::carrier::CarrierError;
+
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+/// The carriers this module speaks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CarrierKind {
+    /// Twilio Programmable Voice.
+    Twilio,
+    /// Plivo Voice API.
+    Plivo,
+    /// Exotel voicebot calls.
+    Exotel,
+    /// Vonage Voice API.
+    Vonage,
+}
+
+impl CarrierKind {
+    /// Every kind, in a fixed order.
+    pub const ALL: [CarrierKind; 4] = [Self::Twilio, Self::Plivo, Self::Exotel, Self::Vonage];
+
+    /// The provider name used in paths, credentials and the engine's carrier map.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Twilio => "twilio",
+            Self::Plivo => "plivo",
+            Self::Exotel => "exotel",
+            Self::Vonage => "vonage",
+        }
+    }
+
+    /// Parses a provider name as it appears in a path or a credential kind.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for CarrierKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where carriers find a workspace's account (decrypted credential JSON).
+#[async_trait]
+pub trait CarrierCredentials: Send + Sync + 'static {
+    /// The workspace's credential JSON of this kind, or `None` when it has none.
+    async fn for_org(&self, org_id: &str, kind: CarrierKind) -> Option<serde_json::Value>;
+}
+
+/// Fixed credentials for every workspace; for tests and single-tenant setups.
+pub struct StaticCredentials(pub HashMap<CarrierKind, serde_json::Value>);
+
+#[async_trait]
+impl CarrierCredentials for StaticCredentials {
+    async fn for_org(&self, _org_id: &str, kind: CarrierKind) -> Option<serde_json::Value> {
+        self.0.get(&kind).cloned()
+    }
+}
+
+/// Every way a carrier request or a carrier callback can fail.
+#[derive(Debug, thiserror::Error)]
+pub enum CarriersError {
+    /// The workspace has no credential of this kind.
+    #[error("no {kind} credentials for workspace {org_id}")]
+    NotConfigured {
+        /// The carrier.
+        kind: CarrierKind,
+        /// The workspace.
+        org_id: String,
+    },
+    /// The credential JSON lacks a field or holds a wrong one.
+    #[error("{kind} credential is invalid: {reason}")]
+    InvalidCredential {
+        /// The carrier.
+        kind: CarrierKind,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The carrier could not be reached or did not answer in time.
+    #[error("{kind} unreachable: {reason}")]
+    Unreachable {
+        /// The carrier.
+        kind: CarrierKind,
+        /// Transport error or 5xx.
+        reason: String,
+    },
+    /// The carrier answered the request with a client error.
+    #[error("{kind} rejected the request with {status}: {body}")]
+    Rejected {
+        /// The carrier.
+        kind: CarrierKind,
+        /// HTTP status.
+        status: u16,
+        /// The start of the response body.
+        body: String,
+    },
+    /// The carrier's success answer lacks what we need (e.g. the call id).
+    #[error("{kind} answered unexpectedly: {reason}")]
+    UnexpectedResponse {
+        /// The carrier.
+        kind: CarrierKind,
+        /// What was missing.
+        reason: String,
+    },
+    /// A hang-up for a call this process did not place (so its workspace is unknown).
+    #[error("{kind} call {carrier_call_id} was not placed by this process")]
+    UnknownCall {
+        /// The carrier.
+        kind: CarrierKind,
+        /// The carrier's id.
+        carrier_call_id: String,
+    },
+    /// A callback for a provider we do not serve.
+    #[error("unknown carrier {0}")]
+    UnknownProvider(String),
+    /// A callback whose signature is missing or wrong.
+    #[error("{0}")]
+    Unverifiable(String),
+    /// A callback whose body cannot be read.
+    #[error("{0}")]
+    BadCallback(String),
+}
+
+impl From<CarriersError> for CarrierError {
+    fn from(err: CarriersError) -> Self {
+        match err {
+            CarriersError::NotConfigured { .. }
+            | CarriersError::InvalidCredential { .. }
+            | CarriersError::UnknownCall { .. } => CarrierError::NotConfigured(err.to_string()),
+            CarriersError::Unreachable { .. } => CarrierError::Unreachable(err.to_string()),
+            _ => CarrierError::Rejected(err.to_string()),
+        }
+    }
+}
+
+impl IntoResponse for CarriersError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            Self::Unverifiable(_) => StatusCode::FORBIDDEN,
+            Self::UnknownProvider(_) => StatusCode::NOT_FOUND,
+            Self::BadCallback(_) => StatusCode::BAD_REQUEST,
+            Self::NotConfigured { .. } | Self::InvalidCredential { .. } => StatusCode::FORBIDDEN,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let message = match &self {
+            // The workspace's configuration is nobody's business but its own.
+            Self::NotConfigured { .. } | Self::InvalidCredential { .. } => {
+                "callback cannot be verified".to_string()
+            }
+            other => other.to_string(),
+        };
+        (status, Json(serde_json::json!({ "message": message }))).into_response()
+    }
+}
+
+/// A reqwest client with the timeouts every carrier call uses.
+pub fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(15))
+        .build()
+        // Building only fails when a TLS backend cannot initialise; fall back to defaults.
+        .unwrap_or_default()
+}
+
+/// Reads a required non-empty string field of a credential.
+pub(crate) fn required_field(
+    kind: CarrierKind,
+    value: &serde_json::Value,
+    field: &str,
+) -> Result<String, CarriersError> {
+    optional_field(value, field).ok_or_else(|| CarriersError::InvalidCredential {
+        kind,
+        reason: format!("needs a non-empty string field {field}"),
+    })
+}
+
+/// Reads an optional non-empty string field of a credential.
+pub(crate) fn optional_field(value: &serde_json::Value, field: &str) -> Option<String> {
+    value
+        .get(field)
+        .and_then(|v| v.as_str())
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+/// The API base URL: the credential's `baseUrl` or the carrier's default, without a trailing slash.
+pub(crate) fn base_url(value: &serde_json::Value, default: &str) -> String {
+    optional_field(value, "baseUrl")
+        .unwrap_or_else(|| default.to_string())
+        .trim_end_matches('/')
+        .to_string()
+}
+
+/// Looks up and parses a workspace's account of one kind.
+pub(crate) async fn load_account<T>(
+    credentials: &dyn CarrierCredentials,
+    org_id: &str,
+    kind: CarrierKind,
+    parse: impl FnOnce(&serde_json::Value) -> Result<T, CarriersError>,
+) -> Result<T, CarriersError> {
+    let value =
+        credentials
+            .for_org(org_id, kind)
+            .await
+            .ok_or_else(|| CarriersError::NotConfigured {
+                kind,
+                org_id: org_id.to_string(),
+            })?;
+    parse(&value)
+}
+
+/// Sends a request and returns the body of a 2xx answer; other answers become errors.
+pub(crate) async fn send(
+    kind: CarrierKind,
+    request: reqwest::RequestBuilder,
+) -> Result<(u16, bytes::Bytes), CarriersError> {
+    let response = request
+        .send()
+        .await
+        .map_err(|e| CarriersError::Unreachable {
+            kind,
+            reason: e.to_string(),
+        })?;
+    let status = response.status();
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| CarriersError::Unreachable {
+            kind,
+            reason: e.to_string(),
+        })?;
+    if status.is_success() {
+        return Ok((status.as_u16(), body));
+    }
+    let text: String = String::from_utf8_lossy(&body).chars().take(512).collect();
+    if status.is_server_error() {
+        return Err(CarriersError::Unreachable {
+            kind,
+            reason: format!("{status}: {text}"),
+        });
+    }
+    Err(CarriersError::Rejected {
+        kind,
+        status: status.as_u16(),
+        body: text,
+    })
+}
+
+/// Our signature for an unsigned carrier's callback URL: hex HMAC-SHA256 of
+/// the call id, keyed by a secret of the workspace's account.
+pub fn callback_sig(key: &str, call_id: &str) -> String {
+    hex::encode(callback_mac(key, call_id).finalize().into_bytes())
+}
+
+fn callback_mac(key: &str, call_id: &str) -> HmacSha256 {
+    // HMAC accepts keys of any length, so construction cannot fail.
+    let mut mac = match <HmacSha256 as KeyInit>::new_from_slice(key.as_bytes()) {
+        Ok(m) => m,
+        Err(_) => unreachable!("hmac takes any key length"),
+    };
+    mac.update(b"voxline/carrier-callback/v1\0");
+    mac.update(call_id.as_bytes());
+    mac
+}
+
+/// Checks a `sig` made by [`callback_sig`] in constant time.
+pub fn verify_callback_sig(key: &str, call_id: &str, sig: &str) -> bool {
+    let Ok(bytes) = hex::decode(sig.trim()) else {
+        return false;
+    };
+    callback_mac(key, call_id).verify_slice(&bytes).is_ok()
+}
+
+/// Appends `sig` to a callback URL.
+pub(crate) fn with_sig(url: &str, sig: &str) -> String {
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}sig={sig}")
+}
+
+/// Escapes text for an XML attribute or element.
+pub fn xml_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for ch in text.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Remembers which workspace placed each carrier call, because the engine
+/// hangs up by carrier id alone and each workspace has its own account.
+///
+/// Entries expire after the call's longest possible life so the map stays
+/// bounded without hearing about every call's end.
+#[derive(Default)]
+pub struct CallIndex {
+    inner: Mutex<CallIndexInner>,
+}
+
+#[derive(Default)]
+struct CallIndexInner {
+    calls: HashMap<String, (String, Instant)>,
+    last_prune: Option<Instant>,
+}
+
+impl CallIndex {
+    /// Records that `org_id` placed `carrier_call_id`, for at most `lifetime`.
+    pub fn insert(&self, carrier_call_id: &str, org_id: &str, lifetime: Duration) {
+        let now = Instant::now();
+        let mut inner = self.inner.lock();
+        let due = inner
+            .last_prune
+            .is_none_or(|t| now.duration_since(t) > Duration::from_secs(60));
+        if due {
+            inner.calls.retain(|_, (_, expires)| *expires > now);
+            inner.last_prune = Some(now);
+        }
+        inner.calls.insert(
+            carrier_call_id.to_string(),
+            (org_id.to_string(), now + lifetime),
+        );
+    }
+
+    /// The workspace that placed a call, if this process placed it.
+    pub fn org_of(&self, carrier_call_id: &str) -> Option<String> {
+        self.inner
+            .lock()
+            .calls
+            .get(carrier_call_id)
+            .map(|(org, _)| org.clone())
+    }
+
+    /// Forgets a call (after it was hung up).
+    pub fn remove(&self, carrier_call_id: &str) {
+        self.inner.lock().calls.remove(carrier_call_id);
+    }
+
+    /// Number of calls remembered.
+    pub fn len(&self) -> usize {
+        self.inner.lock().calls.len()
+    }
+
+    /// Whether no call is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// How long to remember a placed call: ringing plus talking plus a margin.
+pub(crate) fn call_lifetime(ring_timeout_seconds: u32, time_limit_seconds: u32) -> Duration {
+    Duration::from_secs(u64::from(ring_timeout_seconds) + u64::from(time_limit_seconds) + 3600)
+}
+
+/// Builds the four carriers over one credentials source, keyed by provider
+/// name as the engine's `EngineConfig::carriers` map expects.
+pub fn all_carriers(
+    credentials: Arc<dyn CarrierCredentials>,
+) -> HashMap<String, Arc<dyn voxline_actors::carrier::Carrier>> {
+    let http = http_client();
+    let mut map: HashMap<String, Arc<dyn voxline_actors::carrier::Carrier>> = HashMap::new();
+    map.insert(
+        CarrierKind::Twilio.as_str().into(),
+        Arc::new(TwilioCarrier::new(Arc::clone(&credentials), http.clone())),
+    );
+    map.insert(
+        CarrierKind::Plivo.as_str().into(),
+        Arc::new(PlivoCarrier::new(Arc::clone(&credentials), http.clone())),
+    );
+    map.insert(
+        CarrierKind::Exotel.as_str().into(),
+        Arc::new(ExotelCarrier::new(Arc::clone(&credentials), http.clone())),
+    );
+    map.insert(
+        CarrierKind::Vonage.as_str().into(),
+        Arc::new(VonageCarrier::new(credentials, http)),
+    );
+    map
+}

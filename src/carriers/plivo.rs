@@ -1,0 +1,318 @@
+//! Plivo Voice API: place a call whose answer URL (served by our callback
+//! router) returns Plivo XML streaming the call to `/media/plivo/{token}`,
+//! hang it up, and verify `X-Plivo-Signature-V3` on its callbacks.
+
+use super::{
+    CallIndex, CarrierCredentials, CarrierKind, CarriersError, base_url, call_lifetime,
+    load_account, required_field, send, twilio::url_port_variants, xml_escape,
+};
+use async_trait::async_trait;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+use std::sync::Arc;
+use voxline_actors::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
+
+const KIND: CarrierKind = CarrierKind::Plivo;
+
+/// Plivo's public API host.
+pub const DEFAULT_BASE_URL: &str = "https://api.plivo.com";
+
+/// The audio format we ask Plivo to stream (matches the Twilio pipeline's μ-law).
+pub const STREAM_CONTENT_TYPE: &str = "audio/x-mulaw;rate=8000";
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// One Plivo account: `{authId, authToken, baseUrl?}`.
+#[derive(Debug, Clone)]
+pub struct PlivoAccount {
+    /// `MA…` auth id (Basic auth user and path segment).
+    pub auth_id: String,
+    /// Auth token (Basic auth password and callback signing key).
+    pub auth_token: String,
+    /// API base URL without a trailing slash.
+    pub base_url: String,
+}
+
+impl PlivoAccount {
+    /// Parses the workspace's `plivo` credential JSON.
+    pub fn from_credential(value: &serde_json::Value) -> Result<Self, CarriersError> {
+        Ok(Self {
+            auth_id: required_field(KIND, value, "authId")?,
+            auth_token: required_field(KIND, value, "authToken")?,
+            base_url: base_url(value, DEFAULT_BASE_URL),
+        })
+    }
+
+    fn account_url(&self) -> String {
+        format!("{}/v1/Account/{}", self.base_url, self.auth_id)
+    }
+}
+
+/// The answer URL Plivo fetches when the callee picks up: our
+/// `/carrier/plivo/answer/{callId}` beside the status URL, carrying the media
+/// URL and token so the answer needs no server-side state.
+pub fn answer_url(req: &DialRequest) -> String {
+    let status_suffix = format!("/status/{}", req.call_id);
+    let base = req
+        .status_url
+        .strip_suffix(&status_suffix)
+        .unwrap_or(&req.status_url);
+    let query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("media", &req.media_url)
+        .append_pair("token", &req.media_token)
+        .finish();
+    format!("{base}/answer/{}?{query}", req.call_id)
+}
+
+/// The JSON body of the create-call request.
+pub fn create_call_body(req: &DialRequest) -> serde_json::Value {
+    serde_json::json!({
+        "from": req.from,
+        "to": req.to,
+        "answer_url": answer_url(req),
+        "answer_method": "POST",
+        "hangup_url": req.status_url,
+        "ring_url": req.status_url,
+        "ring_timeout": req.ring_timeout_seconds,
+        "time_limit": req.time_limit_seconds,
+    })
+}
+
+/// The Plivo XML answer that streams the call, both ways, to our media endpoint;
+/// the token goes in the path because our endpoint accepts `/media/plivo/{token}`.
+pub fn stream_xml(media_url: &str, media_token: &str) -> String {
+    let stream_url = format!("{}/{}", media_url.trim_end_matches('/'), media_token);
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Stream bidirectional=\"true\" keepCallAlive=\"true\" contentType=\"{}\">{}</Stream></Response>",
+        STREAM_CONTENT_TYPE,
+        xml_escape(&stream_url)
+    )
+}
+
+/// Plivo behind the engine's [`Carrier`] trait, one account per workspace.
+pub struct PlivoCarrier {
+    credentials: Arc<dyn CarrierCredentials>,
+    http: reqwest::Client,
+    calls: CallIndex,
+}
+
+impl PlivoCarrier {
+    /// A carrier that looks up each workspace's account in `credentials`.
+    pub fn new(credentials: Arc<dyn CarrierCredentials>, http: reqwest::Client) -> Self {
+        Self {
+            credentials,
+            http,
+            calls: CallIndex::default(),
+        }
+    }
+
+    /// Places a call and returns its `request_uuid` (the call's UUID for outbound calls).
+    pub async fn create_call(&self, req: &DialRequest) -> Result<String, CarriersError> {
+        let account = load_account(
+            self.credentials.as_ref(),
+            &req.org_id,
+            KIND,
+            PlivoAccount::from_credential,
+        )
+        .await?;
+        let request = self
+            .http
+            .post(format!("{}/Call/", account.account_url()))
+            .basic_auth(&account.auth_id, Some(&account.auth_token))
+            .json(&create_call_body(req));
+        let (_, body) = send(KIND, request).await?;
+        let uuid = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| {
+                // A single dial answers with a string; bulk dials with a list.
+                match v.get("request_uuid")? {
+                    serde_json::Value::String(s) => Some(s.clone()),
+                    serde_json::Value::Array(items) => items.first()?.as_str().map(str::to_string),
+                    _ => None,
+                }
+            })
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| CarriersError::UnexpectedResponse {
+                kind: KIND,
+                reason: "create-call answer has no request_uuid".into(),
+            })?;
+        self.calls.insert(
+            &uuid,
+            &req.org_id,
+            call_lifetime(req.ring_timeout_seconds, req.time_limit_seconds),
+        );
+        Ok(uuid)
+    }
+
+    /// Ends a call of a workspace. A live call is deleted by call UUID; a call
+    /// still ringing is only known as a request, so a 404 there retries as a
+    /// request cancel; a 404 on both means it already ended, which is success.
+    pub async fn end_call(&self, org_id: &str, uuid: &str) -> Result<(), CarriersError> {
+        let account = load_account(
+            self.credentials.as_ref(),
+            org_id,
+            KIND,
+            PlivoAccount::from_credential,
+        )
+        .await?;
+        for resource in ["Call", "Request"] {
+            let request = self
+                .http
+                .delete(format!("{}/{resource}/{uuid}/", account.account_url()))
+                .basic_auth(&account.auth_id, Some(&account.auth_token));
+            match send(KIND, request).await {
+                Ok(_) => return Ok(()),
+                Err(CarriersError::Rejected { status: 404, .. }) => continue,
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Carrier for PlivoCarrier {
+    async fn place(&self, req: DialRequest, _status: StatusSink) -> Result<String, CarrierError> {
+        // Progress arrives by ring/answer/hangup callbacks, routed by the service.
+        Ok(self.create_call(&req).await?)
+    }
+
+    async fn hangup(&self, carrier_call_id: &str) -> Result<(), CarrierError> {
+        let org_id =
+            self.calls
+                .org_of(carrier_call_id)
+                .ok_or_else(|| CarriersError::UnknownCall {
+                    kind: KIND,
+                    carrier_call_id: carrier_call_id.to_string(),
+                })?;
+        self.end_call(&org_id, carrier_call_id).await?;
+        self.calls.remove(carrier_call_id);
+        Ok(())
+    }
+}
+
+/// Maps a Plivo callback's `CallStatus` (or, lacking one, its `Event`) to
+/// engine progress; `None` for values the engine does not act on.
+pub fn map_status(call_status: Option<&str>, event: Option<&str>) -> Option<CarrierStatus> {
+    if let Some(status) = call_status.map(|s| s.trim().to_ascii_lowercase())
+        && !status.is_empty()
+    {
+        return match status.as_str() {
+            "ringing" => Some(CarrierStatus::Ringing),
+            "in-progress" | "answered" => Some(CarrierStatus::Answered),
+            "completed" => Some(CarrierStatus::Completed),
+            "busy" => Some(CarrierStatus::Busy),
+            "no-answer" | "timeout" => Some(CarrierStatus::NoAnswer),
+            "failed" => Some(CarrierStatus::Failed("failed".into())),
+            "cancel" | "canceled" | "cancelled" => Some(CarrierStatus::Failed("cancel".into())),
+            _ => None,
+        };
+    }
+    match event?.trim().to_ascii_lowercase().as_str() {
+        "ring" => Some(CarrierStatus::Ringing),
+        "startapp" => Some(CarrierStatus::Answered),
+        "hangup" => Some(CarrierStatus::Completed),
+        _ => None,
+    }
+}
+
+/// The string Plivo signs (before `"." + nonce`), as its helper libraries
+/// build it: the URL without query, then for GET the sorted `k=v` query of
+/// URL and parameters; for POST with parameters the sorted URL query, a dot
+/// when there was one, and the sorted parameters as `namevalue`.
+pub fn signing_base(method: &str, url: &str, params: &[(String, String)]) -> String {
+    let without_fragment = url.split('#').next().unwrap_or(url);
+    let (path_url, query) = without_fragment
+        .split_once('?')
+        .unwrap_or((without_fragment, ""));
+    let mut query_pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    let is_get = method.eq_ignore_ascii_case("GET");
+    if is_get {
+        query_pairs.extend(params.iter().cloned());
+    }
+    query_pairs.sort();
+    let sorted_query = query_pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("&");
+    let mut base = path_url.to_string();
+    let post_params = !is_get && !params.is_empty();
+    if !sorted_query.is_empty() || post_params {
+        base.push('?');
+        base.push_str(&sorted_query);
+    }
+    if !sorted_query.is_empty() && post_params {
+        base.push('.');
+    }
+    if post_params {
+        let mut sorted: Vec<&(String, String)> = params.iter().collect();
+        sorted.sort();
+        for (k, v) in sorted {
+            base.push_str(k);
+            base.push_str(v);
+        }
+    }
+    base
+}
+
+fn signing_mac(auth_token: &str, base: &str, nonce: &str) -> HmacSha256 {
+    // HMAC accepts keys of any length, so construction cannot fail.
+    let mut mac = match <HmacSha256 as KeyInit>::new_from_slice(auth_token.as_bytes()) {
+        Ok(m) => m,
+        Err(_) => unreachable!("hmac takes any key length"),
+    };
+    mac.update(base.as_bytes());
+    mac.update(b".");
+    mac.update(nonce.as_bytes());
+    mac
+}
+
+/// The `X-Plivo-Signature-V3` value for a request: base64 HMAC-SHA256 of
+/// [`signing_base`] + `"."` + nonce, keyed by the auth token.
+pub fn signature_v3(
+    auth_token: &str,
+    method: &str,
+    url: &str,
+    params: &[(String, String)],
+    nonce: &str,
+) -> String {
+    let base = signing_base(method, url, params);
+    STANDARD.encode(
+        signing_mac(auth_token, &base, nonce)
+            .finalize()
+            .into_bytes(),
+    )
+}
+
+/// Verifies `X-Plivo-Signature-V3` (possibly several comma-separated
+/// signatures, e.g. during a token rotation) against the URL as given and
+/// with its port added or removed.
+pub fn verify_v3(
+    auth_token: &str,
+    method: &str,
+    url: &str,
+    params: &[(String, String)],
+    nonce: &str,
+    header: &str,
+) -> bool {
+    let candidates: Vec<Vec<u8>> = header
+        .split(',')
+        .filter_map(|s| STANDARD.decode(s.trim()).ok())
+        .collect();
+    if candidates.is_empty() || nonce.is_empty() {
+        return false;
+    }
+    url_port_variants(url).iter().any(|variant| {
+        let base = signing_base(method, variant, params);
+        candidates.iter().any(|candidate| {
+            signing_mac(auth_token, &base, nonce)
+                .verify_slice(candidate)
+                .is_ok()
+        })
+    })
+}

@@ -1,0 +1,323 @@
+//! Twilio Programmable Voice: place a call with inline TwiML that connects a
+//! bidirectional Media Stream to our `/media/twilio` endpoint, hang it up, and
+//! verify `X-Twilio-Signature` on its status callbacks.
+
+use super::{
+    CallIndex, CarrierCredentials, CarrierKind, CarriersError, base_url, call_lifetime,
+    load_account, required_field, send, xml_escape,
+};
+use async_trait::async_trait;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use hmac::{Hmac, KeyInit, Mac};
+use sha1::Sha1;
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use voxline_actors::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
+
+const KIND: CarrierKind = CarrierKind::Twilio;
+
+/// Twilio's public API host.
+pub const DEFAULT_BASE_URL: &str = "https://api.twilio.com";
+
+/// Twilio's error code for "the requested resource was not found" (the call already ended).
+pub const CODE_NOT_FOUND: i64 = 20404;
+
+type HmacSha1 = Hmac<Sha1>;
+
+/// One Twilio account: `{accountSid, authToken, baseUrl?}`.
+#[derive(Debug, Clone)]
+pub struct TwilioAccount {
+    /// `AC…` account SID (Basic auth user and path segment).
+    pub account_sid: String,
+    /// Auth token (Basic auth password and callback signing key).
+    pub auth_token: String,
+    /// API base URL without a trailing slash.
+    pub base_url: String,
+}
+
+impl TwilioAccount {
+    /// Parses the workspace's `twilio` credential JSON.
+    pub fn from_credential(value: &serde_json::Value) -> Result<Self, CarriersError> {
+        Ok(Self {
+            account_sid: required_field(KIND, value, "accountSid")?,
+            auth_token: required_field(KIND, value, "authToken")?,
+            base_url: base_url(value, DEFAULT_BASE_URL),
+        })
+    }
+
+    fn calls_url(&self) -> String {
+        format!(
+            "{}/2010-04-01/Accounts/{}/Calls.json",
+            self.base_url, self.account_sid
+        )
+    }
+
+    fn call_url(&self, sid: &str) -> String {
+        format!(
+            "{}/2010-04-01/Accounts/{}/Calls/{}.json",
+            self.base_url, self.account_sid, sid
+        )
+    }
+}
+
+/// The TwiML that bridges the answered call to our media websocket.
+///
+/// `<Stream>` ignores query strings, so the token travels as a `<Parameter>`
+/// and arrives in the stream's `start.customParameters`.
+pub fn connect_twiml(media_url: &str, media_token: &str, call_id: &str) -> String {
+    format!(
+        "<Response><Connect><Stream url=\"{}\"><Parameter name=\"token\" value=\"{}\"/><Parameter name=\"callId\" value=\"{}\"/></Stream></Connect></Response>",
+        xml_escape(media_url),
+        xml_escape(media_token),
+        xml_escape(call_id)
+    )
+}
+
+/// The form fields of the create-call request.
+pub fn create_call_form(req: &DialRequest) -> Vec<(&'static str, String)> {
+    let mut form = vec![
+        ("To", req.to.clone()),
+        ("From", req.from.clone()),
+        (
+            "Twiml",
+            connect_twiml(&req.media_url, &req.media_token, &req.call_id),
+        ),
+        ("StatusCallback", req.status_url.clone()),
+        ("StatusCallbackMethod", "POST".to_string()),
+    ];
+    for event in ["initiated", "ringing", "answered", "completed"] {
+        form.push(("StatusCallbackEvent", event.to_string()));
+    }
+    form.push(("Timeout", req.ring_timeout_seconds.to_string()));
+    form.push(("TimeLimit", req.time_limit_seconds.to_string()));
+    form
+}
+
+/// Twilio behind the engine's [`Carrier`] trait, one account per workspace.
+pub struct TwilioCarrier {
+    credentials: Arc<dyn CarrierCredentials>,
+    http: reqwest::Client,
+    calls: CallIndex,
+}
+
+impl TwilioCarrier {
+    /// A carrier that looks up each workspace's account in `credentials`.
+    pub fn new(credentials: Arc<dyn CarrierCredentials>, http: reqwest::Client) -> Self {
+        Self {
+            credentials,
+            http,
+            calls: CallIndex::default(),
+        }
+    }
+
+    /// Places a call and returns its `CA…` SID.
+    pub async fn create_call(&self, req: &DialRequest) -> Result<String, CarriersError> {
+        let account = load_account(
+            self.credentials.as_ref(),
+            &req.org_id,
+            KIND,
+            TwilioAccount::from_credential,
+        )
+        .await?;
+        let request = self
+            .http
+            .post(account.calls_url())
+            .basic_auth(&account.account_sid, Some(&account.auth_token))
+            .form(&create_call_form(req));
+        let (_, body) = send(KIND, request).await?;
+        let sid = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v.get("sid").and_then(|s| s.as_str()).map(str::to_string))
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| CarriersError::UnexpectedResponse {
+                kind: KIND,
+                reason: "create-call answer has no sid".into(),
+            })?;
+        self.calls.insert(
+            &sid,
+            &req.org_id,
+            call_lifetime(req.ring_timeout_seconds, req.time_limit_seconds),
+        );
+        Ok(sid)
+    }
+
+    /// Ends a call of a workspace; an already-ended call (404, code 20404) is success.
+    pub async fn end_call(&self, org_id: &str, sid: &str) -> Result<(), CarriersError> {
+        let account = load_account(
+            self.credentials.as_ref(),
+            org_id,
+            KIND,
+            TwilioAccount::from_credential,
+        )
+        .await?;
+        let request = self
+            .http
+            .post(account.call_url(sid))
+            .basic_auth(&account.account_sid, Some(&account.auth_token))
+            .form(&[("Status", "completed")]);
+        match send(KIND, request).await {
+            Ok(_) => Ok(()),
+            Err(CarriersError::Rejected {
+                status: 404, body, ..
+            }) if is_not_found(&body) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+/// Whether a 404 body is Twilio's "resource not found" (code 20404).
+fn is_not_found(body: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("code").and_then(|c| c.as_i64()))
+        == Some(CODE_NOT_FOUND)
+}
+
+#[async_trait]
+impl Carrier for TwilioCarrier {
+    async fn place(&self, req: DialRequest, _status: StatusSink) -> Result<String, CarrierError> {
+        // Progress arrives by HTTP status callback, routed to the engine by the service.
+        Ok(self.create_call(&req).await?)
+    }
+
+    async fn hangup(&self, carrier_call_id: &str) -> Result<(), CarrierError> {
+        let org_id =
+            self.calls
+                .org_of(carrier_call_id)
+                .ok_or_else(|| CarriersError::UnknownCall {
+                    kind: KIND,
+                    carrier_call_id: carrier_call_id.to_string(),
+                })?;
+        self.end_call(&org_id, carrier_call_id).await?;
+        self.calls.remove(carrier_call_id);
+        Ok(())
+    }
+}
+
+/// Maps a status callback's `CallStatus` (and `AnsweredBy`) to engine progress;
+/// `None` for statuses the engine does not act on (queued, initiated) or unknown ones.
+pub fn map_status(call_status: &str, answered_by: Option<&str>) -> Option<CarrierStatus> {
+    match call_status.trim().to_ascii_lowercase().as_str() {
+        "queued" | "initiated" => None,
+        "ringing" => Some(CarrierStatus::Ringing),
+        // A machine pick-up is still an answered line; the engine has no
+        // voicemail progress, so the conversation decides what to do with it.
+        "in-progress" | "answered" => {
+            let _ = answered_by;
+            Some(CarrierStatus::Answered)
+        }
+        "completed" => Some(CarrierStatus::Completed),
+        "busy" => Some(CarrierStatus::Busy),
+        "no-answer" => Some(CarrierStatus::NoAnswer),
+        "failed" => Some(CarrierStatus::Failed("failed".into())),
+        "canceled" => Some(CarrierStatus::Failed("canceled".into())),
+        _ => None,
+    }
+}
+
+/// The `X-Twilio-Signature` for a URL and form parameters: base64 HMAC-SHA1,
+/// keyed by the auth token, over the URL followed by each parameter sorted by name.
+pub fn signature(auth_token: &str, url: &str, params: &[(String, String)]) -> String {
+    STANDARD.encode(signing_mac(auth_token, url, params).finalize().into_bytes())
+}
+
+fn signing_mac(auth_token: &str, url: &str, params: &[(String, String)]) -> HmacSha1 {
+    // HMAC accepts keys of any length, so construction cannot fail.
+    let mut mac = match <HmacSha1 as KeyInit>::new_from_slice(auth_token.as_bytes()) {
+        Ok(m) => m,
+        Err(_) => unreachable!("hmac takes any key length"),
+    };
+    mac.update(url.as_bytes());
+    let mut sorted: Vec<&(String, String)> = params.iter().collect();
+    // Repeated names (e.g. StatusCallbackEvent) sort by value too, as Twilio's helpers do.
+    sorted.sort();
+    for (name, value) in sorted {
+        mac.update(name.as_bytes());
+        mac.update(value.as_bytes());
+    }
+    mac
+}
+
+/// Verifies `X-Twilio-Signature` over a form-encoded request, trying the URL
+/// as given and with its port added or removed (proxies differ on which one
+/// Twilio signed). A URL carrying `bodySHA256` is checked as a JSON-body request.
+pub fn verify_form(auth_token: &str, url: &str, body: &[u8], header: &str) -> bool {
+    if query_param(url, "bodySHA256").is_some() {
+        return verify_json_body(auth_token, url, body, header);
+    }
+    let params: Vec<(String, String)> = form_urlencoded::parse(body).into_owned().collect();
+    verify_params(auth_token, url, &params, header)
+}
+
+/// Verifies `X-Twilio-Signature` over a URL and already-parsed parameters.
+pub fn verify_params(
+    auth_token: &str,
+    url: &str,
+    params: &[(String, String)],
+    header: &str,
+) -> bool {
+    let Ok(expected) = STANDARD.decode(header.trim()) else {
+        return false;
+    };
+    url_port_variants(url).iter().any(|candidate| {
+        signing_mac(auth_token, candidate, params)
+            .verify_slice(&expected)
+            .is_ok()
+    })
+}
+
+/// Verifies a JSON-body request: the signature covers the URL alone (which
+/// carries `bodySHA256`), and that hash must match the body.
+pub fn verify_json_body(auth_token: &str, url: &str, body: &[u8], header: &str) -> bool {
+    let Some(claimed) = query_param(url, "bodySHA256") else {
+        return false;
+    };
+    let actual = hex::encode(Sha256::digest(body));
+    // Both are public values (the body and its hash in the URL), so a plain comparison is fine.
+    if !claimed.eq_ignore_ascii_case(&actual) {
+        return false;
+    }
+    verify_params(auth_token, url, &[], header)
+}
+
+/// The decoded value of a query parameter of a URL.
+fn query_param(url: &str, name: &str) -> Option<String> {
+    let query = url.split_once('?')?.1;
+    let query = query.split('#').next().unwrap_or(query);
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+}
+
+/// The URL as given, plus the same URL with its explicit port removed or the
+/// scheme's default port added.
+pub fn url_port_variants(url: &str) -> Vec<String> {
+    let mut variants = vec![url.to_string()];
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return variants;
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let (userinfo, hostport) = match authority.rsplit_once('@') {
+        Some((user, host)) => (format!("{user}@"), host),
+        None => (String::new(), authority),
+    };
+    // The port follows the last colon, unless that colon is inside an IPv6 literal.
+    let port_colon = hostport
+        .rfind(':')
+        .filter(|&i| !hostport[i..].contains(']'));
+    let other = match port_colon {
+        Some(i) => format!("{scheme}://{userinfo}{}{tail}", &hostport[..i]),
+        None => {
+            let port = match scheme.to_ascii_lowercase().as_str() {
+                "https" => 443,
+                "http" => 80,
+                _ => return variants,
+            };
+            format!("{scheme}://{userinfo}{hostport}:{port}{tail}")
+        }
+    };
+    variants.push(other);
+    variants
+}

@@ -1,0 +1,261 @@
+//! Vonage Voice API: place a call whose NCCO connects a websocket to our
+//! `/media/vonage` endpoint, authenticated by an RS256 application JWT; hang
+//! it up; and check its event callbacks.
+//!
+//! Vonage signs callbacks only when the account enables signed webhooks
+//! (an HS256 JWT keyed by the signature secret, checked when the credential
+//! holds `signatureSecret`), so the event URL we hand it also carries our own
+//! `sig` keyed by the application's private key.
+
+use super::{
+    CallIndex, CarrierCredentials, CarrierKind, CarriersError, base_url, call_lifetime,
+    callback_sig, load_account, optional_field, required_field, send, with_sig,
+};
+use async_trait::async_trait;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use voxline_actors::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
+
+const KIND: CarrierKind = CarrierKind::Vonage;
+
+/// Vonage's public API host.
+pub const DEFAULT_BASE_URL: &str = "https://api.nexmo.com";
+
+/// The audio format we ask Vonage to stream.
+pub const STREAM_CONTENT_TYPE: &str = "audio/l16;rate=16000";
+
+/// How long an application JWT we mint stays valid.
+const JWT_LIFETIME_SECONDS: i64 = 300;
+
+/// One Vonage application: `{applicationId, privateKey, baseUrl?, signatureSecret?}`.
+#[derive(Clone)]
+pub struct VonageAccount {
+    /// Application id (the JWT's `application_id`).
+    pub application_id: String,
+    /// PEM RSA private key of the application (signs our JWTs; keys our callback `sig`).
+    pub private_key_pem: String,
+    /// Signature secret for signed webhooks, when the account uses them.
+    pub signature_secret: Option<String>,
+    /// API base URL without a trailing slash.
+    pub base_url: String,
+}
+
+impl std::fmt::Debug for VonageAccount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Secrets stay out of logs.
+        f.debug_struct("VonageAccount")
+            .field("application_id", &self.application_id)
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VonageAccount {
+    /// Parses the workspace's `vonage` credential JSON.
+    pub fn from_credential(value: &serde_json::Value) -> Result<Self, CarriersError> {
+        let raw_key = required_field(KIND, value, "privateKey")?;
+        // Keys pasted into a single-line JSON field often carry literal "\n".
+        let private_key_pem = if raw_key.contains('\n') {
+            raw_key
+        } else {
+            raw_key.replace("\\n", "\n")
+        };
+        Ok(Self {
+            application_id: required_field(KIND, value, "applicationId")?,
+            private_key_pem,
+            signature_secret: optional_field(value, "signatureSecret"),
+            base_url: base_url(value, DEFAULT_BASE_URL),
+        })
+    }
+
+    /// Mints an application JWT (RS256) valid from `now_unix` for five minutes.
+    pub fn jwt(&self, now_unix: i64) -> Result<String, CarriersError> {
+        let key = EncodingKey::from_rsa_pem(self.private_key_pem.as_bytes()).map_err(|e| {
+            CarriersError::InvalidCredential {
+                kind: KIND,
+                reason: format!("privateKey is not a PEM RSA key: {e}"),
+            }
+        })?;
+        let claims = serde_json::json!({
+            "application_id": self.application_id,
+            "iat": now_unix,
+            "nbf": now_unix - 5,
+            "exp": now_unix + JWT_LIFETIME_SECONDS,
+            "jti": uuid::Uuid::new_v4().to_string(),
+        });
+        jsonwebtoken::encode(&Header::new(Algorithm::RS256), &claims, &key).map_err(|e| {
+            CarriersError::InvalidCredential {
+                kind: KIND,
+                reason: format!("cannot sign a JWT with privateKey: {e}"),
+            }
+        })
+    }
+}
+
+/// A number as Vonage takes it: E.164 digits without the `+`.
+fn vonage_number(e164: &str) -> String {
+    e164.trim().trim_start_matches('+').to_string()
+}
+
+/// The JSON body of the create-call request.
+pub fn create_call_body(req: &DialRequest, account: &VonageAccount) -> serde_json::Value {
+    let event_url = with_sig(
+        &req.status_url,
+        &callback_sig(&account.private_key_pem, &req.call_id),
+    );
+    serde_json::json!({
+        "to": [{ "type": "phone", "number": vonage_number(&req.to) }],
+        "from": { "type": "phone", "number": vonage_number(&req.from) },
+        "ncco": [{
+            "action": "connect",
+            "endpoint": [{
+                "type": "websocket",
+                "uri": req.media_url,
+                "content-type": STREAM_CONTENT_TYPE,
+                "headers": { "token": req.media_token, "callId": req.call_id },
+            }],
+        }],
+        "event_url": [event_url],
+        "event_method": "POST",
+        // Vonage accepts 1–120 s of ringing and 1–7200 s of call.
+        "ringing_timer": req.ring_timeout_seconds.clamp(1, 120),
+        "length_timer": req.time_limit_seconds.clamp(1, 7200),
+    })
+}
+
+/// Vonage behind the engine's [`Carrier`] trait, one application per workspace.
+pub struct VonageCarrier {
+    credentials: Arc<dyn CarrierCredentials>,
+    http: reqwest::Client,
+    calls: CallIndex,
+}
+
+fn now_unix() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+impl VonageCarrier {
+    /// A carrier that looks up each workspace's application in `credentials`.
+    pub fn new(credentials: Arc<dyn CarrierCredentials>, http: reqwest::Client) -> Self {
+        Self {
+            credentials,
+            http,
+            calls: CallIndex::default(),
+        }
+    }
+
+    /// Places a call and returns its `uuid`.
+    pub async fn create_call(&self, req: &DialRequest) -> Result<String, CarriersError> {
+        let account = load_account(
+            self.credentials.as_ref(),
+            &req.org_id,
+            KIND,
+            VonageAccount::from_credential,
+        )
+        .await?;
+        let request = self
+            .http
+            .post(format!("{}/v1/calls", account.base_url))
+            .bearer_auth(account.jwt(now_unix())?)
+            .json(&create_call_body(req, &account));
+        let (_, body) = send(KIND, request).await?;
+        let uuid = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v.get("uuid").and_then(|s| s.as_str()).map(str::to_string))
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| CarriersError::UnexpectedResponse {
+                kind: KIND,
+                reason: "create-call answer has no uuid".into(),
+            })?;
+        self.calls.insert(
+            &uuid,
+            &req.org_id,
+            call_lifetime(req.ring_timeout_seconds, req.time_limit_seconds),
+        );
+        Ok(uuid)
+    }
+
+    /// Ends a call of a workspace; a call Vonage no longer knows (404) already ended.
+    pub async fn end_call(&self, org_id: &str, uuid: &str) -> Result<(), CarriersError> {
+        let account = load_account(
+            self.credentials.as_ref(),
+            org_id,
+            KIND,
+            VonageAccount::from_credential,
+        )
+        .await?;
+        let request = self
+            .http
+            .put(format!("{}/v1/calls/{uuid}", account.base_url))
+            .bearer_auth(account.jwt(now_unix())?)
+            .json(&serde_json::json!({ "action": "hangup" }));
+        match send(KIND, request).await {
+            Ok(_) | Err(CarriersError::Rejected { status: 404, .. }) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+#[async_trait]
+impl Carrier for VonageCarrier {
+    async fn place(&self, req: DialRequest, _status: StatusSink) -> Result<String, CarrierError> {
+        // Progress arrives at the event URL, routed to the engine by the service.
+        Ok(self.create_call(&req).await?)
+    }
+
+    async fn hangup(&self, carrier_call_id: &str) -> Result<(), CarrierError> {
+        let org_id =
+            self.calls
+                .org_of(carrier_call_id)
+                .ok_or_else(|| CarriersError::UnknownCall {
+                    kind: KIND,
+                    carrier_call_id: carrier_call_id.to_string(),
+                })?;
+        self.end_call(&org_id, carrier_call_id).await?;
+        self.calls.remove(carrier_call_id);
+        Ok(())
+    }
+}
+
+/// Maps a Vonage event's `status` to engine progress; `None` for values the
+/// engine does not act on (started, answering-machine results, transfers).
+pub fn map_status(status: &str) -> Option<CarrierStatus> {
+    match status.trim().to_ascii_lowercase().as_str() {
+        "ringing" => Some(CarrierStatus::Ringing),
+        "answered" => Some(CarrierStatus::Answered),
+        "completed" => Some(CarrierStatus::Completed),
+        "busy" => Some(CarrierStatus::Busy),
+        "unanswered" | "timeout" => Some(CarrierStatus::NoAnswer),
+        "failed" => Some(CarrierStatus::Failed("failed".into())),
+        "rejected" => Some(CarrierStatus::Failed("rejected".into())),
+        "cancelled" | "canceled" => Some(CarrierStatus::Failed("cancelled".into())),
+        _ => None,
+    }
+}
+
+/// Verifies a signed webhook: `Authorization: Bearer <HS256 JWT>` keyed by the
+/// signature secret, whose `payload_hash` (when present) is the body's hex SHA-256.
+pub fn verify_signed_webhook(signature_secret: &str, authorization: &str, body: &[u8]) -> bool {
+    let Some(token) = authorization
+        .trim()
+        .strip_prefix("Bearer ")
+        .or_else(|| authorization.trim().strip_prefix("bearer "))
+    else {
+        return false;
+    };
+    let mut validation = Validation::new(Algorithm::HS256);
+    // Vonage's webhook tokens carry iat but no exp; replay is bounded by the call's life.
+    validation.validate_exp = false;
+    validation.required_spec_claims.clear();
+    validation.validate_aud = false;
+    let key = DecodingKey::from_secret(signature_secret.as_bytes());
+    let Ok(data) = jsonwebtoken::decode::<serde_json::Value>(token.trim(), &key, &validation)
+    else {
+        return false;
+    };
+    match data.claims.get("payload_hash").and_then(|h| h.as_str()) {
+        Some(hash) => hash.eq_ignore_ascii_case(&hex::encode(Sha256::digest(body))),
+        None => true,
+    }
+}
