@@ -2,9 +2,13 @@
 //! and shuts them down in order.
 
 use crate::bootstrap::{Bootstrapped, bootstrap_if_empty};
+use crate::calls::dispatch;
+use crate::calls::ledger::StoreLedger;
+use crate::calls::runner::CallRunner;
 use crate::clock::SharedClock;
 use crate::config::Settings;
 use crate::http;
+use crate::http::media::UsedTokens;
 use crate::janitor;
 use crate::rate_limit::RateLimiter;
 use crate::state::{AppInner, AppState};
@@ -13,10 +17,16 @@ use crate::telemetry::metrics_handle;
 use anyhow::Context;
 use axum::Router;
 use axum::routing::get;
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use voxline_actors::carrier::Carrier;
+use voxline_actors::carrier::sim::{CalleeLauncher, SimCarrier, SimCarrierConfig};
+use voxline_actors::engine::{Engine, EngineConfig};
+use voxline_actors::media_token::MediaTokens;
 
 /// A running server.
 pub struct Server {
@@ -50,14 +60,6 @@ impl Server {
         } else {
             bootstrap_if_empty(&store, clock.now()).await?
         };
-        let limiter = RateLimiter::new(store.clone(), clock.clone());
-        let state = AppState::new(AppInner {
-            store,
-            clock,
-            limiter,
-            settings: settings.clone(),
-            secret,
-        });
         let (stop, stop_rx) = watch::channel(false);
         let listener = tokio::net::TcpListener::bind(settings.listen)
             .await
@@ -67,6 +69,42 @@ impl Server {
             .await
             .with_context(|| format!("binding admin {}", settings.admin_listen))?;
         let admin_addr = admin_listener.local_addr()?;
+        let public_url = settings
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}"));
+        let ws_base = public_url
+            .replacen("https://", "wss://", 1)
+            .replacen("http://", "ws://", 1);
+
+        let limiter = RateLimiter::new(store.clone(), clock.clone());
+        let ledger = Arc::new(StoreLedger::new(store.clone(), clock.clone()));
+        let media_tokens = MediaTokens::new(&secret);
+        let engine = start_engine(
+            &settings,
+            &store,
+            &clock,
+            &ledger,
+            &media_tokens,
+            &ws_base,
+            &public_url,
+        )
+        .await?;
+        let state = AppState::new(AppInner {
+            store,
+            clock,
+            limiter,
+            settings: settings.clone(),
+            secret,
+            engine,
+            ledger,
+            media_tokens,
+            used_tokens: UsedTokens::default(),
+        });
+        let (ended, requeued) = dispatch::recover_after_restart(&state).await?;
+        if ended > 0 || requeued > 0 {
+            tracing::info!(ended, requeued, "recovered calls from the previous run");
+        }
 
         let mut tasks = Vec::new();
         let app = http::router(state.clone());
@@ -109,6 +147,17 @@ impl Server {
                 async move {
                     if let Err(err) = state.limiter.flush().await {
                         tracing::warn!(error = %err, "usage flush failed; will retry");
+                    }
+                }
+            }
+        }));
+        tasks.push(spawn_every(settings.dispatch_interval, stop_rx.clone(), {
+            let state = state.clone();
+            move || {
+                let state = state.clone();
+                async move {
+                    if let Err(err) = dispatch::dispatch_due(&state).await {
+                        tracing::warn!(error = %err, "dispatch pass failed");
                     }
                 }
             }
@@ -158,6 +207,7 @@ impl Server {
     /// Stops accepting, lets requests in flight finish, then persists counters.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
+        self.state.engine.shutdown().await;
         for task in self.tasks {
             let _ = task.await;
         }
@@ -206,4 +256,40 @@ pub async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
+}
+
+/// Starts the call engine with the sim carrier (real carriers join in later issues).
+async fn start_engine(
+    settings: &Settings,
+    store: &Store,
+    clock: &SharedClock,
+    ledger: &Arc<StoreLedger>,
+    tokens: &MediaTokens,
+    ws_base: &str,
+    public_url: &str,
+) -> anyhow::Result<Engine> {
+    let launcher: CalleeLauncher = Arc::new(|start| Box::pin(crate::sim_callee::run(start)));
+    let sim = SimCarrier::new(
+        SimCarrierConfig {
+            answer_after: Duration::from_millis(settings.sim.answer_after_ms),
+            ring_timeout: Duration::from_secs(u64::from(settings.sim.ring_seconds)),
+            ..SimCarrierConfig::default()
+        },
+        launcher,
+    );
+    let mut carriers: HashMap<String, Arc<dyn Carrier>> = HashMap::new();
+    carriers.insert("sim".into(), sim);
+    let now_clock = clock.clone();
+    let engine = Engine::start(EngineConfig {
+        ledger: ledger.clone(),
+        runner: Arc::new(CallRunner::new(store.clone(), settings.clone())),
+        carriers,
+        tokens: tokens.clone(),
+        media_base_url: format!("{ws_base}/media"),
+        callback_base_url: format!("{public_url}/carrier"),
+        media_wait: Duration::from_secs(15),
+        now_ms: Arc::new(move || now_clock.now().timestamp_millis()),
+    })
+    .await?;
+    Ok(engine)
 }

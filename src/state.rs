@@ -1,10 +1,14 @@
 //! Shared state handed to every HTTP handler and background job.
 
+use crate::calls::ledger::StoreLedger;
 use crate::clock::SharedClock;
 use crate::config::Settings;
+use crate::http::media::UsedTokens;
 use crate::rate_limit::RateLimiter;
 use crate::store::Store;
 use std::sync::Arc;
+use voxline_actors::engine::Engine;
+use voxline_actors::media_token::MediaTokens;
 
 /// The application's shared state; cheap to clone.
 #[derive(Clone)]
@@ -24,6 +28,21 @@ pub struct AppInner {
     pub settings: Settings,
     /// Server secret for signatures.
     pub secret: Vec<u8>,
+    /// The call engine.
+    pub engine: Engine,
+    /// Records call outcomes (also used for calls the engine never held).
+    pub ledger: Arc<StoreLedger>,
+    /// Verifies media tokens.
+    pub media_tokens: MediaTokens,
+    /// Media tokens already used.
+    pub used_tokens: UsedTokens,
+}
+
+impl AppInner {
+    /// Marks a media token used; false when it was used before.
+    pub fn claim_media_token(&self, token: &str, now_unix: i64) -> bool {
+        self.used_tokens.claim(token, now_unix)
+    }
 }
 
 impl AppState {

@@ -4,10 +4,12 @@ pub mod account;
 pub mod agents;
 pub mod auth;
 pub mod call_reads;
+pub mod calls;
 pub mod dashboard;
 pub mod error;
 pub mod extract;
 mod health;
+pub mod media;
 pub mod openapi;
 
 use crate::state::AppState;
@@ -50,6 +52,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(account::router())
         .merge(call_reads::router())
         .merge(dashboard::router())
+        .merge(calls::router())
 }
 
 /// The full application router.
@@ -72,6 +75,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .merge(health::router())
+        .merge(media::router())
         .merge(openapi::router(doc))
         .fallback_service(unmatched)
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))

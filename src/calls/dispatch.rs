@@ -1,0 +1,130 @@
+//! The durable dispatch queue: stored calls that no engine holds (scheduled
+//! retries, calls queued before a restart) are claimed and enqueued here.
+
+use super::placement::bypasses_slots;
+use crate::domain::agent::AgentSpec;
+use crate::state::AppState;
+use crate::store::StoreError;
+use voxline_actors::engine::{CallEnd, CallJob, CallLedger, CallStatus};
+
+/// Builds the engine's job for a stored call.
+#[allow(clippy::too_many_arguments)]
+pub fn job_for(
+    call_id: &str,
+    org_id: &str,
+    concurrency: i64,
+    to: &str,
+    from: &str,
+    provider: &str,
+    spec: &AgentSpec,
+    variables_json: &str,
+    ring_seconds: u32,
+) -> CallJob {
+    let variables: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(variables_json).unwrap_or_default();
+    let sim_script = variables.get("simScript").and_then(|v| match v {
+        serde_json::Value::String(s) => serde_json::from_str(s).ok(),
+        serde_json::Value::Array(_) => Some(v.clone()),
+        _ => None,
+    });
+    CallJob {
+        call_id: call_id.to_string(),
+        org_id: org_id.to_string(),
+        org_concurrency: u32::try_from(concurrency.max(1)).unwrap_or(u32::MAX),
+        to: to.to_string(),
+        from: from.to_string(),
+        provider: provider.to_string(),
+        bypass_slots: bypasses_slots(spec),
+        ring_timeout_seconds: if provider == "sim" { ring_seconds } else { 30 },
+        max_duration_seconds: spec.max_duration_seconds,
+        sim_script,
+        sim_fault: variables
+            .get("simFault")
+            .and_then(|v| v.as_str())
+            .map(str::to_string),
+    }
+}
+
+/// Claims and enqueues every due call; returns how many were handed over.
+pub async fn dispatch_due(state: &AppState) -> Result<usize, StoreError> {
+    let now = state.clock.now().timestamp_millis();
+    let mut handed = 0;
+    for row in state.store.due_calls(now, 500).await? {
+        if !state.store.claim_call(&row.id).await? {
+            continue;
+        }
+        let (Some(org), Some(agent)) = (
+            state.store.org(&row.org_id).await?,
+            state.store.agent(&row.org_id, &row.agent_id).await?,
+        ) else {
+            fail(state, &row.id, "agent-unavailable").await;
+            continue;
+        };
+        let spec = match agent.spec() {
+            Ok(spec) if agent.status() == crate::domain::agent::AgentStatus::Active => spec,
+            _ => {
+                fail(state, &row.id, "agent-unavailable").await;
+                continue;
+            }
+        };
+        let job = job_for(
+            &row.id,
+            &row.org_id,
+            org.concurrency,
+            &row.phone,
+            &row.from_number,
+            &row.provider,
+            &spec,
+            &row.variables,
+            state.settings.sim.ring_seconds,
+        );
+        if let Err(err) = state.engine.enqueue(job) {
+            tracing::error!(call = %row.id, error = %err, "engine refused a due call");
+            state.store.release_queued_calls(Some(&row.org_id)).await?;
+            break;
+        }
+        handed += 1;
+    }
+    Ok(handed)
+}
+
+async fn fail(state: &AppState, call_id: &str, reason: &str) {
+    let end = CallEnd {
+        call_id: call_id.to_string(),
+        status: CallStatus::Failed,
+        ended_reason: reason.to_string(),
+        answered_at: None,
+        ended_at: state.clock.now().timestamp_millis(),
+    };
+    if let Err(err) = state.ledger.finish(end).await {
+        tracing::error!(call = %call_id, error = %err, "could not fail an undispatchable call");
+    }
+}
+
+/// After a restart: live calls of the previous process end with
+/// `service-restart` (the sim carrier's legs died with it), and every queued
+/// call goes back to the dispatcher.
+pub async fn recover_after_restart(state: &AppState) -> Result<(usize, u64), StoreError> {
+    let orphans = state.store.orphaned_live_calls().await?;
+    let now = state.clock.now().timestamp_millis();
+    for (id, status, answered_at, last_activity) in &orphans {
+        let answered = status == "in-progress";
+        let end = CallEnd {
+            call_id: id.clone(),
+            status: if answered {
+                CallStatus::Completed
+            } else {
+                CallStatus::Failed
+            },
+            ended_reason: "service-restart".into(),
+            answered_at: *answered_at,
+            // Bill only up to the last sign of life, not the downtime.
+            ended_at: last_activity.or(*answered_at).unwrap_or(now),
+        };
+        if let Err(err) = state.ledger.finish(end).await {
+            tracing::error!(call = %id, error = %err, "could not end an orphaned call");
+        }
+    }
+    let released = state.store.release_queued_calls(None).await?;
+    Ok((orphans.len(), released))
+}

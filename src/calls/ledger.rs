@@ -1,0 +1,122 @@
+//! The engine's [`CallLedger`] on top of the store: transitions, the billed
+//! terminal outcome, and scheduling of retries by the agent's policy.
+
+use crate::clock::{SharedClock, ist_month_key};
+use crate::domain::ids::CallId;
+use crate::store::Store;
+use crate::store::calls::{CallOutcome, NewCall};
+use async_trait::async_trait;
+use voxline_actors::engine::{CallEnd, CallLedger, CallStatus, LedgerError};
+
+/// Persists what the engine reports.
+pub struct StoreLedger {
+    store: Store,
+    clock: SharedClock,
+}
+
+impl StoreLedger {
+    /// A ledger writing to `store`.
+    pub fn new(store: Store, clock: SharedClock) -> Self {
+        Self { store, clock }
+    }
+}
+
+fn err(e: impl std::fmt::Display) -> LedgerError {
+    LedgerError(e.to_string())
+}
+
+#[async_trait]
+impl CallLedger for StoreLedger {
+    async fn transition(
+        &self,
+        call_id: &str,
+        status: CallStatus,
+        at_ms: i64,
+    ) -> Result<(), LedgerError> {
+        self.store
+            .call_transition(call_id, status.as_str(), at_ms)
+            .await
+            .map(|_| ())
+            .map_err(err)
+    }
+
+    async fn carrier_call_id(
+        &self,
+        call_id: &str,
+        carrier_call_id: &str,
+    ) -> Result<(), LedgerError> {
+        self.store
+            .set_carrier_call_id(call_id, carrier_call_id)
+            .await
+            .map_err(err)
+    }
+
+    async fn finish(&self, end: CallEnd) -> Result<(), LedgerError> {
+        let month = ist_month_key(self.clock.now());
+        let outcome = CallOutcome {
+            call_id: &end.call_id,
+            status: end.status.as_str(),
+            ended_reason: &end.ended_reason,
+            answered_at: end.answered_at,
+            ended_at: end.ended_at,
+            month: &month,
+        };
+        let Some(done) = self.store.finish_call(&outcome).await.map_err(err)? else {
+            return Ok(());
+        };
+        metrics::counter!("voxline_calls_finished_total", "status" => end.status.as_str())
+            .increment(1);
+        // Retries: unanswered outcomes are re-dialed by the engine itself, later.
+        let Some(agent) = self
+            .store
+            .agent(&done.org_id, &done.agent_id)
+            .await
+            .map_err(err)?
+        else {
+            return Ok(());
+        };
+        let Ok(spec) = agent.spec() else {
+            return Ok(());
+        };
+        let policy = &spec.retry_policy;
+        let retry = policy.retry_on.iter().any(|s| s == end.status.as_str())
+            && done.attempt < i64::from(policy.max_attempts)
+            && end.ended_reason != "canceled";
+        if retry {
+            let not_before = end.ended_at + i64::from(policy.retry_after_seconds) * 1000;
+            let now_ms = self.clock.now().timestamp_millis();
+            let next = NewCall {
+                id: CallId::new().to_string(),
+                org_id: done.org_id,
+                agent_id: done.agent_id,
+                agent_name: done.agent_name,
+                engine: done.engine,
+                phone: done.phone,
+                target_name: done.target_name,
+                from_number: done.from_number,
+                provider: done.provider,
+                variables: done.variables,
+                source: done.source,
+                attempt: done.attempt + 1,
+                retry_of: Some(done.retry_of.unwrap_or_else(|| end.call_id.clone())),
+                batch_id: done.batch_id,
+                campaign_id: done.campaign_id,
+                campaign_name: done.campaign_name,
+                rate_paise: done.rate_paise,
+                not_before,
+                dispatched: false,
+                now_ms,
+            };
+            self.store.insert_calls(&[next]).await.map_err(err)?;
+        }
+        Ok(())
+    }
+
+    async fn release_queued(&self, org_id: &str) -> Result<(), LedgerError> {
+        self.store
+            .release_queued_calls(Some(org_id))
+            .await
+            .map(|_| ())
+            .map_err(err)
+    }
+}

@@ -1,0 +1,7 @@
+//! Calls on the service side: placing them, dispatching stored calls to the
+//! engine, and the ledger through which the engine records their outcomes.
+
+pub mod dispatch;
+pub mod ledger;
+pub mod placement;
+pub mod runner;

@@ -1,0 +1,289 @@
+//! Runs an answered call's conversation: builds the loop's configuration from
+//! the agent and the call's variables, persists turns as they end, and stores
+//! the transcript, extracted fields, latencies and recording afterwards.
+
+use crate::config::Settings;
+use crate::domain::agent::{AgentSpec, ConversationEngine as AgentEngine, fill_placeholders};
+use crate::http::media::MediaStream;
+use crate::store::Store;
+use crate::store::calls::NewRecording;
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use voxline_actors::callee::spoken_lines;
+use voxline_actors::conversation::{
+    CarrierSession, ConversationConfig, ConversationEngine, ConversationObserver, KeypadMenu,
+    KeypadOption, Speaker, Turn, run_conversation,
+};
+use voxline_actors::engine::{CallJob, ConversationRunner, MediaSession};
+use voxline_actors::providers::sim::{SimConfig, SimFailure};
+use voxline_actors::providers::{ProviderKind, Providers};
+
+/// The service's [`ConversationRunner`].
+pub struct CallRunner {
+    store: Store,
+    settings: Settings,
+}
+
+impl CallRunner {
+    /// A runner persisting into `store`.
+    pub fn new(store: Store, settings: Settings) -> Self {
+        Self { store, settings }
+    }
+
+    fn sim_config(&self, variables: &Map<String, Value>) -> SimConfig {
+        let sim = &self.settings.sim;
+        let fail = variables
+            .get("simFail")
+            .and_then(Value::as_str)
+            .and_then(|p| {
+                let provider = match p {
+                    "asr" => ProviderKind::Asr,
+                    "llm" => ProviderKind::Llm,
+                    "tts" => ProviderKind::Tts,
+                    _ => return None,
+                };
+                let after_uses = variables
+                    .get("simFailAfter")
+                    .and_then(Value::as_u64)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .unwrap_or(0);
+                Some(SimFailure {
+                    provider,
+                    after_uses,
+                })
+            });
+        SimConfig {
+            asr_latency: Duration::from_millis(sim.asr_latency_ms),
+            llm_first_token: Duration::from_millis(sim.llm_first_token_ms),
+            llm_token_interval: Duration::from_millis(sim.llm_token_interval_ms),
+            tts_first_byte: Duration::from_millis(sim.tts_first_byte_ms),
+            fail,
+            ..SimConfig::default()
+        }
+    }
+}
+
+/// The spoken lines of the call's sim script, as its callee will say them.
+fn script_lines(script: &Option<Value>) -> Vec<String> {
+    spoken_lines(&crate::sim_callee::script_steps(script))
+}
+
+/// The loop's configuration for an agent and a call's variables.
+pub fn conversation_config(
+    call_id: &str,
+    carrier: CarrierSession,
+    spec: &AgentSpec,
+    variables: &Map<String, Value>,
+    sim_script: Vec<String>,
+    recording_path: Option<std::path::PathBuf>,
+) -> ConversationConfig {
+    let engine = match spec.conversation_engine {
+        AgentEngine::Pipeline => ConversationEngine::Pipeline,
+        AgentEngine::Announcement => ConversationEngine::Announcement,
+        AgentEngine::Keypad => ConversationEngine::Keypad,
+    };
+    let keypad = spec.keypad.as_ref().map(|k| KeypadMenu {
+        prompt: fill_placeholders(&k.prompt, variables),
+        options: k
+            .options
+            .iter()
+            .filter_map(|o| {
+                Some(KeypadOption {
+                    digit: o.digit.chars().next()?,
+                    say: fill_placeholders(&o.say, variables),
+                    value: Value::String(o.value.clone()),
+                })
+            })
+            .collect(),
+        timeout: Duration::from_secs(u64::from(k.timeout_seconds)),
+        attempts: k.attempts,
+    });
+    ConversationConfig {
+        call_id: call_id.to_string(),
+        carrier,
+        engine,
+        welcome_message: fill_placeholders(&spec.welcome_message, variables),
+        prompt: fill_placeholders(&spec.prompt, variables),
+        language: spec.language.clone(),
+        voice: spec.voice.clone(),
+        max_duration: Duration::from_secs(u64::from(spec.max_duration_seconds)),
+        silence_timeout: Duration::from_secs(u64::from(spec.silence_timeout_seconds)),
+        interruptible: spec.interruptible,
+        end_call_phrases: spec.end_call_phrases.clone(),
+        keypad,
+        announcement_repeat: spec.announcement.repeat,
+        sim_script,
+        recording_path,
+        ..ConversationConfig::default()
+    }
+}
+
+/// Persists each turn as it ends, in order, off the media loop.
+struct TurnWriter {
+    tx: mpsc::UnboundedSender<Turn>,
+}
+
+impl ConversationObserver for TurnWriter {
+    fn on_turn(&self, turn: &Turn) {
+        let _ = self.tx.send(turn.clone());
+    }
+}
+
+fn unix_ms(at: SystemTime) -> i64 {
+    at.duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// "Bot: …\nCandidate: …" as stored in `transcriptText`.
+pub fn transcript_text(turns: &[Turn]) -> String {
+    turns
+        .iter()
+        .map(|t| {
+            let who = match t.speaker {
+                Speaker::Assistant => "Bot",
+                Speaker::User => "Candidate",
+            };
+            format!("{who}: {}", t.text)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn summary(turns: &[Turn], ended_reason: &str) -> String {
+    let user_turns = turns.iter().filter(|t| t.speaker == Speaker::User).count();
+    let agent_turns = turns.len() - user_turns;
+    let last_user = turns
+        .iter()
+        .rev()
+        .find(|t| t.speaker == Speaker::User)
+        .map(|t| format!(" Last thing the caller said: \"{}\".", t.text))
+        .unwrap_or_default();
+    format!(
+        "{agent_turns} agent and {user_turns} caller turn(s); ended by {ended_reason}.{last_user}"
+    )
+}
+
+#[async_trait]
+impl ConversationRunner for CallRunner {
+    async fn run(
+        &self,
+        job: CallJob,
+        media: MediaSession,
+        _answered_at_ms: i64,
+        cancel: CancellationToken,
+    ) -> String {
+        let Ok(stream) = media.downcast::<MediaStream>() else {
+            return "media-error".into();
+        };
+        let MediaStream {
+            codec,
+            transport,
+            start,
+        } = *stream;
+        let Ok(Some((agent_id, variables_json))) =
+            self.store.call_agent_and_variables(&job.call_id).await
+        else {
+            return "engine-error".into();
+        };
+        let Ok(Some(agent)) = self.store.agent(&job.org_id, &agent_id).await else {
+            return "engine-error".into();
+        };
+        let Ok(spec) = agent.spec() else {
+            return "engine-error".into();
+        };
+        let variables: Map<String, Value> =
+            serde_json::from_str(&variables_json).unwrap_or_default();
+        let dir = self
+            .settings
+            .storage
+            .data_dir
+            .join("recordings")
+            .join(&job.org_id);
+        let recording_path = match std::fs::create_dir_all(&dir) {
+            Ok(()) => Some(dir.join(format!("{}.wav", job.call_id))),
+            Err(err) => {
+                tracing::warn!(call = %job.call_id, error = %err, "recording disabled: cannot create directory");
+                None
+            }
+        };
+        let config = conversation_config(
+            &job.call_id,
+            CarrierSession::started(codec, Box::new(start)),
+            &spec,
+            &variables,
+            script_lines(&job.sim_script),
+            recording_path,
+        );
+        let providers = Providers::sim(self.sim_config(&variables));
+
+        let (tx, mut rx) = mpsc::unbounded_channel::<Turn>();
+        let store = self.store.clone();
+        let call_id = job.call_id.clone();
+        let org_id = job.org_id.clone();
+        let seq = Arc::new(AtomicI64::new(0));
+        let writer = tokio::spawn(async move {
+            while let Some(turn) = rx.recv().await {
+                let n = seq.fetch_add(1, Ordering::Relaxed);
+                if let Err(err) = store
+                    .insert_turn(
+                        &call_id,
+                        &org_id,
+                        n,
+                        turn.speaker.as_str(),
+                        &turn.text,
+                        unix_ms(turn.at),
+                    )
+                    .await
+                {
+                    tracing::warn!(call = %call_id, error = %err, "could not store a turn");
+                }
+            }
+        });
+        let observer: Arc<dyn ConversationObserver> = Arc::new(TurnWriter { tx });
+        let outcome = run_conversation(config, providers, transport, observer, cancel).await;
+        let _ = writer.await;
+
+        let reason = outcome.ended_reason.as_str().to_string();
+        if let Some(err) = &outcome.error {
+            tracing::warn!(call = %job.call_id, reason = %reason, error = %err, "conversation ended by a provider failure");
+        }
+        let latencies = Value::Array(outcome.latencies.iter().map(|l| l.to_json()).collect());
+        if let Err(err) = self
+            .store
+            .set_call_results(
+                &job.call_id,
+                &transcript_text(&outcome.transcript),
+                &summary(&outcome.transcript, &reason),
+                &Value::Object(outcome.extracted.clone()).to_string(),
+                &latencies.to_string(),
+            )
+            .await
+        {
+            tracing::error!(call = %job.call_id, error = %err, "could not store call results");
+        }
+        if let Some(rec) = &outcome.recording {
+            let bytes = std::fs::metadata(&rec.path).map(|m| m.len()).unwrap_or(0);
+            let now = unix_ms(SystemTime::now());
+            let path = rec.path.to_string_lossy();
+            let record = NewRecording {
+                call_id: &job.call_id,
+                org_id: &job.org_id,
+                path: &path,
+                format: "wav",
+                duration_ms: i64::try_from(rec.duration.as_millis()).unwrap_or(i64::MAX),
+                bytes: i64::try_from(bytes).unwrap_or(i64::MAX),
+                now_ms: now,
+            };
+            if let Err(err) = self.store.insert_recording(&record).await {
+                tracing::error!(call = %job.call_id, error = %err, "could not store the recording");
+            }
+        }
+        reason
+    }
+}

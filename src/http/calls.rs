@@ -1,0 +1,357 @@
+//! Placing and canceling calls: `POST /api/calls`, `POST /api/agents/{id}/test-call`,
+//! `POST /api/alert`, `POST /api/calls/{id}/cancel`.
+
+use super::MessageBody;
+use super::agents::AgentView;
+use super::auth::Caller;
+use super::error::{ApiError, ApiResult};
+use super::extract::ApiJson;
+use crate::calls::placement::{self, CallSource, CallTarget};
+use crate::domain::PhoneNumber;
+use crate::domain::ids::CallId;
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::collections::HashSet;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use voxline_actors::engine::{CallEnd, CallLedger, CallStatus, CancelOutcome};
+
+/// Most numbers one alert may dial.
+pub const MAX_ALERT_PHONES: usize = 10_000;
+
+/// The call-placing routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(place_call))
+        .routes(routes!(test_call))
+        .routes(routes!(alert))
+        .routes(routes!(cancel_call))
+}
+
+/// `POST /api/calls` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlaceCallBody {
+    /// Agent that runs the call.
+    pub agent_id: String,
+    /// E.164 number to dial.
+    pub to: String,
+    /// Name of the person called.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Fills the agent's placeholders.
+    #[serde(default)]
+    pub variables: Option<Map<String, Value>>,
+    /// Caller ID override; must be a number the workspace owns.
+    #[serde(default)]
+    pub from_number: Option<String>,
+}
+
+/// A queued call.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacedCall {
+    /// The new call's id.
+    pub call_id: String,
+    /// Raw status: queued.
+    pub status: String,
+}
+
+fn target_name(variables: &Map<String, Value>, explicit: Option<String>) -> String {
+    explicit
+        .filter(|n| !n.trim().is_empty())
+        .or_else(|| {
+            variables
+                .get("name")
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
+/// Place one call from a backend.
+#[utoipa::path(post, path = "/api/calls", tag = "calls", request_body = PlaceCallBody,
+    responses((status = 201, body = PlacedCall), (status = 400, body = MessageBody), (status = 402, body = MessageBody),
+        (status = 403, body = MessageBody), (status = 404, body = MessageBody)))]
+async fn place_call(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<PlaceCallBody>,
+) -> ApiResult<(StatusCode, Json<PlacedCall>)> {
+    let phone =
+        PhoneNumber::parse(&body.to).map_err(|e| ApiError::BadRequest(format!("to {e}")))?;
+    let plan = placement::plan(
+        &state,
+        &caller.org(),
+        &body.agent_id,
+        body.from_number.as_deref(),
+    )
+    .await?;
+    let variables = body.variables.unwrap_or_default();
+    let name = target_name(&variables, body.name);
+    let placed = placement::place(
+        &state,
+        &plan,
+        vec![CallTarget {
+            phone,
+            name,
+            variables,
+        }],
+        CallSource::Api,
+    )
+    .await?;
+    let call_id = placed
+        .into_iter()
+        .next()
+        .map(|(id, _)| id)
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("no call was placed")))?;
+    Ok((
+        StatusCode::CREATED,
+        Json(PlacedCall {
+            call_id,
+            status: "queued".into(),
+        }),
+    ))
+}
+
+/// `POST /api/agents/{agentId}/test-call` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TestCallBody {
+    /// E.164 number to ring.
+    pub phone_number: String,
+    /// Fills the agent's placeholders.
+    #[serde(default)]
+    pub variables: Option<Map<String, Value>>,
+}
+
+/// The agent, with the test call's id.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TestCallResponse {
+    /// The new call's id.
+    pub call_id: String,
+    /// Raw status: queued.
+    pub call_status: String,
+    /// The agent placing it.
+    #[serde(flatten)]
+    pub agent: AgentView,
+}
+
+/// Ring one number with an agent.
+#[utoipa::path(post, path = "/api/agents/{agentId}/test-call", tag = "agents", request_body = TestCallBody,
+    params(("agentId" = String, Path, description = "Agent id")),
+    responses((status = 201, body = TestCallResponse), (status = 400, body = MessageBody), (status = 402, body = MessageBody),
+        (status = 403, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
+async fn test_call(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(agent_id): Path<String>,
+    ApiJson(body): ApiJson<TestCallBody>,
+) -> ApiResult<(StatusCode, Json<TestCallResponse>)> {
+    let phone = PhoneNumber::parse(&body.phone_number)
+        .map_err(|e| ApiError::BadRequest(format!("phoneNumber {e}")))?;
+    let plan = placement::plan(&state, &caller.org(), &agent_id, None).await?;
+    if let Some(live) = state
+        .store
+        .live_call_to(&caller.org(), phone.as_str())
+        .await?
+    {
+        return Err(ApiError::Conflict {
+            message: format!("{phone} already has a call in flight"),
+            extra: Some(json!({ "callId": live })),
+        });
+    }
+    let variables = body.variables.unwrap_or_default();
+    let name = target_name(&variables, None);
+    let placed = placement::place(
+        &state,
+        &plan,
+        vec![CallTarget {
+            phone,
+            name,
+            variables,
+        }],
+        CallSource::TestCall,
+    )
+    .await?;
+    let call_id = placed
+        .into_iter()
+        .next()
+        .map(|(id, _)| id)
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("no call was placed")))?;
+    Ok((
+        StatusCode::CREATED,
+        Json(TestCallResponse {
+            call_id,
+            call_status: "queued".into(),
+            agent: AgentView::from_row(&plan.agent)?,
+        }),
+    ))
+}
+
+/// `POST /api/alert` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AlertBody {
+    /// Agent that places the calls.
+    pub agent_id: String,
+    /// E.164 strings, or `{name?, phone}` objects.
+    #[schema(value_type = Vec<Object>)]
+    pub phones: Vec<Value>,
+    /// Caller ID override.
+    #[serde(default)]
+    pub from_number: Option<String>,
+    /// Applied to every call.
+    #[serde(default)]
+    pub variables: Option<Map<String, Value>>,
+}
+
+/// One dialed number of an alert.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertCall {
+    /// Call id.
+    pub call_id: String,
+    /// E.164 number.
+    pub phone: String,
+}
+
+/// The alert's result.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AlertResponse {
+    /// Summary.
+    pub message: String,
+    /// One call per distinct valid number.
+    pub calls: Vec<AlertCall>,
+    /// Calls created.
+    pub dialed: usize,
+    /// Malformed or placeholder numbers skipped.
+    pub skipped: usize,
+}
+
+/// Ring many numbers at once.
+#[utoipa::path(post, path = "/api/alert", tag = "alert", request_body = AlertBody,
+    responses((status = 200, body = AlertResponse), (status = 400, body = MessageBody), (status = 402, body = MessageBody),
+        (status = 403, body = MessageBody), (status = 404, body = MessageBody)))]
+async fn alert(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<AlertBody>,
+) -> ApiResult<Json<AlertResponse>> {
+    if body.phones.is_empty() {
+        return Err(ApiError::BadRequest(
+            "phones must hold at least one number".into(),
+        ));
+    }
+    if body.phones.len() > MAX_ALERT_PHONES {
+        return Err(ApiError::BadRequest(format!(
+            "phones holds {} numbers; at most {MAX_ALERT_PHONES} are allowed",
+            body.phones.len()
+        )));
+    }
+    let variables = body.variables.unwrap_or_default();
+    let mut seen = HashSet::new();
+    let mut targets = Vec::new();
+    let mut skipped = 0;
+    for entry in &body.phones {
+        let (raw, name) = match entry {
+            Value::String(s) => (Some(s.as_str()), None),
+            Value::Object(o) => (
+                o.get("phone").and_then(Value::as_str),
+                o.get("name").and_then(Value::as_str),
+            ),
+            _ => (None, None),
+        };
+        let Some(phone) = raw.and_then(|r| PhoneNumber::parse(r).ok()) else {
+            skipped += 1;
+            continue;
+        };
+        if !seen.insert(phone.clone()) {
+            continue;
+        }
+        targets.push(CallTarget {
+            name: target_name(&variables, name.map(str::to_string)),
+            phone,
+            variables: variables.clone(),
+        });
+    }
+    if targets.is_empty() {
+        return Err(ApiError::BadRequest(
+            "phones holds no valid E.164 number; every entry was malformed or a placeholder".into(),
+        ));
+    }
+    let plan = placement::plan(
+        &state,
+        &caller.org(),
+        &body.agent_id,
+        body.from_number.as_deref(),
+    )
+    .await?;
+    let placed = placement::place(&state, &plan, targets, CallSource::Alert).await?;
+    let dialed = placed.len();
+    Ok(Json(AlertResponse {
+        message: format!("Alert queued: {dialed} call(s), {skipped} number(s) skipped"),
+        calls: placed
+            .into_iter()
+            .map(|(call_id, phone)| AlertCall { call_id, phone })
+            .collect(),
+        dialed,
+        skipped,
+    }))
+}
+
+/// Cancel a queued call or hang up a live one.
+#[utoipa::path(post, path = "/api/calls/{callId}/cancel", tag = "calls",
+    params(("callId" = String, Path, description = "Call id")),
+    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
+async fn cancel_call(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(call_id): Path<String>,
+) -> ApiResult<Json<MessageBody>> {
+    let not_found = || ApiError::NotFound(format!("Call {call_id} not found"));
+    let parsed: CallId = call_id.parse().map_err(|_| not_found())?;
+    let id = parsed.to_string();
+    let org = caller.org();
+    let status = state
+        .store
+        .call_status(&org, &id)
+        .await?
+        .ok_or_else(not_found)?;
+    if CallStatus::parse(&status).is_some_and(CallStatus::is_terminal) {
+        return Err(ApiError::conflict(format!(
+            "Call {call_id} has already ended ({status})"
+        )));
+    }
+    match state
+        .engine
+        .cancel(&org, &id)
+        .await
+        .map_err(|e| ApiError::Internal(e.into()))?
+    {
+        CancelOutcome::Dequeued => Ok(MessageBody::json("Call canceled")),
+        CancelOutcome::HangingUp => Ok(MessageBody::json("Call is being hung up")),
+        CancelOutcome::NotFound => {
+            // Not held by the engine: a scheduled retry or a call awaiting dispatch.
+            let end = CallEnd {
+                call_id: id.clone(),
+                status: CallStatus::Canceled,
+                ended_reason: "canceled".into(),
+                answered_at: None,
+                ended_at: state.clock.now().timestamp_millis(),
+            };
+            state
+                .ledger
+                .finish(end)
+                .await
+                .map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
+            Ok(MessageBody::json("Call canceled"))
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! `/media/{carrier}`: the carriers' media websockets (decisions §10).
+//!
+//! The stream's first messages are read here to find the per-call token (in
+//! the path or the stream's custom parameters); only a valid, unexpired,
+//! unused token for a live call hands the socket to that call's actor.
+//! Anything else is closed without touching a call.
+
+use crate::state::AppState;
+use async_trait::async_trait;
+use axum::Router;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use std::collections::HashMap;
+use std::time::Duration;
+use voxline_actors::conversation::transport::{MediaTransport, TransportError, TransportMessage};
+use voxline_media::carrier::{CarrierCodec, CarrierKind, InboundEvent, OutboundFrame, StreamStart};
+
+/// How long a carrier may take to send its `start` message.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An answered call's media stream, handed to the call's conversation.
+pub struct MediaStream {
+    /// The carrier's codec, with the `start` already parsed.
+    pub codec: CarrierCodec,
+    /// The socket.
+    pub transport: AxumTransport,
+    /// The parsed `start` message.
+    pub start: StreamStart,
+}
+
+/// The media routes; no API key (carriers authenticate with the call token).
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/media/{carrier}", get(media_socket))
+        .route("/media/{carrier}/{token}", get(media_socket_with_token))
+}
+
+async fn media_socket(
+    state: State<AppState>,
+    Path(carrier): Path<String>,
+    query: RawQuery,
+    ws: WebSocketUpgrade,
+) -> Response {
+    upgrade(state, carrier, None, query, ws)
+}
+
+async fn media_socket_with_token(
+    state: State<AppState>,
+    Path((carrier, token)): Path<(String, String)>,
+    query: RawQuery,
+    ws: WebSocketUpgrade,
+) -> Response {
+    upgrade(state, carrier, Some(token), query, ws)
+}
+
+fn upgrade(
+    State(state): State<AppState>,
+    carrier: String,
+    path_token: Option<String>,
+    RawQuery(query): RawQuery,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let Ok(kind) = carrier.parse::<CarrierKind>() else {
+        return super::error::ApiError::NotFound(format!("Cannot GET /media/{carrier}"))
+            .into_response();
+    };
+    let query = query.unwrap_or_default();
+    let Ok(codec) = CarrierCodec::with_url_query(kind, &query) else {
+        return super::error::ApiError::BadRequest("unsupported media parameters".into())
+            .into_response();
+    };
+    let query_token = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("token="))
+        .map(str::to_string);
+    let token = path_token.or(query_token);
+    ws.on_upgrade(move |socket| accept(state, codec, token, socket))
+}
+
+async fn accept(
+    state: AppState,
+    mut codec: CarrierCodec,
+    token: Option<String>,
+    socket: WebSocket,
+) {
+    let mut transport = AxumTransport::new(socket);
+    let mut audio = Vec::new();
+    let start = match tokio::time::timeout(
+        START_TIMEOUT,
+        read_start(&mut codec, &mut transport, &mut audio),
+    )
+    .await
+    {
+        Ok(Some(start)) => start,
+        _ => {
+            transport.reject("no start message").await;
+            return;
+        }
+    };
+    let token = token.or_else(|| start.custom_parameter("token").map(str::to_string));
+    let now = state.clock.now().timestamp();
+    let call_id = match token.as_deref().map(|t| state.media_tokens.verify(t, now)) {
+        Some(Ok(call_id)) => call_id,
+        Some(Err(err)) => {
+            tracing::warn!(error = %err, "media stream refused");
+            transport.reject("invalid media token").await;
+            return;
+        }
+        None => {
+            transport.reject("missing media token").await;
+            return;
+        }
+    };
+    if !state.claim_media_token(token.as_deref().unwrap_or_default(), now) {
+        tracing::warn!(call = %call_id, "media token reused");
+        transport.reject("media token already used").await;
+        return;
+    }
+    let stream = MediaStream {
+        codec,
+        transport,
+        start: *start,
+    };
+    if let Err(returned) = state.engine.attach_media(&call_id, Box::new(stream)) {
+        tracing::info!(call = %call_id, "media stream for a call that is not live; closing");
+        if let Ok(mut stream) = returned.downcast::<MediaStream>() {
+            stream.transport.reject("call has ended").await;
+        }
+    }
+}
+
+/// Reads until the carrier's `start` (Vonage: `websocket:connected`).
+async fn read_start(
+    codec: &mut CarrierCodec,
+    transport: &mut AxumTransport,
+    audio: &mut Vec<u8>,
+) -> Option<Box<StreamStart>> {
+    loop {
+        let event = match transport.recv().await? {
+            TransportMessage::Text(text) => codec.parse_text(&text, audio).ok()?,
+            TransportMessage::Binary(data) => codec.parse_binary(&data, audio).ok()?,
+            TransportMessage::Closed => return None,
+        };
+        match event {
+            InboundEvent::Start(start) => return Some(start),
+            InboundEvent::Stop { .. } => return None,
+            _ => {}
+        }
+    }
+}
+
+/// [`MediaTransport`] over axum's websocket.
+pub struct AxumTransport {
+    socket: WebSocket,
+    closed: bool,
+}
+
+impl AxumTransport {
+    fn new(socket: WebSocket) -> Self {
+        Self {
+            socket,
+            closed: false,
+        }
+    }
+
+    /// Closes with a policy-violation code and a reason.
+    async fn reject(&mut self, reason: &'static str) {
+        let _ = self
+            .socket
+            .send(Message::Close(Some(CloseFrame {
+                code: 1008,
+                reason: reason.into(),
+            })))
+            .await;
+        self.closed = true;
+    }
+}
+
+#[async_trait]
+impl MediaTransport for AxumTransport {
+    async fn recv(&mut self) -> Option<TransportMessage> {
+        if self.closed {
+            return None;
+        }
+        loop {
+            match self.socket.recv().await {
+                Some(Ok(Message::Text(text))) => {
+                    return Some(TransportMessage::Text(text.to_string()));
+                }
+                Some(Ok(Message::Binary(data))) => {
+                    return Some(TransportMessage::Binary(data.to_vec()));
+                }
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => {
+                    self.closed = true;
+                    return Some(TransportMessage::Closed);
+                }
+            }
+        }
+    }
+
+    async fn send(&mut self, frame: OutboundFrame<'_>) -> Result<(), TransportError> {
+        if self.closed {
+            return Err(TransportError::Closed);
+        }
+        let message = match frame {
+            OutboundFrame::Text(text) => Message::Text(text.into()),
+            OutboundFrame::Binary(data) => Message::Binary(bytes::Bytes::copy_from_slice(data)),
+        };
+        self.socket
+            .send(message)
+            .await
+            .map_err(|e| TransportError::Socket(e.to_string()))
+    }
+
+    async fn close(&mut self) {
+        if !self.closed {
+            let _ = self.socket.send(Message::Close(None)).await;
+            self.closed = true;
+        }
+    }
+}
+
+/// Tokens already used, with their expiry, so a reused token is refused even
+/// after its call ended.
+#[derive(Default)]
+pub struct UsedTokens {
+    used: parking_lot::Mutex<HashMap<String, i64>>,
+}
+
+impl UsedTokens {
+    /// Marks `token` used; false when it already was.
+    pub fn claim(&self, token: &str, now_unix: i64) -> bool {
+        let mut used = self.used.lock();
+        if used.len() > 10_000 {
+            used.retain(|_, expires| *expires >= now_unix);
+        }
+        let expires = token
+            .rsplit('.')
+            .nth(1)
+            .and_then(|e| e.parse().ok())
+            .unwrap_or(now_unix);
+        used.insert(token.to_string(), expires).is_none()
+    }
+}
