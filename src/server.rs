@@ -5,6 +5,7 @@ use crate::bootstrap::{Bootstrapped, bootstrap_if_empty};
 use crate::calls::dispatch;
 use crate::calls::ledger::StoreLedger;
 use crate::calls::runner::CallRunner;
+use crate::carriers::store_wiring::StoreCredentials;
 use crate::clock::SharedClock;
 use crate::config::Settings;
 use crate::http;
@@ -82,6 +83,7 @@ impl Server {
         let media_tokens = MediaTokens::new(&secret);
         let engine = start_engine(
             &settings,
+            &secret,
             &store,
             &clock,
             &ledger,
@@ -258,9 +260,12 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Starts the call engine with the sim carrier (real carriers join in later issues).
+/// Starts the call engine with the sim carrier and the real carriers, which
+/// read each workspace's account from its stored credentials.
+#[allow(clippy::too_many_arguments)]
 async fn start_engine(
     settings: &Settings,
+    secret: &[u8],
     store: &Store,
     clock: &SharedClock,
     ledger: &Arc<StoreLedger>,
@@ -277,7 +282,9 @@ async fn start_engine(
         },
         launcher,
     );
-    let mut carriers: HashMap<String, Arc<dyn Carrier>> = HashMap::new();
+    let credentials = Arc::new(StoreCredentials::new(store.clone(), secret));
+    let mut carriers: HashMap<String, Arc<dyn Carrier>> =
+        crate::carriers::all_carriers(credentials);
     carriers.insert("sim".into(), sim);
     let now_clock = clock.clone();
     let engine = Engine::start(EngineConfig {

@@ -10,6 +10,7 @@
 pub mod callbacks;
 pub mod exotel;
 pub mod plivo;
+pub mod store_wiring;
 pub mod twilio;
 pub mod vonage;
 

@@ -12,6 +12,7 @@ mod health;
 pub mod media;
 pub mod openapi;
 
+use crate::carriers::store_wiring::ServiceCallbackHost;
 use crate::state::AppState;
 use axum::Json;
 use axum::Router;
@@ -21,6 +22,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use std::sync::Arc;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 use utoipa::ToSchema;
@@ -76,6 +78,9 @@ pub fn router(state: AppState) -> Router {
         .merge(api)
         .merge(health::router())
         .merge(media::router())
+        .merge(crate::carriers::callbacks::router(Arc::new(
+            ServiceCallbackHost::new(state.clone()),
+        )))
         .merge(openapi::router(doc))
         .fallback_service(unmatched)
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))

@@ -8,6 +8,7 @@
 //! full-text index on the transcript, and grouped counts.
 
 use super::{Db, Store, StoreResult, with_pool};
+use crate::store::BeginWrite;
 use sqlx::AssertSqlSafe;
 
 /// SQLite's trigram index answers substrings of this many characters or more.
@@ -907,7 +908,7 @@ impl Store {
             if value.is_empty() { default } else { value }
         }
         with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+            let mut tx = pool.begin_write().await?;
             for c in calls {
                 sqlx::query(
                     "INSERT INTO calls (id, org_id, agent_id, agent_name, engine, phone, target_name, from_number,

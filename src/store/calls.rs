@@ -3,6 +3,7 @@
 
 use super::{Store, StoreResult, with_pool};
 use crate::domain::ids::WalletTxId;
+use crate::store::BeginWrite;
 
 /// A call to create.
 #[derive(Debug, Clone)]
@@ -164,7 +165,7 @@ impl Store {
             return Ok(());
         }
         with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+            let mut tx = pool.begin_write().await?;
             for c in calls {
                 sqlx::query(
                     "INSERT INTO calls (id, org_id, agent_id, agent_name, engine, phone, target_name, from_number,
@@ -233,6 +234,17 @@ impl Store {
         Ok(status)
     }
 
+    /// The workspace that owns a call (carrier callbacks carry only the call id).
+    pub async fn call_org(&self, call_id: &str) -> StoreResult<Option<String>> {
+        let org = with_pool!(self, pool => {
+            sqlx::query_scalar::<_, String>("SELECT org_id FROM calls WHERE id = $1")
+                .bind(call_id)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(org)
+    }
+
     /// Records a non-terminal transition; ignored once the call is terminal.
     pub async fn call_transition(
         &self,
@@ -251,7 +263,7 @@ impl Store {
             _ => return Ok(false),
         };
         let changed = with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+            let mut tx = pool.begin_write().await?;
             let n = sqlx::query(sql).bind(at_ms).bind(call_id).execute(&mut *tx).await?.rows_affected();
             if n > 0 {
                 sqlx::query("INSERT INTO call_events (call_id, status, at) VALUES ($1, $2, $3)")
@@ -289,7 +301,7 @@ impl Store {
     pub async fn finish_call(&self, o: &CallOutcome<'_>) -> StoreResult<Option<FinishedCall>> {
         let tx_id = WalletTxId::new().to_string();
         let finished = with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+            let mut tx = pool.begin_write().await?;
             let claimed: Option<(i64, Option<i64>)> = sqlx::query_as(
                 "UPDATE calls SET status = $1
                  WHERE id = $2 AND status NOT IN ('completed', 'failed', 'no-answer', 'busy', 'canceled')

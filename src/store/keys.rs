@@ -1,6 +1,7 @@
 //! API keys: only the SHA-256 hash and a display prefix are stored.
 
 use super::{Store, StoreResult, with_pool};
+use crate::store::BeginWrite;
 
 /// What the auth layer needs to know about a presented key.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -163,7 +164,7 @@ impl Store {
             return Ok(());
         }
         with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+            let mut tx = pool.begin_write().await?;
             for (id, at) in seen {
                 sqlx::query(
                     "UPDATE api_keys SET last_used_at = $1

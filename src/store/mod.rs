@@ -83,6 +83,31 @@ macro_rules! with_pool {
 }
 pub(crate) use with_pool;
 
+/// Opens a transaction that will write. SQLite takes the write lock at
+/// `BEGIN IMMEDIATE`, so a concurrent writer makes it wait (busy timeout)
+/// instead of failing with "database is locked" when a deferred transaction
+/// tries to upgrade from reading to writing.
+pub(crate) trait BeginWrite {
+    /// The database of the pool.
+    type Db: sqlx::Database;
+    /// Begins a write transaction.
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Self::Db>, sqlx::Error>;
+}
+
+impl BeginWrite for sqlx::SqlitePool {
+    type Db = sqlx::Sqlite;
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Self::Db>, sqlx::Error> {
+        self.begin_with("BEGIN IMMEDIATE").await
+    }
+}
+
+impl BeginWrite for sqlx::PgPool {
+    type Db = sqlx::Postgres;
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Self::Db>, sqlx::Error> {
+        self.begin().await
+    }
+}
+
 impl Store {
     /// Opens `url` (sqlite://… or postgres://…) with up to `pool_size`
     /// connections and applies the embedded migrations.

@@ -2,6 +2,7 @@
 
 use super::{Store, StoreResult, conflict_or, with_pool};
 use crate::domain::{NumberId, ids::WalletTxId};
+use crate::store::BeginWrite;
 
 /// A rented number as stored.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -61,7 +62,7 @@ impl Store {
     pub async fn insert_number(&self, n: &NewNumber<'_>) -> StoreResult<NumberRow> {
         let id = NumberId::new().to_string();
         with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+            let mut tx = pool.begin_write().await?;
             if n.is_default {
                 sqlx::query("UPDATE phone_numbers SET is_default = FALSE WHERE org_id = $1")
                     .bind(n.org_id)
@@ -136,7 +137,7 @@ impl Store {
     ) -> StoreResult<RenewalOutcome> {
         let tx_id = WalletTxId::new().to_string();
         let outcome = with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+            let mut tx = pool.begin_write().await?;
             let claimed = sqlx::query(
                 "UPDATE phone_numbers SET status = 'active', renews_at = $1 WHERE id = $2 AND renews_at = $3",
             )

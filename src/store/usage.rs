@@ -1,6 +1,7 @@
 //! Per-key, per-IST-day request counters behind the rate limiter.
 
 use super::{Store, StoreResult, with_pool};
+use crate::store::BeginWrite;
 
 /// One key's usage on one IST day.
 #[derive(Debug, Clone, sqlx::FromRow, PartialEq, Eq)]
@@ -89,7 +90,7 @@ impl Store {
             return Ok(());
         }
         with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+            let mut tx = pool.begin_write().await?;
             for d in deltas {
                 sqlx::query(
                     "INSERT INTO api_key_usage (key_id, day, reserved, admitted, success, failed, rate_limited)
@@ -121,7 +122,7 @@ impl Store {
             return Ok(());
         }
         with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+            let mut tx = pool.begin_write().await?;
             for (key_id, day, admitted) in exact {
                 sqlx::query("UPDATE api_key_usage SET reserved = $1 WHERE key_id = $2 AND day = $3")
                     .bind(*admitted)

@@ -2,6 +2,7 @@
 
 use super::{Store, StoreResult, with_pool};
 use crate::domain::ids::WalletTxId;
+use crate::store::BeginWrite;
 
 /// One wallet movement.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -48,7 +49,7 @@ impl Store {
     ) -> StoreResult<Option<i64>> {
         let id = WalletTxId::new().to_string();
         let balance = with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+            let mut tx = pool.begin_write().await?;
             let balance: Option<i64> = sqlx::query_scalar(
                 "UPDATE orgs SET wallet_paise = wallet_paise + $1 WHERE id = $2 RETURNING wallet_paise",
             )

@@ -185,6 +185,13 @@ impl TestApp {
     }
 
     async fn start(clock: SharedClock) -> Self {
+        // `VOXLINE_TEST_LOG=warn cargo test …` shows the servers' logs.
+        if let Ok(filter) = std::env::var("VOXLINE_TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
         let dir = tempfile::tempdir().expect("temp dir");
         let data_dir = dir.path().to_path_buf();
         let (pg, database_url) = match std::env::var(PG_ENV) {
@@ -252,6 +259,36 @@ impl TestApp {
             .await
             .expect("create org");
         let key = self.key(&org.id, "test key").await;
+        Workspace {
+            org_id: org.id,
+            key_id: key.0,
+            key: key.1,
+        }
+    }
+
+    /// A workspace that can place calls: `concurrency` slots, a default sim
+    /// number of its own and ₹1,000 in its wallet.
+    pub async fn calling_workspace(&self, name: &str, concurrency: i64) -> Workspace {
+        let org = admin_ops::create_org(self.store(), name, Some(concurrency), None, self.now())
+            .await
+            .expect("create org");
+        let key = self.key(&org.id, "test key").await;
+        let number = format!("+9180357{:05}", rand::random_range(10_000..99_999u32));
+        admin_ops::add_number(
+            self.store(),
+            &org.id,
+            &number,
+            "sim",
+            true,
+            None,
+            self.now(),
+        )
+        .await
+        .expect("add number");
+        self.store()
+            .credit_wallet(&org.id, 100_000, self.now().timestamp_millis())
+            .await
+            .expect("credit wallet");
         Workspace {
             org_id: org.id,
             key_id: key.0,

@@ -8,6 +8,7 @@ mod admin;
 mod agents;
 mod auth;
 mod call_reads;
+mod calls;
 mod errors;
 mod harness;
 mod limits;

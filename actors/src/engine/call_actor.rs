@@ -314,7 +314,14 @@ impl Actor for CallActor {
             },
             CallMsg::ConversationDone(reason) => {
                 state.hangup().await;
-                let reason = state.stop_reason.map(str::to_string).unwrap_or(reason);
+                // A carrier's "completed" can overtake the conversation's own
+                // ending (the agent hung up, so the callee's leg closed): the
+                // conversation's reason wins unless it only saw the cancel.
+                let reason = match state.stop_reason {
+                    Some("caller-hangup") if reason != "canceled" => reason,
+                    Some(stop) => stop.to_string(),
+                    None => reason,
+                };
                 state.finish(&myself, CallStatus::Completed, &reason).await;
             }
             CallMsg::Timeout(kind) => match (kind, state.phase) {

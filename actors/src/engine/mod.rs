@@ -250,6 +250,9 @@ pub struct EngineConfig {
 pub(crate) struct EngineShared {
     pub config: EngineConfig,
     pub calls: Mutex<HashMap<String, ActorRef<CallMsg>>>,
+    /// Set once shutdown began: queued calls stay queued (in the store) for
+    /// the next run instead of starting only to be ended by the shutdown.
+    pub stopping: std::sync::atomic::AtomicBool,
 }
 
 impl EngineShared {
@@ -275,6 +278,7 @@ impl Engine {
         let shared = Arc::new(EngineShared {
             config,
             calls: Mutex::new(HashMap::new()),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         });
         let (root, _) = Actor::spawn(None, RootActor, Arc::clone(&shared))
             .await
@@ -341,6 +345,9 @@ impl Engine {
 
     /// Stops the tree: live calls are hung up and ended with `service-restart`.
     pub async fn shutdown(&self) {
+        self.shared
+            .stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let live: Vec<ActorRef<CallMsg>> = self
             .shared
             .calls

@@ -7,6 +7,7 @@ use super::{CallEnd, CallJob, CallStatus, CancelOutcome, EngineShared, OrgSnapsh
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 /// Messages of an org actor.
 pub(crate) enum OrgMsg {
@@ -74,6 +75,9 @@ impl OrgState {
     }
 
     async fn pump(&mut self, myself: &ActorRef<OrgMsg>) {
+        if self.shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
         while self.slots_used() < self.concurrency as usize {
             let Some(job) = self.queue.pop_front() else {
                 break;
@@ -112,7 +116,7 @@ impl Actor for OrgActor {
         match msg {
             OrgMsg::Enqueue(job) => {
                 state.concurrency = job.org_concurrency.max(1);
-                if job.bypass_slots {
+                if job.bypass_slots && !state.shared.stopping.load(Ordering::SeqCst) {
                     state.start(&myself, job).await;
                 } else {
                     state.queue.push_back(job);

@@ -1,0 +1,98 @@
+//! Connects the real carriers to the service: workspace carrier accounts come
+//! from the encrypted credentials table, and verified status callbacks go to
+//! the call engine.
+
+use super::callbacks::CallbackHost;
+use super::{CarrierCredentials, CarrierKind};
+use crate::credentials::CredentialCipher;
+use crate::state::AppState;
+use crate::store::Store;
+use async_trait::async_trait;
+use std::sync::Arc;
+use voxline_actors::carrier::CarrierStatus;
+
+/// Reads and decrypts a workspace's carrier account from the store.
+pub struct StoreCredentials {
+    store: Store,
+    cipher: Arc<CredentialCipher>,
+}
+
+impl StoreCredentials {
+    /// Credentials sealed with this server's secret.
+    pub fn new(store: Store, secret: &[u8]) -> Self {
+        Self {
+            store,
+            cipher: Arc::new(CredentialCipher::new(secret)),
+        }
+    }
+
+    /// The decrypted credential JSON of `kind`, or `None` when absent or unreadable.
+    pub async fn load(&self, org_id: &str, kind: &str) -> Option<serde_json::Value> {
+        let sealed = match self.store.credential(org_id, kind).await {
+            Ok(sealed) => sealed?,
+            Err(err) => {
+                tracing::warn!(org_id, kind, error = %err, "reading a credential failed");
+                return None;
+            }
+        };
+        let plain = match self.cipher.open(&sealed.0, &sealed.1) {
+            Ok(plain) => plain,
+            Err(err) => {
+                tracing::warn!(org_id, kind, error = %err, "a stored credential does not open");
+                return None;
+            }
+        };
+        serde_json::from_slice(&plain).ok()
+    }
+}
+
+#[async_trait]
+impl CarrierCredentials for StoreCredentials {
+    async fn for_org(&self, org_id: &str, kind: CarrierKind) -> Option<serde_json::Value> {
+        self.load(org_id, kind.as_str()).await
+    }
+}
+
+/// The service side of carrier callbacks: the call's workspace account and the engine.
+pub struct ServiceCallbackHost {
+    state: AppState,
+    credentials: StoreCredentials,
+}
+
+impl ServiceCallbackHost {
+    /// Callbacks answered from the service's state.
+    pub fn new(state: AppState) -> Self {
+        let credentials = StoreCredentials::new(state.store.clone(), &state.secret);
+        Self { state, credentials }
+    }
+}
+
+#[async_trait]
+impl CallbackHost for ServiceCallbackHost {
+    fn public_base_url(&self) -> Option<String> {
+        self.state.settings.public_url.clone()
+    }
+
+    async fn credential_for_call(
+        &self,
+        call_id: &str,
+        kind: CarrierKind,
+    ) -> Option<serde_json::Value> {
+        let org_id = match self.state.store.call_org(call_id).await {
+            Ok(org) => org?,
+            Err(err) => {
+                tracing::warn!(call_id, error = %err, "looking up a callback's call failed");
+                return None;
+            }
+        };
+        self.credentials.load(&org_id, kind.as_str()).await
+    }
+
+    fn carrier_status(&self, call_id: &str, status: CarrierStatus) {
+        if let Err(err) = self.state.engine.carrier_status(call_id, status) {
+            // A status for a call that is no longer live (ended, or lost in a
+            // restart and already reconciled) has nothing left to change.
+            tracing::debug!(call_id, error = %err, "carrier status for a call that is not live");
+        }
+    }
+}
