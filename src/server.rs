@@ -92,6 +92,7 @@ impl Server {
             &public_url,
         )
         .await?;
+        let key_cache = crate::key_cache::KeyCache::new(&store);
         let state = AppState::new(AppInner {
             store,
             clock,
@@ -102,6 +103,7 @@ impl Server {
             ledger,
             media_tokens,
             used_tokens: UsedTokens::default(),
+            key_cache,
         });
         let (ended, requeued) = dispatch::recover_after_restart(&state).await?;
         if ended > 0 || requeued > 0 {

@@ -36,6 +36,8 @@ pub struct AppInner {
     pub media_tokens: MediaTokens,
     /// Media tokens already used.
     pub used_tokens: UsedTokens,
+    /// API key lookups, so authentication skips the database when it can.
+    pub key_cache: crate::key_cache::KeyCache,
 }
 
 impl AppInner {

@@ -86,12 +86,25 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     if !looks_like_key(token) {
         return ApiError::Unauthorized("Invalid or revoked API key".into()).into_response();
     }
-    let key = match state.store.api_key_by_hash(&hash_key(token)).await {
-        Ok(Some(key)) if key.revoked_at.is_none() => key,
-        Ok(_) => {
+    let hash = hash_key(token);
+    let found = match state.key_cache.get(&hash) {
+        Ok(key) => Some(key),
+        Err(miss) => match state.store.api_key_by_hash(&hash).await {
+            Ok(Some(key)) => {
+                if let Some(miss) = miss {
+                    state.key_cache.put(miss, &hash, &key);
+                }
+                Some(key)
+            }
+            Ok(None) => None,
+            Err(err) => return ApiError::Store(err).into_response(),
+        },
+    };
+    let key = match found {
+        Some(key) if key.revoked_at.is_none() => key,
+        _ => {
             return ApiError::Unauthorized("Invalid or revoked API key".into()).into_response();
         }
-        Err(err) => return ApiError::Store(err).into_response(),
     };
     let Ok(org_id) = key.org_id.parse::<OrgId>() else {
         return ApiError::Internal(anyhow::anyhow!("stored org id is not a uuid")).into_response();

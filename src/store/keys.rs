@@ -136,6 +136,7 @@ impl Store {
                 .await?
                 .rows_affected()
         });
+        self.mark_keys_changed();
         Ok(done > 0)
     }
 
@@ -155,6 +156,7 @@ impl Store {
                 .await?
                 .rows_affected()
         });
+        self.mark_keys_changed();
         Ok(done > 0)
     }
 

@@ -70,6 +70,10 @@ pub enum Db {
 #[derive(Clone, Debug)]
 pub struct Store {
     db: Db,
+    /// SQLite only: a file touched whenever a key is revoked or its caps
+    /// change, so servers caching key lookups notice changes made by other
+    /// processes (the admin CLI) on their very next request.
+    keys_marker: Option<std::sync::Arc<std::path::PathBuf>>,
 }
 
 /// Runs `$body` against whichever pool is open, binding it to `$pool`.
@@ -112,6 +116,7 @@ impl Store {
     /// Opens `url` (sqlite://… or postgres://…) with up to `pool_size`
     /// connections and applies the embedded migrations.
     pub async fn connect(url: &str, pool_size: u32) -> StoreResult<Self> {
+        let mut keys_marker = None;
         let db = if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)?
                 .create_if_missing(true)
@@ -122,9 +127,19 @@ impl Store {
             let pool = SqlitePoolOptions::new()
                 .max_connections(pool_size.max(2))
                 .min_connections(1)
-                .connect_with(options)
+                .connect_with(options.clone())
                 .await?;
             sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+            let file = options.get_filename();
+            // In-memory databases (sqlx names them `file:sqlx-in-memory-…`) have no neighbour file.
+            let in_memory = file.as_os_str().is_empty()
+                || file == std::path::Path::new(":memory:")
+                || file.to_string_lossy().starts_with("file:");
+            if !in_memory {
+                let mut marker = file.as_os_str().to_owned();
+                marker.push(".keys-changed");
+                keys_marker = Some(std::sync::Arc::new(std::path::PathBuf::from(marker)));
+            }
             Db::Sqlite(pool)
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
             let options = PgConnectOptions::from_str(url)?;
@@ -140,7 +155,23 @@ impl Store {
                 url.split(':').next().unwrap_or_default().to_string(),
             ));
         };
-        Ok(Self { db })
+        Ok(Self { db, keys_marker })
+    }
+
+    /// The file whose modification marks a key change (SQLite only); see
+    /// [`crate::key_cache::KeyCache`].
+    pub fn keys_marker(&self) -> Option<&std::path::Path> {
+        self.keys_marker.as_deref().map(|p| p.as_path())
+    }
+
+    /// Marks that a key changed, for servers caching key lookups.
+    fn mark_keys_changed(&self) {
+        if let Some(marker) = &self.keys_marker {
+            let stamp = format!("{:?}", std::time::SystemTime::now());
+            if let Err(err) = std::fs::write(marker.as_path(), stamp) {
+                tracing::warn!(path = %marker.display(), error = %err, "could not mark a key change");
+            }
+        }
     }
 
     /// Which database this store talks to: "sqlite" or "postgres".

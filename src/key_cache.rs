@@ -1,0 +1,147 @@
+//! A cache of API key lookups, so an authenticated request costs no database
+//! round trip for its key in the common case.
+//!
+//! Keys change in another process (the admin CLI revokes them or changes their
+//! caps), and a revocation must hold on the key's very next request. The store
+//! touches a marker file beside the SQLite database on every such change; each
+//! lookup compares the marker's modification stamp (one `stat`) with the one
+//! the cache was filled under and drops everything when it moved. Postgres
+//! deployments span machines that share no file, so there the cache is off.
+
+use crate::store::{KeyAuthRow, Store};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+/// How long an entry may be served even if no change was marked, bounding
+/// staleness should a change ever bypass the store.
+const ENTRY_TTL: Duration = Duration::from_secs(30);
+
+/// Entries kept at most; beyond it the cache starts over.
+const MAX_ENTRIES: usize = 10_000;
+
+/// The marker's identity: modification time and length.
+type Stamp = Option<(SystemTime, u64)>;
+
+/// Key lookups by SHA-256 hash, invalidated by the store's change marker.
+pub struct KeyCache {
+    marker: Option<PathBuf>,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    stamp: Stamp,
+    entries: HashMap<String, (KeyAuthRow, Instant)>,
+}
+
+/// What a miss hands back, so a row read from the database is kept only if
+/// no change was marked while it was being read.
+pub struct Miss {
+    stamp: Stamp,
+}
+
+impl KeyCache {
+    /// A cache over `store`'s change marker; disabled when the store has none.
+    pub fn new(store: &Store) -> Self {
+        let marker = store.keys_marker().map(PathBuf::from);
+        Self {
+            inner: Mutex::new(Inner {
+                stamp: marker.as_deref().and_then(read_stamp),
+                entries: HashMap::new(),
+            }),
+            marker,
+        }
+    }
+
+    /// The cached row for `hash`, or a [`Miss`] to fill it with.
+    pub fn get(&self, hash: &str) -> Result<KeyAuthRow, Option<Miss>> {
+        let Some(marker) = &self.marker else {
+            return Err(None);
+        };
+        let stamp = read_stamp(marker);
+        let mut inner = self.inner.lock();
+        if inner.stamp != stamp {
+            inner.entries.clear();
+            inner.stamp = stamp;
+        }
+        match inner.entries.get(hash) {
+            Some((row, at)) if at.elapsed() < ENTRY_TTL => Ok(row.clone()),
+            _ => Err(Some(Miss { stamp })),
+        }
+    }
+
+    /// Keeps `row` unless a change was marked since `miss` was taken.
+    pub fn put(&self, miss: Miss, hash: &str, row: &KeyAuthRow) {
+        let mut inner = self.inner.lock();
+        if inner.stamp != miss.stamp {
+            return;
+        }
+        if inner.entries.len() >= MAX_ENTRIES {
+            inner.entries.clear();
+        }
+        inner
+            .entries
+            .insert(hash.to_string(), (row.clone(), Instant::now()));
+    }
+}
+
+fn read_stamp(marker: &std::path::Path) -> Stamp {
+    let meta = std::fs::metadata(marker).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, revoked: bool) -> KeyAuthRow {
+        KeyAuthRow {
+            id: id.into(),
+            org_id: "org".into(),
+            daily_limit: 10,
+            monthly_limit: 100,
+            revoked_at: revoked.then_some(1),
+        }
+    }
+
+    async fn sqlite_store(dir: &tempfile::TempDir) -> Store {
+        let url = format!("sqlite://{}", dir.path().join("k.db").display());
+        Store::connect(&url, 2).await.expect("store")
+    }
+
+    #[tokio::test]
+    async fn a_marked_change_drops_every_entry() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = sqlite_store(&dir).await;
+        let cache = KeyCache::new(&store);
+        let miss = cache.get("h1").expect_err("empty").expect("enabled");
+        cache.put(miss, "h1", &row("k1", false));
+        assert_eq!(cache.get("h1").map(|r| r.id).ok(), Some("k1".to_string()));
+        // A revocation through the store (as the admin CLI does) marks a change.
+        store.revoke_api_key("k1", 5).await.expect("revoke");
+        assert!(cache.get("h1").is_err(), "the entry must be dropped");
+    }
+
+    #[tokio::test]
+    async fn a_row_read_across_a_change_is_not_kept() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = sqlite_store(&dir).await;
+        let cache = KeyCache::new(&store);
+        let miss = cache.get("h1").expect_err("empty").expect("enabled");
+        // Another request notices a change while this one reads the database.
+        store.set_api_key_limits("k1", 1, 2).await.expect("limits");
+        let other = cache.get("h2").expect_err("empty").expect("enabled");
+        cache.put(other, "h2", &row("k2", false));
+        cache.put(miss, "h1", &row("k1", false));
+        assert!(cache.get("h1").is_err(), "a stale read must not be cached");
+        assert!(cache.get("h2").is_ok());
+    }
+
+    #[tokio::test]
+    async fn postgres_or_memory_stores_disable_the_cache() {
+        let store = Store::connect("sqlite::memory:", 2).await.expect("store");
+        let cache = KeyCache::new(&store);
+        assert!(matches!(cache.get("h"), Err(None)));
+    }
+}
