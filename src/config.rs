@@ -217,6 +217,9 @@ pub struct Settings {
     pub sim: SimSettings,
     /// How often stored calls due for dialing are checked.
     pub dispatch_interval: Duration,
+    /// Webhook hosts allowed even though they resolve to loopback, private
+    /// or link-local addresses (`VOXLINE_WEBHOOK_ALLOW_HOSTS`, comma-separated).
+    pub webhook_allow_hosts: Vec<String>,
 }
 
 fn read_file(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
@@ -351,6 +354,14 @@ impl Settings {
             ),
             sim,
             dispatch_interval: Duration::from_secs(1),
+            webhook_allow_hosts: std::env::var("VOXLINE_WEBHOOK_ALLOW_HOSTS")
+                .map(|v| {
+                    v.split(',')
+                        .map(|h| h.trim().to_ascii_lowercase())
+                        .filter(|h| !h.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 
@@ -381,6 +392,7 @@ impl Settings {
                 tts_first_byte_ms: 20,
             },
             dispatch_interval: Duration::from_millis(100),
+            webhook_allow_hosts: vec!["127.0.0.1".into(), "localhost".into()],
         }
     }
 }

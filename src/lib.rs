@@ -22,3 +22,4 @@ pub mod sim_callee;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod webhook_delivery;

@@ -166,6 +166,22 @@ impl Server {
                 }
             }
         }));
+        let webhook_http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .context("building the webhook client")?;
+        tasks.push(spawn_every(settings.dispatch_interval, stop_rx.clone(), {
+            let state = state.clone();
+            move || {
+                let state = state.clone();
+                let http = webhook_http.clone();
+                async move {
+                    if let Err(err) = crate::webhook_delivery::deliver_due(&state, &http).await {
+                        tracing::warn!(error = %err, "webhook pass failed");
+                    }
+                }
+            }
+        }));
         tasks.push(spawn_every(settings.janitor_interval, stop_rx, {
             let state = state.clone();
             move || {

@@ -31,6 +31,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(test_call))
         .routes(routes!(alert))
         .routes(routes!(cancel_call))
+        .routes(routes!(redeliver_webhook))
 }
 
 /// `POST /api/calls` body.
@@ -354,4 +355,41 @@ async fn cancel_call(
             Ok(MessageBody::json("Call canceled"))
         }
     }
+}
+
+/// Re-send a call's `call.completed` event to every active subscription that covers it.
+#[utoipa::path(post, path = "/api/calls/{callId}/redeliver-webhook", tag = "calls",
+    params(("callId" = String, Path, description = "Call id")),
+    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
+async fn redeliver_webhook(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(call_id): Path<String>,
+) -> ApiResult<Json<MessageBody>> {
+    let not_found = || ApiError::NotFound(format!("Call {call_id} not found"));
+    let parsed: CallId = call_id.parse().map_err(|_| not_found())?;
+    let id = parsed.to_string();
+    let org = caller.org();
+    let status = state
+        .store
+        .call_status(&org, &id)
+        .await?
+        .ok_or_else(not_found)?;
+    if !CallStatus::parse(&status).is_some_and(CallStatus::is_terminal) {
+        return Err(ApiError::conflict(format!(
+            "Call {call_id} has not ended yet ({status}); its events are sent when it does"
+        )));
+    }
+    let queued = state
+        .store
+        .queue_call_event(
+            &org,
+            &id,
+            "call.completed",
+            state.clock.now().timestamp_millis(),
+        )
+        .await?;
+    Ok(MessageBody::json(format!(
+        "Queued call.completed for {queued} subscription(s)"
+    )))
 }

@@ -373,6 +373,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             }
+            super::webhook_outbox::queue_in_tx!(&mut *tx, &row.org_id, o.call_id, "call.completed", o.ended_at);
             tx.commit().await?;
             Some(row)
         });

@@ -13,6 +13,7 @@ pub mod numbers;
 mod orgs;
 mod usage;
 mod wallet;
+pub mod webhook_outbox;
 mod webhooks;
 
 pub use agents::AgentRow;

@@ -13,6 +13,7 @@ mod errors;
 mod harness;
 mod limits;
 mod openapi;
+mod webhooks;
 
 use sqlx::Connection;
 

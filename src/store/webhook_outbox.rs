@@ -1,0 +1,172 @@
+//! The webhook outbox: deliveries queued with the event that caused them,
+//! claimed by the delivery worker and retried with backoff.
+
+use super::{BeginWrite, Store, StoreResult, with_pool};
+
+/// Inserts the deliveries of one event inside an open transaction; used by
+/// [`Store::queue_call_event`] and by `finish_call`, whose terminal transition
+/// and outbox rows commit together.
+macro_rules! queue_in_tx {
+    ($conn:expr, $org_id:expr, $call_id:expr, $event:expr, $now_ms:expr) => {{
+        let pattern = format!("%\"{}\"%", $event);
+        let subscriptions: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM webhook_subscriptions WHERE org_id = $1 AND active AND events LIKE $2",
+        )
+        .bind($org_id)
+        .bind(&pattern)
+        .fetch_all(&mut *$conn)
+        .await?;
+        let event_id = $crate::store::webhook_outbox::event_id($call_id, $event);
+        for subscription in &subscriptions {
+            sqlx::query(
+                "INSERT INTO webhook_deliveries (id, event_id, event, subscription_id, org_id, call_id, next_attempt_at, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
+            )
+            .bind(uuid::Uuid::now_v7().to_string())
+            .bind(&event_id)
+            .bind($event)
+            .bind(subscription)
+            .bind($org_id)
+            .bind($call_id)
+            .bind($now_ms)
+            .execute(&mut *$conn)
+            .await?;
+        }
+        subscriptions.len() as u64
+    }};
+}
+pub(crate) use queue_in_tx;
+
+/// One delivery waiting for (another) attempt.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DueDelivery {
+    /// Delivery id (the `X-Service-Delivery` header).
+    pub id: String,
+    /// Event id, stable across retries and redeliveries.
+    pub event_id: String,
+    /// Event kind, e.g. `call.completed`.
+    pub event: String,
+    /// Workspace of the call.
+    pub org_id: String,
+    /// The call the event is about.
+    pub call_id: String,
+    /// Attempts made so far.
+    pub attempts: i64,
+    /// When the delivery was queued, Unix ms.
+    pub created_at: i64,
+    /// Subscription URL.
+    pub url: String,
+    /// Subscription signing secret.
+    pub secret: String,
+}
+
+/// A delivery as listed for an operator.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DeliveryRow {
+    /// Delivery id.
+    pub id: String,
+    /// Event id.
+    pub event_id: String,
+    /// `pending`, `delivered` or `failed`.
+    pub status: String,
+    /// Attempts made.
+    pub attempts: i64,
+    /// Last failure, if any.
+    pub last_error: Option<String>,
+}
+
+/// The stable id of a call's event: receivers dedupe on it.
+pub fn event_id(call_id: &str, event: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{event}/{call_id}").as_bytes());
+    format!("evt_{}", hex::encode(&digest[..16]))
+}
+
+impl Store {
+    /// Queues `event` about `call_id` for every active subscription of the
+    /// workspace that covers it; returns how many deliveries were queued.
+    pub async fn queue_call_event(
+        &self,
+        org_id: &str,
+        call_id: &str,
+        event: &str,
+        now_ms: i64,
+    ) -> StoreResult<u64> {
+        let queued = with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let n = queue_in_tx!(&mut *tx, org_id, call_id, event, now_ms);
+            tx.commit().await?;
+            n
+        });
+        Ok(queued)
+    }
+
+    /// Deliveries due now, oldest first.
+    pub async fn due_deliveries(&self, now_ms: i64, limit: i64) -> StoreResult<Vec<DueDelivery>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, DueDelivery>(
+                "SELECT d.id, d.event_id, d.event, d.org_id, d.call_id, d.attempts, d.created_at, s.url, s.secret
+                 FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
+                 WHERE d.status = 'pending' AND d.next_attempt_at <= $1
+                 ORDER BY d.next_attempt_at, d.id LIMIT $2",
+            )
+            .bind(now_ms)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Records a successful attempt.
+    pub async fn delivery_succeeded(&self, id: &str, now_ms: i64) -> StoreResult<()> {
+        with_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1,
+                   delivered_at = $1, last_error = NULL WHERE id = $2",
+            )
+            .bind(now_ms)
+            .bind(id)
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Records a failed attempt: retried at `retry_at`, or given up when `None`.
+    pub async fn delivery_failed(
+        &self,
+        id: &str,
+        error: &str,
+        retry_at: Option<i64>,
+    ) -> StoreResult<()> {
+        with_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE webhook_deliveries SET attempts = attempts + 1, last_error = $1,
+                   status = CASE WHEN CAST($2 AS BIGINT) IS NULL THEN 'failed' ELSE 'pending' END,
+                   next_attempt_at = COALESCE(CAST($2 AS BIGINT), next_attempt_at)
+                 WHERE id = $3",
+            )
+            .bind(error)
+            .bind(retry_at)
+            .bind(id)
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Every delivery of a call, oldest first.
+    pub async fn call_deliveries(&self, call_id: &str) -> StoreResult<Vec<DeliveryRow>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, DeliveryRow>(
+                "SELECT id, event_id, status, attempts, last_error FROM webhook_deliveries
+                 WHERE call_id = $1 ORDER BY created_at, id",
+            )
+            .bind(call_id)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+}

@@ -1,0 +1,290 @@
+//! Delivers the webhook outbox (decisions §8): signed POSTs of JSON, retried
+//! with exponential backoff for up to 8 attempts over about a day, refusing
+//! addresses inside private networks unless the host is allow-listed.
+
+use crate::state::AppState;
+use crate::store::webhook_outbox::DueDelivery;
+use chrono::{DateTime, Utc};
+use hmac::{KeyInit, Mac};
+use serde_json::{Value, json};
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// Attempts before a delivery is given up.
+pub const MAX_ATTEMPTS: i64 = 8;
+
+/// Wait after the n-th failed attempt (1-based): about 22 hours in all.
+const BACKOFF_SECONDS: [i64; 7] = [60, 300, 900, 3_600, 10_800, 21_600, 43_200];
+
+/// Deliveries attempted per pass.
+const BATCH: i64 = 32;
+
+/// Per-attempt timeout.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why one attempt failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DeliveryError {
+    /// The URL resolves into a private network and is not allow-listed.
+    #[error("address refused: {0}")]
+    AddressRefused(String),
+    /// The URL is not usable.
+    #[error("bad url: {0}")]
+    BadUrl(String),
+    /// The receiver could not be reached or timed out.
+    #[error("request failed: {0}")]
+    Request(String),
+    /// The receiver answered with a non-2xx status.
+    #[error("receiver answered {0}")]
+    Status(u16),
+    /// The call behind the event is gone.
+    #[error("call {0} not found")]
+    MissingCall(String),
+    /// The store failed.
+    #[error("store: {0}")]
+    Store(#[from] crate::store::StoreError),
+}
+
+impl DeliveryError {
+    /// Whether another attempt could succeed.
+    fn retryable(&self) -> bool {
+        !matches!(
+            self,
+            Self::AddressRefused(_) | Self::BadUrl(_) | Self::MissingCall(_)
+        )
+    }
+}
+
+/// The `X-Service-Signature` value: `v1=` hex HMAC-SHA256 of `"<timestamp>.<body>"`.
+pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
+    let mut mac = match hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()) {
+        Ok(mac) => mac,
+        Err(_) => unreachable!("HMAC takes keys of any length"),
+    };
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    format!("v1={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// Whether an address lies where webhooks must not reach by default.
+fn is_internal(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64
+        }
+        IpAddr::V6(v6) => {
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || (v6.segments()[0] & 0xfe00) == 0xfc00
+                || (v6.segments()[0] & 0xffc0) == 0xfe80
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| is_internal(IpAddr::V4(v4)))
+        }
+    }
+}
+
+/// Refuses URLs that resolve into loopback, private or link-local networks
+/// unless their host is allow-listed.
+pub async fn check_address(
+    url: &reqwest::Url,
+    allow_hosts: &[String],
+) -> Result<(), DeliveryError> {
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(DeliveryError::BadUrl(format!("scheme {}", url.scheme())));
+    }
+    let host = url
+        .host_str()
+        .ok_or_else(|| DeliveryError::BadUrl("no host".into()))?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    if allow_hosts.iter().any(|h| *h == host) {
+        return Ok(());
+    }
+    let port = url.port_or_known_default().unwrap_or(443);
+    let addrs = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .map_err(|e| DeliveryError::Request(format!("resolving {host}: {e}")))?;
+    for addr in addrs {
+        if is_internal(addr.ip()) {
+            return Err(DeliveryError::AddressRefused(format!(
+                "{host} resolves to {}",
+                addr.ip()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn iso(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn json_column(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
+}
+
+/// The body of a `call.completed` delivery, read from the call as it is now.
+pub async fn call_completed_body(
+    state: &AppState,
+    d: &DueDelivery,
+) -> Result<Value, DeliveryError> {
+    let detail = state
+        .store
+        .call_detail(&d.org_id, &d.call_id)
+        .await?
+        .ok_or_else(|| DeliveryError::MissingCall(d.call_id.clone()))?;
+    let turns = state.store.call_turns(&d.org_id, &d.call_id).await?;
+    let call = &detail.call;
+    Ok(json!({
+        "event": d.event,
+        "eventId": d.event_id,
+        "createdAt": iso(d.created_at),
+        "callId": call.id,
+        "status": call.status,
+        "durationSeconds": call.duration_seconds,
+        "transcript": turns.iter().map(|t| json!({
+            "speaker": t.speaker,
+            "text": t.text,
+            "createdAt": iso(t.created_at),
+        })).collect::<Vec<_>>(),
+        "transcriptText": detail.transcript_text,
+        "summary": call.summary,
+        "extracted": json_column(&detail.extracted),
+        "rating": Value::Null,
+        "costPaise": call.cost_paise,
+        "endedReason": call.ended_reason,
+        "agentId": call.agent_id,
+        "batchId": call.batch_id,
+        "campaignId": call.campaign_id,
+        "variables": json_column(&detail.variables),
+    }))
+}
+
+/// Sends one delivery.
+async fn attempt(
+    state: &AppState,
+    http: &reqwest::Client,
+    d: &DueDelivery,
+) -> Result<(), DeliveryError> {
+    let url = reqwest::Url::parse(&d.url).map_err(|e| DeliveryError::BadUrl(e.to_string()))?;
+    check_address(&url, &state.settings.webhook_allow_hosts).await?;
+    let body = serde_json::to_vec(&call_completed_body(state, d).await?)
+        .map_err(|e| DeliveryError::Request(e.to_string()))?;
+    let timestamp = state.clock.now().timestamp();
+    let response = http
+        .post(url)
+        .timeout(TIMEOUT)
+        .header("content-type", "application/json")
+        .header("x-service-event", &d.event)
+        .header("x-service-delivery", &d.id)
+        .header("x-service-timestamp", timestamp.to_string())
+        .header(
+            "x-service-signature",
+            signature(&d.secret, timestamp, &body),
+        )
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| DeliveryError::Request(e.to_string()))?;
+    let status = response.status();
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(DeliveryError::Status(status.as_u16()))
+    }
+}
+
+/// One pass over the due deliveries; returns how many were attempted.
+pub async fn deliver_due(state: &AppState, http: &reqwest::Client) -> Result<usize, DeliveryError> {
+    let now = state.clock.now().timestamp_millis();
+    let due = state.store.due_deliveries(now, BATCH).await?;
+    let attempts = due.iter().map(|d| async move {
+        let result = attempt(state, http, d).await;
+        let now = state.clock.now().timestamp_millis();
+        let recorded = match &result {
+            Ok(()) => state.store.delivery_succeeded(&d.id, now).await,
+            Err(err) => {
+                let made = d.attempts + 1;
+                let retry_at = (err.retryable() && made < MAX_ATTEMPTS).then(|| {
+                    let wait = BACKOFF_SECONDS[usize::try_from(made - 1).unwrap_or(0).min(BACKOFF_SECONDS.len() - 1)];
+                    now + wait * 1_000
+                });
+                tracing::warn!(delivery = %d.id, call = %d.call_id, attempt = made, error = %err, "webhook delivery failed");
+                state.store.delivery_failed(&d.id, &err.to_string(), retry_at).await
+            }
+        };
+        if let Err(err) = recorded {
+            tracing::warn!(delivery = %d.id, error = %err, "could not record a webhook attempt");
+        }
+    });
+    futures::future::join_all(attempts).await;
+    Ok(due.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signature_is_hmac_of_timestamp_dot_body() {
+        // Independent vector: printf '1700000000.{"a":1}' | openssl dgst -sha256 -hmac whsec_test
+        let sig = signature("whsec_test", 1_700_000_000, br#"{"a":1}"#);
+        assert_eq!(
+            sig,
+            "v1=38877139021993b830af32feea6e18a8da83eb2f6e49ee50bd9e4cf4ca4d3789"
+        );
+        assert_ne!(sig, signature("whsec_other", 1_700_000_000, br#"{"a":1}"#));
+        assert_ne!(sig, signature("whsec_test", 1_700_000_001, br#"{"a":1}"#));
+    }
+
+    #[test]
+    fn internal_addresses_are_recognised() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "192.168.0.9",
+            "172.16.5.5",
+            "169.254.1.1",
+            "100.64.0.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+            "0.0.0.0",
+        ] {
+            assert!(is_internal(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700::1111", "172.32.0.1"] {
+            assert!(!is_internal(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[tokio::test]
+    async fn loopback_is_refused_unless_allow_listed() {
+        let url = reqwest::Url::parse("http://127.0.0.1:9/hook").unwrap();
+        assert!(matches!(
+            check_address(&url, &[]).await,
+            Err(DeliveryError::AddressRefused(_))
+        ));
+        assert!(
+            check_address(&url, &["127.0.0.1".to_string()])
+                .await
+                .is_ok()
+        );
+        let ftp = reqwest::Url::parse("ftp://example.com/x").unwrap();
+        assert!(matches!(
+            check_address(&ftp, &[]).await,
+            Err(DeliveryError::BadUrl(_))
+        ));
+    }
+}
