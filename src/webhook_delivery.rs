@@ -105,7 +105,7 @@ pub async fn check_address(
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_ascii_lowercase();
-    if allow_hosts.iter().any(|h| *h == host) {
+    if allow_hosts.contains(&host) {
         return Ok(());
     }
     let port = url.port_or_known_default().unwrap_or(443);
