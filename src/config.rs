@@ -85,6 +85,8 @@ pub struct FileConfig {
     pub sim_llm_token_ms: Option<u64>,
     /// See [`SimSettings::tts_first_byte_ms`].
     pub sim_tts_ms: Option<u64>,
+    /// Platform provider keys, base URLs and timeouts (`[providers]`).
+    pub providers: Option<crate::providers::settings::ProvidersFile>,
 }
 
 /// Why configuration could not be assembled.
@@ -217,6 +219,8 @@ pub struct Settings {
     pub sim: SimSettings,
     /// How often stored calls due for dialing are checked.
     pub dispatch_interval: Duration,
+    /// Platform provider keys, base URLs, timeouts and the platform fee.
+    pub providers: crate::providers::settings::ProviderSettings,
 }
 
 fn read_file(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
@@ -324,6 +328,9 @@ impl Settings {
     pub fn resolve(storage: &StorageArgs, serve: &ServeArgs) -> Result<Self, ConfigError> {
         let (storage, file) = StorageSettings::resolve(storage)?;
         let sim = SimSettings::from_env_and_file(&file);
+        let providers = crate::providers::settings::ProviderSettings::from_env_and_file(
+            file.providers.as_ref(),
+        );
         let listen = serve
             .listen
             .clone()
@@ -351,6 +358,7 @@ impl Settings {
             ),
             sim,
             dispatch_interval: Duration::from_secs(1),
+            providers,
         })
     }
 
@@ -381,6 +389,7 @@ impl Settings {
                 tts_first_byte_ms: 20,
             },
             dispatch_interval: Duration::from_millis(100),
+            providers: crate::providers::settings::ProviderSettings::default(),
         }
     }
 }
