@@ -85,6 +85,8 @@ pub struct FileConfig {
     pub sim_llm_token_ms: Option<u64>,
     /// See [`SimSettings::tts_first_byte_ms`].
     pub sim_tts_ms: Option<u64>,
+    /// Platform provider keys, base URLs and timeouts (`[providers]`).
+    pub providers: Option<crate::providers::settings::ProvidersFile>,
 }
 
 /// Why configuration could not be assembled.
@@ -220,6 +222,8 @@ pub struct Settings {
     /// Webhook hosts allowed even though they resolve to loopback, private
     /// or link-local addresses (`VOXLINE_WEBHOOK_ALLOW_HOSTS`, comma-separated).
     pub webhook_allow_hosts: Vec<String>,
+    /// Platform provider keys, base URLs, timeouts and the platform fee.
+    pub providers: crate::providers::settings::ProviderSettings,
 }
 
 fn read_file(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
@@ -327,6 +331,9 @@ impl Settings {
     pub fn resolve(storage: &StorageArgs, serve: &ServeArgs) -> Result<Self, ConfigError> {
         let (storage, file) = StorageSettings::resolve(storage)?;
         let sim = SimSettings::from_env_and_file(&file);
+        let providers = crate::providers::settings::ProviderSettings::from_env_and_file(
+            file.providers.as_ref(),
+        );
         let listen = serve
             .listen
             .clone()
@@ -362,6 +369,7 @@ impl Settings {
                         .collect()
                 })
                 .unwrap_or_default(),
+            providers,
         })
     }
 
@@ -393,6 +401,7 @@ impl Settings {
             },
             dispatch_interval: Duration::from_millis(100),
             webhook_allow_hosts: vec!["127.0.0.1".into(), "localhost".into()],
+            providers: crate::providers::settings::ProviderSettings::default(),
         }
     }
 }

@@ -95,6 +95,19 @@ pub fn validate(kind: &str, value: &serde_json::Value) -> Result<(), CredentialE
         "vonage" => &["applicationId", "privateKey"],
         _ => &["apiKey"],
     };
+    if matches!(kind, "openai" | "deepgram" | "elevenlabs")
+        && let Some(base_url) = obj.get("baseUrl")
+    {
+        let valid = base_url
+            .as_str()
+            .and_then(|u| reqwest::Url::parse(u).ok())
+            .is_some_and(|u| matches!(u.scheme(), "http" | "https" | "ws" | "wss"));
+        if !valid {
+            return Err(CredentialError::Invalid(format!(
+                "{kind} credential baseUrl must be an http(s) URL"
+            )));
+        }
+    }
     for field in required {
         let present = obj
             .get(*field)
@@ -131,5 +144,19 @@ mod tests {
         assert!(validate("openai", &serde_json::json!({"apiKey": "k"})).is_ok());
         assert!(validate("openai", &serde_json::json!({"key": "k"})).is_err());
         assert!(validate("nope", &serde_json::json!({})).is_err());
+        assert!(
+            validate(
+                "openai",
+                &serde_json::json!({"apiKey": "k", "baseUrl": "http://127.0.0.1:8000/v1"})
+            )
+            .is_ok()
+        );
+        assert!(
+            validate(
+                "deepgram",
+                &serde_json::json!({"apiKey": "k", "baseUrl": "nope"})
+            )
+            .is_err()
+        );
     }
 }

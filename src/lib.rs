@@ -16,6 +16,7 @@ pub mod domain;
 pub mod http;
 pub mod janitor;
 pub mod key_cache;
+pub mod providers;
 pub mod rate_limit;
 pub mod server;
 pub mod sim_callee;

@@ -5,6 +5,7 @@
 use crate::config::Settings;
 use crate::domain::agent::{AgentSpec, ConversationEngine as AgentEngine, fill_placeholders};
 use crate::http::media::MediaStream;
+use crate::providers::select::{ProviderSelector, prepare_call, record_usage};
 use crate::store::Store;
 use crate::store::calls::NewRecording;
 use async_trait::async_trait;
@@ -20,19 +21,26 @@ use voxline_actors::conversation::{
     KeypadOption, Speaker, Turn, run_conversation,
 };
 use voxline_actors::engine::{CallJob, ConversationRunner, MediaSession};
+use voxline_actors::providers::ProviderKind;
 use voxline_actors::providers::sim::{SimConfig, SimFailure};
-use voxline_actors::providers::{ProviderKind, Providers};
 
 /// The service's [`ConversationRunner`].
 pub struct CallRunner {
     store: Store,
     settings: Settings,
+    selector: ProviderSelector,
 }
 
 impl CallRunner {
     /// A runner persisting into `store`.
     pub fn new(store: Store, settings: Settings) -> Self {
-        Self { store, settings }
+        let secret = settings.storage.load_secret().ok();
+        let selector = ProviderSelector::new(store.clone(), &settings.providers, secret.as_deref());
+        Self {
+            store,
+            settings,
+            selector,
+        }
     }
 
     fn sim_config(&self, variables: &Map<String, Value>) -> SimConfig {
@@ -220,7 +228,13 @@ impl ConversationRunner for CallRunner {
             script_lines(&job.sim_script),
             recording_path,
         );
-        let providers = Providers::sim(self.sim_config(&variables));
+        let sim = self.sim_config(&variables);
+        let selected =
+            match prepare_call(&self.selector, &job.call_id, &job.org_id, &spec, sim).await {
+                Ok(selected) => selected,
+                Err(reason) => return reason,
+            };
+        let providers = selected.providers;
 
         let (tx, mut rx) = mpsc::unbounded_channel::<Turn>();
         let store = self.store.clone();
@@ -248,6 +262,7 @@ impl ConversationRunner for CallRunner {
         let observer: Arc<dyn ConversationObserver> = Arc::new(TurnWriter { tx });
         let outcome = run_conversation(config, providers, transport, observer, cancel).await;
         let _ = writer.await;
+        record_usage(&self.store, &job.call_id, &selected.usage).await;
 
         let reason = outcome.ended_reason.as_str().to_string();
         if let Some(err) = &outcome.error {

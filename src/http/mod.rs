@@ -1,6 +1,7 @@
 //! The HTTP surface: the API under `/api`, health checks and the OpenAPI document.
 
 pub mod account;
+pub mod agent_text;
 pub mod agents;
 pub mod auth;
 pub mod call_reads;
@@ -51,6 +52,7 @@ impl MessageBody {
 pub fn api_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::base_document())
         .merge(agents::router())
+        .merge(agent_text::router())
         .merge(account::router())
         .merge(call_reads::router())
         .merge(dashboard::router())

@@ -8,6 +8,7 @@
 mod agents;
 mod call_reads;
 pub mod calls;
+pub mod chat;
 pub mod keys;
 pub mod numbers;
 mod orgs;

@@ -5,6 +5,7 @@
 
 mod account;
 mod admin;
+mod agent_text;
 mod agents;
 mod auth;
 mod call_reads;

@@ -1,0 +1,408 @@
+//! Text endpoints of the Agents table: chat with an agent without a call,
+//! draft an agent from a brief, and improve a prompt. All three go through the
+//! same LLM selection as calls (the agent's `llmProvider`/`llmModel`, the
+//! workspace's own key when it has one), and run deterministically on `sim`.
+
+use super::MessageBody;
+use super::agents::{AgentView, load_agent};
+use super::auth::Caller;
+use super::error::{ApiError, ApiResult};
+use super::extract::ApiJson;
+use crate::domain::AgentId;
+use crate::domain::agent::{AgentSpec, fill_placeholders};
+use crate::providers::drafting::{
+    assist_prompt_sim, assist_prompt_with, collect_reply, draft_agent_sim, draft_agent_with,
+};
+use crate::providers::select::{ProviderSelector, SelectError};
+use crate::state::AppState;
+use crate::store::chat::ChatSessionRow;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::time::Duration;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+use voxline_actors::providers::{
+    ChatMessage, ChatRole, LlmProvider, LlmRequest, ProviderError, SimConfig, ToolSpec,
+};
+
+/// The longest chat message accepted, in characters.
+const MAX_MESSAGE_CHARS: usize = 4_000;
+/// The longest brief or instruction accepted, in characters.
+const MAX_BRIEF_CHARS: usize = 4_000;
+/// Messages a session keeps; older ones are dropped from the model's context.
+const MAX_SESSION_MESSAGES: usize = 200;
+
+/// The text routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(chat))
+        .routes(routes!(generate))
+        .routes(routes!(prompt_assist))
+}
+
+/// `POST /api/agents/{agentId}/chat` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChatRequest {
+    /// What the user says. May be empty only when starting a session: the
+    /// reply is then the agent's welcome message.
+    #[serde(default)]
+    pub message: String,
+    /// Continues a session; omitted to start one.
+    pub session_id: Option<String>,
+    /// Fills {placeholders} in the welcome message and prompt; only when starting.
+    pub variables: Option<Map<String, Value>>,
+}
+
+/// The agent's reply.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatReply {
+    /// What the agent says.
+    pub message: String,
+    /// The session, to send with the next message.
+    pub session_id: String,
+    /// The agent chose to end the conversation (`end_call`).
+    pub ended: bool,
+}
+
+/// `POST /api/agents/generate` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GenerateRequest {
+    /// What the agent should do, in plain language.
+    pub brief: String,
+    /// Create the agent instead of only returning the draft.
+    #[serde(default)]
+    pub create: bool,
+    /// BCP 47 language of the agent (the model chooses when omitted).
+    pub language: Option<String>,
+    /// `sim` or `openai`; the server's default text LLM when omitted.
+    pub llm_provider: Option<String>,
+    /// Model name for `openai`.
+    pub llm_model: Option<String>,
+}
+
+/// A drafted agent.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GenerateReply {
+    /// What happened.
+    pub message: String,
+    /// The draft: name, engine, welcome message, prompt, language, rating template.
+    pub agent: AgentSpec,
+    /// Whether the agent was created.
+    pub created: bool,
+    /// The created agent's id.
+    pub id: Option<String>,
+}
+
+/// `POST /api/agents/prompt-assist` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PromptAssistRequest {
+    /// The prompt to improve.
+    pub prompt: String,
+    /// What to change, in plain language.
+    pub instruction: Option<String>,
+    /// `sim` or `openai`; the server's default text LLM when omitted.
+    pub llm_provider: Option<String>,
+    /// Model name for `openai`.
+    pub llm_model: Option<String>,
+}
+
+/// An improved prompt.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptAssistReply {
+    /// What happened.
+    pub message: String,
+    /// The improved prompt.
+    pub prompt: String,
+    /// What changed, one short line each.
+    pub changes: Vec<String>,
+}
+
+fn selector(state: &AppState) -> ProviderSelector {
+    ProviderSelector::new(
+        state.store.clone(),
+        &state.settings.providers,
+        Some(&state.secret),
+    )
+}
+
+/// The sim LLM answers at once outside calls: nobody is listening to its pacing.
+fn instant_sim() -> SimConfig {
+    SimConfig {
+        llm_first_token: Duration::ZERO,
+        llm_token_interval: Duration::ZERO,
+        ..SimConfig::default()
+    }
+}
+
+fn select_failed(err: SelectError) -> ApiError {
+    match err {
+        SelectError::Store(err) => ApiError::Store(err),
+        other => ApiError::Unavailable(other.to_string()),
+    }
+}
+
+fn model_failed(err: ProviderError) -> ApiError {
+    tracing::warn!(error = %err, "text request to the LLM failed");
+    ApiError::Unavailable(format!("The language model failed: {err}"))
+}
+
+fn check_len(field: &str, text: &str, max: usize) -> ApiResult<()> {
+    if text.chars().count() > max {
+        return Err(ApiError::BadRequest(format!(
+            "{field} must be at most {max} characters"
+        )));
+    }
+    Ok(())
+}
+
+/// Send a message to an agent and get its reply, without a phone call.
+#[utoipa::path(post, path = "/api/agents/{agentId}/chat", tag = "agents", request_body = ChatRequest,
+    params(("agentId" = String, Path, description = "Agent id")),
+    responses((status = 200, body = ChatReply), (status = 400, body = MessageBody),
+        (status = 404, body = MessageBody), (status = 503, body = MessageBody)))]
+async fn chat(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(agent_id): Path<String>,
+    ApiJson(body): ApiJson<ChatRequest>,
+) -> ApiResult<Json<ChatReply>> {
+    check_len("message", &body.message, MAX_MESSAGE_CHARS)?;
+    let agent = load_agent(&state, &caller, &agent_id).await?;
+    let spec = agent.spec()?;
+    let org = caller.org();
+    let now = state.clock.now().timestamp_millis();
+    let message = body.message.trim().to_string();
+
+    let (session, mut history) = match &body.session_id {
+        Some(raw) => {
+            if body.variables.is_some() {
+                return Err(ApiError::BadRequest(
+                    "variables can only be given when a session starts (without sessionId)".into(),
+                ));
+            }
+            let not_found = || ApiError::NotFound(format!("Chat session {raw} not found"));
+            let id = Uuid::parse_str(raw).map_err(|_| not_found())?;
+            let row = state
+                .store
+                .chat_session(&org, &id.to_string())
+                .await?
+                .filter(|row| row.agent_id == agent.id)
+                .ok_or_else(not_found)?;
+            let history: Vec<ChatMessage> =
+                serde_json::from_str(&row.messages).map_err(|e| ApiError::Internal(e.into()))?;
+            (row, history)
+        }
+        None => {
+            let variables = body.variables.clone().unwrap_or_default();
+            let welcome = fill_placeholders(&spec.welcome_message, &variables);
+            let history = if welcome.trim().is_empty() {
+                Vec::new()
+            } else {
+                vec![ChatMessage::new(ChatRole::Assistant, welcome)]
+            };
+            let row = ChatSessionRow {
+                id: Uuid::now_v7().to_string(),
+                agent_id: agent.id.clone(),
+                variables: Value::Object(variables).to_string(),
+                messages: serde_json::to_string(&history)
+                    .map_err(|e| ApiError::Internal(e.into()))?,
+            };
+            state.store.insert_chat_session(&row, &org, now).await?;
+            if message.is_empty() {
+                // The conversation opens with the agent's welcome message.
+                let reply = history
+                    .first()
+                    .map(|m| m.content.clone())
+                    .unwrap_or_default();
+                return Ok(Json(ChatReply {
+                    message: reply,
+                    session_id: row.id,
+                    ended: false,
+                }));
+            }
+            (row, history)
+        }
+    };
+    if message.is_empty() {
+        return Err(ApiError::BadRequest(
+            "message is required and must not be blank".into(),
+        ));
+    }
+    let variables: Map<String, Value> =
+        serde_json::from_str(&session.variables).unwrap_or_default();
+    history.push(ChatMessage::new(ChatRole::User, message));
+    let chosen = selector(&state)
+        .llm(&org, &spec.llm_provider, &spec.llm_model, &instant_sim())
+        .await
+        .map_err(select_failed)?;
+    let context_start = history.len().saturating_sub(MAX_SESSION_MESSAGES);
+    let request = LlmRequest {
+        system_prompt: fill_placeholders(&spec.prompt, &variables),
+        history: history[context_start..].to_vec(),
+        tools: vec![ToolSpec::end_call()],
+        sim_script: Vec::new().into(),
+    };
+    let reply = collect_reply(chosen.llm.as_ref(), request)
+        .await
+        .map_err(model_failed)?;
+    history.push(ChatMessage::new(ChatRole::Assistant, reply.text.clone()));
+    let keep_from = history.len().saturating_sub(MAX_SESSION_MESSAGES);
+    let stored =
+        serde_json::to_string(&history[keep_from..]).map_err(|e| ApiError::Internal(e.into()))?;
+    state
+        .store
+        .update_chat_messages(&org, &session.id, &stored, now)
+        .await?;
+    Ok(Json(ChatReply {
+        message: reply.text,
+        session_id: session.id,
+        ended: reply.end_call,
+    }))
+}
+
+/// The LLM for generate and prompt-assist: the request's choice, else the server default.
+async fn text_llm(
+    state: &AppState,
+    org: &str,
+    provider: Option<&str>,
+    model: Option<&str>,
+) -> ApiResult<Option<std::sync::Arc<dyn LlmProvider>>> {
+    let settings = &state.settings.providers;
+    let provider = provider.unwrap_or(&settings.text_llm);
+    match provider {
+        "sim" => Ok(None),
+        "openai" => {
+            let model = model.unwrap_or(&settings.openai_models.text);
+            let chosen = selector(state)
+                .llm(org, "openai", model, &instant_sim())
+                .await
+                .map_err(select_failed)?;
+            Ok(Some(chosen.llm))
+        }
+        other => Err(ApiError::BadRequest(format!(
+            "llmProvider must be one of sim, openai (got {other})"
+        ))),
+    }
+}
+
+/// Draft a complete agent from a plain-language brief; created only with `create: true`.
+#[utoipa::path(post, path = "/api/agents/generate", tag = "agents", request_body = GenerateRequest,
+    responses((status = 200, body = GenerateReply), (status = 201, body = GenerateReply),
+        (status = 400, body = MessageBody), (status = 503, body = MessageBody)))]
+async fn generate(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<GenerateRequest>,
+) -> ApiResult<(StatusCode, Json<GenerateReply>)> {
+    let brief = body.brief.trim();
+    if brief.chars().count() < 10 {
+        return Err(ApiError::BadRequest(
+            "brief is required and must be at least 10 characters".into(),
+        ));
+    }
+    check_len("brief", brief, MAX_BRIEF_CHARS)?;
+    let org = caller.org();
+    let llm = text_llm(
+        &state,
+        &org,
+        body.llm_provider.as_deref(),
+        body.llm_model.as_deref(),
+    )
+    .await?;
+    let language = body.language.as_deref().map(str::trim);
+    let spec = match llm {
+        None => draft_agent_sim(brief, language),
+        Some(llm) => draft_agent_with(llm.as_ref(), brief, language)
+            .await
+            .map_err(model_failed)?,
+    };
+    spec.validate().map_err(|reason| match language {
+        Some(_) if reason.starts_with("language") => ApiError::BadRequest(reason),
+        _ => ApiError::Unavailable(format!("The drafted agent is not valid: {reason}")),
+    })?;
+    if !body.create {
+        return Ok((
+            StatusCode::OK,
+            Json(GenerateReply {
+                message: "Agent drafted; review it, then send create: true or POST /api/agents"
+                    .into(),
+                agent: spec,
+                created: false,
+                id: None,
+            }),
+        ));
+    }
+    let id = AgentId::new().to_string();
+    let now = state.clock.now().timestamp_millis();
+    let row = state.store.insert_agent(&id, &org, &spec, now).await?;
+    let view = AgentView::from_row(&row)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(GenerateReply {
+            message: "Agent created".into(),
+            agent: view.spec,
+            created: true,
+            id: Some(view.id),
+        }),
+    ))
+}
+
+/// Improve a prompt by an instruction; returns the new prompt and what changed.
+#[utoipa::path(post, path = "/api/agents/prompt-assist", tag = "agents", request_body = PromptAssistRequest,
+    responses((status = 200, body = PromptAssistReply), (status = 400, body = MessageBody),
+        (status = 503, body = MessageBody)))]
+async fn prompt_assist(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<PromptAssistRequest>,
+) -> ApiResult<Json<PromptAssistReply>> {
+    if body.prompt.trim().is_empty() {
+        return Err(ApiError::BadRequest(
+            "prompt is required and must not be blank".into(),
+        ));
+    }
+    check_len("prompt", &body.prompt, 100_000)?;
+    let instruction = body
+        .instruction
+        .as_deref()
+        .map(str::trim)
+        .filter(|i| !i.is_empty());
+    if let Some(instruction) = instruction {
+        check_len("instruction", instruction, MAX_BRIEF_CHARS)?;
+    }
+    let org = caller.org();
+    let llm = text_llm(
+        &state,
+        &org,
+        body.llm_provider.as_deref(),
+        body.llm_model.as_deref(),
+    )
+    .await?;
+    let (prompt, changes) = match llm {
+        None => assist_prompt_sim(&body.prompt, instruction),
+        Some(llm) => assist_prompt_with(llm.as_ref(), &body.prompt, instruction)
+            .await
+            .map_err(model_failed)?,
+    };
+    let message = if changes.is_empty() {
+        "The prompt already follows the guidelines; nothing changed".to_string()
+    } else {
+        format!("Prompt improved with {} change(s)", changes.len())
+    };
+    Ok(Json(PromptAssistReply {
+        message,
+        prompt,
+        changes,
+    }))
+}

@@ -1,0 +1,247 @@
+//! Platform (bundled) provider keys, base URLs, timeouts and the platform fee,
+//! from the `[providers]` table of the config file and the environment
+//! (the environment wins, as everywhere in decisions §1).
+
+use serde::Deserialize;
+use std::fmt;
+use std::time::Duration;
+
+/// Default OpenAI-compatible base URL (everything up to and including `/v1`).
+pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+/// Default Deepgram base URL for live transcription.
+pub const DEEPGRAM_BASE_URL: &str = "wss://api.deepgram.com/v1";
+/// Default ElevenLabs base URL.
+pub const ELEVENLABS_BASE_URL: &str = "https://api.elevenlabs.io";
+/// Default per-minute platform fee (paise) billed when a workspace brings its own keys.
+pub const DEFAULT_PLATFORM_FEE_PAISE: i64 = 100;
+
+/// One vendor's key and address. `Debug` never prints the key.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct VendorAccount {
+    /// The API key, when one is configured.
+    pub api_key: Option<String>,
+    /// Base URL without a trailing slash.
+    pub base_url: String,
+}
+
+impl fmt::Debug for VendorAccount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VendorAccount")
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("base_url", &self.base_url)
+            .finish()
+    }
+}
+
+/// Models used when the agent does not name one (TTS and ASR have no agent field).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenAiModels {
+    /// `/audio/speech` model.
+    pub tts: String,
+    /// `/audio/transcriptions` model.
+    pub asr: String,
+    /// Model for generate and prompt-assist.
+    pub text: String,
+}
+
+impl Default for OpenAiModels {
+    fn default() -> Self {
+        Self {
+            tts: "gpt-4o-mini-tts".into(),
+            asr: "whisper-1".into(),
+            text: "gpt-4o-mini".into(),
+        }
+    }
+}
+
+/// Every provider setting, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderSettings {
+    /// The platform's OpenAI-compatible account (LLM, speech, transcription).
+    pub openai: VendorAccount,
+    /// OpenAI-compatible model defaults.
+    pub openai_models: OpenAiModels,
+    /// The platform's Deepgram account.
+    pub deepgram: VendorAccount,
+    /// Deepgram model.
+    pub deepgram_model: String,
+    /// The platform's ElevenLabs account.
+    pub elevenlabs: VendorAccount,
+    /// ElevenLabs model.
+    pub elevenlabs_model: String,
+    /// The espeak-ng program (a name on PATH or a path).
+    pub espeak_program: String,
+    /// Time allowed to connect to a vendor.
+    pub connect_timeout: Duration,
+    /// Longest silence allowed between two pieces of a vendor's answer.
+    pub read_timeout: Duration,
+    /// Extra attempts for a request that failed before anything was spoken.
+    pub retries: u32,
+    /// First backoff between attempts; doubles each time.
+    pub retry_backoff: Duration,
+    /// Consecutive failures that open a provider's circuit for a workspace.
+    pub breaker_threshold: u32,
+    /// How long an open circuit refuses requests before one trial.
+    pub breaker_cooldown: Duration,
+    /// Per-minute rate (paise) of calls whose providers all run on the workspace's own keys.
+    pub platform_fee_paise: i64,
+    /// LLM for generate and prompt-assist: `sim` or `openai`.
+    pub text_llm: String,
+}
+
+impl Default for ProviderSettings {
+    fn default() -> Self {
+        Self {
+            openai: VendorAccount {
+                api_key: None,
+                base_url: OPENAI_BASE_URL.into(),
+            },
+            openai_models: OpenAiModels::default(),
+            deepgram: VendorAccount {
+                api_key: None,
+                base_url: DEEPGRAM_BASE_URL.into(),
+            },
+            deepgram_model: "nova-2".into(),
+            elevenlabs: VendorAccount {
+                api_key: None,
+                base_url: ELEVENLABS_BASE_URL.into(),
+            },
+            elevenlabs_model: "eleven_flash_v2_5".into(),
+            espeak_program: "espeak-ng".into(),
+            connect_timeout: Duration::from_secs(3),
+            read_timeout: Duration::from_secs(10),
+            retries: 2,
+            retry_backoff: Duration::from_millis(200),
+            breaker_threshold: 5,
+            breaker_cooldown: Duration::from_secs(30),
+            platform_fee_paise: DEFAULT_PLATFORM_FEE_PAISE,
+            text_llm: "sim".into(),
+        }
+    }
+}
+
+/// One vendor's table in the config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VendorFile {
+    /// API key.
+    pub api_key: Option<String>,
+    /// Base URL.
+    pub base_url: Option<String>,
+    /// Default model (LLM text model for openai, the recognizer or voice model otherwise).
+    pub model: Option<String>,
+    /// OpenAI only: the speech model.
+    pub tts_model: Option<String>,
+    /// OpenAI only: the transcription model.
+    pub asr_model: Option<String>,
+}
+
+/// The `[providers]` table of the config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProvidersFile {
+    /// `[providers.openai]`.
+    pub openai: Option<VendorFile>,
+    /// `[providers.deepgram]`.
+    pub deepgram: Option<VendorFile>,
+    /// `[providers.elevenlabs]`.
+    pub elevenlabs: Option<VendorFile>,
+    /// The espeak-ng program.
+    pub espeak_program: Option<String>,
+    /// See [`ProviderSettings::connect_timeout`].
+    pub connect_timeout_ms: Option<u64>,
+    /// See [`ProviderSettings::read_timeout`].
+    pub read_timeout_ms: Option<u64>,
+    /// See [`ProviderSettings::retries`].
+    pub retries: Option<u32>,
+    /// See [`ProviderSettings::breaker_threshold`].
+    pub breaker_threshold: Option<u32>,
+    /// See [`ProviderSettings::breaker_cooldown`].
+    pub breaker_cooldown_seconds: Option<u64>,
+    /// See [`ProviderSettings::platform_fee_paise`].
+    pub platform_fee_paise: Option<i64>,
+    /// See [`ProviderSettings::text_llm`].
+    pub text_llm: Option<String>,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn env_parse<T: std::str::FromStr>(name: &str) -> Option<T> {
+    env(name).and_then(|v| v.trim().parse().ok())
+}
+
+fn trimmed_url(url: String) -> String {
+    url.trim_end_matches('/').to_string()
+}
+
+fn account(prefix: &str, file: Option<&VendorFile>, default_url: &str) -> VendorAccount {
+    VendorAccount {
+        api_key: env(&format!("VOXLINE_{prefix}_API_KEY"))
+            .or_else(|| file.and_then(|f| f.api_key.clone())),
+        base_url: trimmed_url(
+            env(&format!("VOXLINE_{prefix}_BASE_URL"))
+                .or_else(|| file.and_then(|f| f.base_url.clone()))
+                .unwrap_or_else(|| default_url.to_string()),
+        ),
+    }
+}
+
+impl ProviderSettings {
+    /// Merges the environment over the file over the defaults.
+    pub fn from_env_and_file(file: Option<&ProvidersFile>) -> Self {
+        let d = Self::default();
+        let empty = ProvidersFile::default();
+        let file = file.unwrap_or(&empty);
+        let openai_file = file.openai.as_ref();
+        let models = OpenAiModels {
+            tts: env("VOXLINE_OPENAI_TTS_MODEL")
+                .or_else(|| openai_file.and_then(|f| f.tts_model.clone()))
+                .unwrap_or(d.openai_models.tts),
+            asr: env("VOXLINE_OPENAI_ASR_MODEL")
+                .or_else(|| openai_file.and_then(|f| f.asr_model.clone()))
+                .unwrap_or(d.openai_models.asr),
+            text: env("VOXLINE_OPENAI_TEXT_MODEL")
+                .or_else(|| openai_file.and_then(|f| f.model.clone()))
+                .unwrap_or(d.openai_models.text),
+        };
+        Self {
+            openai: account("OPENAI", openai_file, OPENAI_BASE_URL),
+            openai_models: models,
+            deepgram: account("DEEPGRAM", file.deepgram.as_ref(), DEEPGRAM_BASE_URL),
+            deepgram_model: env("VOXLINE_DEEPGRAM_MODEL")
+                .or_else(|| file.deepgram.as_ref().and_then(|f| f.model.clone()))
+                .unwrap_or(d.deepgram_model),
+            elevenlabs: account("ELEVENLABS", file.elevenlabs.as_ref(), ELEVENLABS_BASE_URL),
+            elevenlabs_model: env("VOXLINE_ELEVENLABS_MODEL")
+                .or_else(|| file.elevenlabs.as_ref().and_then(|f| f.model.clone()))
+                .unwrap_or(d.elevenlabs_model),
+            espeak_program: env("VOXLINE_ESPEAK_PROGRAM")
+                .or_else(|| file.espeak_program.clone())
+                .unwrap_or(d.espeak_program),
+            connect_timeout: env_parse("VOXLINE_PROVIDER_CONNECT_TIMEOUT_MS")
+                .or(file.connect_timeout_ms)
+                .map_or(d.connect_timeout, Duration::from_millis),
+            read_timeout: env_parse("VOXLINE_PROVIDER_READ_TIMEOUT_MS")
+                .or(file.read_timeout_ms)
+                .map_or(d.read_timeout, Duration::from_millis),
+            retries: env_parse("VOXLINE_PROVIDER_RETRIES")
+                .or(file.retries)
+                .unwrap_or(d.retries)
+                .min(5),
+            retry_backoff: d.retry_backoff,
+            breaker_threshold: file.breaker_threshold.unwrap_or(d.breaker_threshold).max(1),
+            breaker_cooldown: file
+                .breaker_cooldown_seconds
+                .map_or(d.breaker_cooldown, Duration::from_secs),
+            platform_fee_paise: env_parse("VOXLINE_PLATFORM_FEE_PAISE")
+                .or(file.platform_fee_paise)
+                .unwrap_or(d.platform_fee_paise)
+                .max(0),
+            text_llm: env("VOXLINE_TEXT_LLM")
+                .or_else(|| file.text_llm.clone())
+                .unwrap_or(d.text_llm),
+        }
+    }
+}
