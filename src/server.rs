@@ -5,6 +5,7 @@ use crate::bootstrap::{Bootstrapped, bootstrap_if_empty};
 use crate::calls::dispatch;
 use crate::calls::ledger::StoreLedger;
 use crate::calls::runner::CallRunner;
+use crate::calls::welcome_cache::{WelcomeCache, sim_tts_for_agents};
 use crate::clock::SharedClock;
 use crate::config::Settings;
 use crate::http;
@@ -45,6 +46,17 @@ impl Server {
     /// Opens the store, bootstraps if empty, binds both listeners and starts
     /// the background jobs.
     pub async fn start(settings: Settings, clock: SharedClock) -> anyhow::Result<Self> {
+        Self::start_with_carriers(settings, clock, HashMap::new()).await
+    }
+
+    /// [`Server::start`] with `extra` carriers registered by name beside the
+    /// built-in ones (replacing any of the same name), e.g. a test carrier
+    /// that hands the dialed media stream to the test.
+    pub async fn start_with_carriers(
+        settings: Settings,
+        clock: SharedClock,
+        extra: HashMap<String, Arc<dyn Carrier>>,
+    ) -> anyhow::Result<Self> {
         std::fs::create_dir_all(&settings.storage.data_dir).with_context(|| {
             format!("creating data dir {}", settings.storage.data_dir.display())
         })?;
@@ -80,6 +92,7 @@ impl Server {
         let limiter = RateLimiter::new(store.clone(), clock.clone());
         let ledger = Arc::new(StoreLedger::new(store.clone(), clock.clone()));
         let media_tokens = MediaTokens::new(&secret);
+        let welcome_cache = WelcomeCache::new(sim_tts_for_agents(&settings.sim));
         let engine = start_engine(
             &settings,
             &store,
@@ -88,6 +101,8 @@ impl Server {
             &media_tokens,
             &ws_base,
             &public_url,
+            &welcome_cache,
+            extra,
         )
         .await?;
         let state = AppState::new(AppInner {
@@ -100,6 +115,7 @@ impl Server {
             ledger,
             media_tokens,
             used_tokens: UsedTokens::default(),
+            welcome_cache,
         });
         let (ended, requeued) = dispatch::recover_after_restart(&state).await?;
         if ended > 0 || requeued > 0 {
@@ -170,7 +186,8 @@ impl Server {
                     match janitor::run_once(
                         &state.store,
                         &state.clock,
-                        state.settings.dormant_after,
+                        &janitor::Policy::from_settings(&state.settings),
+                        &state.welcome_cache,
                     )
                     .await
                     {
@@ -258,7 +275,8 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Starts the call engine with the sim carrier (real carriers join in later issues).
+/// Starts the call engine with the sim carrier and `extra` ones.
+#[allow(clippy::too_many_arguments)]
 async fn start_engine(
     settings: &Settings,
     store: &Store,
@@ -267,6 +285,8 @@ async fn start_engine(
     tokens: &MediaTokens,
     ws_base: &str,
     public_url: &str,
+    welcome_cache: &Arc<WelcomeCache>,
+    extra: HashMap<String, Arc<dyn Carrier>>,
 ) -> anyhow::Result<Engine> {
     let launcher: CalleeLauncher = Arc::new(|start| Box::pin(crate::sim_callee::run(start)));
     let sim = SimCarrier::new(
@@ -279,10 +299,16 @@ async fn start_engine(
     );
     let mut carriers: HashMap<String, Arc<dyn Carrier>> = HashMap::new();
     carriers.insert("sim".into(), sim);
+    carriers.extend(extra);
     let now_clock = clock.clone();
     let engine = Engine::start(EngineConfig {
         ledger: ledger.clone(),
-        runner: Arc::new(CallRunner::new(store.clone(), settings.clone())),
+        runner: Arc::new(CallRunner::new(
+            store.clone(),
+            settings.clone(),
+            clock.clone(),
+            Arc::clone(welcome_cache),
+        )),
         carriers,
         tokens: tokens.clone(),
         media_base_url: format!("{ws_base}/media"),

@@ -1,6 +1,7 @@
 //! Shared state handed to every HTTP handler and background job.
 
 use crate::calls::ledger::StoreLedger;
+use crate::calls::welcome_cache::WelcomeCache;
 use crate::clock::SharedClock;
 use crate::config::Settings;
 use crate::http::media::UsedTokens;
@@ -36,6 +37,8 @@ pub struct AppInner {
     pub media_tokens: MediaTokens,
     /// Media tokens already used.
     pub used_tokens: UsedTokens,
+    /// Warm welcome audio of awake agents.
+    pub welcome_cache: Arc<WelcomeCache>,
 }
 
 impl AppInner {

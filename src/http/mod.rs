@@ -11,6 +11,7 @@ pub mod extract;
 mod health;
 pub mod media;
 pub mod openapi;
+pub mod recordings;
 
 use crate::state::AppState;
 use axum::Json;
@@ -53,6 +54,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(call_reads::router())
         .merge(dashboard::router())
         .merge(calls::router())
+        .merge(recordings::router())
 }
 
 /// The full application router.
@@ -76,6 +78,7 @@ pub fn router(state: AppState) -> Router {
         .merge(api)
         .merge(health::router())
         .merge(media::router())
+        .merge(recordings::public_router())
         .merge(openapi::router(doc))
         .fallback_service(unmatched)
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))

@@ -11,6 +11,7 @@ pub mod calls;
 pub mod keys;
 pub mod numbers;
 mod orgs;
+mod recordings;
 mod usage;
 mod wallet;
 mod webhooks;
@@ -23,6 +24,7 @@ pub use call_reads::{
 pub use keys::{ApiKeyRow, KeyAuthRow};
 pub use numbers::NumberRow;
 pub use orgs::OrgRow;
+pub use recordings::RecordingFileRow;
 pub use usage::{UsageDayRow, UsageDelta};
 pub use wallet::{RecordingRow, WalletTxRow};
 pub use webhooks::WebhookRow;

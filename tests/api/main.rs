@@ -12,6 +12,7 @@ mod errors;
 mod harness;
 mod limits;
 mod openapi;
+mod recordings;
 
 use sqlx::Connection;
 
