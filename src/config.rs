@@ -73,6 +73,8 @@ pub struct FileConfig {
     pub janitor_interval_seconds: Option<u64>,
     /// Days of idleness before an agent turns dormant.
     pub dormant_after_days: Option<u32>,
+    /// Days a call recording is kept (`VOXLINE_RECORDING_RETENTION_DAYS`, default 90).
+    pub recording_retention_days: Option<u32>,
     /// See [`SimSettings::ring_seconds`].
     pub sim_ring_seconds: Option<u32>,
     /// See [`SimSettings::answer_after_ms`].
@@ -196,6 +198,9 @@ impl SimSettings {
     }
 }
 
+/// Days a recording is kept when nothing else is configured (decisions §9).
+pub const DEFAULT_RECORDING_RETENTION_DAYS: u64 = 90;
+
 /// Everything `serve` needs, fully resolved.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -215,6 +220,8 @@ pub struct Settings {
     pub janitor_interval: Duration,
     /// Dormancy window.
     pub dormant_after: Duration,
+    /// How long recordings are kept before the janitor deletes them.
+    pub recording_retention: Duration,
     /// Simulated provider timings.
     pub sim: SimSettings,
     /// How often stored calls due for dialing are checked.
@@ -359,6 +366,14 @@ impl Settings {
             dormant_after: Duration::from_secs(
                 u64::from(file.dormant_after_days.unwrap_or(7)) * 86_400,
             ),
+            recording_retention: Duration::from_secs(
+                std::env::var("VOXLINE_RECORDING_RETENTION_DAYS")
+                    .ok()
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .or(file.recording_retention_days.map(u64::from))
+                    .unwrap_or(DEFAULT_RECORDING_RETENTION_DAYS)
+                    * 86_400,
+            ),
             sim,
             dispatch_interval: Duration::from_secs(1),
             webhook_allow_hosts: std::env::var("VOXLINE_WEBHOOK_ALLOW_HOSTS")
@@ -391,6 +406,7 @@ impl Settings {
             no_bootstrap: true,
             janitor_interval: Duration::from_millis(100),
             dormant_after: Duration::from_secs(7 * 86_400),
+            recording_retention: Duration::from_secs(DEFAULT_RECORDING_RETENTION_DAYS * 86_400),
             sim: SimSettings {
                 ring_seconds: 1,
                 answer_after_ms: 100,

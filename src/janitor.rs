@@ -1,10 +1,20 @@
-//! Periodic upkeep: number renewals from the wallet and agent dormancy.
+//! Periodic upkeep: number renewals from the wallet, agent dormancy (and the
+//! welcome audio dormant agents stop having kept warm), and retention:
+//! recordings past their window are deleted and turn rows older than 90 days
+//! are pruned, while calls keep `transcript_text`.
 
+use crate::calls::welcome_cache::WelcomeCache;
 use crate::clock::{SharedClock, from_millis};
+use crate::config::Settings;
 use crate::store::numbers::RenewalOutcome;
 use crate::store::{Store, StoreError};
 use chrono::Months;
 use std::time::Duration;
+
+/// Turn-level transcript rows are kept this long (spec Limits).
+pub const TURN_RETENTION: Duration = Duration::from_secs(90 * 86_400);
+/// Recordings deleted per pass, so one pass stays short after a long outage.
+const RECORDINGS_PER_PASS: i64 = 500;
 
 /// What one janitor pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -15,13 +25,47 @@ pub struct JanitorReport {
     pub suspended: u32,
     /// Agents newly marked dormant.
     pub dormant: u64,
+    /// Warm welcome audio dropped (dormant, deactivated or deleted agents).
+    pub welcomes_dropped: usize,
+    /// Recordings deleted after their retention window.
+    pub recordings_deleted: u32,
+    /// Transcript turn rows pruned.
+    pub turns_pruned: u64,
+}
+
+/// The windows a pass applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Idle time after which an agent turns dormant.
+    pub dormant_after: Duration,
+    /// How long recordings are kept.
+    pub recording_retention: Duration,
+    /// How long turn rows are kept.
+    pub turn_retention: Duration,
+}
+
+impl Policy {
+    /// The windows configured in `settings`.
+    pub fn from_settings(settings: &Settings) -> Self {
+        Self {
+            dormant_after: settings.dormant_after,
+            recording_retention: settings.recording_retention,
+            turn_retention: TURN_RETENTION,
+        }
+    }
+}
+
+/// `now_ms` minus `window`, saturating.
+fn cutoff(now_ms: i64, window: Duration) -> i64 {
+    now_ms.saturating_sub(i64::try_from(window.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Runs one pass at the clock's current time.
 pub async fn run_once(
     store: &Store,
     clock: &SharedClock,
-    dormant_after: Duration,
+    policy: &Policy,
+    welcome_cache: &WelcomeCache,
 ) -> Result<JanitorReport, StoreError> {
     let now = clock.now();
     let now_ms = now.timestamp_millis();
@@ -45,7 +89,45 @@ pub async fn run_once(
             }
         }
     }
-    let cutoff = now_ms - i64::try_from(dormant_after.as_millis()).unwrap_or(i64::MAX);
-    report.dormant = store.mark_dormant_agents(cutoff).await?;
+    report.dormant = store
+        .mark_dormant_agents(cutoff(now_ms, policy.dormant_after))
+        .await?;
+    report.welcomes_dropped = welcome_cache.drop_sleeping(store).await?;
+    report.recordings_deleted =
+        delete_old_recordings(store, cutoff(now_ms, policy.recording_retention), now_ms).await?;
+    report.turns_pruned = store
+        .prune_turns_before(cutoff(now_ms, policy.turn_retention))
+        .await?;
     Ok(report)
+}
+
+/// Deletes the files of recordings written before `cutoff_ms` and marks them
+/// deleted, so their `url` reads null.
+async fn delete_old_recordings(
+    store: &Store,
+    cutoff_ms: i64,
+    now_ms: i64,
+) -> Result<u32, StoreError> {
+    let mut deleted = 0;
+    for recording in store
+        .recordings_written_before(cutoff_ms, RECORDINGS_PER_PASS)
+        .await?
+    {
+        match tokio::fs::remove_file(&recording.path).await {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => {
+                // Left for the next pass; the row stays so the file is not orphaned.
+                tracing::warn!(call = %recording.call_id, path = %recording.path, error = %err, "could not delete an expired recording");
+                continue;
+            }
+        }
+        if store
+            .mark_recording_deleted(&recording.call_id, now_ms)
+            .await?
+        {
+            deleted += 1;
+        }
+    }
+    Ok(deleted)
 }

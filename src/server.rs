@@ -6,6 +6,7 @@ use crate::calls::dispatch;
 use crate::calls::ledger::StoreLedger;
 use crate::calls::runner::CallRunner;
 use crate::carriers::store_wiring::StoreCredentials;
+use crate::calls::welcome_cache::{WelcomeCache, sim_tts_for_agents};
 use crate::clock::SharedClock;
 use crate::config::Settings;
 use crate::http;
@@ -46,6 +47,17 @@ impl Server {
     /// Opens the store, bootstraps if empty, binds both listeners and starts
     /// the background jobs.
     pub async fn start(settings: Settings, clock: SharedClock) -> anyhow::Result<Self> {
+        Self::start_with_carriers(settings, clock, HashMap::new()).await
+    }
+
+    /// [`Server::start`] with `extra` carriers registered by name beside the
+    /// built-in ones (replacing any of the same name), e.g. a test carrier
+    /// that hands the dialed media stream to the test.
+    pub async fn start_with_carriers(
+        settings: Settings,
+        clock: SharedClock,
+        extra: HashMap<String, Arc<dyn Carrier>>,
+    ) -> anyhow::Result<Self> {
         std::fs::create_dir_all(&settings.storage.data_dir).with_context(|| {
             format!("creating data dir {}", settings.storage.data_dir.display())
         })?;
@@ -81,6 +93,7 @@ impl Server {
         let limiter = RateLimiter::new(store.clone(), clock.clone());
         let ledger = Arc::new(StoreLedger::new(store.clone(), clock.clone()));
         let media_tokens = MediaTokens::new(&secret);
+        let welcome_cache = WelcomeCache::new(sim_tts_for_agents(&settings.sim));
         let engine = start_engine(
             &settings,
             &secret,
@@ -90,6 +103,8 @@ impl Server {
             &media_tokens,
             &ws_base,
             &public_url,
+            &welcome_cache,
+            extra,
         )
         .await?;
         let key_cache = crate::key_cache::KeyCache::new(&store);
@@ -104,6 +119,7 @@ impl Server {
             media_tokens,
             used_tokens: UsedTokens::default(),
             key_cache,
+            welcome_cache,
         });
         let (ended, requeued) = dispatch::recover_after_restart(&state).await?;
         if ended > 0 || requeued > 0 {
@@ -190,7 +206,8 @@ impl Server {
                     match janitor::run_once(
                         &state.store,
                         &state.clock,
-                        state.settings.dormant_after,
+                        &janitor::Policy::from_settings(&state.settings),
+                        &state.welcome_cache,
                     )
                     .await
                     {
@@ -278,8 +295,8 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Starts the call engine with the sim carrier and the real carriers, which
-/// read each workspace's account from its stored credentials.
+/// Starts the call engine with the sim carrier, the real carriers (which read
+/// each workspace's account from its stored credentials) and `extra` ones.
 #[allow(clippy::too_many_arguments)]
 async fn start_engine(
     settings: &Settings,
@@ -290,6 +307,8 @@ async fn start_engine(
     tokens: &MediaTokens,
     ws_base: &str,
     public_url: &str,
+    welcome_cache: &Arc<WelcomeCache>,
+    extra: HashMap<String, Arc<dyn Carrier>>,
 ) -> anyhow::Result<Engine> {
     let launcher: CalleeLauncher = Arc::new(|start| Box::pin(crate::sim_callee::run(start)));
     let sim = SimCarrier::new(
@@ -304,10 +323,16 @@ async fn start_engine(
     let mut carriers: HashMap<String, Arc<dyn Carrier>> =
         crate::carriers::all_carriers(credentials);
     carriers.insert("sim".into(), sim);
+    carriers.extend(extra);
     let now_clock = clock.clone();
     let engine = Engine::start(EngineConfig {
         ledger: ledger.clone(),
-        runner: Arc::new(CallRunner::new(store.clone(), settings.clone())),
+        runner: Arc::new(CallRunner::new(
+            store.clone(),
+            settings.clone(),
+            clock.clone(),
+            Arc::clone(welcome_cache),
+        )),
         carriers,
         tokens: tokens.clone(),
         media_base_url: format!("{ws_base}/media"),

@@ -1,6 +1,7 @@
 //! Shared state handed to every HTTP handler and background job.
 
 use crate::calls::ledger::StoreLedger;
+use crate::calls::welcome_cache::WelcomeCache;
 use crate::clock::SharedClock;
 use crate::config::Settings;
 use crate::http::media::UsedTokens;
@@ -38,6 +39,8 @@ pub struct AppInner {
     pub used_tokens: UsedTokens,
     /// API key lookups, so authentication skips the database when it can.
     pub key_cache: crate::key_cache::KeyCache,
+    /// Warm welcome audio of awake agents.
+    pub welcome_cache: Arc<WelcomeCache>,
 }
 
 impl AppInner {

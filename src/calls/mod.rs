@@ -5,3 +5,4 @@ pub mod dispatch;
 pub mod ledger;
 pub mod placement;
 pub mod runner;
+pub mod welcome_cache;

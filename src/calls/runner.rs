@@ -2,6 +2,8 @@
 //! the agent and the call's variables, persists turns as they end, and stores
 //! the transcript, extracted fields, latencies and recording afterwards.
 
+use super::welcome_cache::WelcomeCache;
+use crate::clock::SharedClock;
 use crate::config::Settings;
 use crate::domain::agent::{AgentSpec, ConversationEngine as AgentEngine, fill_placeholders};
 use crate::http::media::MediaStream;
@@ -29,17 +31,26 @@ pub struct CallRunner {
     store: Store,
     settings: Settings,
     selector: ProviderSelector,
+    clock: SharedClock,
+    welcome_cache: Arc<WelcomeCache>,
 }
 
 impl CallRunner {
-    /// A runner persisting into `store`.
-    pub fn new(store: Store, settings: Settings) -> Self {
+    /// A runner persisting into `store`, greeting from `welcome_cache` when warm.
+    pub fn new(
+        store: Store,
+        settings: Settings,
+        clock: SharedClock,
+        welcome_cache: Arc<WelcomeCache>,
+    ) -> Self {
         let secret = settings.storage.load_secret().ok();
         let selector = ProviderSelector::new(store.clone(), &settings.providers, secret.as_deref());
         Self {
             store,
             settings,
             selector,
+            clock,
+            welcome_cache,
         }
     }
 
@@ -220,7 +231,7 @@ impl ConversationRunner for CallRunner {
                 None
             }
         };
-        let config = conversation_config(
+        let mut config = conversation_config(
             &job.call_id,
             CarrierSession::started(codec, Box::new(start)),
             &spec,
@@ -228,6 +239,13 @@ impl ConversationRunner for CallRunner {
             script_lines(&job.sim_script),
             recording_path,
         );
+        config.welcome_audio =
+            self.welcome_cache
+                .get(&agent.id, &config.welcome_message, &config.voice);
+        if config.welcome_audio.is_none() && !agent.dormant {
+            // Cold after a restart or an eviction: warm it for the next call.
+            self.welcome_cache.warm(&job.org_id, &agent.id, &spec);
+        }
         let sim = self.sim_config(&variables);
         let selected =
             match prepare_call(&self.selector, &job.call_id, &job.org_id, &spec, sim).await {
@@ -284,7 +302,7 @@ impl ConversationRunner for CallRunner {
         }
         if let Some(rec) = &outcome.recording {
             let bytes = std::fs::metadata(&rec.path).map(|m| m.len()).unwrap_or(0);
-            let now = unix_ms(SystemTime::now());
+            let now = self.clock.now().timestamp_millis();
             let path = rec.path.to_string_lossy();
             let record = NewRecording {
                 call_id: &job.call_id,

@@ -116,6 +116,7 @@ async fn create_agent(
         .store
         .insert_agent(&id, &caller.org(), &spec, now)
         .await?;
+    state.welcome_cache.warm(&caller.org(), &id, &spec);
     Ok((StatusCode::CREATED, Json(AgentView::from_row(&row)?)))
 }
 
@@ -153,6 +154,11 @@ async fn patch_agent(
         return Err(not_found(&agent_id));
     }
     let row = load_agent(&state, &caller, &agent_id).await?;
+    if row.status() == AgentStatus::Active && !row.dormant {
+        state.welcome_cache.warm(&caller.org(), &row.id, &spec);
+    } else {
+        state.welcome_cache.forget(&row.id);
+    }
     Ok(Json(AgentView::from_row(&row)?))
 }
 
@@ -171,6 +177,7 @@ async fn delete_agent(
         .store
         .set_agent_status(&caller.org(), &row.id, AgentStatus::Deleted, false, now)
         .await?;
+    state.welcome_cache.forget(&row.id);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -212,6 +219,9 @@ async fn activate_agent(
         .store
         .set_agent_status(&caller.org(), &row.id, AgentStatus::Active, true, now)
         .await?;
+    state
+        .welcome_cache
+        .warm(&caller.org(), &row.id, &row.spec()?);
     Ok(MessageBody::json("Agent activated"))
 }
 
@@ -230,5 +240,6 @@ async fn deactivate_agent(
         .store
         .set_agent_status(&caller.org(), &row.id, AgentStatus::Inactive, false, now)
         .await?;
+    state.welcome_cache.forget(&row.id);
     Ok(MessageBody::json("Agent deactivated"))
 }

@@ -12,6 +12,7 @@ pub mod extract;
 mod health;
 pub mod media;
 pub mod openapi;
+pub mod recordings;
 
 use crate::carriers::store_wiring::ServiceCallbackHost;
 use crate::state::AppState;
@@ -57,6 +58,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(call_reads::router())
         .merge(dashboard::router())
         .merge(calls::router())
+        .merge(recordings::router())
 }
 
 /// The full application router.
@@ -83,6 +85,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::carriers::callbacks::router(Arc::new(
             ServiceCallbackHost::new(state.clone()),
         )))
+        .merge(recordings::public_router())
         .merge(openapi::router(doc))
         .fallback_service(unmatched)
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))

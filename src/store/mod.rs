@@ -12,6 +12,7 @@ pub mod chat;
 pub mod keys;
 pub mod numbers;
 mod orgs;
+mod recordings;
 mod usage;
 mod wallet;
 pub mod webhook_outbox;
@@ -25,6 +26,7 @@ pub use call_reads::{
 pub use keys::{ApiKeyRow, KeyAuthRow};
 pub use numbers::NumberRow;
 pub use orgs::OrgRow;
+pub use recordings::RecordingFileRow;
 pub use usage::{UsageDayRow, UsageDelta};
 pub use wallet::{RecordingRow, WalletTxRow};
 pub use webhooks::WebhookRow;

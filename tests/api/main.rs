@@ -15,6 +15,7 @@ mod harness;
 mod limits;
 mod openapi;
 mod webhooks;
+mod recordings;
 
 use sqlx::Connection;
 

@@ -1,0 +1,85 @@
+//! Recording files for the per-call reads, and the retention janitor's deletes.
+
+use super::{Store, StoreResult, with_pool};
+
+/// A retained recording's file.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RecordingFileRow {
+    /// The recorded call.
+    pub call_id: String,
+    /// The call's workspace.
+    pub org_id: String,
+    /// Where the file is on disk.
+    pub path: String,
+    /// wav or ogg.
+    pub format: String,
+    /// Size when it was finalized.
+    pub bytes: i64,
+}
+
+impl Store {
+    /// The retained (not yet deleted) recording of a call of a workspace.
+    pub async fn recording_file(
+        &self,
+        org_id: &str,
+        call_id: &str,
+    ) -> StoreResult<Option<RecordingFileRow>> {
+        let row = with_pool!(self, pool => {
+            sqlx::query_as::<_, RecordingFileRow>(
+                "SELECT call_id, org_id, path, format, bytes FROM recordings
+                 WHERE call_id = $1 AND org_id = $2 AND deleted_at IS NULL",
+            )
+            .bind(call_id)
+            .bind(org_id)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row)
+    }
+
+    /// Up to `limit` retained recordings written before `cutoff_ms`, oldest first.
+    pub async fn recordings_written_before(
+        &self,
+        cutoff_ms: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<RecordingFileRow>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, RecordingFileRow>(
+                "SELECT call_id, org_id, path, format, bytes FROM recordings
+                 WHERE deleted_at IS NULL AND created_at < $1
+                 ORDER BY created_at LIMIT $2",
+            )
+            .bind(cutoff_ms)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Marks a recording deleted; its reads answer as if there were none.
+    pub async fn mark_recording_deleted(&self, call_id: &str, now_ms: i64) -> StoreResult<bool> {
+        let done = with_pool!(self, pool => {
+            sqlx::query("UPDATE recordings SET deleted_at = $1 WHERE call_id = $2 AND deleted_at IS NULL")
+                .bind(now_ms)
+                .bind(call_id)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(done > 0)
+    }
+
+    /// Deletes transcript turn rows written before `cutoff_ms` (the calls keep
+    /// `transcript_text`); returns how many went.
+    pub async fn prune_turns_before(&self, cutoff_ms: i64) -> StoreResult<u64> {
+        let done = with_pool!(self, pool => {
+            sqlx::query("DELETE FROM call_turns WHERE created_at < $1")
+                .bind(cutoff_ms)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(done)
+    }
+}
