@@ -3,8 +3,10 @@
 pub mod account;
 pub mod agents;
 pub mod auth;
+pub mod batches;
 pub mod call_reads;
 pub mod calls;
+pub mod campaigns;
 pub mod dashboard;
 pub mod error;
 pub mod extract;
@@ -53,6 +55,8 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(call_reads::router())
         .merge(dashboard::router())
         .merge(calls::router())
+        .merge(batches::router())
+        .merge(campaigns::router())
 }
 
 /// The full application router.

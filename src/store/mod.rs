@@ -6,8 +6,10 @@
 //! timestamps Unix milliseconds in both, which keeps time arithmetic in Rust.
 
 mod agents;
+pub mod batches;
 mod call_reads;
 pub mod calls;
+mod campaigns;
 pub mod keys;
 pub mod numbers;
 mod orgs;
