@@ -73,10 +73,7 @@ impl CsvRecords {
                 &mut self.ends[self.ends_len..],
             );
             input = &input[read..];
-            // Field ends are relative to the output slice of this call.
-            for end in &mut self.ends[self.ends_len..self.ends_len + ended] {
-                *end += self.out_len;
-            }
+            // Field ends count from the record's start, across calls (csv-core's contract).
             self.out_len += written;
             self.ends_len += ended;
             match result {
