@@ -6,6 +6,7 @@
 pub mod admin_cli;
 pub mod admin_ops;
 pub mod api_key;
+pub mod batches;
 pub mod bootstrap;
 pub mod calls;
 pub mod carriers;

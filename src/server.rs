@@ -125,6 +125,7 @@ impl Server {
         if ended > 0 || requeued > 0 {
             tracing::info!(ended, requeued, "recovered calls from the previous run");
         }
+        crate::batches::service::tick(&state).await?;
 
         let mut tasks = Vec::new();
         let app = http::router(state.clone());
@@ -194,6 +195,17 @@ impl Server {
                 async move {
                     if let Err(err) = crate::webhook_delivery::deliver_due(&state, &http).await {
                         tracing::warn!(error = %err, "webhook pass failed");
+                    }
+                }
+            }
+        }));
+        tasks.push(spawn_every(settings.dispatch_interval, stop_rx.clone(), {
+            let state = state.clone();
+            move || {
+                let state = state.clone();
+                async move {
+                    if let Err(err) = crate::batches::service::tick(&state).await {
+                        tracing::warn!(error = %err, "batch scheduler pass failed");
                     }
                 }
             }

@@ -4,8 +4,10 @@ pub mod account;
 pub mod agent_text;
 pub mod agents;
 pub mod auth;
+pub mod batches;
 pub mod call_reads;
 pub mod calls;
+pub mod campaigns;
 pub mod dashboard;
 pub mod error;
 pub mod extract;
@@ -59,6 +61,8 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(dashboard::router())
         .merge(calls::router())
         .merge(recordings::router())
+        .merge(batches::router())
+        .merge(campaigns::router())
 }
 
 /// The full application router.

@@ -6,9 +6,11 @@
 //! timestamps Unix milliseconds in both, which keeps time arithmetic in Rust.
 
 mod agents;
+pub mod batches;
 mod call_reads;
 pub mod calls;
 pub mod chat;
+mod campaigns;
 pub mod keys;
 pub mod numbers;
 mod orgs;

@@ -5,6 +5,7 @@
 //! [`CallLedger`] to persist outcomes, a [`ConversationRunner`] to run an
 //! answered call's media, and the carriers; it gets back an [`Engine`] handle.
 
+mod batch_actor;
 mod call_actor;
 mod org_actor;
 mod root;
@@ -177,6 +178,17 @@ pub trait CallLedger: Send + Sync + 'static {
     async fn release_queued(&self, org_id: &str) -> Result<(), LedgerError>;
 }
 
+/// Where a started batch's calls come from; implemented by the service.
+///
+/// The engine pulls one call at a time, only when a slot of the workspace is
+/// free, so a batch never floods its workspace's queue.
+#[async_trait]
+pub trait BatchFeed: Send + Sync + 'static {
+    /// Claims the batch's next pending item and returns its stored call, or
+    /// None when nothing is to be dialed now (paused, stopped, drained).
+    async fn next_call(&self, batch_id: &str) -> Result<Option<CallJob>, LedgerError>;
+}
+
 /// The media stream of an answered call, opaque to the engine.
 pub type MediaSession = Box<dyn Any + Send>;
 
@@ -224,6 +236,14 @@ pub struct OrgSnapshot {
     pub bypassing: usize,
     /// Calls waiting for a slot.
     pub queued: usize,
+}
+
+/// A batch handed to its workspace's org actor.
+pub(crate) struct BatchRegistration {
+    pub org_id: String,
+    pub batch_id: String,
+    pub org_concurrency: u32,
+    pub feed: Arc<dyn BatchFeed>,
 }
 
 /// Fixed configuration of the engine.
@@ -290,6 +310,32 @@ impl Engine {
     pub fn enqueue(&self, job: CallJob) -> Result<(), EngineError> {
         self.root
             .send_message(RootMsg::Enqueue(job))
+            .map_err(|e| EngineError::Stopped(e.to_string()))
+    }
+
+    /// Puts a started batch into its workspace's round-robin: its items are
+    /// pulled from `feed` one by one as slots free up. Idempotent while the
+    /// batch is being fed; call again after a pause or when items were added.
+    pub fn feed_batch(
+        &self,
+        org_id: &str,
+        batch_id: &str,
+        org_concurrency: u32,
+        feed: Arc<dyn BatchFeed>,
+    ) -> Result<(), EngineError> {
+        self.root
+            .send_message(RootMsg::FeedBatch(BatchRegistration {
+                org_id: org_id.to_string(),
+                batch_id: batch_id.to_string(),
+                org_concurrency,
+                feed,
+            }))
+            .map_err(|e| EngineError::Stopped(e.to_string()))
+    }
+
+    /// Ids of the batches a workspace is currently pulling from, in turn order.
+    pub async fn fed_batches(&self, org_id: &str) -> Result<Vec<String>, EngineError> {
+        ractor::call!(self.root, RootMsg::FedBatches, org_id.to_string())
             .map_err(|e| EngineError::Stopped(e.to_string()))
     }
 

@@ -1,13 +1,23 @@
 //! One actor per workspace: owns its concurrency slots and the FIFO queue of
 //! calls waiting for one, and supervises the workspace's call actors so a
 //! failed call never leaks a slot or stays non-terminal.
+//!
+//! Started batches are not queued here. Each has a batch actor in a
+//! round-robin; when a slot frees and the FIFO (test calls, API calls, alert
+//! dials, retries) is empty, the next batch in turn is asked for one call.
 
+use super::batch_actor::{BatchActor, BatchMsg};
 use super::call_actor::{CallActor, CallMsg};
-use super::{CallEnd, CallJob, CallStatus, CancelOutcome, EngineShared, OrgSnapshot};
+use super::{
+    BatchRegistration, CallEnd, CallJob, CallStatus, CancelOutcome, EngineShared, OrgSnapshot,
+};
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+
+/// How long a batch may take to hand over its next call before it loses its turn.
+const BATCH_PULL_TIMEOUT_MS: u64 = 10_000;
 
 /// Messages of an org actor.
 pub(crate) enum OrgMsg {
@@ -17,6 +27,16 @@ pub(crate) enum OrgMsg {
     Cancel(String, RpcReplyPort<CancelOutcome>),
     /// Current slot usage.
     Snapshot(RpcReplyPort<OrgSnapshot>),
+    /// Add a started batch to the round-robin (no-op while it is in it).
+    FeedBatch(BatchRegistration),
+    /// Ids of the batches in the round-robin, next turn first.
+    FedBatches(RpcReplyPort<Vec<String>>),
+}
+
+/// A batch in the round-robin.
+struct FedBatch {
+    batch_id: String,
+    actor: ActorRef<BatchMsg>,
 }
 
 pub(crate) struct OrgActor;
@@ -32,6 +52,8 @@ pub(crate) struct OrgState {
     concurrency: u32,
     queue: VecDeque<CallJob>,
     running: HashMap<ActorId, Running>,
+    /// Batches being fed, next turn first.
+    batches: VecDeque<FedBatch>,
 }
 
 impl OrgState {
@@ -74,15 +96,70 @@ impl OrgState {
         }
     }
 
+    /// Fills free slots: queued calls first, then one call per batch in turn.
     async fn pump(&mut self, myself: &ActorRef<OrgMsg>) {
         if self.shared.stopping.load(Ordering::SeqCst) {
             return;
         }
         while self.slots_used() < self.concurrency as usize {
-            let Some(job) = self.queue.pop_front() else {
-                break;
+            let job = match self.queue.pop_front() {
+                Some(job) => job,
+                None => match self.next_batch_call().await {
+                    Some(job) => job,
+                    None => break,
+                },
             };
             self.start(myself, job).await;
+        }
+    }
+
+    /// Asks the batches in turn for one call; a batch with nothing to dial
+    /// now leaves the round-robin (the service feeds it again on resume or retry).
+    async fn next_batch_call(&mut self) -> Option<CallJob> {
+        for _ in 0..self.batches.len() {
+            let batch = self.batches.pop_front()?;
+            match ractor::call_t!(batch.actor, BatchMsg::Next, BATCH_PULL_TIMEOUT_MS) {
+                Ok(Some(mut job)) => {
+                    // Batch calls always take a slot, announcements included:
+                    // pacing is what a batch is for.
+                    job.bypass_slots = false;
+                    self.batches.push_back(batch);
+                    return Some(job);
+                }
+                Ok(None) => batch.actor.stop(None),
+                Err(err) => {
+                    tracing::error!(org = %self.org_id, batch = %batch.batch_id, error = %err, "batch did not hand over a call");
+                    batch.actor.stop(None);
+                }
+            }
+        }
+        None
+    }
+
+    /// Adds a batch to the round-robin; a newcomer takes the next turn.
+    async fn feed_batch(&mut self, myself: &ActorRef<OrgMsg>, registration: BatchRegistration) {
+        if self
+            .batches
+            .iter()
+            .any(|b| b.batch_id == registration.batch_id)
+        {
+            return;
+        }
+        match Actor::spawn_linked(
+            None,
+            BatchActor,
+            (registration.batch_id.clone(), registration.feed),
+            myself.get_cell(),
+        )
+        .await
+        {
+            Ok((actor, _)) => self.batches.push_front(FedBatch {
+                batch_id: registration.batch_id,
+                actor,
+            }),
+            Err(err) => {
+                tracing::error!(org = %self.org_id, batch = %registration.batch_id, error = %err, "batch actor failed to start");
+            }
         }
     }
 }
@@ -104,6 +181,7 @@ impl Actor for OrgActor {
             concurrency: 1,
             queue: VecDeque::new(),
             running: HashMap::new(),
+            batches: VecDeque::new(),
         })
     }
 
@@ -157,6 +235,14 @@ impl Actor for OrgActor {
                     queued: state.queue.len(),
                 });
             }
+            OrgMsg::FeedBatch(registration) => {
+                state.concurrency = registration.org_concurrency.max(1);
+                state.feed_batch(&myself, registration).await;
+                state.pump(&myself).await;
+            }
+            OrgMsg::FedBatches(reply) => {
+                let _ = reply.send(state.batches.iter().map(|b| b.batch_id.clone()).collect());
+            }
         }
         Ok(())
     }
@@ -172,8 +258,10 @@ impl Actor for OrgActor {
         match event {
             SupervisionEvent::ActorTerminated(cell, _, _) => {
                 state.running.remove(&cell.get_id());
+                state.batches.retain(|b| b.actor.get_id() != cell.get_id());
             }
             SupervisionEvent::ActorFailed(cell, err) => {
+                state.batches.retain(|b| b.actor.get_id() != cell.get_id());
                 if let Some(run) = state.running.remove(&cell.get_id()) {
                     tracing::error!(org = %state.org_id, call = %run.call_id, error = %err, "call actor failed");
                     if let Ok(mut calls) = state.shared.calls.lock() {

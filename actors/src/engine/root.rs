@@ -2,7 +2,7 @@
 //! outlives their failures.
 
 use super::org_actor::{OrgActor, OrgMsg};
-use super::{CallJob, CancelOutcome, EngineShared, OrgSnapshot};
+use super::{BatchRegistration, CallJob, CancelOutcome, EngineShared, OrgSnapshot};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,6 +15,10 @@ pub(crate) enum RootMsg {
     Cancel(String, String, RpcReplyPort<CancelOutcome>),
     /// Slot usage of an org.
     Snapshot(String, RpcReplyPort<OrgSnapshot>),
+    /// Route a started batch to its org actor's round-robin.
+    FeedBatch(BatchRegistration),
+    /// The batches an org is pulling from.
+    FedBatches(String, RpcReplyPort<Vec<String>>),
 }
 
 pub(crate) struct RootActor;
@@ -89,6 +93,17 @@ impl Actor for RootActor {
                     None => OrgSnapshot::default(),
                 };
                 let _ = reply.send(snapshot);
+            }
+            RootMsg::FeedBatch(registration) => {
+                let org = state.org(&myself, &registration.org_id).await?;
+                org.send_message(OrgMsg::FeedBatch(registration))?;
+            }
+            RootMsg::FedBatches(org_id, reply) => {
+                let batches = match state.orgs.get(&org_id) {
+                    Some(org) => ractor::call!(org, OrgMsg::FedBatches).unwrap_or_default(),
+                    None => Vec::new(),
+                };
+                let _ = reply.send(batches);
             }
         }
         Ok(())

@@ -1,0 +1,289 @@
+//! One actor per batch being fed: hands its org actor the batch's next call
+//! when asked, and nothing more. The org actor asks only when a slot is free,
+//! so a 50,000-item batch never sits in the workspace's queue; the actor
+//! isolates the feed's failures from the org actor that supervises it.
+
+use super::{BatchFeed, CallJob};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use std::sync::Arc;
+
+/// Messages of a batch actor.
+pub(crate) enum BatchMsg {
+    /// The next call to start, or None when the batch has nothing to dial now.
+    Next(RpcReplyPort<Option<CallJob>>),
+}
+
+pub(crate) struct BatchActor;
+
+pub(crate) struct BatchState {
+    batch_id: String,
+    feed: Arc<dyn BatchFeed>,
+}
+
+#[ractor::async_trait]
+impl Actor for BatchActor {
+    type Msg = BatchMsg;
+    type State = BatchState;
+    type Arguments = (String, Arc<dyn BatchFeed>);
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<BatchMsg>,
+        (batch_id, feed): (String, Arc<dyn BatchFeed>),
+    ) -> Result<BatchState, ActorProcessingErr> {
+        Ok(BatchState { batch_id, feed })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<BatchMsg>,
+        msg: BatchMsg,
+        state: &mut BatchState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            BatchMsg::Next(reply) => {
+                let next = match state.feed.next_call(&state.batch_id).await {
+                    Ok(next) => next,
+                    Err(err) => {
+                        // The items stay pending in storage; the service feeds the batch again.
+                        tracing::error!(batch = %state.batch_id, error = %err, "batch feed failed");
+                        None
+                    }
+                };
+                let _ = reply.send(next);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
+    use crate::engine::{
+        BatchFeed, CallEnd, CallJob, CallLedger, ConversationRunner, Engine, EngineConfig,
+        LedgerError, MediaSession,
+    };
+    use crate::media_token::MediaTokens;
+    use async_trait::async_trait;
+    use std::collections::{HashMap, VecDeque};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+    use tokio::sync::mpsc;
+    use tokio_util::sync::CancellationToken;
+
+    /// Reports every dial and never progresses the call by itself.
+    struct RecordingCarrier(mpsc::UnboundedSender<String>);
+
+    #[async_trait]
+    impl Carrier for RecordingCarrier {
+        async fn place(&self, req: DialRequest, _: StatusSink) -> Result<String, CarrierError> {
+            let _ = self.0.send(req.call_id.clone());
+            Ok(format!("carrier-{}", req.call_id))
+        }
+        async fn hangup(&self, _: &str) -> Result<(), CarrierError> {
+            Ok(())
+        }
+    }
+
+    struct NullLedger;
+
+    #[async_trait]
+    impl CallLedger for NullLedger {
+        async fn transition(
+            &self,
+            _: &str,
+            _: crate::engine::CallStatus,
+            _: i64,
+        ) -> Result<(), LedgerError> {
+            Ok(())
+        }
+        async fn carrier_call_id(&self, _: &str, _: &str) -> Result<(), LedgerError> {
+            Ok(())
+        }
+        async fn finish(&self, _: CallEnd) -> Result<(), LedgerError> {
+            Ok(())
+        }
+        async fn release_queued(&self, _: &str) -> Result<(), LedgerError> {
+            Ok(())
+        }
+    }
+
+    struct NoConversation;
+
+    #[async_trait]
+    impl ConversationRunner for NoConversation {
+        async fn run(&self, _: CallJob, _: MediaSession, _: i64, _: CancellationToken) -> String {
+            "agent-hangup".into()
+        }
+    }
+
+    /// A batch of `count` calls named `{batch}-{n}`, counting how often it was asked.
+    struct ListFeed {
+        jobs: Mutex<HashMap<String, VecDeque<CallJob>>>,
+        asked: Mutex<usize>,
+    }
+
+    #[async_trait]
+    impl BatchFeed for ListFeed {
+        async fn next_call(&self, batch_id: &str) -> Result<Option<CallJob>, LedgerError> {
+            *self.asked.lock().unwrap() += 1;
+            Ok(self
+                .jobs
+                .lock()
+                .unwrap()
+                .get_mut(batch_id)
+                .and_then(VecDeque::pop_front))
+        }
+    }
+
+    fn job(call_id: &str, concurrency: u32) -> CallJob {
+        CallJob {
+            call_id: call_id.to_string(),
+            org_id: "org".into(),
+            org_concurrency: concurrency,
+            to: "+919845012310".into(),
+            from: "+918035740111".into(),
+            provider: "fake".into(),
+            bypass_slots: false,
+            ring_timeout_seconds: 3_600,
+            max_duration_seconds: 600,
+            sim_script: None,
+            sim_fault: None,
+        }
+    }
+
+    fn feed(batches: &[(&str, usize)], concurrency: u32) -> Arc<ListFeed> {
+        let jobs = batches
+            .iter()
+            .map(|(name, count)| {
+                let list = (0..*count)
+                    .map(|n| job(&format!("{name}-{n}"), concurrency))
+                    .collect();
+                (name.to_string(), list)
+            })
+            .collect();
+        Arc::new(ListFeed {
+            jobs: Mutex::new(jobs),
+            asked: Mutex::new(0),
+        })
+    }
+
+    async fn engine() -> (Engine, mpsc::UnboundedReceiver<String>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut carriers: HashMap<String, Arc<dyn Carrier>> = HashMap::new();
+        carriers.insert("fake".into(), Arc::new(RecordingCarrier(tx)));
+        let engine = Engine::start(EngineConfig {
+            ledger: Arc::new(NullLedger),
+            runner: Arc::new(NoConversation),
+            carriers,
+            tokens: MediaTokens::new(b"test"),
+            media_base_url: "ws://127.0.0.1:1/media".into(),
+            callback_base_url: "http://127.0.0.1:1/carrier".into(),
+            media_wait: Duration::from_secs(15),
+            now_ms: Arc::new(|| 0),
+        })
+        .await
+        .unwrap();
+        (engine, rx)
+    }
+
+    async fn dialed(rx: &mut mpsc::UnboundedReceiver<String>) -> String {
+        tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .expect("a dial")
+            .expect("carrier alive")
+    }
+
+    /// Lets the actors run until nothing more happens (time is paused).
+    async fn settle() {
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn batches_share_slots_round_robin_and_never_flood_the_queue() {
+        let (engine, mut rx) = engine().await;
+        let feed = feed(&[("a", 10), ("b", 10)], 2);
+        engine
+            .feed_batch("org", "a", 2, feed.clone() as Arc<dyn BatchFeed>)
+            .unwrap();
+        engine
+            .feed_batch("org", "b", 2, feed.clone() as Arc<dyn BatchFeed>)
+            .unwrap();
+        // Feeding the same batch again while it is fed changes nothing.
+        engine
+            .feed_batch("org", "a", 2, feed.clone() as Arc<dyn BatchFeed>)
+            .unwrap();
+        let mut order = vec![dialed(&mut rx).await, dialed(&mut rx).await];
+        settle().await;
+        assert!(rx.try_recv().is_err(), "only two slots: {order:?}");
+        let snapshot = engine.org_snapshot("org").await.unwrap();
+        assert_eq!(snapshot.active, 2);
+        assert_eq!(
+            snapshot.queued, 0,
+            "batch items never wait in the org queue"
+        );
+        assert_eq!(*feed.asked.lock().unwrap(), 2, "pulled only for free slots");
+
+        // Each ended call frees one slot, which goes to the other batch's turn.
+        for _ in 0..6 {
+            let ended = order[order.len() - 2].clone();
+            engine.carrier_status(&ended, CarrierStatus::Busy).unwrap();
+            order.push(dialed(&mut rx).await);
+        }
+        let batch_of = |id: &String| id.split('-').next().unwrap().to_string();
+        let batches: Vec<String> = order.iter().map(batch_of).collect();
+        // `a` filled both slots before `b` was fed; from then on they alternate.
+        assert_eq!(batches, ["a", "a", "b", "a", "b", "a", "b", "a"]);
+        assert_eq!(
+            engine.fed_batches("org").await.unwrap(),
+            ["b", "a"],
+            "b's turn is next"
+        );
+        engine.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_queued_call_takes_the_next_free_slot_ahead_of_batches() {
+        let (engine, mut rx) = engine().await;
+        let feed = feed(&[("big", 50_000)], 2);
+        engine
+            .feed_batch("org", "big", 2, feed.clone() as Arc<dyn BatchFeed>)
+            .unwrap();
+        let first = dialed(&mut rx).await;
+        let _second = dialed(&mut rx).await;
+        engine.enqueue(job("test-call", 2)).unwrap();
+        settle().await;
+        assert!(rx.try_recv().is_err(), "the test call waits for a slot");
+        assert_eq!(engine.org_snapshot("org").await.unwrap().queued, 1);
+        engine
+            .carrier_status(&first, CarrierStatus::NoAnswer)
+            .unwrap();
+        assert_eq!(dialed(&mut rx).await, "test-call", "one slot turnover");
+        engine.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_drained_batch_leaves_the_rotation_and_can_be_fed_again() {
+        let (engine, mut rx) = engine().await;
+        let feed = feed(&[("a", 1)], 3);
+        engine
+            .feed_batch("org", "a", 3, feed.clone() as Arc<dyn BatchFeed>)
+            .unwrap();
+        assert_eq!(dialed(&mut rx).await, "a-0");
+        settle().await;
+        assert!(engine.fed_batches("org").await.unwrap().is_empty());
+        feed.jobs
+            .lock()
+            .unwrap()
+            .insert("a".into(), VecDeque::from([job("a-retry", 3)]));
+        engine
+            .feed_batch("org", "a", 3, feed.clone() as Arc<dyn BatchFeed>)
+            .unwrap();
+        assert_eq!(dialed(&mut rx).await, "a-retry");
+        engine.shutdown().await;
+    }
+}

@@ -1,0 +1,153 @@
+//! The engine's [`BatchFeed`] on top of the store: each pull claims one
+//! pending item and stores its call through the same dial plan as every other
+//! call (agent, wallet, minute quota, caller ID), then hands the job over.
+
+use super::{BatchKind, BatchStatus};
+use crate::calls::dispatch::job_for;
+use crate::calls::placement::{self, DialPlan};
+use crate::domain::ids::CallId;
+use crate::http::error::ApiError;
+use crate::state::AppState;
+use crate::store::batches::{BatchRow, ItemCall};
+use crate::store::calls::NewCall;
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use voxline_actors::engine::{BatchFeed, CallJob, LedgerError};
+
+/// How long a dial plan (agent, wallet, quota, caller ID) is reused between pulls.
+const PLAN_TTL: Duration = Duration::from_secs(1);
+
+/// Feeds one batch's items to the engine.
+pub struct StoreBatchFeed {
+    state: AppState,
+    cached: Mutex<Option<(Instant, BatchRow, DialPlan)>>,
+}
+
+impl StoreBatchFeed {
+    /// A feed reading and writing through `state`'s store.
+    pub fn new(state: AppState) -> Arc<Self> {
+        Arc::new(Self {
+            state,
+            cached: Mutex::new(None),
+        })
+    }
+
+    /// The batch and its dial plan, refreshed at most every [`PLAN_TTL`];
+    /// None when the batch is gone or not running.
+    async fn plan(&self, batch_id: &str) -> Result<Option<(BatchRow, DialPlan)>, ApiError> {
+        if let Some((at, batch, plan)) = self.cached.lock().as_ref()
+            && at.elapsed() < PLAN_TTL
+        {
+            return Ok(Some((batch.clone(), plan.clone())));
+        }
+        let Some(batch) = self.state.store.batch_by_id(batch_id).await? else {
+            return Ok(None);
+        };
+        if BatchStatus::from_stored(&batch.status) != BatchStatus::Running {
+            return Ok(None);
+        }
+        let plan = placement::plan(
+            &self.state,
+            &batch.org_id,
+            &batch.agent_id,
+            batch.from_number.as_deref(),
+        )
+        .await?;
+        *self.cached.lock() = Some((Instant::now(), batch.clone(), plan.clone()));
+        Ok(Some((batch, plan)))
+    }
+}
+
+fn ledger_err(e: impl std::fmt::Display) -> LedgerError {
+    LedgerError(e.to_string())
+}
+
+/// The stored call an item of `batch` is dialed with, before the item fills in the person.
+pub fn item_call(batch: &BatchRow, plan: &DialPlan, now_ms: i64) -> ItemCall {
+    let campaign = batch.kind == BatchKind::Campaign.as_str();
+    let call_id = CallId::new().to_string();
+    ItemCall {
+        call: NewCall {
+            id: call_id.clone(),
+            org_id: plan.org.id.clone(),
+            agent_id: plan.agent.id.clone(),
+            agent_name: plan.spec.name.clone(),
+            engine: plan.spec.conversation_engine.as_str().to_string(),
+            phone: String::new(),
+            target_name: String::new(),
+            from_number: plan.from.phone.clone(),
+            provider: plan.from.provider.clone(),
+            variables: "{}".into(),
+            source: batch.kind.clone(),
+            attempt: 1,
+            retry_of: None,
+            batch_id: Some(batch.id.clone()),
+            campaign_id: campaign.then(|| batch.id.clone()),
+            campaign_name: campaign.then(|| batch.name.clone()),
+            rate_paise: plan.rate_paise,
+            not_before: now_ms,
+            dispatched: true,
+            now_ms,
+        },
+        call_id,
+    }
+}
+
+#[async_trait]
+impl BatchFeed for StoreBatchFeed {
+    async fn next_call(&self, batch_id: &str) -> Result<Option<CallJob>, LedgerError> {
+        let (batch, plan) = match self.plan(batch_id).await {
+            Ok(Some(found)) => found,
+            Ok(None) => return Ok(None),
+            Err(
+                refusal @ (ApiError::BadRequest(_)
+                | ApiError::PaymentRequired(_)
+                | ApiError::Forbidden(_)
+                | ApiError::NotFound(_)),
+            ) => {
+                // Wallet empty, quota spent, agent gone: stop dialing and say why;
+                // the pending items wait for a resume.
+                let reason = refusal.to_string();
+                tracing::warn!(batch = %batch_id, %reason, "batch paused: calls are refused");
+                self.state
+                    .store
+                    .transition_batch(
+                        batch_id,
+                        &[BatchStatus::Running.as_str()],
+                        BatchStatus::Paused.as_str(),
+                        Some(&reason),
+                        false,
+                        false,
+                        self.state.clock.now().timestamp_millis(),
+                    )
+                    .await
+                    .map_err(ledger_err)?;
+                return Ok(None);
+            }
+            Err(other) => return Err(ledger_err(other)),
+        };
+        let now_ms = self.state.clock.now().timestamp_millis();
+        let template = item_call(&batch, &plan, now_ms);
+        let claimed = self
+            .state
+            .store
+            .claim_next_item(batch_id, &template)
+            .await
+            .map_err(ledger_err)?;
+        Ok(claimed.map(|(_, call)| {
+            job_for(
+                &call.id,
+                &call.org_id,
+                plan.org.concurrency,
+                &call.phone,
+                &call.from_number,
+                &call.provider,
+                &plan.spec,
+                &call.variables,
+                self.state.settings.sim.ring_seconds,
+            )
+        }))
+    }
+}

@@ -1,0 +1,523 @@
+//! The batch and campaign operations behind both HTTP surfaces: create, add
+//! items, the state machine's actions, rename/reschedule, delete, and the
+//! scheduler pass.
+
+use super::feed::StoreBatchFeed;
+use super::{BatchAction, BatchKind, BatchStatus, Progress, stored};
+use crate::calls::placement;
+use crate::domain::PhoneNumber;
+use crate::http::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use crate::store::StoreError;
+use crate::store::batches::{BatchRow, NewBatch, NewItem};
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use std::collections::HashSet;
+use uuid::Uuid;
+use voxline_actors::engine::{CallEnd, CallLedger, CallStatus};
+
+/// Most items one request may add.
+pub const MAX_ITEMS_PER_REQUEST: usize = 10_000;
+
+/// Most skipped items listed in an answer.
+pub const MAX_LISTED_SKIPS: usize = 20;
+
+/// What creating a batch needs.
+#[derive(Debug, Clone)]
+pub struct NewBatchInput {
+    /// Display name.
+    pub name: String,
+    /// Agent placing the calls.
+    pub agent_id: String,
+    /// Caller ID override.
+    pub from_number: Option<String>,
+    /// Automatic start.
+    pub scheduled_start_at: Option<DateTime<Utc>>,
+}
+
+/// One person to add.
+#[derive(Debug, Clone)]
+pub struct ItemInput {
+    /// Their name.
+    pub name: String,
+    /// Their number as given.
+    pub phone: String,
+    /// Their variables.
+    pub variables: Map<String, Value>,
+}
+
+/// An item that will not be dialed, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedItem {
+    /// 0-based position in the request.
+    pub index: usize,
+    /// The number as given.
+    pub phone: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// The outcome of adding items.
+#[derive(Debug, Clone, Default)]
+pub struct AddReport {
+    /// Items that will be dialed.
+    pub added: usize,
+    /// Items stored as skipped.
+    pub skipped: usize,
+    /// The first skipped items with reasons.
+    pub skipped_items: Vec<SkippedItem>,
+}
+
+/// 404 for a batch of another kind, workspace, or none at all.
+fn not_found(kind: BatchKind, id: &str) -> ApiError {
+    ApiError::NotFound(format!("{} {id} not found", kind.noun()))
+}
+
+/// Parses `scheduledStartAt`; it must lie in the future.
+pub fn parse_schedule(raw: &str, now: DateTime<Utc>) -> ApiResult<DateTime<Utc>> {
+    let at = DateTime::parse_from_rfc3339(raw.trim())
+        .map_err(|_| {
+            ApiError::BadRequest(format!(
+                "scheduledStartAt must be an ISO 8601 timestamp such as 2026-12-01T09:30:00Z, not \"{raw}\""
+            ))
+        })?
+        .with_timezone(&Utc);
+    if at <= now {
+        return Err(ApiError::BadRequest(format!(
+            "scheduledStartAt {raw} is in the past; give a future time or omit it"
+        )));
+    }
+    Ok(at)
+}
+
+/// The batch `id` of `kind` in the workspace, or 404.
+pub async fn load(
+    state: &AppState,
+    org_id: &str,
+    kind: BatchKind,
+    id: &str,
+) -> ApiResult<BatchRow> {
+    let parsed: Uuid = id.parse().map_err(|_| not_found(kind, id))?;
+    state
+        .store
+        .batch(org_id, kind.as_str(), &parsed.to_string())
+        .await?
+        .ok_or_else(|| not_found(kind, id))
+}
+
+/// Progress of a batch.
+pub async fn progress(state: &AppState, batch_id: &str) -> ApiResult<Progress> {
+    Ok(Progress::from_counts(
+        &state.store.batch_item_counts(batch_id).await?,
+    ))
+}
+
+/// Creates a draft (or scheduled) batch for an agent of the workspace.
+pub async fn create(
+    state: &AppState,
+    org_id: &str,
+    kind: BatchKind,
+    input: NewBatchInput,
+) -> ApiResult<BatchRow> {
+    let name = input.name.trim();
+    if name.is_empty() {
+        return Err(ApiError::BadRequest("name must not be empty".into()));
+    }
+    let agent_missing = || ApiError::NotFound(format!("Agent {} not found", input.agent_id));
+    let agent_uuid: Uuid = input.agent_id.parse().map_err(|_| agent_missing())?;
+    let agent = state
+        .store
+        .agent(org_id, &agent_uuid.to_string())
+        .await?
+        .filter(|a| a.status() != crate::domain::agent::AgentStatus::Deleted)
+        .ok_or_else(agent_missing)?;
+    let spec = agent.spec()?;
+    let from_number = match input.from_number.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(raw) => Some(
+            PhoneNumber::parse(raw)
+                .map_err(|e| ApiError::BadRequest(format!("fromNumber {e}")))?
+                .as_str()
+                .to_string(),
+        ),
+    };
+    let id = Uuid::now_v7().to_string();
+    let status = if input.scheduled_start_at.is_some() {
+        BatchStatus::Scheduled
+    } else {
+        BatchStatus::Draft
+    };
+    let now_ms = state.clock.now().timestamp_millis();
+    state
+        .store
+        .insert_batch(&NewBatch {
+            id: &id,
+            org_id,
+            kind: kind.as_str(),
+            name,
+            agent_id: &agent.id,
+            agent_name: &spec.name,
+            from_number: from_number.as_deref(),
+            status: status.as_str(),
+            scheduled_start_at: input.scheduled_start_at.map(|t| t.timestamp_millis()),
+            now_ms,
+        })
+        .await?;
+    state
+        .store
+        .batch(org_id, kind.as_str(), &id)
+        .await?
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("batch {id} vanished after insert")))
+}
+
+/// Why a number cannot be dialed as part of this batch, if it cannot.
+pub fn check_phone(raw: &str, seen: &mut HashSet<String>) -> Result<PhoneNumber, String> {
+    let phone = PhoneNumber::parse(raw).map_err(|e| format!("phone {e}"))?;
+    if !seen.insert(phone.as_str().to_string()) {
+        return Err(format!("phone {phone} is already in the list"));
+    }
+    Ok(phone)
+}
+
+/// The stored variables of an item: `name` joins them unless given, so `{name}` fills.
+pub fn item_variables(name: &str, mut variables: Map<String, Value>) -> String {
+    if !name.is_empty() && !variables.contains_key("name") {
+        variables.insert("name".into(), Value::String(name.to_string()));
+    }
+    Value::Object(variables).to_string()
+}
+
+/// Appends items before the batch starts; malformed and repeated numbers are
+/// stored as skipped and reported.
+pub async fn add_items(
+    state: &AppState,
+    kind: BatchKind,
+    batch: &BatchRow,
+    items: Vec<ItemInput>,
+) -> ApiResult<AddReport> {
+    if items.is_empty() {
+        return Err(ApiError::BadRequest(
+            "items must hold at least one item".into(),
+        ));
+    }
+    if items.len() > MAX_ITEMS_PER_REQUEST {
+        return Err(ApiError::BadRequest(format!(
+            "items holds {} entries; at most {MAX_ITEMS_PER_REQUEST} per request (send more requests)",
+            items.len()
+        )));
+    }
+    let status = BatchStatus::from_stored(&batch.status);
+    if !status.is_unstarted() {
+        return Err(ApiError::conflict(format!(
+            "{} is {status}; items can be added only before it starts",
+            kind.noun()
+        )));
+    }
+    let mut seen: HashSet<String> = state
+        .store
+        .batch_phones(&batch.id)
+        .await?
+        .into_iter()
+        .collect();
+    let mut report = AddReport::default();
+    let mut rows = Vec::with_capacity(items.len());
+    for (index, item) in items.into_iter().enumerate() {
+        let name = item.name.trim().to_string();
+        match check_phone(&item.phone, &mut seen) {
+            Ok(phone) => {
+                report.added += 1;
+                rows.push(NewItem {
+                    variables: item_variables(&name, item.variables),
+                    name,
+                    phone: phone.as_str().to_string(),
+                    status: "pending",
+                    reason: None,
+                });
+            }
+            Err(reason) => {
+                report.skipped += 1;
+                if report.skipped_items.len() < MAX_LISTED_SKIPS {
+                    report.skipped_items.push(SkippedItem {
+                        index,
+                        phone: item.phone.clone(),
+                        reason: reason.clone(),
+                    });
+                }
+                rows.push(NewItem {
+                    variables: item_variables(&name, item.variables),
+                    name,
+                    phone: item.phone,
+                    status: "skipped",
+                    reason: Some(reason),
+                });
+            }
+        }
+    }
+    let appended = state
+        .store
+        .append_items(
+            &batch.id,
+            &stored(&[BatchStatus::Draft, BatchStatus::Scheduled]),
+            &rows,
+            state.clock.now().timestamp_millis(),
+        )
+        .await?;
+    if !appended {
+        return Err(ApiError::conflict(format!(
+            "{} has started; items can be added only before it starts",
+            kind.noun()
+        )));
+    }
+    Ok(report)
+}
+
+/// 409 naming the current status and the statuses the action needs.
+fn refused(kind: BatchKind, action: BatchAction, status: BatchStatus) -> ApiError {
+    let allowed: Vec<&str> = action.allowed_from().iter().map(|s| s.as_str()).collect();
+    ApiError::conflict(format!(
+        "{} is {status}; it can be {} only when {}",
+        kind.noun(),
+        action.verb(),
+        allowed.join(" or ")
+    ))
+}
+
+/// Runs one action of the state machine; returns the answer's message.
+pub async fn act(
+    state: &AppState,
+    kind: BatchKind,
+    batch: &BatchRow,
+    action: BatchAction,
+) -> ApiResult<String> {
+    let status = BatchStatus::from_stored(&batch.status);
+    if !action.allowed(status) {
+        return Err(refused(kind, action, status));
+    }
+    let now_ms = state.clock.now().timestamp_millis();
+    let noun = kind.noun();
+    let from = stored(action.allowed_from());
+    let moved = |to: BatchStatus, started: bool, finished: bool| {
+        let from = from.clone();
+        async move {
+            state
+                .store
+                .transition_batch(
+                    &batch.id,
+                    &from,
+                    to.as_str(),
+                    None,
+                    started,
+                    finished,
+                    now_ms,
+                )
+                .await
+        }
+    };
+    let message = match action {
+        BatchAction::Start => {
+            let p = progress(state, &batch.id).await?;
+            if p.pending == 0 {
+                return Err(ApiError::conflict(format!(
+                    "{noun} has no items to dial; add items before starting it"
+                )));
+            }
+            placement::plan(
+                state,
+                &batch.org_id,
+                &batch.agent_id,
+                batch.from_number.as_deref(),
+            )
+            .await?;
+            if !moved(BatchStatus::Running, true, false).await? {
+                return Err(raced(state, kind, batch, action).await);
+            }
+            feed(state, &batch.id, &batch.org_id).await?;
+            format!("{noun} started: {} item(s) to dial", p.pending)
+        }
+        BatchAction::Pause => {
+            if !moved(BatchStatus::Paused, false, false).await? {
+                return Err(raced(state, kind, batch, action).await);
+            }
+            format!("{noun} paused; live calls finish and the remaining items wait for resume")
+        }
+        BatchAction::Resume => {
+            placement::plan(
+                state,
+                &batch.org_id,
+                &batch.agent_id,
+                batch.from_number.as_deref(),
+            )
+            .await?;
+            if !moved(BatchStatus::Running, true, false).await? {
+                return Err(raced(state, kind, batch, action).await);
+            }
+            feed(state, &batch.id, &batch.org_id).await?;
+            format!("{noun} resumed")
+        }
+        BatchAction::Stop => {
+            if !moved(BatchStatus::Stopped, false, true).await? {
+                return Err(raced(state, kind, batch, action).await);
+            }
+            let dropped = state.store.drop_pending_items(&batch.id).await?;
+            for call_id in state.store.undispatched_batch_calls(&batch.id).await? {
+                let end = CallEnd {
+                    call_id,
+                    status: CallStatus::Canceled,
+                    ended_reason: "canceled".into(),
+                    answered_at: None,
+                    ended_at: now_ms,
+                };
+                state
+                    .ledger
+                    .finish(end)
+                    .await
+                    .map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
+            }
+            format!("{noun} stopped: {dropped} pending item(s) dropped; live calls finish")
+        }
+        BatchAction::Retry => {
+            let reset = state.store.reset_failed_items(&batch.id).await?;
+            if reset == 0 {
+                return Ok(format!(
+                    "{noun} has no failed, unanswered or busy items to re-dial"
+                ));
+            }
+            match status {
+                BatchStatus::Paused => {
+                    return Ok(format!(
+                        "{reset} item(s) will be re-dialed when the {} is resumed",
+                        noun.to_lowercase()
+                    ));
+                }
+                BatchStatus::Completed | BatchStatus::Stopped => {
+                    state
+                        .store
+                        .transition_batch(
+                            &batch.id,
+                            &stored(&[BatchStatus::Completed, BatchStatus::Stopped]),
+                            BatchStatus::Running.as_str(),
+                            None,
+                            true,
+                            false,
+                            now_ms,
+                        )
+                        .await?;
+                }
+                _ => {}
+            }
+            feed(state, &batch.id, &batch.org_id).await?;
+            format!("{reset} item(s) will be re-dialed")
+        }
+    };
+    Ok(message)
+}
+
+/// The 409 for a batch whose status changed under the request.
+async fn raced(
+    state: &AppState,
+    kind: BatchKind,
+    batch: &BatchRow,
+    action: BatchAction,
+) -> ApiError {
+    match state.store.batch_by_id(&batch.id).await {
+        Ok(Some(now)) => refused(kind, action, BatchStatus::from_stored(&now.status)),
+        Ok(None) => not_found(kind, &batch.id),
+        Err(err) => err.into(),
+    }
+}
+
+/// Renames and/or reschedules (`Some(None)` clears the schedule).
+pub async fn update(
+    state: &AppState,
+    kind: BatchKind,
+    batch: &BatchRow,
+    name: Option<String>,
+    schedule: Option<Option<String>>,
+) -> ApiResult<BatchRow> {
+    let name = match name {
+        Some(n) if n.trim().is_empty() => {
+            return Err(ApiError::BadRequest("name must not be empty".into()));
+        }
+        Some(n) => n.trim().to_string(),
+        None => batch.name.clone(),
+    };
+    let current = BatchStatus::from_stored(&batch.status);
+    let (status, scheduled) = match schedule {
+        None => (current, batch.scheduled_start_at),
+        Some(_) if !current.is_unstarted() => {
+            return Err(ApiError::conflict(format!(
+                "{} is {current}; scheduledStartAt can change only before it starts",
+                kind.noun()
+            )));
+        }
+        Some(None) => (BatchStatus::Draft, None),
+        Some(Some(raw)) => {
+            let at = parse_schedule(&raw, state.clock.now())?;
+            (BatchStatus::Scheduled, Some(at.timestamp_millis()))
+        }
+    };
+    state
+        .store
+        .update_batch(
+            &batch.id,
+            &name,
+            status.as_str(),
+            scheduled,
+            state.clock.now().timestamp_millis(),
+        )
+        .await?;
+    state
+        .store
+        .batch_by_id(&batch.id)
+        .await?
+        .ok_or_else(|| not_found(kind, &batch.id))
+}
+
+/// Deletes a batch that is not running.
+pub async fn delete(state: &AppState, kind: BatchKind, batch: &BatchRow) -> ApiResult<()> {
+    if !state
+        .store
+        .delete_batch(&batch.id, &[BatchStatus::Running.as_str()])
+        .await?
+    {
+        return Err(ApiError::conflict(format!(
+            "{} is running; pause or stop it before deleting it",
+            kind.noun()
+        )));
+    }
+    Ok(())
+}
+
+/// Puts a running batch into its workspace's round-robin.
+pub async fn feed(state: &AppState, batch_id: &str, org_id: &str) -> Result<(), StoreError> {
+    let concurrency = state.store.org(org_id).await?.map_or(1, |org| {
+        u32::try_from(org.concurrency.max(1)).unwrap_or(u32::MAX)
+    });
+    if let Err(err) = state.engine.feed_batch(
+        org_id,
+        batch_id,
+        concurrency,
+        StoreBatchFeed::new(state.clone()),
+    ) {
+        // The next scheduler pass feeds it again.
+        tracing::error!(batch = %batch_id, error = %err, "engine refused a batch");
+    }
+    Ok(())
+}
+
+/// One scheduler pass: starts due scheduled batches, marks finished ones
+/// completed, and (re)feeds every running batch with items waiting — which
+/// is also how running batches continue after a restart.
+pub async fn tick(state: &AppState) -> Result<(), StoreError> {
+    let now_ms = state.clock.now().timestamp_millis();
+    for batch in state.store.start_due_batches(now_ms).await? {
+        tracing::info!(batch = %batch.id, kind = %batch.kind, "scheduled batch started");
+    }
+    for id in state.store.complete_finished_batches(now_ms).await? {
+        tracing::info!(batch = %id, "batch completed");
+    }
+    for (batch_id, org_id) in state.store.running_batches_with_pending().await? {
+        feed(state, &batch_id, &org_id).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,675 @@
+//! `/api/batches`: create (also the one-step create-fill-start form), add
+//! items, start, pause, resume, stop, retry, list, read, items, rename or
+//! reschedule, delete. The views and helpers here serve `/api/campaigns` too.
+
+use super::MessageBody;
+use super::auth::Caller;
+use super::call_reads::display_status;
+use super::error::{ApiError, ApiResult};
+use super::extract::{ApiJson, RawQuery};
+use crate::batches::service::{self, AddReport, ItemInput, NewBatchInput};
+use crate::batches::{BatchAction, BatchKind, Progress};
+use crate::calls::placement;
+use crate::clock::iso;
+use crate::domain::page::ListEnvelope;
+use crate::state::AppState;
+use crate::store::StoreError;
+use crate::store::batches::{BatchRow, ItemRow};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// The batch routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_batches, create_batch))
+        .routes(routes!(get_batch, update_batch, delete_batch))
+        .routes(routes!(list_items, add_items))
+        .routes(routes!(start_batch))
+        .routes(routes!(pause_batch))
+        .routes(routes!(resume_batch))
+        .routes(routes!(stop_batch))
+        .routes(routes!(retry_batch))
+}
+
+/// A batch or campaign with its progress.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchView {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Agent placing the calls.
+    pub agent_id: String,
+    /// Its name.
+    pub agent_name: String,
+    /// draft, scheduled, running, paused, completed or stopped.
+    pub status: String,
+    /// Items, skipped ones included.
+    pub total: i64,
+    /// Items whose latest call completed.
+    pub completed: i64,
+    /// Items whose latest call failed, went unanswered, was busy or canceled; skipped and dropped items.
+    pub failed: i64,
+    /// Items waiting to be dialed or on a live call.
+    pub pending: i64,
+    /// Of pending: items on a live call.
+    pub live: i64,
+    /// Of failed: malformed or repeated numbers never dialed.
+    pub skipped: i64,
+    /// Of failed: unanswered.
+    pub no_answer: i64,
+    /// Of failed: busy.
+    pub busy: i64,
+    /// Of failed: canceled, or dropped by a stop.
+    pub canceled: i64,
+    /// Caller ID override.
+    pub from_number: Option<String>,
+    /// Automatic start, ISO 8601.
+    pub scheduled_start_at: Option<String>,
+    /// First start, ISO 8601.
+    pub started_at: Option<String>,
+    /// Completion or stop, ISO 8601.
+    pub finished_at: Option<String>,
+    /// Why the service changed the status by itself (e.g. paused: wallet empty).
+    pub status_reason: Option<String>,
+    /// Creation, ISO 8601.
+    pub created_at: String,
+    /// Last change, ISO 8601.
+    pub updated_at: String,
+}
+
+impl BatchView {
+    /// The view of a stored batch with its progress.
+    pub fn new(row: BatchRow, p: Progress) -> Self {
+        Self {
+            id: row.id,
+            name: row.name,
+            agent_id: row.agent_id,
+            agent_name: row.agent_name,
+            status: row.status,
+            total: p.total,
+            completed: p.completed,
+            failed: p.failed,
+            pending: p.pending,
+            live: p.live,
+            skipped: p.skipped,
+            no_answer: p.no_answer,
+            busy: p.busy,
+            canceled: p.canceled,
+            from_number: row.from_number,
+            scheduled_start_at: row.scheduled_start_at.map(iso),
+            started_at: row.started_at.map(iso),
+            finished_at: row.finished_at.map(iso),
+            status_reason: row.status_reason,
+            created_at: iso(row.created_at),
+            updated_at: iso(row.updated_at),
+        }
+    }
+}
+
+/// One item (batch) or student (campaign) with its latest call.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemView {
+    /// Position in the list, from 1.
+    pub index: i64,
+    /// Name.
+    pub name: String,
+    /// Number (as given when it was skipped).
+    pub phone: String,
+    /// Variables the call is placed with.
+    #[schema(value_type = Object)]
+    pub variables: Value,
+    /// Raw status: pending, queued, ringing, in-progress, a call's terminal status, or skipped.
+    pub status: String,
+    /// Display form of the status.
+    pub display_status: String,
+    /// Latest call, once dialed.
+    pub call_id: Option<String>,
+    /// Calls made for this item.
+    pub attempts: i64,
+    /// Why it was skipped or dropped.
+    pub reason: Option<String>,
+}
+
+impl ItemView {
+    /// The view of a stored item.
+    pub fn new(row: ItemRow) -> Result<Self, StoreError> {
+        let display = match row.status.as_str() {
+            "pending" => "Pending".to_string(),
+            "skipped" => "Skipped".to_string(),
+            other => display_status(other).to_string(),
+        };
+        Ok(Self {
+            index: row.seq,
+            name: row.name,
+            phone: row.phone,
+            variables: serde_json::from_str(&row.variables)?,
+            status: row.status,
+            display_status: display,
+            call_id: row.call_id,
+            attempts: row.attempts,
+            reason: row.reason,
+        })
+    }
+}
+
+/// The view of a batch with fresh progress.
+pub async fn view(state: &AppState, row: BatchRow) -> ApiResult<BatchView> {
+    let p = service::progress(state, &row.id).await?;
+    Ok(BatchView::new(row, p))
+}
+
+/// One page of batches of `kind`, newest first.
+pub async fn list(
+    state: &AppState,
+    org_id: &str,
+    kind: BatchKind,
+    query: &RawQuery,
+) -> ApiResult<ListEnvelope<BatchView>> {
+    let page = query.page()?;
+    let (rows, total) = state
+        .store
+        .list_batches(org_id, kind.as_str(), i64::from(page.limit), page.offset())
+        .await?;
+    let mut views = Vec::with_capacity(rows.len());
+    for row in rows {
+        views.push(view(state, row).await?);
+    }
+    Ok(ListEnvelope::new(views, total, page))
+}
+
+/// One page of a batch's items, optionally of one raw status.
+pub async fn items(
+    state: &AppState,
+    org_id: &str,
+    kind: BatchKind,
+    id: &str,
+    query: &RawQuery,
+) -> ApiResult<ListEnvelope<ItemView>> {
+    let page = query.page()?;
+    let batch = service::load(state, org_id, kind, id).await?;
+    let status = query.get("status").map(str::trim).filter(|s| !s.is_empty());
+    let (rows, total) = state
+        .store
+        .batch_items_page(&batch.id, status, i64::from(page.limit), page.offset())
+        .await?;
+    let rows = rows
+        .into_iter()
+        .map(ItemView::new)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ListEnvelope::new(rows, total, page))
+}
+
+/// Runs a state-machine action on a batch of `kind`.
+pub async fn action(
+    state: &AppState,
+    org_id: &str,
+    kind: BatchKind,
+    id: &str,
+    action: BatchAction,
+) -> ApiResult<Json<MessageBody>> {
+    let batch = service::load(state, org_id, kind, id).await?;
+    let message = service::act(state, kind, &batch, action).await?;
+    Ok(MessageBody::json(message))
+}
+
+/// Deserializes a field that may be absent (`None`), null (`Some(None)`) or set.
+pub fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+/// `PATCH` body of a batch or campaign.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateBatchBody {
+    /// New name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// New automatic start (ISO 8601, future); null makes it a draft again. Only before start.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub scheduled_start_at: Option<Option<String>>,
+}
+
+/// Applies a PATCH to a batch of `kind`.
+pub async fn patch(
+    state: &AppState,
+    org_id: &str,
+    kind: BatchKind,
+    id: &str,
+    body: UpdateBatchBody,
+) -> ApiResult<Json<BatchView>> {
+    let batch = service::load(state, org_id, kind, id).await?;
+    let row = service::update(state, kind, &batch, body.name, body.scheduled_start_at).await?;
+    Ok(Json(view(state, row).await?))
+}
+
+/// Deletes a batch of `kind` unless it runs.
+pub async fn remove(
+    state: &AppState,
+    org_id: &str,
+    kind: BatchKind,
+    id: &str,
+) -> ApiResult<StatusCode> {
+    let batch = service::load(state, org_id, kind, id).await?;
+    service::delete(state, kind, &batch).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A person to call.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ItemBody {
+    /// Their name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// E.164 number; malformed numbers are stored as skipped and reported.
+    pub phone: String,
+    /// Fills the agent's placeholders for this call.
+    #[serde(default)]
+    pub variables: Option<Map<String, Value>>,
+}
+
+impl From<ItemBody> for ItemInput {
+    fn from(b: ItemBody) -> Self {
+        Self {
+            name: b.name.unwrap_or_default(),
+            phone: b.phone,
+            variables: b.variables.unwrap_or_default(),
+        }
+    }
+}
+
+/// `POST /api/batches` body: a named empty batch, or the one-step form with `contacts`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateBatchBody {
+    /// Name; required unless `contacts` is given.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Agent placing the calls.
+    pub agent_id: String,
+    /// Automatic start, ISO 8601, in the future.
+    #[serde(default)]
+    pub scheduled_start_at: Option<String>,
+    /// Caller ID override; a number the workspace owns.
+    #[serde(default)]
+    pub from_number: Option<String>,
+    /// One-step form: these people are added and the batch starts at once
+    /// (or at `scheduledStartAt`).
+    #[serde(default)]
+    pub contacts: Option<Vec<ItemBody>>,
+}
+
+/// A skipped item of a request.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SkippedItemView {
+    /// 0-based position in the request.
+    pub index: usize,
+    /// The number as given.
+    pub phone: String,
+    /// Why it will not be dialed.
+    pub reason: String,
+}
+
+/// The answer to adding items.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddItemsResponse {
+    /// Summary.
+    pub message: String,
+    /// Items that will be dialed.
+    pub added: usize,
+    /// Items stored as skipped.
+    pub skipped: usize,
+    /// The first skipped items with reasons.
+    pub skipped_items: Vec<SkippedItemView>,
+}
+
+impl AddItemsResponse {
+    fn new(message: String, report: AddReport) -> Self {
+        Self {
+            message,
+            added: report.added,
+            skipped: report.skipped,
+            skipped_items: report
+                .skipped_items
+                .into_iter()
+                .map(|s| SkippedItemView {
+                    index: s.index,
+                    phone: s.phone,
+                    reason: s.reason,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The created batch; the one-step form adds what happened.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedBatch {
+    /// The batch.
+    #[serde(flatten)]
+    pub batch: BatchView,
+    /// One-step form: what was done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// One-step form: contacts that will not be dialed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped_items: Option<Vec<SkippedItemView>>,
+}
+
+/// Create a batch (draft, or scheduled with `scheduledStartAt`); with `contacts`, also fill and start it.
+#[utoipa::path(post, path = "/api/batches", tag = "batches", request_body = CreateBatchBody,
+    responses((status = 201, body = CreatedBatch), (status = 400, body = MessageBody), (status = 402, body = MessageBody),
+        (status = 403, body = MessageBody), (status = 404, body = MessageBody)))]
+async fn create_batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<CreateBatchBody>,
+) -> ApiResult<(StatusCode, Json<CreatedBatch>)> {
+    let org = caller.org();
+    let now = state.clock.now();
+    let scheduled = body
+        .scheduled_start_at
+        .as_deref()
+        .map(|raw| service::parse_schedule(raw, now))
+        .transpose()?;
+    let Some(contacts) = body.contacts else {
+        let name = body
+            .name
+            .filter(|n| !n.trim().is_empty())
+            .ok_or_else(|| ApiError::BadRequest("name is required".into()))?;
+        let row = service::create(
+            &state,
+            &org,
+            BatchKind::Batch,
+            NewBatchInput {
+                name,
+                agent_id: body.agent_id,
+                from_number: body.from_number,
+                scheduled_start_at: scheduled,
+            },
+        )
+        .await?;
+        let batch = view(&state, row).await?;
+        return Ok((
+            StatusCode::CREATED,
+            Json(CreatedBatch {
+                batch,
+                message: None,
+                skipped_items: None,
+            }),
+        ));
+    };
+    if contacts.is_empty() {
+        return Err(ApiError::BadRequest(
+            "contacts must hold at least one contact".into(),
+        ));
+    }
+    // Refusals (wallet, quota, caller ID, agent) come before anything is stored.
+    placement::plan(&state, &org, &body.agent_id, body.from_number.as_deref()).await?;
+    let name = body
+        .name
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| format!("Batch {}", now.format("%Y-%m-%d %H:%M")));
+    let row = service::create(
+        &state,
+        &org,
+        BatchKind::Batch,
+        NewBatchInput {
+            name,
+            agent_id: body.agent_id,
+            from_number: body.from_number,
+            scheduled_start_at: scheduled,
+        },
+    )
+    .await?;
+    let report = service::add_items(
+        &state,
+        BatchKind::Batch,
+        &row,
+        contacts.into_iter().map(ItemInput::from).collect(),
+    )
+    .await?;
+    let message = if report.added == 0 {
+        format!(
+            "Batch created; every contact was skipped ({} malformed or repeated), nothing to dial",
+            report.skipped
+        )
+    } else if scheduled.is_some() {
+        format!(
+            "Batch scheduled: {} contact(s) to dial, {} skipped",
+            report.added, report.skipped
+        )
+    } else {
+        service::act(&state, BatchKind::Batch, &row, BatchAction::Start).await?;
+        format!(
+            "Batch started: {} contact(s) to dial, {} skipped",
+            report.added, report.skipped
+        )
+    };
+    let row = service::load(&state, &org, BatchKind::Batch, &row.id).await?;
+    let response = AddItemsResponse::new(String::new(), report);
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedBatch {
+            batch: view(&state, row).await?,
+            message: Some(message),
+            skipped_items: Some(response.skipped_items),
+        }),
+    ))
+}
+
+/// `POST /api/batches/{batchId}/items` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddItemsBody {
+    /// People to call, in dialing order.
+    pub items: Vec<ItemBody>,
+}
+
+/// Add items to a batch that has not started (repeatable).
+#[utoipa::path(post, path = "/api/batches/{batchId}/items", tag = "batches", request_body = AddItemsBody,
+    params(("batchId" = String, Path, description = "Batch id")),
+    responses((status = 200, body = AddItemsResponse), (status = 400, body = MessageBody), (status = 404, body = MessageBody),
+        (status = 409, body = MessageBody)))]
+async fn add_items(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<AddItemsBody>,
+) -> ApiResult<Json<AddItemsResponse>> {
+    let batch = service::load(&state, &caller.org(), BatchKind::Batch, &id).await?;
+    let report = service::add_items(
+        &state,
+        BatchKind::Batch,
+        &batch,
+        body.items.into_iter().map(ItemInput::from).collect(),
+    )
+    .await?;
+    let message = format!("{} item(s) added, {} skipped", report.added, report.skipped);
+    Ok(Json(AddItemsResponse::new(message, report)))
+}
+
+/// List batches, newest first, with progress.
+#[utoipa::path(get, path = "/api/batches", tag = "batches",
+    params(
+        ("page" = Option<u32>, Query, description = "1-based page"),
+        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
+    ),
+    responses((status = 200, body = ListEnvelope<BatchView>), (status = 400, body = MessageBody)))]
+async fn list_batches(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: RawQuery,
+) -> ApiResult<Json<ListEnvelope<BatchView>>> {
+    Ok(Json(
+        list(&state, &caller.org(), BatchKind::Batch, &query).await?,
+    ))
+}
+
+/// Read a batch with its progress.
+#[utoipa::path(get, path = "/api/batches/{batchId}", tag = "batches",
+    params(("batchId" = String, Path, description = "Batch id")),
+    responses((status = 200, body = BatchView), (status = 404, body = MessageBody)))]
+async fn get_batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<BatchView>> {
+    let row = service::load(&state, &caller.org(), BatchKind::Batch, &id).await?;
+    Ok(Json(view(&state, row).await?))
+}
+
+/// Each item's latest status, call id and attempts, in order.
+#[utoipa::path(get, path = "/api/batches/{batchId}/items", tag = "batches",
+    params(
+        ("batchId" = String, Path, description = "Batch id"),
+        ("page" = Option<u32>, Query, description = "1-based page"),
+        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
+        ("status" = Option<String>, Query, description = "Only items in this raw status"),
+    ),
+    responses((status = 200, body = ListEnvelope<ItemView>), (status = 400, body = MessageBody), (status = 404, body = MessageBody)))]
+async fn list_items(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    query: RawQuery,
+) -> ApiResult<Json<ListEnvelope<ItemView>>> {
+    Ok(Json(
+        items(&state, &caller.org(), BatchKind::Batch, &id, &query).await?,
+    ))
+}
+
+/// Rename a batch, or change its schedule before it starts.
+#[utoipa::path(patch, path = "/api/batches/{batchId}", tag = "batches", request_body = UpdateBatchBody,
+    params(("batchId" = String, Path, description = "Batch id")),
+    responses((status = 200, body = BatchView), (status = 400, body = MessageBody), (status = 404, body = MessageBody),
+        (status = 409, body = MessageBody)))]
+async fn update_batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<UpdateBatchBody>,
+) -> ApiResult<Json<BatchView>> {
+    patch(&state, &caller.org(), BatchKind::Batch, &id, body).await
+}
+
+/// Delete a batch that is not running.
+#[utoipa::path(delete, path = "/api/batches/{batchId}", tag = "batches",
+    params(("batchId" = String, Path, description = "Batch id")),
+    responses((status = 204), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
+async fn delete_batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    remove(&state, &caller.org(), BatchKind::Batch, &id).await
+}
+
+/// Start dialing (draft or scheduled batches).
+#[utoipa::path(post, path = "/api/batches/{batchId}/start", tag = "batches",
+    params(("batchId" = String, Path, description = "Batch id")),
+    responses((status = 200, body = MessageBody), (status = 402, body = MessageBody), (status = 403, body = MessageBody),
+        (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
+async fn start_batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<MessageBody>> {
+    action(
+        &state,
+        &caller.org(),
+        BatchKind::Batch,
+        &id,
+        BatchAction::Start,
+    )
+    .await
+}
+
+/// Stop dialing; remaining items stay queued and live calls finish.
+#[utoipa::path(post, path = "/api/batches/{batchId}/pause", tag = "batches",
+    params(("batchId" = String, Path, description = "Batch id")),
+    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
+async fn pause_batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<MessageBody>> {
+    action(
+        &state,
+        &caller.org(),
+        BatchKind::Batch,
+        &id,
+        BatchAction::Pause,
+    )
+    .await
+}
+
+/// Continue a paused batch.
+#[utoipa::path(post, path = "/api/batches/{batchId}/resume", tag = "batches",
+    params(("batchId" = String, Path, description = "Batch id")),
+    responses((status = 200, body = MessageBody), (status = 402, body = MessageBody), (status = 403, body = MessageBody),
+        (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
+async fn resume_batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<MessageBody>> {
+    action(
+        &state,
+        &caller.org(),
+        BatchKind::Batch,
+        &id,
+        BatchAction::Resume,
+    )
+    .await
+}
+
+/// End the batch: pending items are dropped, live calls finish.
+#[utoipa::path(post, path = "/api/batches/{batchId}/stop", tag = "batches",
+    params(("batchId" = String, Path, description = "Batch id")),
+    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
+async fn stop_batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<MessageBody>> {
+    action(
+        &state,
+        &caller.org(),
+        BatchKind::Batch,
+        &id,
+        BatchAction::Stop,
+    )
+    .await
+}
+
+/// Re-dial items whose latest call failed, went unanswered or was busy.
+#[utoipa::path(post, path = "/api/batches/{batchId}/retry", tag = "batches",
+    params(("batchId" = String, Path, description = "Batch id")),
+    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
+async fn retry_batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<MessageBody>> {
+    action(
+        &state,
+        &caller.org(),
+        BatchKind::Batch,
+        &id,
+        BatchAction::Retry,
+    )
+    .await
+}

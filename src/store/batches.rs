@@ -1,0 +1,634 @@
+//! Batches and campaigns (one table, told apart by `kind`) and their items.
+//!
+//! An item is `pending` until it is claimed for dialing; the claim and the
+//! item's call are written in one transaction, so an item is dialed at most
+//! once however the process stops. From then on the item's status follows its
+//! latest call through the triggers of migration 0003.
+
+use super::calls::NewCall;
+use super::{Store, StoreResult, with_pool};
+
+/// Raw item statuses that still need work: waiting or on a live call.
+pub const OPEN_ITEM_STATUSES: [&str; 4] = ["pending", "queued", "ringing", "in-progress"];
+
+/// A batch or campaign as stored.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct BatchRow {
+    /// Batch id.
+    pub id: String,
+    /// Workspace.
+    pub org_id: String,
+    /// `batch` or `campaign`.
+    pub kind: String,
+    /// Display name.
+    pub name: String,
+    /// Agent that places the calls.
+    pub agent_id: String,
+    /// Agent name at creation.
+    pub agent_name: String,
+    /// Caller ID override.
+    pub from_number: Option<String>,
+    /// draft, scheduled, running, paused, completed or stopped.
+    pub status: String,
+    /// Why the service changed the status itself (e.g. paused: wallet empty).
+    pub status_reason: Option<String>,
+    /// Automatic start time, Unix ms.
+    pub scheduled_start_at: Option<i64>,
+    /// First start, Unix ms.
+    pub started_at: Option<i64>,
+    /// Completion or stop, Unix ms.
+    pub finished_at: Option<i64>,
+    /// Creation, Unix ms.
+    pub created_at: i64,
+    /// Last change, Unix ms.
+    pub updated_at: i64,
+}
+
+/// A batch to create.
+#[derive(Debug, Clone)]
+pub struct NewBatch<'a> {
+    /// Batch id.
+    pub id: &'a str,
+    /// Workspace.
+    pub org_id: &'a str,
+    /// `batch` or `campaign`.
+    pub kind: &'a str,
+    /// Display name.
+    pub name: &'a str,
+    /// Agent.
+    pub agent_id: &'a str,
+    /// Agent name.
+    pub agent_name: &'a str,
+    /// Caller ID override.
+    pub from_number: Option<&'a str>,
+    /// draft or scheduled.
+    pub status: &'a str,
+    /// Automatic start, Unix ms.
+    pub scheduled_start_at: Option<i64>,
+    /// Creation time, Unix ms.
+    pub now_ms: i64,
+}
+
+/// An item to append.
+#[derive(Debug, Clone)]
+pub struct NewItem {
+    /// Person's name.
+    pub name: String,
+    /// E.164 number, or the raw text of a malformed one.
+    pub phone: String,
+    /// Variables JSON object.
+    pub variables: String,
+    /// `pending`, or `skipped` for a malformed number.
+    pub status: &'static str,
+    /// Why it was skipped.
+    pub reason: Option<String>,
+}
+
+/// An item as read back.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ItemRow {
+    /// Position in the batch, from 1.
+    pub seq: i64,
+    /// Person's name.
+    pub name: String,
+    /// Number.
+    pub phone: String,
+    /// Variables JSON.
+    pub variables: String,
+    /// Latest raw status.
+    pub status: String,
+    /// Why it was skipped.
+    pub reason: Option<String>,
+    /// Latest call.
+    pub call_id: Option<String>,
+    /// Calls made for it.
+    pub attempts: i64,
+}
+
+/// An item with its latest call's results, for the campaign export.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ItemResultRow {
+    /// The item.
+    #[sqlx(flatten)]
+    pub item: ItemRow,
+    /// Talk time of the latest call.
+    pub duration_seconds: Option<i64>,
+    /// Its summary.
+    pub summary: Option<String>,
+    /// Its extracted fields (JSON).
+    pub extracted: Option<String>,
+    /// Why it ended.
+    pub ended_reason: Option<String>,
+}
+
+/// The call template an item is dialed with; the item fills in the person.
+#[derive(Debug, Clone)]
+pub struct ItemCall {
+    /// The new call's id.
+    pub call_id: String,
+    /// Everything but phone, name and variables, which come from the item.
+    pub call: NewCall,
+}
+
+/// A claimed item: who its new call rings.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ClaimedItem {
+    /// Position in the batch.
+    pub seq: i64,
+    /// Person's name.
+    pub name: String,
+    /// E.164 number.
+    pub phone: String,
+    /// Variables JSON.
+    pub variables: String,
+}
+
+impl Store {
+    /// Stores a new batch.
+    pub async fn insert_batch(&self, b: &NewBatch<'_>) -> StoreResult<()> {
+        with_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO batches (id, org_id, kind, name, agent_id, agent_name, from_number, status,
+                   scheduled_start_at, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+            )
+            .bind(b.id)
+            .bind(b.org_id)
+            .bind(b.kind)
+            .bind(b.name)
+            .bind(b.agent_id)
+            .bind(b.agent_name)
+            .bind(b.from_number)
+            .bind(b.status)
+            .bind(b.scheduled_start_at)
+            .bind(b.now_ms)
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// One batch of a workspace, of one kind.
+    pub async fn batch(&self, org_id: &str, kind: &str, id: &str) -> StoreResult<Option<BatchRow>> {
+        let row = with_pool!(self, pool => {
+            sqlx::query_as::<_, BatchRow>(
+                "SELECT id, org_id, kind, name, agent_id, agent_name, from_number, status, status_reason,
+                   scheduled_start_at, started_at, finished_at, created_at, updated_at
+                 FROM batches WHERE id = $1 AND org_id = $2 AND kind = $3",
+            )
+            .bind(id)
+            .bind(org_id)
+            .bind(kind)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row)
+    }
+
+    /// A batch by id alone (for the feed, which has no workspace context).
+    pub async fn batch_by_id(&self, id: &str) -> StoreResult<Option<BatchRow>> {
+        let row = with_pool!(self, pool => {
+            sqlx::query_as::<_, BatchRow>(
+                "SELECT id, org_id, kind, name, agent_id, agent_name, from_number, status, status_reason,
+                   scheduled_start_at, started_at, finished_at, created_at, updated_at
+                 FROM batches WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row)
+    }
+
+    /// One page of a workspace's batches of one kind, newest first, and the total.
+    pub async fn list_batches(
+        &self,
+        org_id: &str,
+        kind: &str,
+        limit: i64,
+        offset: i64,
+    ) -> StoreResult<(Vec<BatchRow>, i64)> {
+        let (rows, total) = with_pool!(self, pool => {
+            let rows = sqlx::query_as::<_, BatchRow>(
+                "SELECT id, org_id, kind, name, agent_id, agent_name, from_number, status, status_reason,
+                   scheduled_start_at, started_at, finished_at, created_at, updated_at
+                 FROM batches WHERE org_id = $1 AND kind = $2
+                 ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4",
+            )
+            .bind(org_id)
+            .bind(kind)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(pool)
+            .await?;
+            let total: i64 = sqlx::query_scalar(
+                "SELECT CAST(COUNT(*) AS BIGINT) FROM batches WHERE org_id = $1 AND kind = $2",
+            )
+            .bind(org_id)
+            .bind(kind)
+            .fetch_one(pool)
+            .await?;
+            (rows, total)
+        });
+        Ok((rows, total))
+    }
+
+    /// Item counts per raw status of one batch.
+    pub async fn batch_item_counts(&self, batch_id: &str) -> StoreResult<Vec<(String, i64)>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, (String, i64)>(
+                "SELECT status, CAST(COUNT(*) AS BIGINT) FROM batch_items WHERE batch_id = $1 GROUP BY status",
+            )
+            .bind(batch_id)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Appends items after the batch's last one, in order, in one transaction;
+    /// only while the batch is in one of `open_statuses`. Returns false otherwise.
+    pub async fn append_items(
+        &self,
+        batch_id: &str,
+        open_statuses: &[&str],
+        items: &[NewItem],
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        let count = i64::try_from(items.len()).unwrap_or(i64::MAX);
+        let statuses = open_statuses.join(",");
+        with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            // Reserving the seq range first takes the write lock before anything is read.
+            let reserved: Option<i64> = sqlx::query_scalar(
+                "UPDATE batches SET next_seq = next_seq + $1, updated_at = $2
+                 WHERE id = $3 AND ',' || CAST($4 AS TEXT) || ',' LIKE '%,' || status || ',%'
+                 RETURNING next_seq",
+            )
+            .bind(count)
+            .bind(now_ms)
+            .bind(batch_id)
+            .bind(&statuses)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some(end) = reserved else {
+                tx.rollback().await?;
+                return Ok(false);
+            };
+            let mut seq = end - count;
+            for item in items {
+                seq += 1;
+                sqlx::query(
+                    "INSERT INTO batch_items (batch_id, seq, name, phone, variables, status, reason)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .bind(batch_id)
+                .bind(seq)
+                .bind(&item.name)
+                .bind(&item.phone)
+                .bind(&item.variables)
+                .bind(item.status)
+                .bind(&item.reason)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(true)
+    }
+
+    /// The numbers already in a batch (valid ones), for de-duplication.
+    pub async fn batch_phones(&self, batch_id: &str) -> StoreResult<Vec<String>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_scalar::<_, String>(
+                "SELECT phone FROM batch_items WHERE batch_id = $1 AND status <> 'skipped'",
+            )
+            .bind(batch_id)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// One page of a batch's items in order, optionally of some raw statuses, and the total.
+    pub async fn batch_items_page(
+        &self,
+        batch_id: &str,
+        status: Option<&str>,
+        limit: i64,
+        offset: i64,
+    ) -> StoreResult<(Vec<ItemRow>, i64)> {
+        let (rows, total) = with_pool!(self, pool => {
+            match status {
+                Some(status) => {
+                    let rows = sqlx::query_as::<_, ItemRow>(
+                        "SELECT seq, name, phone, variables, status, reason, call_id, attempts FROM batch_items
+                         WHERE batch_id = $1 AND status = $2 ORDER BY seq LIMIT $3 OFFSET $4",
+                    )
+                    .bind(batch_id)
+                    .bind(status)
+                    .bind(limit)
+                    .bind(offset)
+                    .fetch_all(pool)
+                    .await?;
+                    let total: i64 = sqlx::query_scalar(
+                        "SELECT CAST(COUNT(*) AS BIGINT) FROM batch_items WHERE batch_id = $1 AND status = $2",
+                    )
+                    .bind(batch_id)
+                    .bind(status)
+                    .fetch_one(pool)
+                    .await?;
+                    (rows, total)
+                }
+                None => {
+                    let rows = sqlx::query_as::<_, ItemRow>(
+                        "SELECT seq, name, phone, variables, status, reason, call_id, attempts FROM batch_items
+                         WHERE batch_id = $1 ORDER BY seq LIMIT $2 OFFSET $3",
+                    )
+                    .bind(batch_id)
+                    .bind(limit)
+                    .bind(offset)
+                    .fetch_all(pool)
+                    .await?;
+                    let total: i64 = sqlx::query_scalar(
+                        "SELECT CAST(COUNT(*) AS BIGINT) FROM batch_items WHERE batch_id = $1",
+                    )
+                    .bind(batch_id)
+                    .fetch_one(pool)
+                    .await?;
+                    (rows, total)
+                }
+            }
+        });
+        Ok((rows, total))
+    }
+
+    /// Items after `after_seq` with their latest call's results, in order.
+    pub async fn batch_results_after(
+        &self,
+        batch_id: &str,
+        after_seq: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<ItemResultRow>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, ItemResultRow>(
+                "SELECT i.seq, i.name, i.phone, i.variables, i.status, i.reason, i.call_id, i.attempts,
+                   c.duration_seconds, c.summary, c.extracted, c.ended_reason
+                 FROM batch_items i LEFT JOIN calls c ON c.id = i.call_id
+                 WHERE i.batch_id = $1 AND i.seq > $2 ORDER BY i.seq LIMIT $3",
+            )
+            .bind(batch_id)
+            .bind(after_seq)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Moves a batch from one of `from` to `to`, recording `reason`; false
+    /// when its status was none of `from`. `started` also stamps the first start,
+    /// `finished` the end.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn transition_batch(
+        &self,
+        id: &str,
+        from: &[&str],
+        to: &str,
+        reason: Option<&str>,
+        started: bool,
+        finished: bool,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        let from = from.join(",");
+        let n = with_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE batches SET status = $1, status_reason = $2, updated_at = $3,
+                   started_at = CASE WHEN $4 THEN COALESCE(started_at, $3) ELSE started_at END,
+                   finished_at = CASE WHEN $5 THEN $3 ELSE NULL END
+                 WHERE id = $6 AND ',' || CAST($7 AS TEXT) || ',' LIKE '%,' || status || ',%'",
+            )
+            .bind(to)
+            .bind(reason)
+            .bind(now_ms)
+            .bind(started)
+            .bind(finished)
+            .bind(id)
+            .bind(&from)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n > 0)
+    }
+
+    /// Renames a batch and/or changes its schedule (and with it draft ↔ scheduled).
+    pub async fn update_batch(
+        &self,
+        id: &str,
+        name: &str,
+        status: &str,
+        scheduled_start_at: Option<i64>,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        with_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE batches SET name = $1, status = $2, scheduled_start_at = $3, updated_at = $4 WHERE id = $5",
+            )
+            .bind(name)
+            .bind(status)
+            .bind(scheduled_start_at)
+            .bind(now_ms)
+            .bind(id)
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Deletes a batch and its items unless it is in one of `busy` statuses;
+    /// false when it was.
+    pub async fn delete_batch(&self, id: &str, busy: &[&str]) -> StoreResult<bool> {
+        let busy = busy.join(",");
+        let n = with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let n = sqlx::query(
+                "DELETE FROM batches WHERE id = $1 AND ',' || CAST($2 AS TEXT) || ',' NOT LIKE '%,' || status || ',%'",
+            )
+            .bind(id)
+            .bind(&busy)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if n > 0 {
+                sqlx::query("DELETE FROM batch_items WHERE batch_id = $1")
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            n
+        });
+        Ok(n > 0)
+    }
+
+    /// Marks every pending item of a batch canceled (a stop); returns how many.
+    pub async fn drop_pending_items(&self, batch_id: &str) -> StoreResult<u64> {
+        let n = with_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE batch_items SET status = 'canceled', reason = 'batch-stopped'
+                 WHERE batch_id = $1 AND status = 'pending'",
+            )
+            .bind(batch_id)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n)
+    }
+
+    /// Calls of a batch waiting for a later dial (scheduled retries) that no engine holds.
+    pub async fn undispatched_batch_calls(&self, batch_id: &str) -> StoreResult<Vec<String>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_scalar::<_, String>(
+                "SELECT id FROM calls WHERE batch_id = $1 AND status = 'queued' AND dispatched = FALSE",
+            )
+            .bind(batch_id)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Puts items whose latest call failed, went unanswered or was busy back
+    /// to pending; returns how many.
+    pub async fn reset_failed_items(&self, batch_id: &str) -> StoreResult<u64> {
+        let n = with_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE batch_items SET status = 'pending'
+                 WHERE batch_id = $1 AND status IN ('failed', 'no-answer', 'busy')",
+            )
+            .bind(batch_id)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n)
+    }
+
+    /// Claims the next pending item of a running batch and stores its call,
+    /// in one transaction; None when the batch is not running or nothing is pending.
+    pub async fn claim_next_item(
+        &self,
+        batch_id: &str,
+        template: &ItemCall,
+    ) -> StoreResult<Option<(ClaimedItem, NewCall)>> {
+        let claimed = with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            // The claim is the transaction's first statement, so it takes the write lock at once.
+            let item: Option<ClaimedItem> = sqlx::query_as(
+                "UPDATE batch_items SET status = 'queued', call_id = $1, root_call_id = $1, attempts = attempts + 1
+                 WHERE batch_id = $2 AND status = 'pending'
+                   AND seq = (SELECT seq FROM batch_items WHERE batch_id = $2 AND status = 'pending' ORDER BY seq LIMIT 1)
+                   AND EXISTS (SELECT 1 FROM batches WHERE id = $2 AND status = 'running')
+                 RETURNING seq, name, phone, variables",
+            )
+            .bind(&template.call_id)
+            .bind(batch_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some(item) = item else {
+                tx.rollback().await?;
+                return Ok(None);
+            };
+            let mut call = template.call.clone();
+            call.id = template.call_id.clone();
+            call.phone = item.phone.clone();
+            call.target_name = item.name.clone();
+            call.variables = item.variables.clone();
+            let c = &call;
+            sqlx::query(
+                "INSERT INTO calls (id, org_id, agent_id, agent_name, engine, phone, target_name, from_number,
+                   provider, status, variables, source, attempt, retry_of, batch_id, campaign_id, campaign_name,
+                   dispatched, not_before, queued_at, rate_paise, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $19)",
+            )
+            .bind(&c.id)
+            .bind(&c.org_id)
+            .bind(&c.agent_id)
+            .bind(&c.agent_name)
+            .bind(&c.engine)
+            .bind(&c.phone)
+            .bind(&c.target_name)
+            .bind(&c.from_number)
+            .bind(&c.provider)
+            .bind(&c.variables)
+            .bind(&c.source)
+            .bind(c.attempt)
+            .bind(&c.retry_of)
+            .bind(&c.batch_id)
+            .bind(&c.campaign_id)
+            .bind(&c.campaign_name)
+            .bind(c.dispatched)
+            .bind(c.not_before)
+            .bind(c.now_ms)
+            .bind(c.rate_paise)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("INSERT INTO call_events (call_id, status, at) VALUES ($1, 'queued', $2)")
+                .bind(&c.id)
+                .bind(c.now_ms)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Some((item, call))
+        });
+        Ok(claimed)
+    }
+
+    /// Starts every scheduled batch whose time has come; returns them.
+    pub async fn start_due_batches(&self, now_ms: i64) -> StoreResult<Vec<BatchRow>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, BatchRow>(
+                "UPDATE batches SET status = 'running', started_at = COALESCE(started_at, $1), updated_at = $1
+                 WHERE status = 'scheduled' AND scheduled_start_at <= $1
+                 RETURNING id, org_id, kind, name, agent_id, agent_name, from_number, status, status_reason,
+                   scheduled_start_at, started_at, finished_at, created_at, updated_at",
+            )
+            .bind(now_ms)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Marks running batches with no open item completed; returns their ids.
+    pub async fn complete_finished_batches(&self, now_ms: i64) -> StoreResult<Vec<String>> {
+        let ids = with_pool!(self, pool => {
+            sqlx::query_scalar::<_, String>(
+                "UPDATE batches SET status = 'completed', finished_at = $1, updated_at = $1
+                 WHERE status = 'running' AND NOT EXISTS (
+                   SELECT 1 FROM batch_items i WHERE i.batch_id = batches.id
+                     AND i.status IN ('pending', 'queued', 'ringing', 'in-progress'))
+                 RETURNING id",
+            )
+            .bind(now_ms)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(ids)
+    }
+
+    /// Running batches that still have items waiting to be dialed: `(id, org_id)`.
+    pub async fn running_batches_with_pending(&self) -> StoreResult<Vec<(String, String)>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, (String, String)>(
+                "SELECT b.id, b.org_id FROM batches b WHERE b.status = 'running' AND EXISTS (
+                   SELECT 1 FROM batch_items i WHERE i.batch_id = b.id AND i.status = 'pending')",
+            )
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+}
