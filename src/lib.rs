@@ -15,6 +15,7 @@ pub mod credentials;
 pub mod domain;
 pub mod http;
 pub mod janitor;
+pub mod loadgen;
 pub mod rate_limit;
 pub mod server;
 pub mod sim_callee;

@@ -45,6 +45,16 @@ impl Server {
     /// Opens the store, bootstraps if empty, binds both listeners and starts
     /// the background jobs.
     pub async fn start(settings: Settings, clock: SharedClock) -> anyhow::Result<Self> {
+        Self::start_with_carriers(settings, clock, HashMap::new()).await
+    }
+
+    /// [`Server::start`] with extra carriers, which replace built-in ones of the same name
+    /// (the load generator's fleet answers sim calls this way).
+    pub async fn start_with_carriers(
+        settings: Settings,
+        clock: SharedClock,
+        extra: HashMap<String, Arc<dyn Carrier>>,
+    ) -> anyhow::Result<Self> {
         std::fs::create_dir_all(&settings.storage.data_dir).with_context(|| {
             format!("creating data dir {}", settings.storage.data_dir.display())
         })?;
@@ -88,6 +98,7 @@ impl Server {
             &media_tokens,
             &ws_base,
             &public_url,
+            extra,
         )
         .await?;
         let state = AppState::new(AppInner {
@@ -259,6 +270,7 @@ pub async fn shutdown_signal() {
 }
 
 /// Starts the call engine with the sim carrier (real carriers join in later issues).
+#[allow(clippy::too_many_arguments)]
 async fn start_engine(
     settings: &Settings,
     store: &Store,
@@ -267,6 +279,7 @@ async fn start_engine(
     tokens: &MediaTokens,
     ws_base: &str,
     public_url: &str,
+    extra: HashMap<String, Arc<dyn Carrier>>,
 ) -> anyhow::Result<Engine> {
     let launcher: CalleeLauncher = Arc::new(|start| Box::pin(crate::sim_callee::run(start)));
     let sim = SimCarrier::new(
@@ -279,6 +292,7 @@ async fn start_engine(
     );
     let mut carriers: HashMap<String, Arc<dyn Carrier>> = HashMap::new();
     carriers.insert("sim".into(), sim);
+    carriers.extend(extra);
     let now_clock = clock.clone();
     let engine = Engine::start(EngineConfig {
         ledger: ledger.clone(),
