@@ -18,6 +18,7 @@ pub mod http;
 pub mod janitor;
 pub mod key_cache;
 pub mod providers;
+pub mod loadgen;
 pub mod rate_limit;
 pub mod server;
 pub mod sim_callee;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use voxline::admin_cli::{self, AdminCommand};
 use voxline::clock::SystemClock;
 use voxline::config::{ServeArgs, Settings, StorageArgs};
+use voxline::loadgen::LoadgenArgs;
 use voxline::server::{Server, shutdown_signal};
 use voxline::telemetry::init_logging;
 
@@ -26,6 +27,8 @@ enum Command {
     /// Platform administration; each command prints one JSON object.
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// Drive simulated calls through a server and measure latency, pacing and cost per call.
+    Loadgen(LoadgenArgs),
 }
 
 #[tokio::main]
@@ -46,6 +49,13 @@ async fn main() -> ExitCode {
             }
             Err(err) => {
                 eprintln!("voxline admin: {err:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Loadgen(args) => match voxline::loadgen::run(args).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("voxline loadgen: {err:#}");
                 ExitCode::FAILURE
             }
         },

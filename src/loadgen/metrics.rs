@@ -1,0 +1,487 @@
+//! What one load step measured: latency histograms, frame pacing, outcomes and the
+//! server's CPU and memory per concurrent call.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Highest latency a histogram holds (longer values are clamped): ten minutes.
+const MAX_TRACKED_MICROS: u64 = 600_000_000;
+
+/// A latency distribution in microseconds with three significant digits.
+#[derive(Debug, Clone)]
+pub struct LatencyHistogram(Histogram<u64>);
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self(
+            Histogram::new_with_bounds(1, MAX_TRACKED_MICROS, 3)
+                .expect("constant bounds are within hdrhistogram's range"),
+        )
+    }
+}
+
+impl LatencyHistogram {
+    /// Records one latency.
+    pub fn record(&mut self, latency: Duration) {
+        let micros = u64::try_from(latency.as_micros())
+            .unwrap_or(u64::MAX)
+            .clamp(1, MAX_TRACKED_MICROS);
+        self.0.saturating_record(micros);
+    }
+
+    /// Values recorded.
+    pub fn count(&self) -> u64 {
+        self.0.len()
+    }
+
+    /// p50/p95/p99/max in milliseconds; `None` when nothing was recorded.
+    pub fn percentiles(&self) -> Option<Percentiles> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let ms = |micros: u64| micros as f64 / 1000.0;
+        Some(Percentiles {
+            count: self.0.len(),
+            p50_ms: ms(self.0.value_at_quantile(0.50)),
+            p95_ms: ms(self.0.value_at_quantile(0.95)),
+            p99_ms: ms(self.0.value_at_quantile(0.99)),
+            max_ms: ms(self.0.max()),
+            mean_ms: self.0.mean() / 1000.0,
+        })
+    }
+}
+
+/// Summary of one latency distribution.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Percentiles {
+    /// Samples.
+    pub count: u64,
+    /// Median.
+    pub p50_ms: f64,
+    /// 95th percentile.
+    pub p95_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Largest.
+    pub max_ms: f64,
+    /// Mean.
+    pub mean_ms: f64,
+}
+
+/// The sim provider latencies and endpointing wait that are part of every turn by design;
+/// the engine's share of a turn is what is left after them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnBudget {
+    /// End-of-turn silence the endpointer waits for.
+    pub endpointing_ms: u64,
+    /// Sim ASR latency.
+    pub asr_ms: u64,
+    /// Sim LLM time to first token.
+    pub llm_first_token_ms: u64,
+    /// Sim LLM time between tokens (the first sentence waits for its tokens).
+    pub llm_token_interval_ms: u64,
+    /// Sim TTS time to first byte.
+    pub tts_first_byte_ms: u64,
+}
+
+impl TurnBudget {
+    /// The designed wait from the caller's end of speech to the agent's first audio, not
+    /// counting the first sentence's token stream.
+    pub fn fixed(&self) -> Duration {
+        Duration::from_millis(
+            self.endpointing_ms + self.asr_ms + self.llm_first_token_ms + self.tts_first_byte_ms,
+        )
+    }
+}
+
+/// What the fleet saw of one call.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallObservation {
+    /// The call was placed through the API.
+    pub placed: bool,
+    /// The callee's stream started (the call was answered).
+    pub answered: bool,
+    /// The server reports a terminal status for it.
+    pub ended: bool,
+    /// The terminal status the server reports.
+    pub final_status: Option<String>,
+    /// Answer → first agent audio.
+    pub greeting_latency: Option<Duration>,
+    /// Caller end of speech → first agent audio, per turn.
+    pub turn_latencies: Vec<Duration>,
+    /// The engine's own share of each turn as the server measured it.
+    pub server_engine_overheads: Vec<Duration>,
+    /// Agent frames received.
+    pub agent_frames: u64,
+    /// Agent frames later than 40 ms.
+    pub late_frames: u64,
+    /// Mean |inter-arrival − 20 ms|.
+    pub mean_jitter: Duration,
+    /// Largest |inter-arrival − 20 ms|.
+    pub max_jitter: Duration,
+    /// Why the call failed, if it did.
+    pub failure: Option<String>,
+}
+
+/// Running totals of one step, merged from every call.
+#[derive(Debug, Default)]
+pub struct StepMetrics {
+    /// Calls placed.
+    pub placed: u64,
+    /// Calls answered.
+    pub answered: u64,
+    /// Calls ended.
+    pub ended: u64,
+    /// Calls failed, by reason.
+    pub failures: BTreeMap<String, u64>,
+    /// Greeting latency.
+    pub greeting: LatencyHistogram,
+    /// Turn latency.
+    pub turn: LatencyHistogram,
+    /// Turn latency minus the designed budget, measured at the callee.
+    pub engine_share: LatencyHistogram,
+    /// The server's own engine-overhead figure per turn.
+    pub server_engine_overhead: LatencyHistogram,
+    /// Agent frames received.
+    pub agent_frames: u64,
+    /// Agent frames later than 40 ms.
+    pub late_frames: u64,
+    /// Sum of per-call mean jitter (µs) for averaging.
+    jitter_sum_micros: u128,
+    /// Calls with jitter measured.
+    jitter_calls: u64,
+    /// Largest jitter seen.
+    pub max_jitter: Duration,
+}
+
+impl StepMetrics {
+    /// Folds one call in.
+    pub fn add(&mut self, call: &CallObservation, budget: &TurnBudget) {
+        self.placed += u64::from(call.placed);
+        self.answered += u64::from(call.answered);
+        self.ended += u64::from(call.ended);
+        if let Some(reason) = &call.failure {
+            *self.failures.entry(reason.clone()).or_default() += 1;
+        }
+        if let Some(greeting) = call.greeting_latency {
+            self.greeting.record(greeting);
+        }
+        for turn in &call.turn_latencies {
+            self.turn.record(*turn);
+            self.engine_share
+                .record(turn.saturating_sub(budget.fixed()));
+        }
+        for overhead in &call.server_engine_overheads {
+            self.server_engine_overhead.record(*overhead);
+        }
+        self.agent_frames += call.agent_frames;
+        self.late_frames += call.late_frames;
+        if call.agent_frames > 1 {
+            self.jitter_sum_micros += call.mean_jitter.as_micros();
+            self.jitter_calls += 1;
+        }
+        self.max_jitter = self.max_jitter.max(call.max_jitter);
+    }
+
+    /// Calls that failed.
+    pub fn failed(&self) -> u64 {
+        self.failures.values().sum()
+    }
+
+    /// Mean over calls of each call's mean frame jitter.
+    pub fn mean_jitter(&self) -> Duration {
+        if self.jitter_calls == 0 {
+            return Duration::ZERO;
+        }
+        let micros = self.jitter_sum_micros / u128::from(self.jitter_calls);
+        Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))
+    }
+}
+
+/// One sample of the server's usage during a step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UsageSample {
+    /// Seconds since the step started.
+    pub at_seconds: f64,
+    /// Server CPU seconds so far.
+    pub cpu_seconds: f64,
+    /// Server RSS.
+    pub rss_kib: u64,
+    /// Calls in progress (answered, not yet ended).
+    pub active_calls: u64,
+}
+
+/// The server's cost per concurrent call, from samples over the plateau of the step (the
+/// samples with at least 90 % of the peak number of calls in progress).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PerCallUsage {
+    /// Server CPU while idle, in cores.
+    pub idle_cpu_cores: f64,
+    /// Server RSS while idle.
+    pub idle_rss_kib: u64,
+    /// Most calls in progress at once.
+    pub peak_active_calls: u64,
+    /// Mean calls in progress over the plateau.
+    pub plateau_active_calls: f64,
+    /// Length of the plateau.
+    pub plateau_seconds: f64,
+    /// Server CPU over the plateau, in cores.
+    pub plateau_cpu_cores: f64,
+    /// Server CPU per concurrent call above idle, in percent of one core.
+    pub cpu_percent_of_core_per_call: f64,
+    /// Largest server RSS over the step.
+    pub peak_rss_kib: u64,
+    /// RSS per concurrent call above the idle baseline.
+    pub rss_kib_per_call: f64,
+}
+
+/// Computes the per-call usage; `None` without two plateau samples.
+pub fn per_call_usage(
+    samples: &[UsageSample],
+    idle_cpu_cores: f64,
+    idle_rss_kib: u64,
+) -> Option<PerCallUsage> {
+    let peak_active = samples.iter().map(|s| s.active_calls).max()?;
+    if peak_active == 0 {
+        return None;
+    }
+    // Integer form of "at least 90 % of the peak".
+    let on_plateau = |s: &UsageSample| s.active_calls * 10 >= peak_active * 9;
+    let mut seconds = 0.0;
+    let mut cpu = 0.0;
+    let mut call_seconds = 0.0;
+    for pair in samples.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if on_plateau(a) && on_plateau(b) && b.at_seconds > a.at_seconds {
+            let dt = b.at_seconds - a.at_seconds;
+            seconds += dt;
+            cpu += (b.cpu_seconds - a.cpu_seconds).max(0.0);
+            call_seconds += dt * (a.active_calls + b.active_calls) as f64 / 2.0;
+        }
+    }
+    if seconds <= 0.0 {
+        return None;
+    }
+    let plateau_cpu = cpu / seconds;
+    let plateau_active = call_seconds / seconds;
+    let peak_rss = samples
+        .iter()
+        .map(|s| s.rss_kib)
+        .max()
+        .unwrap_or(idle_rss_kib);
+    Some(PerCallUsage {
+        idle_cpu_cores,
+        idle_rss_kib,
+        peak_active_calls: peak_active,
+        plateau_active_calls: plateau_active,
+        plateau_seconds: seconds,
+        plateau_cpu_cores: plateau_cpu,
+        cpu_percent_of_core_per_call: (plateau_cpu - idle_cpu_cores).max(0.0) / plateau_active
+            * 100.0,
+        peak_rss_kib: peak_rss,
+        rss_kib_per_call: peak_rss.saturating_sub(idle_rss_kib) as f64 / peak_active as f64,
+    })
+}
+
+/// Frame pacing as the callees saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FramePacing {
+    /// Agent frames received.
+    pub frames: u64,
+    /// Frames later than 40 ms.
+    pub late_frames: u64,
+    /// Mean over calls of the mean |inter-arrival − 20 ms|.
+    pub mean_jitter_ms: f64,
+    /// Largest |inter-arrival − 20 ms|.
+    pub max_jitter_ms: f64,
+}
+
+/// The JSON summary of one step.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepSummary {
+    /// Calls asked for.
+    pub calls: u64,
+    /// Concurrency asked for.
+    pub concurrency: u64,
+    /// How calls were placed.
+    pub mode: String,
+    /// Wall time of the step.
+    pub elapsed_seconds: f64,
+    /// Calls placed.
+    pub placed: u64,
+    /// Calls answered.
+    pub answered: u64,
+    /// Calls ended.
+    pub ended: u64,
+    /// Calls failed.
+    pub failed: u64,
+    /// Failures by reason.
+    pub failures: BTreeMap<String, u64>,
+    /// Answer → first agent audio.
+    pub greeting_latency: Option<Percentiles>,
+    /// Caller end of speech → first agent audio.
+    pub turn_latency: Option<Percentiles>,
+    /// Turn latency minus the designed budget, at the callee.
+    pub engine_share: Option<Percentiles>,
+    /// The server's own per-turn engine overhead.
+    pub server_engine_overhead: Option<Percentiles>,
+    /// The designed budget subtracted.
+    pub budget: TurnBudget,
+    /// Outbound frame pacing.
+    pub frames: FramePacing,
+    /// Server CPU and memory per concurrent call.
+    pub usage: Option<PerCallUsage>,
+    /// How the usage figures were taken.
+    pub usage_source: String,
+}
+
+impl StepSummary {
+    /// Builds the summary from a step's totals.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        calls: u64,
+        concurrency: u64,
+        mode: &str,
+        elapsed: Duration,
+        metrics: &StepMetrics,
+        budget: TurnBudget,
+        usage: Option<PerCallUsage>,
+        usage_source: &str,
+    ) -> Self {
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        Self {
+            calls,
+            concurrency,
+            mode: mode.to_owned(),
+            elapsed_seconds: elapsed.as_secs_f64(),
+            placed: metrics.placed,
+            answered: metrics.answered,
+            ended: metrics.ended,
+            failed: metrics.failed(),
+            failures: metrics.failures.clone(),
+            greeting_latency: metrics.greeting.percentiles(),
+            turn_latency: metrics.turn.percentiles(),
+            engine_share: metrics.engine_share.percentiles(),
+            server_engine_overhead: metrics.server_engine_overhead.percentiles(),
+            budget,
+            frames: FramePacing {
+                frames: metrics.agent_frames,
+                late_frames: metrics.late_frames,
+                mean_jitter_ms: ms(metrics.mean_jitter()),
+                max_jitter_ms: ms(metrics.max_jitter),
+            },
+            usage,
+            usage_source: usage_source.to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget() -> TurnBudget {
+        TurnBudget {
+            endpointing_ms: 600,
+            asr_ms: 150,
+            llm_first_token_ms: 200,
+            llm_token_interval_ms: 0,
+            tts_first_byte_ms: 120,
+        }
+    }
+
+    #[test]
+    fn percentiles_follow_the_recorded_values() {
+        let mut histogram = LatencyHistogram::default();
+        assert!(histogram.percentiles().is_none());
+        for ms in 1..=100 {
+            histogram.record(Duration::from_millis(ms));
+        }
+        let p = histogram.percentiles().unwrap();
+        assert_eq!(p.count, 100);
+        assert!((p.p50_ms - 50.0).abs() < 0.1, "{p:?}");
+        assert!((p.p95_ms - 95.0).abs() < 0.1, "{p:?}");
+        assert!((p.p99_ms - 99.0).abs() < 0.1, "{p:?}");
+        assert!((p.max_ms - 100.0).abs() < 0.1, "{p:?}");
+    }
+
+    #[test]
+    fn engine_share_is_turn_latency_minus_the_budget() {
+        let mut metrics = StepMetrics::default();
+        let call = CallObservation {
+            placed: true,
+            answered: true,
+            ended: true,
+            turn_latencies: vec![Duration::from_millis(1085), Duration::from_millis(1000)],
+            agent_frames: 10,
+            late_frames: 1,
+            mean_jitter: Duration::from_millis(2),
+            max_jitter: Duration::from_millis(9),
+            ..CallObservation::default()
+        };
+        metrics.add(&call, &budget());
+        let failed = CallObservation {
+            placed: true,
+            failure: Some("busy".into()),
+            ..CallObservation::default()
+        };
+        metrics.add(&failed, &budget());
+        let share = metrics.engine_share.percentiles().unwrap();
+        // 1085 − 1070 = 15 ms; a turn faster than the budget counts as no engine time.
+        assert!((share.max_ms - 15.0).abs() < 0.1, "{share:?}");
+        assert_eq!(metrics.engine_share.count(), 2);
+        assert_eq!((metrics.placed, metrics.answered, metrics.ended), (2, 1, 1));
+        assert_eq!(metrics.failed(), 1);
+        assert_eq!(metrics.failures["busy"], 1);
+        assert_eq!(metrics.late_frames, 1);
+        assert_eq!(metrics.mean_jitter(), Duration::from_millis(2));
+        assert_eq!(metrics.max_jitter, Duration::from_millis(9));
+    }
+
+    fn sample(at: f64, cpu: f64, rss: u64, active: u64) -> UsageSample {
+        UsageSample {
+            at_seconds: at,
+            cpu_seconds: cpu,
+            rss_kib: rss,
+            active_calls: active,
+        }
+    }
+
+    #[test]
+    fn per_call_usage_uses_the_plateau_only() {
+        // Ramp up (ignored), a 3 s plateau of 100 calls burning 0.5 cores, ramp down.
+        let samples = [
+            sample(0.0, 10.0, 50_000, 0),
+            sample(1.0, 10.1, 60_000, 40),
+            sample(2.0, 10.3, 70_000, 100),
+            sample(3.0, 10.8, 71_000, 100),
+            sample(4.0, 11.3, 72_000, 95),
+            sample(5.0, 11.8, 71_000, 100),
+            sample(6.0, 11.9, 60_000, 10),
+        ];
+        let usage = per_call_usage(&samples, 0.01, 50_000).unwrap();
+        assert_eq!(usage.peak_active_calls, 100);
+        assert!((usage.plateau_seconds - 3.0).abs() < 1e-9);
+        assert!((usage.plateau_cpu_cores - 0.5).abs() < 1e-9);
+        // (0.5 − 0.01) cores over ~98.3 calls.
+        let expected = 0.49 / usage.plateau_active_calls * 100.0;
+        assert!((usage.cpu_percent_of_core_per_call - expected).abs() < 1e-9);
+        assert!((usage.rss_kib_per_call - 220.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn per_call_usage_needs_a_plateau() {
+        assert!(per_call_usage(&[], 0.0, 0).is_none());
+        assert!(
+            per_call_usage(&[sample(0.0, 1.0, 1, 0), sample(1.0, 1.0, 1, 0)], 0.0, 0).is_none()
+        );
+        assert!(per_call_usage(&[sample(0.0, 1.0, 1, 5)], 0.0, 0).is_none());
+    }
+}
