@@ -184,8 +184,7 @@ async fn run(items: u64, concurrency: u64) {
     let mut items_page = read.clone();
     let mut list = read.clone();
     let mut max_live = 0;
-    let mut last_dialed = 0i64;
-    loop {
+    let last_dialed = loop {
         let b = timed_get(
             &http,
             &format!("{base}/api/batches/{id}"),
@@ -202,17 +201,17 @@ async fn run(items: u64, concurrency: u64) {
         .await;
         timed_get(&http, &format!("{base}/api/batches"), &key.key, &mut list).await;
         max_live = max_live.max(b["live"].as_i64().unwrap_or(0));
-        last_dialed = b["total"].as_i64().unwrap_or(0)
+        let dialed = b["total"].as_i64().unwrap_or(0)
             - (b["pending"].as_i64().unwrap_or(0) - b["live"].as_i64().unwrap_or(0));
         if b["status"] == "completed" {
-            break;
+            break dialed;
         }
         assert!(
             started.elapsed() < Duration::from_secs(3_600),
             "batch did not finish: {b}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    };
     let elapsed = started.elapsed();
     let dialect = server.state().store.dialect();
     server.shutdown().await;
