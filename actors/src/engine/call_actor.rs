@@ -314,7 +314,15 @@ impl Actor for CallActor {
             },
             CallMsg::ConversationDone(reason) => {
                 state.hangup().await;
-                let reason = state.stop_reason.map(str::to_string).unwrap_or(reason);
+                // A provider failure ends the conversation and closes the media stream, so the
+                // carrier's hang-up report can arrive first; the failure is still the reason.
+                let provider_failed =
+                    matches!(reason.as_str(), "asr-error" | "llm-error" | "tts-error");
+                let reason = match state.stop_reason {
+                    Some("caller-hangup") if provider_failed => reason,
+                    Some(stop) => stop.to_string(),
+                    None => reason,
+                };
                 state.finish(&myself, CallStatus::Completed, &reason).await;
             }
             CallMsg::Timeout(kind) => match (kind, state.phase) {
