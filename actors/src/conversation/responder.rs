@@ -148,9 +148,16 @@ async fn speak(
     let mut tts_started = Instant::now();
     let mut first_token = true;
     let mut first_audio = true;
+    let mut first_segment = true;
     loop {
         if tts.is_none() {
+            if first_segment && sentences.is_empty() && llm.is_some() {
+                // Silence is what the caller notices: the reply's first words go to TTS as
+                // soon as they exist, not when the first sentence is complete.
+                sentences.extend(chunker.take_words());
+            }
             if let Some(sentence) = sentences.pop_front() {
+                first_segment = false;
                 tts_started = Instant::now();
                 let stream = voice
                     .tts

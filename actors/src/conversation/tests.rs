@@ -274,8 +274,10 @@ async fn two_turn_conversation_produces_the_expected_transcript() {
                 + latency.tts_first_byte
                 + latency.engine_overhead
         );
+        // On a paused clock the engine's own work takes no time, so anything left is a wait
+        // the engine added (e.g. holding the reply until its first sentence is complete).
         assert!(
-            latency.engine_overhead < Duration::from_millis(400),
+            latency.engine_overhead < Duration::from_millis(20),
             "{latency:?}"
         );
     }

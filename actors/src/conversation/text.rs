@@ -35,6 +35,21 @@ impl SentenceChunker {
         chunks
     }
 
+    /// The complete words buffered so far as one chunk, if there are any.
+    ///
+    /// A reply's first chunk is taken this way as soon as the LLM has produced a word, so the
+    /// caller hears the agent start without waiting for the first sentence to end.
+    pub(crate) fn take_words(&mut self) -> Option<String> {
+        let end = self.buffer.rfind(char::is_whitespace)?;
+        let rest = self.buffer.split_off(end);
+        let chunk = std::mem::replace(&mut self.buffer, rest.trim_start().to_owned());
+        let chunk = chunk.trim();
+        (!chunk.is_empty()).then(|| {
+            self.emitted += 1;
+            chunk.to_owned()
+        })
+    }
+
     /// The text left over at the end of the stream, if any.
     pub(crate) fn finish(&mut self) -> Option<String> {
         let rest = std::mem::take(&mut self.buffer);
@@ -150,6 +165,18 @@ mod tests {
             split_sentences("3.5 percent. Next"),
             ["3.5 percent.", "Next"]
         );
+    }
+
+    #[test]
+    fn take_words_hands_over_complete_words_only() {
+        let mut chunker = SentenceChunker::default();
+        assert!(chunker.push("Hel").is_empty());
+        assert_eq!(chunker.take_words(), None);
+        assert!(chunker.push("lo the").is_empty());
+        assert_eq!(chunker.take_words().as_deref(), Some("Hello"));
+        assert_eq!(chunker.take_words(), None);
+        assert_eq!(chunker.push("re. Next"), ["there."]);
+        assert_eq!(chunker.finish().as_deref(), Some("Next"));
     }
 
     #[test]
