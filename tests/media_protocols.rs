@@ -384,7 +384,7 @@ impl Leg {
                 "media": {"track": "inbound", "timestamp": ms, "chunk": chunk, "payload": b64(&pcm16(samples))},
             }))],
             // Exotel documents snake_case; camelCase must be accepted too, so alternate.
-            Kind::Exotel if seq % 2 == 0 => vec![Self::text(json!({
+            Kind::Exotel if seq.is_multiple_of(2) => vec![Self::text(json!({
                 "event": "media", "sequence_number": seq.to_string(), "stream_sid": sid,
                 "media": {"chunk": chunk.to_string(), "timestamp": ms, "payload": b64(&pcm16(samples))},
             }))],
@@ -403,7 +403,7 @@ impl Leg {
                 .to_string();
                 if let Some(held) = self.held.take() {
                     vec![Message::Text(frame.into()), Message::Text(held.into())]
-                } else if seq % 10 == 0 {
+                } else if seq.is_multiple_of(10) {
                     self.held = Some(frame);
                     Vec::new()
                 } else {
@@ -505,7 +505,8 @@ impl Leg {
                         assert_eq!(v["stream_sid"], sid.as_str());
                         let payload = unb64(v["media"]["payload"].as_str().expect("payload"));
                         assert!(
-                            payload.len() % 320 == 0 && (3200..=100_000).contains(&payload.len()),
+                            payload.len().is_multiple_of(320)
+                                && (3200..=100_000).contains(&payload.len()),
                             "Exotel chunks are multiples of 320 bytes, 3.2 KB to 100 KB: {}",
                             payload.len()
                         );
@@ -702,20 +703,15 @@ async fn telnyx_call_end_to_end() {
 /// Opens a socket with `token`, sends the opening, and returns the close code the server answers with.
 async fn refused_with(kind: Kind, dial: &DialRequest, token: &str) -> u16 {
     let mut leg = Leg::open(kind, dial, token).await;
-    let closed = timeout(WAIT, async {
-        loop {
-            match leg.ws.next().await {
-                Some(Ok(Message::Close(frame))) => {
-                    return frame.map_or(1005, |f| u16::from(f.code));
-                }
-                Some(Ok(other)) => panic!("refused socket got {other:?}"),
-                Some(Err(_)) | None => return 1006,
-            }
+    timeout(WAIT, async {
+        match leg.ws.next().await {
+            Some(Ok(Message::Close(frame))) => frame.map_or(1005, |f| u16::from(f.code)),
+            Some(Ok(other)) => panic!("refused socket got {other:?}"),
+            Some(Err(_)) | None => 1006,
         }
     })
     .await
-    .expect("the server closes a refused socket");
-    closed
+    .expect("the server closes a refused socket")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

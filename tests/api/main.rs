@@ -16,8 +16,8 @@ mod errors;
 mod harness;
 mod limits;
 mod openapi;
-mod webhooks;
 mod recordings;
+mod webhooks;
 
 use sqlx::Connection;
 
