@@ -12,8 +12,10 @@
 //! VOXLINE_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench --bench api_throughput
 //! ```
 
+#[path = "bench_db.rs"]
+mod bench_db;
+
 use hdrhistogram::Histogram;
-use sqlx::Connection;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -112,28 +114,8 @@ fn main() {
 
 async fn run(seconds: u64, warmup: u64, connections: u64) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let pg_admin = std::env::var("VOXLINE_TEST_DATABASE_URL")
-        .ok()
-        .filter(|u| !u.is_empty());
-    let (database_url, pg_name) = match &pg_admin {
-        Some(admin) => {
-            let name = format!("voxline_test_{}", uuid::Uuid::new_v4().simple());
-            let mut conn = sqlx::PgConnection::connect(admin).await.expect("postgres");
-            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                .execute(&mut conn)
-                .await
-                .expect("create database");
-            conn.close().await.ok();
-            let mut url = reqwest::Url::parse(admin).expect("url");
-            url.set_path(&format!("/{name}"));
-            (url.to_string(), Some(name))
-        }
-        None => (
-            format!("sqlite://{}", dir.path().join("voxline.db").display()),
-            None,
-        ),
-    };
-    let mut settings = Settings::for_tests(dir.path().to_path_buf(), Some(database_url));
+    let db = bench_db::BenchDb::create(dir.path()).await;
+    let mut settings = Settings::for_tests(dir.path().to_path_buf(), Some(db.url.clone()));
     settings.janitor_interval = Duration::from_secs(60);
     if let Some(pool) = std::env::var("VOXLINE_DB_POOL")
         .ok()
@@ -204,15 +186,7 @@ async fn run(seconds: u64, warmup: u64, connections: u64) {
     }
     let dialect = server.state().store.dialect();
     server.shutdown().await;
-    if let (Some(admin), Some(name)) = (&pg_admin, &pg_name) {
-        let mut conn = sqlx::PgConnection::connect(admin).await.expect("postgres");
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-        )))
-        .execute(&mut conn)
-        .await
-        .expect("drop database");
-    }
+    db.drop_database().await;
 
     let rps = total as f64 / elapsed.as_secs_f64();
     let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;

@@ -14,9 +14,11 @@
 //! VOXLINE_BENCH_ITEMS=10000 VOXLINE_BENCH_CONCURRENCY=50 cargo bench --bench batch_load
 //! ```
 
+#[path = "bench_db.rs"]
+mod bench_db;
+
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
-use sqlx::Connection;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use voxline::admin_ops;
@@ -73,28 +75,8 @@ fn report(name: &str, hist: &Histogram<u64>) {
 
 async fn run(items: u64, concurrency: u64) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let pg_admin = std::env::var("VOXLINE_TEST_DATABASE_URL")
-        .ok()
-        .filter(|u| !u.is_empty());
-    let (database_url, pg_name) = match &pg_admin {
-        Some(admin) => {
-            let name = format!("voxline_test_{}", uuid::Uuid::new_v4().simple());
-            let mut conn = sqlx::PgConnection::connect(admin).await.expect("postgres");
-            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                .execute(&mut conn)
-                .await
-                .expect("create database");
-            conn.close().await.ok();
-            let mut url = reqwest::Url::parse(admin).expect("url");
-            url.set_path(&format!("/{name}"));
-            (url.to_string(), Some(name))
-        }
-        None => (
-            format!("sqlite://{}", dir.path().join("voxline.db").display()),
-            None,
-        ),
-    };
-    let mut settings = Settings::for_tests(dir.path().to_path_buf(), Some(database_url));
+    let db = bench_db::BenchDb::create(dir.path()).await;
+    let mut settings = Settings::for_tests(dir.path().to_path_buf(), Some(db.url.clone()));
     settings.janitor_interval = Duration::from_secs(60);
     let clock: SharedClock = Arc::new(SystemClock);
     let server = Server::start(settings, clock.clone())
@@ -215,15 +197,7 @@ async fn run(items: u64, concurrency: u64) {
     let elapsed = started.elapsed();
     let dialect = server.state().store.dialect();
     server.shutdown().await;
-    if let (Some(admin), Some(name)) = (&pg_admin, &pg_name) {
-        let mut conn = sqlx::PgConnection::connect(admin).await.expect("postgres");
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-        )))
-        .execute(&mut conn)
-        .await
-        .expect("drop database");
-    }
+    db.drop_database().await;
     println!(
         "batch_load: {items} items, concurrency {concurrency}, sim failures (~300 ms each), {dialect}"
     );

@@ -243,7 +243,7 @@ async fn refusals_come_before_anything_is_enqueued() {
 
     // Empty wallet: 402.
     let poor = app.workspace("Poor").await;
-    admin_number(&app, &poor).await;
+    app.add_sim_number(&poor.org_id).await;
     let poor_agent = quick_agent(&app, &poor, json!({})).await;
     app.post(
         &poor.key,
@@ -263,7 +263,7 @@ async fn refusals_come_before_anything_is_enqueued() {
         key_id: String::new(),
         key: quota_key,
     };
-    admin_number(&app, &quota).await;
+    app.add_sim_number(&quota.org_id).await;
     app.store()
         .credit_wallet(&quota.org_id, 10_000, app.now().timestamp_millis())
         .await
@@ -282,21 +282,6 @@ async fn refusals_come_before_anything_is_enqueued() {
         let page = app.get(&w.key, "/api/calls").await.expect(200);
         assert_eq!(page.body["stats"]["total"], 0, "{}", page.body);
     }
-}
-
-async fn admin_number(app: &TestApp, ws: &Workspace) {
-    let number = format!("+9180357{:05}", rand::random_range(10_000..99_999u32));
-    voxline::admin_ops::add_number(
-        app.store(),
-        &ws.org_id,
-        &number,
-        "sim",
-        true,
-        None,
-        app.now(),
-    )
-    .await
-    .expect("add number");
 }
 
 #[tokio::test]

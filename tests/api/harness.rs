@@ -273,18 +273,7 @@ impl TestApp {
             .await
             .expect("create org");
         let key = self.key(&org.id, "test key").await;
-        let number = format!("+9180357{:05}", rand::random_range(10_000..99_999u32));
-        admin_ops::add_number(
-            self.store(),
-            &org.id,
-            &number,
-            "sim",
-            true,
-            None,
-            self.now(),
-        )
-        .await
-        .expect("add number");
+        self.add_sim_number(&org.id).await;
         self.store()
             .credit_wallet(&org.id, 100_000, self.now().timestamp_millis())
             .await
@@ -294,6 +283,14 @@ impl TestApp {
             key_id: key.0,
             key: key.1,
         }
+    }
+
+    /// Rents a random default sim number for `org_id`, as `voxline admin number add` does.
+    pub async fn add_sim_number(&self, org_id: &str) {
+        let number = format!("+9180357{:05}", rand::random_range(10_000..99_999u32));
+        admin_ops::add_number(self.store(), org_id, &number, "sim", true, None, self.now())
+            .await
+            .expect("add number");
     }
 
     /// Another key for `org_id`: (id, full key).
