@@ -1,85 +1,127 @@
-//! Per-frame media cost: what one call spends per 20 ms frame and per second.
+//! Per-frame media cost: what one call's engine spends per 20 ms frame and per call-second,
+//! on the same path the call loop runs for a Twilio (8 kHz μ-law) stream.
 //!
-//! Inbound: μ-law decode 160 bytes → resample 8k→16k → VAD → DTMF.
-//! Outbound: 20 ms of 24 kHz TTS PCM → resample to 8 kHz → μ-law encode.
+//! Inbound: a Twilio `media` JSON message → parse + base64 decode → μ-law decode → DTMF →
+//! VAD at 8 kHz → the stereo WAV recording.
+//! Outbound: 20 ms of 24 kHz TTS PCM → resample to 8 kHz → μ-law encode → a Twilio `media`
+//! JSON message (base64) → the recording.
 
 use std::hint::black_box;
+use std::io::{Seek, SeekFrom, Write};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use voxline_media::carrier::{CarrierCodec, CarrierKind, Outbound, TwilioCarrierSide};
 use voxline_media::dtmf::DtmfDetector;
 use voxline_media::g711::{decode_mulaw_into, encode_mulaw_into};
 use voxline_media::resample::StreamResampler;
 use voxline_media::synth::{SpeechLikeGenerator, WhiteNoiseGenerator};
-use voxline_media::vad::VoiceActivityDetector;
+use voxline_media::vad::{VadConfig, VoiceActivityDetector};
+use voxline_media::wav::WavWriter;
 
 /// Frames per second of call audio.
 const FRAMES_PER_SECOND: usize = 50;
 
-/// One call's inbound chain with its buffers.
-struct Inbound {
-    pcm8: [i16; 160],
-    pcm16: [i16; 320],
-    upsampler: StreamResampler,
+/// One call's media state, as the call loop holds it.
+struct CallMedia {
+    codec: CarrierCodec,
+    wire_in: Vec<u8>,
+    caller: [i16; 160],
     vad: VoiceActivityDetector,
     dtmf: DtmfDetector,
-}
-
-impl Inbound {
-    fn new() -> Self {
-        Self {
-            pcm8: [0; 160],
-            pcm16: [0; 320],
-            upsampler: StreamResampler::new(8000, 16000).expect("8k→16k resampler"),
-            vad: VoiceActivityDetector::new(16000).expect("16 kHz VAD"),
-            dtmf: DtmfDetector::new(8000).expect("8 kHz DTMF"),
-        }
-    }
-
-    fn frame(&mut self, mulaw: &[u8]) -> (bool, Option<char>) {
-        decode_mulaw_into(mulaw, &mut self.pcm8);
-        let digit = self.dtmf.push(&self.pcm8);
-        self.upsampler
-            .process(&self.pcm8, &mut self.pcm16)
-            .expect("fixed-size chunk");
-        (self.vad.is_speech(&self.pcm16), digit)
-    }
-}
-
-/// One call's outbound chain with its buffers.
-struct Outbound {
-    pcm8: [i16; 160],
-    mulaw: [u8; 160],
     downsampler: StreamResampler,
+    agent: [i16; 160],
+    mulaw_out: [u8; 160],
+    outbound: Outbound,
+    recording: WavWriter<DiscardingFile>,
 }
 
-impl Outbound {
+/// A file that forgets what is written to it: the recording's cost without disk I/O (the
+/// call loop writes through a 64 KiB buffer, one system call per two seconds of audio).
+struct DiscardingFile;
+
+impl Write for DiscardingFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Ok(black_box(buf).len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Seek for DiscardingFile {
+    fn seek(&mut self, _: SeekFrom) -> std::io::Result<u64> {
+        Ok(0)
+    }
+}
+
+impl CallMedia {
     fn new() -> Self {
+        Self::with_vad(VadConfig::default())
+    }
+
+    fn with_vad(vad: VadConfig) -> Self {
+        let mut codec = CarrierCodec::new(CarrierKind::Twilio);
+        let mut side = TwilioCarrierSide::new("MZbench", "CAbench", "ACbench");
+        let mut start = String::new();
+        side.start(&[("token", "t")], &mut start);
+        let mut scratch = Vec::new();
+        codec
+            .parse_text(&start, &mut scratch)
+            .expect("the start message parses");
         Self {
-            pcm8: [0; 160],
-            mulaw: [0; 160],
+            codec,
+            wire_in: Vec::with_capacity(320),
+            caller: [0; 160],
+            vad: VoiceActivityDetector::with_config(8000, vad).expect("8 kHz VAD"),
+            dtmf: DtmfDetector::new(8000).expect("8 kHz DTMF"),
             downsampler: StreamResampler::new(24000, 8000).expect("24k→8k resampler"),
+            agent: [0; 160],
+            mulaw_out: [0; 160],
+            outbound: Outbound::new(),
+            recording: WavWriter::new(DiscardingFile).expect("WAV header"),
         }
     }
 
-    fn frame(&mut self, tts: &[i16]) -> &[u8] {
+    /// One inbound carrier message: what the loop does with a caller frame.
+    fn inbound(&mut self, message: &str) -> (bool, Option<char>) {
+        self.codec
+            .parse_text(message, &mut self.wire_in)
+            .expect("a media message");
+        decode_mulaw_into(&self.wire_in, &mut self.caller);
+        let digit = self.dtmf.push(&self.caller);
+        let speech = self.vad.is_speech(&self.caller);
+        self.recording
+            .write_frames(&self.caller, &self.agent)
+            .expect("sink write");
+        (speech, digit)
+    }
+
+    /// One outbound frame: what the loop does with 20 ms of TTS audio.
+    fn outbound(&mut self, tts: &[i16]) -> usize {
         self.downsampler
-            .process(tts, &mut self.pcm8)
+            .process(tts, &mut self.agent)
             .expect("fixed-size chunk");
-        encode_mulaw_into(&self.pcm8, &mut self.mulaw);
-        &self.mulaw
+        encode_mulaw_into(&self.agent, &mut self.mulaw_out);
+        self.codec.encode_media(&self.mulaw_out, &mut self.outbound);
+        let queued = self.outbound.len();
+        self.outbound.clear();
+        queued
     }
 }
 
-/// One second of caller speech as μ-law frames.
-fn caller_speech_mulaw() -> Vec<[u8; 160]> {
-    let mut generator = SpeechLikeGenerator::new(8000, 42);
+/// One second of μ-law frames from `pcm`, as Twilio `media` messages.
+fn twilio_messages(mut fill: impl FnMut(&mut [i16; 160])) -> Vec<String> {
+    let mut side = TwilioCarrierSide::new("MZbench", "CAbench", "ACbench");
     let mut pcm = [0i16; 160];
+    let mut mulaw = [0u8; 160];
     (0..FRAMES_PER_SECOND)
         .map(|_| {
-            generator.fill(&mut pcm);
-            let mut frame = [0u8; 160];
-            encode_mulaw_into(&pcm, &mut frame);
-            frame
+            fill(&mut pcm);
+            encode_mulaw_into(&pcm, &mut mulaw);
+            let mut message = String::new();
+            side.media(&mulaw, &mut message);
+            message
         })
         .collect()
 }
@@ -97,90 +139,100 @@ fn agent_tts_24k() -> Vec<[i16; 480]> {
 }
 
 fn bench_media(c: &mut Criterion) {
-    let speech = caller_speech_mulaw();
-    let silence = vec![[0xFFu8; 160]; FRAMES_PER_SECOND];
+    let mut voice = SpeechLikeGenerator::new(8000, 42);
+    let speech = twilio_messages(|pcm| voice.fill(pcm));
+    let mut line_noise = WhiteNoiseGenerator::new(3, -62.0);
+    let quiet = twilio_messages(|pcm| line_noise.fill(pcm));
     let tts = agent_tts_24k();
 
-    let mut inbound = Inbound::new();
+    let mut call = CallMedia::new();
     let mut i = 0;
     c.bench_function("inbound_frame_speech", |b| {
         b.iter(|| {
             i = (i + 1) % speech.len();
-            black_box(inbound.frame(black_box(&speech[i])))
+            black_box(call.inbound(black_box(&speech[i])))
         })
     });
 
-    let mut inbound = Inbound::new();
-    c.bench_function("inbound_frame_silence", |b| {
-        b.iter(|| black_box(inbound.frame(black_box(&silence[0]))))
+    let mut call = CallMedia::new();
+    let mut i = 0;
+    c.bench_function("inbound_frame_quiet_line", |b| {
+        b.iter(|| {
+            i = (i + 1) % quiet.len();
+            black_box(call.inbound(black_box(&quiet[i])))
+        })
     });
 
-    let mut outbound = Outbound::new();
+    let mut call = CallMedia::new();
     let mut j = 0;
     c.bench_function("outbound_frame", |b| {
         b.iter(|| {
             j = (j + 1) % tts.len();
-            black_box(outbound.frame(black_box(&tts[j]))[0])
+            black_box(call.outbound(black_box(&tts[j])))
         })
     });
 
     // Components of the inbound frame, to see where the time goes.
+    let mut codec = CallMedia::new().codec;
+    let mut wire = Vec::with_capacity(160);
+    c.bench_function("component_twilio_parse_160", |b| {
+        b.iter(|| codec.parse_text(black_box(&speech[3]), &mut wire))
+    });
     let mut pcm8 = [0i16; 160];
-    decode_mulaw_into(&speech[3], &mut pcm8);
-    let mut pcm16 = [0i16; 320];
-    let mut upsampler = StreamResampler::new(8000, 16000).expect("8k→16k resampler");
-    upsampler
-        .process(&pcm8, &mut pcm16)
-        .expect("fixed-size chunk");
+    decode_mulaw_into(&wire, &mut pcm8);
     c.bench_function("component_mulaw_decode_160", |b| {
-        b.iter(|| decode_mulaw_into(black_box(&speech[3]), black_box(&mut pcm8)))
+        b.iter(|| decode_mulaw_into(black_box(&wire), black_box(&mut pcm8)))
     });
-    c.bench_function("component_resample_8k_16k", |b| {
-        b.iter(|| upsampler.process(black_box(&pcm8), black_box(&mut pcm16)))
+    let mut vad = VoiceActivityDetector::new(8000).expect("8 kHz VAD");
+    c.bench_function("component_vad_8k_speech", |b| {
+        b.iter(|| vad.analyze(black_box(&pcm8)))
     });
-    let mut vad = VoiceActivityDetector::new(16000).expect("16 kHz VAD");
-    c.bench_function("component_vad_16k_speech", |b| {
-        b.iter(|| vad.analyze(black_box(&pcm16)))
+    let neural_only = VadConfig {
+        use_periodicity: false,
+        ..VadConfig::default()
+    };
+    let mut vad = VoiceActivityDetector::with_config(8000, neural_only).expect("8 kHz VAD");
+    c.bench_function("component_vad_8k_neural_model", |b| {
+        b.iter(|| vad.analyze(black_box(&pcm8)))
     });
     let mut dtmf = DtmfDetector::new(8000).expect("8 kHz DTMF");
     c.bench_function("component_dtmf_8k", |b| {
         b.iter(|| dtmf.push(black_box(&pcm8)))
     });
 
-    // Typical turn-taking second: the caller talks 40% of the time over a
-    // quiet line, the agent's TTS plays for half of it.
-    let mut line_noise = WhiteNoiseGenerator::new(3, -62.0);
-    let quiet: Vec<[u8; 160]> = (0..FRAMES_PER_SECOND)
-        .map(|_| {
-            let mut pcm = [0i16; 160];
-            line_noise.fill(&mut pcm);
-            let mut frame = [0u8; 160];
-            encode_mulaw_into(&pcm, &mut frame);
-            frame
-        })
-        .collect();
-    let mut inbound = Inbound::new();
-    let mut outbound = Outbound::new();
+    // Typical turn-taking second: the caller talks 40 % of the time over a quiet line, the
+    // agent's TTS plays for half of it.
+    let mut call = CallMedia::new();
     c.bench_function("call_second_typical", |b| {
         b.iter(|| {
             for (k, chunk) in tts.iter().enumerate() {
-                let mulaw = if k % 5 < 2 { &speech[k] } else { &quiet[k] };
-                black_box(inbound.frame(mulaw));
+                let message = if k % 5 < 2 { &speech[k] } else { &quiet[k] };
+                black_box(call.inbound(message));
                 if k % 2 == 0 {
-                    black_box(outbound.frame(chunk)[0]);
+                    black_box(call.outbound(chunk));
                 }
             }
         })
     });
 
-    // Worst case: caller and agent both active for the whole second.
-    let mut inbound = Inbound::new();
-    let mut outbound = Outbound::new();
+    // Worst case: caller and agent both speaking for the whole second.
+    let mut call = CallMedia::new();
     c.bench_function("call_second_50_frames_each_way", |b| {
         b.iter(|| {
-            for (mulaw, chunk) in speech.iter().zip(&tts) {
-                black_box(inbound.frame(mulaw));
-                black_box(outbound.frame(chunk)[0]);
+            for (message, chunk) in speech.iter().zip(&tts) {
+                black_box(call.inbound(message));
+                black_box(call.outbound(chunk));
+            }
+        })
+    });
+
+    // The bound for speech with no voiced frames at all: the neural model on every frame.
+    let mut call = CallMedia::with_vad(neural_only);
+    c.bench_function("call_second_50_frames_each_way_neural_every_frame", |b| {
+        b.iter(|| {
+            for (message, chunk) in speech.iter().zip(&tts) {
+                black_box(call.inbound(message));
+                black_box(call.outbound(chunk));
             }
         })
     });

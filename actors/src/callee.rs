@@ -11,7 +11,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
-use tokio_tungstenite::connect_async;
+use tokio_tungstenite::connect_async_with_config;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_util::sync::CancellationToken;
 use voxline_media::carrier::{OutboundFrame, ServerCommand, TwilioCarrierSide};
 use voxline_media::g711;
@@ -24,6 +25,8 @@ use crate::conversation::{MediaTransport, TransportMessage, WebSocketTransport};
 
 pub use crate::carrier::sim::CalleeBehaviour;
 
+/// Read buffer of the callee's websocket: a burst of agent frames fits in one read.
+pub const MEDIA_READ_BUFFER: usize = 8 * 1024;
 /// The callee's sample rate (Twilio: 8 kHz μ-law).
 const RATE: u32 = 8_000;
 /// Samples per 20 ms frame.
@@ -222,11 +225,12 @@ pub struct CalleeReport {
     pub agent_frames: u64,
     /// Agent audio received, in time.
     pub agent_audio: Duration,
-    /// Mean |inter-arrival − 20 ms| of agent frames within talk spurts.
+    /// Mean playback stall before agent frames within talk spurts: how long the callee's
+    /// playback buffer had been empty when each frame came (0 for audio sent ahead).
     pub mean_jitter: Duration,
-    /// Largest |inter-arrival − 20 ms| within a talk spurt.
+    /// Longest such stall within a talk spurt.
     pub max_jitter: Duration,
-    /// Agent frames that arrived more than 40 ms after they were due.
+    /// Agent frames that came more than 40 ms after the playback buffer ran dry in a spurt.
     pub late_frames: u64,
     /// Marks echoed back.
     pub marks_echoed: u64,
@@ -274,7 +278,11 @@ impl SimCallee {
         behaviour: CalleeBehaviour,
         options: CalleeOptions,
     ) -> CalleeReport {
-        match connect_async(ws_url.as_str()).await {
+        // tungstenite zero-fills its whole read buffer (128 KiB by default) before every read;
+        // media messages are a few hundred bytes, so a small buffer saves that per frame and
+        // its memory per call.
+        let config = WebSocketConfig::default().read_buffer_size(MEDIA_READ_BUFFER);
+        match connect_async_with_config(ws_url.as_str(), Some(config), false).await {
             Ok((socket, _response)) => {
                 Self::run_on(
                     WebSocketTransport::new(socket),
@@ -341,8 +349,6 @@ struct Callee<T> {
     script_done_at: Option<Instant>,
     // Jitter bookkeeping.
     last_frame_at: Option<Instant>,
-    spurt_anchor: Instant,
-    spurt_frames: u32,
     jitter_total: Duration,
     jitter_samples: u64,
     done: bool,
@@ -382,8 +388,6 @@ impl<T: MediaTransport> Callee<T> {
             awaiting_reply: None,
             script_done_at: None,
             last_frame_at: None,
-            spurt_anchor: now,
-            spurt_frames: 0,
             jitter_total: Duration::ZERO,
             jitter_samples: 0,
             done: false,
@@ -439,7 +443,12 @@ impl<T: MediaTransport> Callee<T> {
         while !self.done {
             tokio::select! {
                 biased;
-                () = &mut cancelled => self.hang_up(false).await,
+                () = &mut cancelled => {
+                    // The carrier leg was hung up from the service's side: to the callee that
+                    // is the agent hanging up, however the close and the hang-up race.
+                    self.report.agent_hung_up = true;
+                    self.hang_up(self.report.error.is_none()).await;
+                }
                 () = &mut hard_stop => {
                     self.report.error = Some("call exceeded the callee's time bound".to_owned());
                     self.hang_up(false).await;
@@ -472,6 +481,8 @@ impl<T: MediaTransport> Callee<T> {
                 self.report.agent_hung_up = true;
                 self.report.ended_cleanly = self.report.error.is_none();
                 self.done = true;
+                // Answers the agent's close frame, completing the closing handshake.
+                self.transport.close().await;
                 return;
             }
         };
@@ -508,6 +519,21 @@ impl<T: MediaTransport> Callee<T> {
         let played = Duration::from_micros(self.server_audio.len() as u64 * 1_000_000 / 8_000);
         self.report.agent_frames += 1;
         self.report.agent_audio += played;
+        // Within a talk spurt, audio is late when the playback buffer ran dry before it came:
+        // the listener heard a gap. Carriers buffer, so audio sent ahead is never late.
+        let in_spurt = self
+            .last_frame_at
+            .is_some_and(|previous| now.saturating_duration_since(previous) < SPURT_GAP);
+        if in_spurt && now > self.playout_end + LATE_AFTER {
+            self.report.late_frames += 1;
+        }
+        if in_spurt {
+            // How long the playback buffer had been empty when this audio came (0 when ahead).
+            let gap = now.saturating_duration_since(self.playout_end);
+            self.jitter_total += gap;
+            self.jitter_samples += 1;
+            self.report.max_jitter = self.report.max_jitter.max(gap);
+        }
         self.playout_end = self.playout_end.max(now) + played;
         if self.report.greeting_latency.is_none() {
             self.report.greeting_latency = Some(now.saturating_duration_since(self.started));
@@ -519,31 +545,6 @@ impl<T: MediaTransport> Callee<T> {
         }
         self.agent_spoke = true;
         self.agent_started_at.get_or_insert(now);
-        // Arrival timing within a talk spurt.
-        match self.last_frame_at {
-            Some(previous) if now.saturating_duration_since(previous) < SPURT_GAP => {
-                let gap = now.saturating_duration_since(previous);
-                let deviation = gap.abs_diff(FRAME);
-                self.jitter_total += deviation;
-                self.jitter_samples += 1;
-                self.report.max_jitter = self.report.max_jitter.max(deviation);
-                let due = self.spurt_anchor + FRAME * self.spurt_frames;
-                if now > due + LATE_AFTER {
-                    self.report.late_frames += 1;
-                    self.spurt_anchor = now;
-                    self.spurt_frames = 0;
-                } else if now < due {
-                    // Early frames move the schedule, so one stall is counted once.
-                    self.spurt_anchor = now;
-                    self.spurt_frames = 0;
-                }
-            }
-            _ => {
-                self.spurt_anchor = now;
-                self.spurt_frames = 0;
-            }
-        }
-        self.spurt_frames += 1;
         self.last_frame_at = Some(now);
     }
 

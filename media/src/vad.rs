@@ -10,8 +10,9 @@
 //!
 //! A frame is speech if either says so and the frame is louder than an
 //! absolute floor. Both reject white noise and silence. The neural model only
-//! runs while the frame is loud enough to possibly be speech, which keeps
-//! silence (most of a call's inbound audio) nearly free.
+//! runs on frames loud enough to possibly be speech that the periodicity
+//! detector did not already call voiced, which keeps silence (most of a call's
+//! inbound audio) and voiced speech cheap.
 
 use crate::error::MediaError;
 
@@ -49,6 +50,9 @@ pub struct VadConfig {
     pub min_periodicity: f32,
     /// Whether to run the earshot neural VAD at all (off: periodicity detector only).
     pub use_neural: bool,
+    /// Whether to run the periodicity detector at all (off: the neural model on every
+    /// candidate frame).
+    pub use_periodicity: bool,
 }
 
 impl Default for VadConfig {
@@ -59,6 +63,7 @@ impl Default for VadConfig {
             noise_margin_db: 9.0,
             min_periodicity: 0.55,
             use_neural: true,
+            use_periodicity: true,
         }
     }
 }
@@ -68,10 +73,10 @@ impl Default for VadConfig {
 pub struct VadDecision {
     /// The verdict: this frame contains speech.
     pub is_speech: bool,
-    /// Latest earshot score in `[0, 1]`, or 0 when the model did not run.
+    /// Latest earshot score in `[0, 1]`, or 0 when the model did not run (quiet frames, or
+    /// frames the periodicity detector already called voiced).
     pub neural_score: f32,
-    /// Best normalised autocorrelation in the pitch range, `[-1, 1]` (0 when not computed:
-    /// quiet frames, or frames the neural model already called speech).
+    /// Best normalised autocorrelation in the pitch range, `[-1, 1]` (0 for quiet frames).
     pub periodicity: f32,
     /// Frame RMS level in dBFS.
     pub level_dbfs: f32,
@@ -199,11 +204,22 @@ impl VoiceActivityDetector {
             energy >= self.noise_floor_energy * dbfs_to_energy(self.config.noise_margin_db);
 
         self.push_pitch_history(frame);
-        // The model only runs on frames that could be speech: silence and
-        // steady line noise (most of a call's inbound audio) stay cheap.
-        let neural_score = if self.config.use_neural && loud_enough && above_floor {
+        let candidate = loud_enough && above_floor;
+        // Periodicity is cheap (one autocorrelation at 4 kHz) and says "voiced" for most
+        // speech frames; the neural model, a hundred times dearer, is only asked about loud
+        // frames that are not voiced (fricatives, plosives, breathy speech).
+        let periodicity = if candidate && self.config.use_periodicity {
+            self.pitch_periodicity()
+        } else {
+            0.0
+        };
+        let periodic_vote = candidate
+            && self.config.use_periodicity
+            && periodicity >= self.config.min_periodicity
+            && zero_crossing_rate <= MAX_VOICED_ZERO_CROSSING_RATE;
+        let neural_score = if self.config.use_neural && candidate && !periodic_vote {
             if !self.neural_running {
-                // The model kept stale context from before the quiet stretch.
+                // The model kept stale context from before the frames it skipped.
                 self.neural.reset();
                 self.neural_filled = 0;
                 self.neural_running = true;
@@ -215,16 +231,6 @@ impl VoiceActivityDetector {
             0.0
         };
         let neural_vote = loud_enough && neural_score >= self.config.neural_threshold;
-        // Periodicity is only needed when the model did not already say speech.
-        let periodicity = if loud_enough && above_floor && !neural_vote {
-            self.pitch_periodicity()
-        } else {
-            0.0
-        };
-        let periodic_vote = loud_enough
-            && above_floor
-            && periodicity >= self.config.min_periodicity
-            && zero_crossing_rate <= MAX_VOICED_ZERO_CROSSING_RATE;
         let is_speech = periodic_vote || neural_vote;
 
         self.track_noise_floor(energy, is_speech);
@@ -400,8 +406,15 @@ mod tests {
             use_neural: false,
             ..VadConfig::default()
         };
+        let neural_only = VadConfig {
+            use_periodicity: false,
+            // Alone, the model would let the noise floor rise on every frame it rejects and
+            // gate itself off; here it judges every loud frame.
+            noise_margin_db: -100.0,
+            ..VadConfig::default()
+        };
         for rate in [8000, 16000] {
-            let mut vad = VoiceActivityDetector::new(rate).unwrap();
+            let mut vad = VoiceActivityDetector::with_config(rate, neural_only).unwrap();
             let mut periodic_vad = VoiceActivityDetector::with_config(rate, periodic_only).unwrap();
             let mut speech = SpeechLikeGenerator::new(rate, 1);
             let mut frame = vec![0i16; vad.frame_len()];
@@ -497,6 +510,26 @@ mod tests {
         let mut vad = VoiceActivityDetector::new(8000).unwrap();
         let mut hum = ToneGenerator::new(8000, 50.0, -55.0);
         assert_eq!(speech_fraction(&mut vad, |f| hum.fill(f), 100), 0.0);
+    }
+
+    #[test]
+    fn voiced_frames_spare_the_neural_model() {
+        let mut vad = VoiceActivityDetector::new(8000).unwrap();
+        let mut speech = SpeechLikeGenerator::new(8000, 3);
+        let mut frame = vec![0i16; vad.frame_len()];
+        let (mut voiced, mut modelled) = (0, 0);
+        for _ in 0..250 {
+            speech.fill(&mut frame);
+            let decision = vad.analyze(&frame);
+            if decision.is_speech && decision.periodicity >= 0.55 {
+                voiced += 1;
+                assert_eq!(decision.neural_score, 0.0, "{decision:?}");
+            }
+            modelled += usize::from(decision.neural_score > 0.0);
+        }
+        assert!(voiced > 150, "voiced {voiced}/250");
+        // Loud frames that are not voiced still go to the model.
+        assert!(modelled > 0, "the model never ran");
     }
 
     #[test]

@@ -6,17 +6,23 @@
 //! Anything else is closed without touching a call.
 
 use crate::state::AppState;
-use async_trait::async_trait;
 use axum::Router;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use futures::SinkExt;
 use std::collections::HashMap;
 use std::time::Duration;
 use voxline_actors::conversation::transport::{MediaTransport, TransportError, TransportMessage};
-use voxline_media::carrier::{CarrierCodec, CarrierKind, InboundEvent, OutboundFrame, StreamStart};
+use voxline_media::carrier::{
+    CarrierCodec, CarrierKind, InboundEvent, Outbound, OutboundFrame, StreamStart,
+};
 
+/// How long a closing media socket waits for the carrier's close frame.
+const CLOSE_HANDSHAKE: Duration = Duration::from_secs(1);
+/// Read buffer of a carrier's media websocket.
+const MEDIA_READ_BUFFER: usize = 8 * 1024;
 /// How long a carrier may take to send its `start` message.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -76,7 +82,11 @@ fn upgrade(
         .find_map(|kv| kv.strip_prefix("token="))
         .map(str::to_string);
     let token = path_token.or(query_token);
-    ws.on_upgrade(move |socket| accept(state, codec, token, socket))
+    // tungstenite zero-fills its whole read buffer (128 KiB by default) before every read;
+    // carrier messages are a few hundred bytes each, so a small buffer saves that per frame
+    // and its memory per call (it still grows for a larger message).
+    ws.read_buffer_size(MEDIA_READ_BUFFER)
+        .on_upgrade(move |socket| accept(state, codec, token, socket))
 }
 
 async fn accept(
@@ -178,7 +188,6 @@ impl AxumTransport {
     }
 }
 
-#[async_trait]
 impl MediaTransport for AxumTransport {
     async fn recv(&mut self) -> Option<TransportMessage> {
         if self.closed {
@@ -205,21 +214,55 @@ impl MediaTransport for AxumTransport {
         if self.closed {
             return Err(TransportError::Closed);
         }
-        let message = match frame {
-            OutboundFrame::Text(text) => Message::Text(text.into()),
-            OutboundFrame::Binary(data) => Message::Binary(bytes::Bytes::copy_from_slice(data)),
-        };
         self.socket
-            .send(message)
+            .send(axum_message(frame))
+            .await
+            .map_err(|e| TransportError::Socket(e.to_string()))
+    }
+
+    async fn send_all(&mut self, outbound: &Outbound) -> Result<(), TransportError> {
+        if self.closed {
+            return Err(TransportError::Closed);
+        }
+        for frame in outbound.frames() {
+            self.socket
+                .feed(axum_message(frame))
+                .await
+                .map_err(|e| TransportError::Socket(e.to_string()))?;
+        }
+        self.socket
+            .flush()
             .await
             .map_err(|e| TransportError::Socket(e.to_string()))
     }
 
     async fn close(&mut self) {
-        if !self.closed {
-            let _ = self.socket.send(Message::Close(None)).await;
-            self.closed = true;
+        if self.closed {
+            return;
         }
+        self.closed = true;
+        if self.socket.send(Message::Close(None)).await.is_err() {
+            return;
+        }
+        // Wait for the carrier's close frame (RFC 6455 §5.5.1) before the socket is dropped:
+        // dropping it with the carrier's last frames unread resets the connection, and the
+        // reset can destroy our close frame before the carrier reads it.
+        let _ = tokio::time::timeout(CLOSE_HANDSHAKE, async {
+            while let Some(Ok(message)) = self.socket.recv().await {
+                if matches!(message, Message::Close(_)) {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+}
+
+/// axum's message for one outbound frame.
+fn axum_message(frame: OutboundFrame<'_>) -> Message {
+    match frame {
+        OutboundFrame::Text(text) => Message::Text(text.into()),
+        OutboundFrame::Binary(data) => Message::Binary(bytes::Bytes::copy_from_slice(data)),
     }
 }
 

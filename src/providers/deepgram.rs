@@ -88,7 +88,16 @@ impl DeepgramAsr {
         request.headers_mut().insert("authorization", auth);
         match tokio::time::timeout(
             self.policy.connect_timeout + self.policy.read_timeout,
-            tokio_tungstenite::connect_async(request),
+            // Transcripts are small; the default 128 KiB read buffer would be zero-filled before
+            // every read and held for the whole call.
+            tokio_tungstenite::connect_async_with_config(
+                request,
+                Some(
+                    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+                        .read_buffer_size(16 * 1024),
+                ),
+                false,
+            ),
         )
         .await
         {

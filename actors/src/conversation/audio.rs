@@ -288,6 +288,12 @@ impl Recorder {
         push_bounded(&mut self.agent, samples);
     }
 
+    /// Forgets agent audio sent ahead of playback but not yet due (the carrier's buffer was
+    /// cleared, so it was never heard).
+    pub(crate) fn drop_agent_backlog(&mut self) {
+        self.agent.clear();
+    }
+
     /// Writes the 20 ms stereo frames due `elapsed` into the call, silence where a side has
     /// nothing queued; following the clock rather than counting ticks keeps the file as long
     /// as the call even when the loop's timer is reset or falls behind.

@@ -33,10 +33,20 @@ use crate::providers::{
     ProviderKind, Providers, ToolSpec,
 };
 
-/// The playback clock's period: one telephony frame.
+/// One telephony frame.
 const FRAME: Duration = Duration::from_millis(20);
 /// The same, for the endpointer.
 const FRAME_MS: u32 = 20;
+/// The loop's housekeeping clock: playback top-up, recording, deadlines. Carriers buffer
+/// what we send, so the agent's audio goes out in bursts rather than on a 20 ms clock: a
+/// tenth of the wake-ups, and a scheduling hiccup shorter than the lead is never heard.
+const TICK: Duration = Duration::from_millis(100);
+/// How far ahead of the carrier's playback the agent's audio is kept. It must outlast a
+/// tick plus scheduling delay; `clear` drops it on barge-in, so it is never heard late.
+const PLAYBACK_LEAD: Duration = Duration::from_millis(220);
+/// Audio arriving from TTS tops the carrier's buffer up at once when the lead has fallen
+/// below this (a stream slower than real time); otherwise the tick does it.
+const STARVED_LEAD: Duration = Duration::from_millis(60);
 /// Marks not acknowledged this long after the last frame count as played (carriers that
 /// never echo them, or an echo lost on the way).
 const ACK_GRACE: Duration = Duration::from_millis(1500);
@@ -150,6 +160,8 @@ struct Segment {
     sent_samples: usize,
     /// How long the text should take to say, for cutting it before all audio arrived.
     expected_samples: usize,
+    /// When its first frame starts playing at the carrier (it is sent up to
+    /// [`PLAYBACK_LEAD`] earlier).
     first_sent_at: Option<Instant>,
     acked_at: Option<Instant>,
 }
@@ -178,6 +190,7 @@ struct AgentTurn {
     end_call: bool,
     latency: Option<PendingLatency>,
     first_frame_at: Option<Instant>,
+    /// When the last frame sent finishes playing at the carrier.
     last_frame_at: Option<Instant>,
 }
 
@@ -343,6 +356,8 @@ struct CallLoop<T> {
     started: Instant,
     started_wall: SystemTime,
     ticker: Interval,
+    /// When the carrier finishes playing the agent audio sent so far.
+    playout_end: Instant,
     wire_in: Vec<u8>,
     outbound: Outbound,
     inbound: InboundAudio,
@@ -438,8 +453,8 @@ impl<T: MediaTransport> CallLoop<T> {
                 }
             });
         let started = Instant::now();
-        let mut ticker = interval_at(started + FRAME, FRAME);
-        ticker.set_missed_tick_behavior(MissedTickBehavior::Burst);
+        let mut ticker = interval_at(started + TICK, TICK);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
         Ok(Self {
             call_id: config.call_id,
             engine: config.engine,
@@ -465,6 +480,7 @@ impl<T: MediaTransport> CallLoop<T> {
             started,
             started_wall: SystemTime::now(),
             ticker,
+            playout_end: started,
             wire_in: Vec::with_capacity(format.bytes_for_ms(40)),
             outbound: Outbound::new(),
             inbound,
@@ -597,15 +613,9 @@ impl<T: MediaTransport> CallLoop<T> {
 
     /// Sends whatever the codec queued.
     async fn flush_outbound(&mut self) {
-        let mut failure = None;
-        for frame in self.outbound.frames() {
-            if let Err(error) = self.transport.send(frame).await {
-                failure = Some(error);
-                break;
-            }
-        }
+        let sent = self.transport.send_all(&self.outbound).await;
         self.outbound.clear();
-        if let Some(error) = failure {
+        if let Err(error) = sent {
             self.end(EndedReason::CarrierError, Some(error.to_string()));
         }
     }
@@ -674,19 +684,33 @@ impl<T: MediaTransport> CallLoop<T> {
             }
         }
         self.turn = Some(turn);
-        // The first frame goes out at once; the clock paces the rest.
-        self.pump_frame().await;
+        // The first audio goes out at once; the clock keeps the carrier's buffer topped up.
+        self.fill_playback().await;
     }
 
-    /// Sends the current turn's next 20 ms frame (and a segment's mark after its last frame).
-    async fn pump_frame(&mut self) {
+    /// Sends the current turn's audio until the carrier holds [`PLAYBACK_LEAD`] of it (and a
+    /// segment's mark after its last frame), all in one write.
+    async fn fill_playback(&mut self) {
         let now = Instant::now();
+        // The carrier's buffer ran dry: playback resumes with the next frame.
+        self.playout_end = self.playout_end.max(now);
+        let horizon = now + PLAYBACK_LEAD;
+        let mut first_frame_of_turn = false;
+        while self.playout_end < horizon && self.queue_frame(now, &mut first_frame_of_turn) {}
+        if first_frame_of_turn {
+            self.record_turn_latency(now);
+        }
+        if !self.outbound.is_empty() {
+            self.flush_outbound().await;
+        }
+    }
+
+    /// Queues the current turn's next 20 ms frame; false when no whole frame is ready.
+    fn queue_frame(&mut self, now: Instant, first_frame_of_turn: &mut bool) -> bool {
         let Some(turn) = self.turn.as_mut() else {
-            return;
+            return false;
         };
         let frame_len = self.playback.frame.len();
-        let first_frame = turn.first_frame_at.is_none();
-        let mut sent = false;
         while let Some(segment) = turn.segments.get_mut(turn.playing) {
             if segment.audio.len() >= frame_len
                 || (segment.synthesized && !segment.audio.is_empty())
@@ -702,63 +726,65 @@ impl<T: MediaTransport> CallLoop<T> {
                 }
                 self.playback.frame[take..].fill(0);
                 segment.sent_samples += take;
-                segment.first_sent_at.get_or_insert(now);
+                segment.first_sent_at.get_or_insert(self.playout_end);
                 let wire = self.playback.encode_frame();
                 self.codec.encode_media(wire, &mut self.outbound);
                 if segment.synthesized && segment.audio.is_empty() {
                     self.codec.encode_mark(&segment.mark, &mut self.outbound);
                     turn.playing += 1;
                 }
-                turn.first_frame_at.get_or_insert(now);
-                turn.last_frame_at = Some(now);
+                if turn.first_frame_at.is_none() {
+                    turn.first_frame_at = Some(now);
+                    *first_frame_of_turn = true;
+                }
+                self.playout_end += FRAME;
+                turn.last_frame_at = Some(self.playout_end);
                 if let Some(recorder) = self.recorder.as_mut() {
                     match self.playback.recording_frame() {
                         Ok(frame) => recorder.agent(frame),
                         Err(error) => debug!(%error, "agent audio not recorded"),
                     }
                 }
-                sent = true;
-                break;
+                return true;
             } else if segment.synthesized {
                 // A sentence that produced no audio still gets its mark, in order.
                 self.codec.encode_mark(&segment.mark, &mut self.outbound);
                 turn.playing += 1;
             } else {
                 // Waiting for TTS.
-                break;
+                return false;
             }
         }
-        if sent && first_frame {
-            // The turn's first frame went out between ticks: pace the rest from it.
-            self.ticker.reset();
-            if self.greeting_latency.is_none() {
-                self.greeting_latency = Some(now.saturating_duration_since(self.started));
-            }
-            if let Some(pending) = turn.latency.take() {
-                let total = now.saturating_duration_since(pending.speech_end_at);
-                let endpointing = pending
-                    .endpoint_at
-                    .saturating_duration_since(pending.speech_end_at);
-                let asr = pending
-                    .transcript_at
-                    .saturating_duration_since(pending.endpoint_at);
-                let latency = TurnLatency {
-                    total,
-                    endpointing,
-                    asr,
-                    llm_first_token: pending.llm_first_token,
-                    tts_first_byte: pending.tts_first_byte,
-                    engine_overhead: total.saturating_sub(
-                        endpointing + asr + pending.llm_first_token + pending.tts_first_byte,
-                    ),
-                };
-                self.observer.on_latency(&latency);
-                self.latencies.push(latency);
-            }
+        false
+    }
+
+    /// The turn's first audio went out at `now`: the greeting or reply latency is known.
+    fn record_turn_latency(&mut self, now: Instant) {
+        if self.greeting_latency.is_none() {
+            self.greeting_latency = Some(now.saturating_duration_since(self.started));
         }
-        if !self.outbound.is_empty() {
-            self.flush_outbound().await;
-        }
+        let Some(pending) = self.turn.as_mut().and_then(|turn| turn.latency.take()) else {
+            return;
+        };
+        let total = now.saturating_duration_since(pending.speech_end_at);
+        let endpointing = pending
+            .endpoint_at
+            .saturating_duration_since(pending.speech_end_at);
+        let asr = pending
+            .transcript_at
+            .saturating_duration_since(pending.endpoint_at);
+        let latency = TurnLatency {
+            total,
+            endpointing,
+            asr,
+            llm_first_token: pending.llm_first_token,
+            tts_first_byte: pending.tts_first_byte,
+            engine_overhead: total.saturating_sub(
+                endpointing + asr + pending.llm_first_token + pending.tts_first_byte,
+            ),
+        };
+        self.observer.on_latency(&latency);
+        self.latencies.push(latency);
     }
 
     async fn on_responder(&mut self, event: Option<ResponderEvent>) {
@@ -810,8 +836,10 @@ impl<T: MediaTransport> CallLoop<T> {
                     });
                     return;
                 }
-                if turn.first_frame_at.is_none() {
-                    self.pump_frame().await;
+                let starved = turn.first_frame_at.is_none()
+                    || self.playout_end.saturating_duration_since(Instant::now()) < STARVED_LEAD;
+                if starved {
+                    self.fill_playback().await;
                 }
             }
             ResponderEvent::SegmentDone => {
@@ -820,6 +848,9 @@ impl<T: MediaTransport> CallLoop<T> {
                         debug!(%error, "resampler tail lost");
                     }
                     segment.synthesized = true;
+                }
+                if self.playout_end.saturating_duration_since(Instant::now()) < STARVED_LEAD {
+                    self.fill_playback().await;
                 }
             }
             ResponderEvent::EndCall => turn.end_call = true,
@@ -900,6 +931,11 @@ impl<T: MediaTransport> CallLoop<T> {
         if send_clear && turn.first_frame_at.is_some() {
             self.codec.encode_clear(&mut self.outbound);
             self.flush_outbound().await;
+            // The carrier dropped what it had not played; so does the recording.
+            self.playout_end = now;
+            if let Some(recorder) = self.recorder.as_mut() {
+                recorder.drop_agent_backlog();
+            }
         }
         let heard = turn.heard_text(now, self.playback.rate());
         debug!(call_id = %self.call_id, heard = %heard, "agent interrupted");
@@ -1204,7 +1240,7 @@ impl<T: MediaTransport> CallLoop<T> {
     // ---- Clock ----------------------------------------------------------------------------
 
     async fn on_tick(&mut self) {
-        self.pump_frame().await;
+        self.fill_playback().await;
         let elapsed = Instant::now().saturating_duration_since(self.started);
         if let Some(recorder) = self.recorder.as_mut()
             && let Err(error) = recorder.write_until(elapsed)
@@ -1251,12 +1287,16 @@ impl<T: MediaTransport> CallLoop<T> {
                 Err(_) => debug!("ASR close timed out"),
             }
         }
-        self.transport.close().await;
         let duration = Instant::now().saturating_duration_since(self.started);
+        self.transport.close().await;
         let recording = self.recorder.take().and_then(|mut recorder| {
             recorder
                 .write_until(duration)
-                .and_then(|()| recorder.finish())
+                .and_then(|()| {
+                    // Agent audio sent ahead of playback was never played: the line is down.
+                    recorder.drop_agent_backlog();
+                    recorder.finish()
+                })
                 .map_err(|error| warn!(call_id = %self.call_id, %error, "recording not finalized"))
                 .ok()
         });

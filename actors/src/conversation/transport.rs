@@ -4,13 +4,12 @@
 //! tokio-tungstenite socket (the simulated callee's side, and test servers), and
 //! [`memory_pair`] joins two ends in memory so tests can run on a paused clock.
 
-use async_trait::async_trait;
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
-use voxline_media::carrier::OutboundFrame;
+use voxline_media::carrier::{Outbound, OutboundFrame};
 
 /// One message received from the other end.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,15 +34,26 @@ pub enum TransportError {
 }
 
 /// A bidirectional media connection (one carrier websocket).
-#[async_trait]
+///
+/// The call loop is generic over it, so its futures are not boxed: the loop awaits `recv`
+/// some fifty times a second per call.
 pub trait MediaTransport: Send {
     /// The next message; `None` or [`TransportMessage::Closed`] when the connection is gone.
     /// Must be cancel-safe: the loop polls it inside `tokio::select!`.
-    async fn recv(&mut self) -> Option<TransportMessage>;
+    fn recv(&mut self) -> impl Future<Output = Option<TransportMessage>> + Send;
     /// Sends one message.
-    async fn send(&mut self, frame: OutboundFrame<'_>) -> Result<(), TransportError>;
+    fn send(
+        &mut self,
+        frame: OutboundFrame<'_>,
+    ) -> impl Future<Output = Result<(), TransportError>> + Send;
+    /// Sends every queued message in order. Sockets write them with one flush, so a burst of
+    /// playback frames costs one system call rather than one per frame.
+    fn send_all(
+        &mut self,
+        outbound: &Outbound,
+    ) -> impl Future<Output = Result<(), TransportError>> + Send;
     /// Closes the connection; later sends fail.
-    async fn close(&mut self);
+    fn close(&mut self) -> impl Future<Output = ()> + Send;
 }
 
 /// [`MediaTransport`] over a tokio-tungstenite websocket, client or server side.
@@ -63,7 +73,6 @@ impl<S> WebSocketTransport<S> {
     }
 }
 
-#[async_trait]
 impl<S> MediaTransport for WebSocketTransport<S>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
@@ -86,12 +95,24 @@ where
         if self.closed {
             return Err(TransportError::Closed);
         }
-        let message = match frame {
-            OutboundFrame::Text(text) => Message::text(text),
-            OutboundFrame::Binary(data) => Message::binary(data.to_vec()),
-        };
         self.socket
-            .send(message)
+            .send(tungstenite_message(frame))
+            .await
+            .map_err(|e| TransportError::Socket(e.to_string()))
+    }
+
+    async fn send_all(&mut self, outbound: &Outbound) -> Result<(), TransportError> {
+        if self.closed {
+            return Err(TransportError::Closed);
+        }
+        for frame in outbound.frames() {
+            self.socket
+                .feed(tungstenite_message(frame))
+                .await
+                .map_err(|e| TransportError::Socket(e.to_string()))?;
+        }
+        self.socket
+            .flush()
             .await
             .map_err(|e| TransportError::Socket(e.to_string()))
     }
@@ -102,6 +123,14 @@ where
             // The peer may already be gone; closing is best effort.
             let _ = self.socket.close(None).await;
         }
+    }
+}
+
+/// The tungstenite message for one outbound frame.
+fn tungstenite_message(frame: OutboundFrame<'_>) -> Message {
+    match frame {
+        OutboundFrame::Text(text) => Message::text(text),
+        OutboundFrame::Binary(data) => Message::binary(data.to_vec()),
     }
 }
 
@@ -128,7 +157,6 @@ pub fn memory_pair(capacity: usize) -> (MemoryTransport, MemoryTransport) {
     )
 }
 
-#[async_trait]
 impl MediaTransport for MemoryTransport {
     async fn recv(&mut self) -> Option<TransportMessage> {
         self.incoming.recv().await
@@ -144,6 +172,13 @@ impl MediaTransport for MemoryTransport {
             .send(message)
             .await
             .map_err(|_| TransportError::Closed)
+    }
+
+    async fn send_all(&mut self, outbound: &Outbound) -> Result<(), TransportError> {
+        for frame in outbound.frames() {
+            self.send(frame).await?;
+        }
+        Ok(())
     }
 
     async fn close(&mut self) {
