@@ -843,7 +843,12 @@ async fn a_pending_rating_survives_a_restart() {
         .await
         .expect(404);
     assert_eq!(pending.body["status"], "pending");
-    // The worker holds the rating mid-scoring when the server stops.
+    // Give the worker (100 ms passes) time to lease it: the server stops
+    // with the rating mid-scoring, and the restart must free the lease.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    app.get(&ws.key, &format!("/api/ratings/{call}"))
+        .await
+        .expect(404);
     app.restart().await;
     let card = rating(&app, &ws.key, &call).await;
     check_scorecard(&card, &["Experience", "Availability"]);
