@@ -63,7 +63,7 @@ async fn place(
 
 /// Polls until the call's rating reads 200 (done or failed).
 async fn rating(app: &TestApp, key: &str, call_id: &str) -> Value {
-    eventually(Duration::from_secs(40), "the rating", || async {
+    eventually(Duration::from_secs(60), "the rating", || async {
         let r = app.get(key, &format!("/api/ratings/{call_id}")).await;
         (r.status == StatusCode::OK).then_some(r.body)
     })
@@ -72,7 +72,7 @@ async fn rating(app: &TestApp, key: &str, call_id: &str) -> Value {
 
 /// Polls until the call has ended.
 async fn ended(app: &TestApp, key: &str, call_id: &str) -> Value {
-    eventually(Duration::from_secs(40), "the call to end", || async {
+    eventually(Duration::from_secs(60), "the call to end", || async {
         let r = app.get(key, &format!("/api/calls/{call_id}")).await;
         let terminal = ["completed", "failed", "no-answer", "busy", "canceled"]
             .contains(&r.body["rawStatus"].as_str().unwrap_or_default());
@@ -744,7 +744,7 @@ async fn call_completed_waits_for_a_prompt_rating_and_carries_it() {
         json!({"simScript": ENGAGED}),
     )
     .await;
-    let first = eventually(Duration::from_secs(40), "call.completed", || async {
+    let first = eventually(Duration::from_secs(60), "call.completed", || async {
         seen.lock().unwrap().first().cloned()
     })
     .await;
@@ -766,14 +766,14 @@ async fn a_late_rating_sends_call_completed_without_it_then_rating_completed() {
     let (url, seen) = receiver().await;
     let secret = subscribe(&app, &ws, &url).await;
     let agent = template_agent(&app, &ws).await;
-    // The sim model takes 4 s to score this call.
+    // The sim model takes 8 s to score this call.
     let call = place(
         &app,
         &ws,
         &agent,
         "+919845012315",
         "Asha",
-        json!({"simScript": ENGAGED, "simRatingDelayMs": 4000}),
+        json!({"simScript": ENGAGED, "simRatingDelayMs": 8000}),
     )
     .await;
     ended(&app, &ws.key, &call).await;
@@ -796,7 +796,7 @@ async fn a_late_rating_sends_call_completed_without_it_then_rating_completed() {
 
     // 60 s pass before the scorecard: call.completed goes with rating null…
     clock.advance(chrono::Duration::seconds(61));
-    let first = eventually(Duration::from_secs(3), "call.completed", || async {
+    let first = eventually(Duration::from_secs(6), "call.completed", || async {
         seen.lock().unwrap().first().cloned()
     })
     .await;
@@ -804,7 +804,7 @@ async fn a_late_rating_sends_call_completed_without_it_then_rating_completed() {
     assert_eq!(first.json()["rating"], Value::Null);
 
     // …and rating.completed follows when it lands, signed the same way.
-    let second = eventually(Duration::from_secs(20), "rating.completed", || async {
+    let second = eventually(Duration::from_secs(30), "rating.completed", || async {
         seen.lock().unwrap().get(1).cloned()
     })
     .await;
