@@ -231,6 +231,49 @@ pub struct Settings {
     pub webhook_allow_hosts: Vec<String>,
     /// Platform provider keys, base URLs, timeouts and the platform fee.
     pub providers: crate::providers::settings::ProviderSettings,
+    /// Post-call ratings: webhook wait and the spreadsheet export's API.
+    pub ratings: RatingSettings,
+}
+
+/// Where Google's Sheets API lives.
+pub const SHEETS_BASE_URL: &str = "https://sheets.googleapis.com";
+
+/// Post-call rating settings.
+#[derive(Debug, Clone)]
+pub struct RatingSettings {
+    /// How long a rated call's `call.completed` waits for its scorecard
+    /// (decisions §8: 60 s; `VOXLINE_RATING_WEBHOOK_WAIT_SECONDS`).
+    pub webhook_wait: Duration,
+    /// Base URL of the Google Sheets API v4 (`VOXLINE_SHEETS_BASE_URL`).
+    pub sheets_base_url: String,
+}
+
+impl Default for RatingSettings {
+    fn default() -> Self {
+        Self {
+            webhook_wait: Duration::from_secs(60),
+            sheets_base_url: SHEETS_BASE_URL.to_string(),
+        }
+    }
+}
+
+impl RatingSettings {
+    /// The defaults with the environment's overrides.
+    pub fn from_env() -> Self {
+        let defaults = Self::default();
+        Self {
+            webhook_wait: std::env::var("VOXLINE_RATING_WEBHOOK_WAIT_SECONDS")
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map_or(defaults.webhook_wait, Duration::from_secs),
+            sheets_base_url: std::env::var("VOXLINE_SHEETS_BASE_URL")
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .map_or(defaults.sheets_base_url, |v| {
+                    v.trim().trim_end_matches('/').to_string()
+                }),
+        }
+    }
 }
 
 fn read_file(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
@@ -385,6 +428,7 @@ impl Settings {
                 })
                 .unwrap_or_default(),
             providers,
+            ratings: RatingSettings::from_env(),
         })
     }
 
@@ -418,6 +462,7 @@ impl Settings {
             dispatch_interval: Duration::from_millis(100),
             webhook_allow_hosts: vec!["127.0.0.1".into(), "localhost".into()],
             providers: crate::providers::settings::ProviderSettings::default(),
+            ratings: RatingSettings::default(),
         }
     }
 }

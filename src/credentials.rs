@@ -18,6 +18,7 @@ pub const CREDENTIAL_KINDS: &[&str] = &[
     "exotel",
     "vonage",
     "telnyx",
+    "google",
 ];
 
 /// Why a credential could not be sealed or opened.
@@ -93,6 +94,7 @@ pub fn validate(kind: &str, value: &serde_json::Value) -> Result<(), CredentialE
         "plivo" => &["authId", "authToken"],
         "exotel" => &["accountSid", "apiKey", "apiToken"],
         "vonage" => &["applicationId", "privateKey"],
+        "google" => &["accessToken"],
         _ => &["apiKey"],
     };
     if matches!(kind, "openai" | "deepgram" | "elevenlabs")

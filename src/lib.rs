@@ -20,6 +20,7 @@ pub mod key_cache;
 pub mod loadgen;
 pub mod providers;
 pub mod rate_limit;
+pub mod ratings;
 pub mod server;
 pub mod sim_callee;
 pub mod state;

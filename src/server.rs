@@ -12,7 +12,9 @@ use crate::config::Settings;
 use crate::http;
 use crate::http::media::UsedTokens;
 use crate::janitor;
+use crate::providers::select::ProviderSelector;
 use crate::rate_limit::RateLimiter;
+use crate::ratings::worker::Rater;
 use crate::state::{AppInner, AppState};
 use crate::store::Store;
 use crate::telemetry::metrics_handle;
@@ -91,7 +93,11 @@ impl Server {
             .replacen("http://", "ws://", 1);
 
         let limiter = RateLimiter::new(store.clone(), clock.clone());
-        let ledger = Arc::new(StoreLedger::new(store.clone(), clock.clone()));
+        let ledger = Arc::new(StoreLedger::new(
+            store.clone(),
+            clock.clone(),
+            settings.ratings.webhook_wait,
+        ));
         let media_tokens = MediaTokens::new(&secret);
         let welcome_cache = WelcomeCache::new(sim_tts_for_agents(&settings.sim));
         let engine = start_engine(
@@ -108,6 +114,11 @@ impl Server {
         )
         .await?;
         let key_cache = crate::key_cache::KeyCache::new(&store);
+        let rater = Arc::new(Rater::new(ProviderSelector::new(
+            store.clone(),
+            &settings.providers,
+            Some(&secret),
+        )));
         let state = AppState::new(AppInner {
             store,
             clock,
@@ -120,12 +131,17 @@ impl Server {
             used_tokens: UsedTokens::default(),
             key_cache,
             welcome_cache,
+            rater,
         });
         let (ended, requeued) = dispatch::recover_after_restart(&state).await?;
         if ended > 0 || requeued > 0 {
             tracing::info!(ended, requeued, "recovered calls from the previous run");
         }
         crate::batches::service::tick(&state).await?;
+        let released = state.store.release_rating_leases().await?;
+        if released > 0 {
+            tracing::info!(released, "pending ratings of the previous run re-queued");
+        }
 
         let mut tasks = Vec::new();
         let app = http::router(state.clone());
@@ -206,6 +222,26 @@ impl Server {
                 async move {
                     if let Err(err) = crate::batches::service::tick(&state).await {
                         tracing::warn!(error = %err, "batch scheduler pass failed");
+                    }
+                }
+            }
+        }));
+        tasks.push(spawn_every(settings.dispatch_interval, stop_rx.clone(), {
+            let state = state.clone();
+            let stop = stop_rx.clone();
+            move || {
+                let state = state.clone();
+                let mut stop = stop.clone();
+                async move {
+                    // Shutdown abandons ratings in flight: they stay pending in
+                    // the database and the next start re-queues them.
+                    tokio::select! {
+                        rated = crate::ratings::worker::rate_due(&state) => {
+                            if let Err(err) = rated {
+                                tracing::warn!(error = %err, "rating pass failed");
+                            }
+                        }
+                        _ = stop.wait_for(|s| *s) => {}
                     }
                 }
             }

@@ -41,6 +41,8 @@ pub struct AppInner {
     pub key_cache: crate::key_cache::KeyCache,
     /// Warm welcome audio of awake agents.
     pub welcome_cache: Arc<WelcomeCache>,
+    /// Scores post-call ratings.
+    pub rater: Arc<crate::ratings::worker::Rater>,
 }
 
 impl AppInner {

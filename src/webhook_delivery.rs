@@ -133,7 +133,41 @@ fn json_column(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or(Value::Null)
 }
 
-/// The body of a `call.completed` delivery, read from the call as it is now.
+/// The body of a delivery, by its event.
+pub async fn delivery_body(state: &AppState, d: &DueDelivery) -> Result<Value, DeliveryError> {
+    match d.event.as_str() {
+        "rating.completed" => rating_completed_body(state, d).await,
+        _ => call_completed_body(state, d).await,
+    }
+}
+
+/// The body of a `rating.completed` delivery: the call's scorecard as it is now.
+pub async fn rating_completed_body(
+    state: &AppState,
+    d: &DueDelivery,
+) -> Result<Value, DeliveryError> {
+    let rating = state
+        .store
+        .rating(&d.org_id, &d.call_id)
+        .await?
+        .ok_or_else(|| DeliveryError::MissingCall(d.call_id.clone()))?;
+    Ok(json!({
+        "event": d.event,
+        "eventId": d.event_id,
+        "createdAt": iso(d.created_at),
+        "callId": rating.call_id,
+        "agentId": rating.agent_id,
+        "rating": {
+            "overall": rating.overall,
+            "status": rating.status,
+            "columns": json_column(&rating.columns),
+            "ratedAt": rating.rated_at.map(iso),
+        },
+    }))
+}
+
+/// The body of a `call.completed` delivery, read from the call as it is now;
+/// `rating` is `{overall}` once the scorecard is done.
 pub async fn call_completed_body(
     state: &AppState,
     d: &DueDelivery,
@@ -144,6 +178,11 @@ pub async fn call_completed_body(
         .await?
         .ok_or_else(|| DeliveryError::MissingCall(d.call_id.clone()))?;
     let turns = state.store.call_turns(&d.org_id, &d.call_id).await?;
+    let rating = state
+        .store
+        .rating_overall(&d.call_id)
+        .await?
+        .map_or(Value::Null, |overall| json!({ "overall": overall }));
     let call = &detail.call;
     Ok(json!({
         "event": d.event,
@@ -160,7 +199,7 @@ pub async fn call_completed_body(
         "transcriptText": detail.transcript_text,
         "summary": call.summary,
         "extracted": json_column(&detail.extracted),
-        "rating": Value::Null,
+        "rating": rating,
         "costPaise": call.cost_paise,
         "endedReason": call.ended_reason,
         "agentId": call.agent_id,
@@ -178,7 +217,7 @@ async fn attempt(
 ) -> Result<(), DeliveryError> {
     let url = reqwest::Url::parse(&d.url).map_err(|e| DeliveryError::BadUrl(e.to_string()))?;
     check_address(&url, &state.settings.webhook_allow_hosts).await?;
-    let body = serde_json::to_vec(&call_completed_body(state, d).await?)
+    let body = serde_json::to_vec(&delivery_body(state, d).await?)
         .map_err(|e| DeliveryError::Request(e.to_string()))?;
     let timestamp = state.clock.now().timestamp();
     let response = http

@@ -169,6 +169,7 @@ fn request(history: &[(&str, ChatRole)]) -> LlmRequest {
             .collect(),
         tools: vec![ToolSpec::end_call()],
         sim_script: Vec::new().into(),
+        json_mode: false,
     }
 }
 

@@ -12,12 +12,18 @@ use voxline_actors::engine::{CallEnd, CallLedger, CallStatus, LedgerError};
 pub struct StoreLedger {
     store: Store,
     clock: SharedClock,
+    rating_wait_ms: i64,
 }
 
 impl StoreLedger {
-    /// A ledger writing to `store`.
-    pub fn new(store: Store, clock: SharedClock) -> Self {
-        Self { store, clock }
+    /// A ledger writing to `store`; `rating_wait` is how long a rated call's
+    /// `call.completed` waits for its scorecard.
+    pub fn new(store: Store, clock: SharedClock, rating_wait: std::time::Duration) -> Self {
+        Self {
+            store,
+            clock,
+            rating_wait_ms: i64::try_from(rating_wait.as_millis()).unwrap_or(i64::MAX),
+        }
     }
 }
 
@@ -60,6 +66,7 @@ impl CallLedger for StoreLedger {
             answered_at: end.answered_at,
             ended_at: end.ended_at,
             month: &month,
+            rating_wait_ms: self.rating_wait_ms,
         };
         let Some(done) = self.store.finish_call(&outcome).await.map_err(err)? else {
             return Ok(());

@@ -38,6 +38,9 @@ pub enum ApiError {
     /// 415: the body is not JSON.
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// 502: an upstream service (a model, Google Sheets) failed the request.
+    #[error("{0}")]
+    BadGateway(String),
     /// 503: a dependency is not ready.
     #[error("{0}")]
     Unavailable(String),
@@ -71,6 +74,7 @@ impl ApiError {
             Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::BadGateway(_) => StatusCode::BAD_GATEWAY,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Store(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }

@@ -14,6 +14,7 @@ pub mod extract;
 mod health;
 pub mod media;
 pub mod openapi;
+pub mod ratings;
 pub mod recordings;
 
 use crate::carriers::store_wiring::ServiceCallbackHost;
@@ -63,6 +64,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(recordings::router())
         .merge(batches::router())
         .merge(campaigns::router())
+        .merge(ratings::router())
 }
 
 /// The full application router.

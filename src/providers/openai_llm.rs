@@ -71,6 +71,9 @@ impl OpenAiLlm {
             "stream_options": {"include_usage": true},
             "messages": messages,
         });
+        if request.json_mode {
+            body["response_format"] = json!({"type": "json_object"});
+        }
         if !request.tools.is_empty() {
             let tools: Vec<Value> = request
                 .tools

@@ -146,6 +146,8 @@ pub struct CallOutcome<'a> {
     pub ended_at: i64,
     /// IST month key for the minute quota.
     pub month: &'a str,
+    /// How long `call.completed` waits for the rating of a rated call (decisions §8), ms.
+    pub rating_wait_ms: i64,
 }
 
 /// Whole seconds between answer and end; unanswered calls last zero seconds.
@@ -373,7 +375,35 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             }
-            super::webhook_outbox::queue_in_tx!(&mut *tx, &row.org_id, o.call_id, "call.completed", o.ended_at);
+            // A completed call in which the callee spoke is rated; its pending
+            // rating commits with the outcome, so a restart cannot lose it.
+            let conversed = o.status == "completed"
+                && sqlx::query_scalar::<_, i64>(
+                    "SELECT COUNT(*) FROM call_turns WHERE call_id = $1 AND speaker = 'user'",
+                )
+                .bind(o.call_id)
+                .fetch_one(&mut *tx)
+                .await?
+                    > 0;
+            let deadline = o.ended_at + o.rating_wait_ms;
+            if conversed {
+                sqlx::query(
+                    "INSERT INTO ratings (call_id, org_id, agent_id, status, webhook_deadline, call_created_at,
+                       created_at, updated_at)
+                     SELECT id, org_id, agent_id, 'pending', $2, created_at, $3, $3 FROM calls WHERE id = $1
+                     ON CONFLICT (call_id) DO NOTHING",
+                )
+                .bind(o.call_id)
+                .bind(deadline)
+                .bind(o.ended_at)
+                .execute(&mut *tx)
+                .await?;
+            }
+            let due = if conversed { deadline } else { o.ended_at };
+            let event_id = super::webhook_outbox::event_id(o.call_id, "call.completed");
+            super::webhook_outbox::queue_in_tx!(
+                &mut *tx, &row.org_id, o.call_id, "call.completed", o.ended_at, due, conversed, &event_id
+            );
             tx.commit().await?;
             Some(row)
         });

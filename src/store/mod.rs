@@ -14,6 +14,7 @@ pub mod chat;
 pub mod keys;
 pub mod numbers;
 mod orgs;
+pub mod ratings;
 mod recordings;
 mod usage;
 mod wallet;
@@ -28,6 +29,7 @@ pub use call_reads::{
 pub use keys::{ApiKeyRow, KeyAuthRow};
 pub use numbers::NumberRow;
 pub use orgs::OrgRow;
+pub use ratings::{RatingFilter, RatingRow};
 pub use recordings::RecordingFileRow;
 pub use usage::{UsageDayRow, UsageDelta};
 pub use wallet::{RecordingRow, WalletTxRow};

@@ -4,10 +4,19 @@
 use super::{BeginWrite, Store, StoreResult, with_pool};
 
 /// Inserts the deliveries of one event inside an open transaction; used by
-/// [`Store::queue_call_event`] and by `finish_call`, whose terminal transition
-/// and outbox rows commit together.
+/// [`Store::queue_call_event`], by `finish_call`, whose terminal transition
+/// and outbox rows commit together, and by the rating's completion.
+///
+/// The long form sets when the deliveries become due, whether they are held
+/// for the call's rating (decisions §8) and the event id.
 macro_rules! queue_in_tx {
     ($conn:expr, $org_id:expr, $call_id:expr, $event:expr, $now_ms:expr) => {{
+        let event_id = $crate::store::webhook_outbox::event_id($call_id, $event);
+        $crate::store::webhook_outbox::queue_in_tx!(
+            $conn, $org_id, $call_id, $event, $now_ms, $now_ms, false, &event_id
+        )
+    }};
+    ($conn:expr, $org_id:expr, $call_id:expr, $event:expr, $now_ms:expr, $due_ms:expr, $held:expr, $event_id:expr) => {{
         let pattern = format!("%\"{}\"%", $event);
         let subscriptions: Vec<String> = sqlx::query_scalar(
             "SELECT id FROM webhook_subscriptions WHERE org_id = $1 AND active AND events LIKE $2",
@@ -16,19 +25,21 @@ macro_rules! queue_in_tx {
         .bind(&pattern)
         .fetch_all(&mut *$conn)
         .await?;
-        let event_id = $crate::store::webhook_outbox::event_id($call_id, $event);
         for subscription in &subscriptions {
             sqlx::query(
-                "INSERT INTO webhook_deliveries (id, event_id, event, subscription_id, org_id, call_id, next_attempt_at, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
+                "INSERT INTO webhook_deliveries (id, event_id, event, subscription_id, org_id, call_id,
+                   next_attempt_at, created_at, held_for_rating)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             )
             .bind(uuid::Uuid::now_v7().to_string())
-            .bind(&event_id)
+            .bind($event_id)
             .bind($event)
             .bind(subscription)
             .bind($org_id)
             .bind($call_id)
+            .bind($due_ms)
             .bind($now_ms)
+            .bind($held)
             .execute(&mut *$conn)
             .await?;
         }

@@ -184,7 +184,17 @@ impl TestApp {
         Self::start(clock).await
     }
 
+    /// A server on the wall clock with `tweak` applied to the test settings
+    /// (a restart goes back to the plain test settings).
+    pub async fn spawn_with_settings(tweak: impl FnOnce(&mut Settings)) -> Self {
+        Self::start_with(Arc::new(SystemClock), tweak).await
+    }
+
     async fn start(clock: SharedClock) -> Self {
+        Self::start_with(clock, |_| {}).await
+    }
+
+    async fn start_with(clock: SharedClock, tweak: impl FnOnce(&mut Settings)) -> Self {
         // `VOXLINE_TEST_LOG=warn cargo test …` shows the servers' logs.
         if let Ok(filter) = std::env::var("VOXLINE_TEST_LOG") {
             let _ = tracing_subscriber::fmt()
@@ -204,12 +214,11 @@ impl TestApp {
                 format!("sqlite://{}", data_dir.join("voxline.db").display()),
             ),
         };
-        let server = Server::start(
-            Settings::for_tests(data_dir.clone(), Some(database_url.clone())),
-            clock.clone(),
-        )
-        .await
-        .expect("server starts");
+        let mut settings = Settings::for_tests(data_dir.clone(), Some(database_url.clone()));
+        tweak(&mut settings);
+        let server = Server::start(settings, clock.clone())
+            .await
+            .expect("server starts");
         Self {
             base: server.base_url(),
             server: Some(server),

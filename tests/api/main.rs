@@ -16,6 +16,7 @@ mod errors;
 mod harness;
 mod limits;
 mod openapi;
+mod ratings;
 mod recordings;
 mod webhooks;
 

@@ -1142,6 +1142,7 @@ impl<T: MediaTransport> CallLoop<T> {
             history: self.history.clone(),
             tools: vec![ToolSpec::end_call()],
             sim_script: Arc::clone(&self.sim_script),
+            json_mode: false,
         };
         let latency = PendingLatency {
             speech_end_at: awaiting.speech_end_at,

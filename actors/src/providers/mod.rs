@@ -8,6 +8,7 @@
 //! - dropping a stream stops it at once (the loop drops streams on barge-in and hang-up);
 //! - audio goes to the ASR without awaiting, so a slow vendor never stalls playback.
 
+pub mod scorecard;
 pub mod sim;
 
 use std::fmt;
@@ -219,6 +220,9 @@ pub struct LlmRequest {
     /// The simulated caller's spoken lines (only the sim LLM reads them, to know when the
     /// script is exhausted).
     pub sim_script: Arc<[String]>,
+    /// Ask for one JSON object (OpenAI `response_format: json_object`); the sim LLM answers
+    /// a [`scorecard::ScorecardRequest`] with its deterministic scores.
+    pub json_mode: bool,
 }
 
 /// Token counts of one LLM turn.

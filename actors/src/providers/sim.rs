@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use tokio::time::{Instant, sleep_until};
 use voxline_media::synth::{SpeechLikeGenerator, samples_for_duration, speech_duration_for_text};
 
+use super::scorecard::{ScorecardRequest, sim_scorecard};
 use super::{
     AsrContext, AsrEvent, AsrProvider, AsrStream, ChatRole, END_CALL_TOOL, LlmEvent, LlmProvider,
     LlmRequest, LlmStream, LlmUsage, ProviderError, ProviderKind, TtsProvider, TtsStream,
@@ -193,6 +194,19 @@ impl SimLlm {
         }
     }
 
+    /// The JSON answer to a JSON-mode request: scores for a scorecard request in the last
+    /// user message, `{}` for anything else (as a model with nothing to say would answer).
+    pub fn json_reply_for(request: &LlmRequest) -> String {
+        request
+            .history
+            .iter()
+            .rev()
+            .find(|m| m.role == ChatRole::User)
+            .and_then(|m| serde_json::from_str::<ScorecardRequest>(&m.content).ok())
+            .and_then(|card| serde_json::to_string(&sim_scorecard(&card)).ok())
+            .unwrap_or_else(|| "{}".to_owned())
+    }
+
     /// The reply to the conversation so far, and whether to hang up after it.
     pub fn reply_for(request: &LlmRequest) -> (String, bool) {
         let user_turns = request
@@ -237,7 +251,11 @@ impl LlmProvider for SimLlm {
         if self.counter.use_fails() {
             events.push_back(Err(self.counter.injected()));
         } else {
-            let (reply, end_call) = Self::reply_for(&request);
+            let (reply, end_call) = if request.json_mode {
+                (Self::json_reply_for(&request), false)
+            } else {
+                Self::reply_for(&request)
+            };
             for word in reply.split_inclusive(' ') {
                 events.push_back(Ok(LlmEvent::Token(word.to_owned())));
             }

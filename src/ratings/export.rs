@@ -1,0 +1,86 @@
+//! One rating as a flat record, shared by the CSV download and the
+//! spreadsheet export.
+
+use crate::clock::iso;
+use crate::store::RatingRow;
+use serde_json::Value;
+
+/// The record's columns, in order.
+pub const EXPORT_HEADER: [&str; 10] = [
+    "call_id",
+    "candidate_name",
+    "phone",
+    "agent_name",
+    "status",
+    "overall_rating",
+    "scores",
+    "columns_json",
+    "rated_at",
+    "call_created_at",
+];
+
+/// `Name=score; Name=score` of a stored columns array.
+fn scores(columns: &Value) -> String {
+    columns
+        .as_array()
+        .map(|cols| {
+            cols.iter()
+                .map(|c| {
+                    let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+                    let score = c.get("score").map(Value::to_string).unwrap_or_default();
+                    format!("{name}={score}")
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+        .unwrap_or_default()
+}
+
+/// The record of one rating, aligned with [`EXPORT_HEADER`].
+pub fn export_record(row: &RatingRow) -> Vec<String> {
+    let columns: Value = serde_json::from_str(&row.columns).unwrap_or(Value::Null);
+    vec![
+        row.call_id.clone(),
+        row.target_name.clone(),
+        row.phone.clone(),
+        row.agent_name.clone(),
+        row.status.clone(),
+        row.overall.map(|o| o.to_string()).unwrap_or_default(),
+        scores(&columns),
+        row.columns.clone(),
+        row.rated_at.map(iso).unwrap_or_default(),
+        iso(row.call_created_at),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_flatten_the_columns() {
+        let row = RatingRow {
+            call_id: "c1".into(),
+            org_id: "o".into(),
+            agent_id: "a".into(),
+            status: "done".into(),
+            overall: Some(6.5),
+            columns: r#"[{"name":"Clarity","score":7.0,"reason":"r"},{"name":"Fit","score":6.0,"reason":"s"}]"#.into(),
+            template: None,
+            attempts: 1,
+            version: 1,
+            last_error: None,
+            call_created_at: 0,
+            created_at: 0,
+            rated_at: Some(1_000),
+            target_name: "Asha".into(),
+            phone: "+919845012310".into(),
+            agent_name: "Screener".into(),
+        };
+        let record = export_record(&row);
+        assert_eq!(record.len(), EXPORT_HEADER.len());
+        assert_eq!(record[5], "6.5");
+        assert_eq!(record[6], "Clarity=7.0; Fit=6.0");
+        assert_eq!(record[8], "1970-01-01T00:00:01.000Z");
+    }
+}

@@ -1,0 +1,581 @@
+//! Post-call scorecards: pending rows leased by the rating worker, completed
+//! or failed together with the webhook outbox, and the workspace's reads.
+
+use super::{BeginWrite, Store, StoreResult, with_pool};
+
+/// Columns of a rating read, joined with its call and agent.
+macro_rules! rating_select {
+    () => {
+        "SELECT r.call_id, r.org_id, r.agent_id, r.status, r.overall, r.columns, r.template, r.attempts,
+           r.version, r.last_error, r.call_created_at, r.created_at, r.rated_at,
+           c.target_name, c.phone, COALESCE(a.name, c.agent_name) AS agent_name
+         FROM ratings r JOIN calls c ON c.id = r.call_id LEFT JOIN agents a ON a.id = r.agent_id "
+    };
+}
+
+/// The list filter, shared by the list, analytics and bulk re-scoring.
+macro_rules! rating_filter {
+    () => {
+        "WHERE r.org_id = $1
+           AND ($2 = 'all' OR r.status = $2)
+           AND (CAST($3 AS TEXT) IS NULL OR r.agent_id = $3)
+           AND (CAST($4 AS BIGINT) IS NULL OR r.call_created_at >= $4)
+           AND (CAST($5 AS BIGINT) IS NULL OR r.call_created_at < $5)
+           AND (CAST($6 AS DOUBLE PRECISION) IS NULL OR r.overall >= $6)
+           AND (CAST($7 AS DOUBLE PRECISION) IS NULL OR r.overall <= $7) "
+    };
+}
+
+/// A rating with what its reads show of the call.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RatingRow {
+    /// The rated call.
+    pub call_id: String,
+    /// Workspace.
+    pub org_id: String,
+    /// Agent of the call.
+    pub agent_id: String,
+    /// pending, done or failed.
+    pub status: String,
+    /// Mean of the column scores, once done.
+    pub overall: Option<f64>,
+    /// JSON array of `{name, score, reason}`.
+    pub columns: String,
+    /// JSON template used for the last scoring.
+    pub template: Option<String>,
+    /// Scoring attempts of the last job.
+    pub attempts: i64,
+    /// Scorecards produced so far.
+    pub version: i64,
+    /// Why the last job failed.
+    pub last_error: Option<String>,
+    /// The call's creation time, Unix ms.
+    pub call_created_at: i64,
+    /// When the rating was first queued, Unix ms.
+    pub created_at: i64,
+    /// When the current scorecard was produced, Unix ms.
+    pub rated_at: Option<i64>,
+    /// The person called.
+    pub target_name: String,
+    /// Number dialed.
+    pub phone: String,
+    /// The agent's name.
+    pub agent_name: String,
+}
+
+/// Which ratings a list, analytics or bulk request covers.
+#[derive(Debug, Clone, Default)]
+pub struct RatingFilter {
+    /// `pending`, `done`, `failed` or `all`.
+    pub status: String,
+    /// Only this agent's calls.
+    pub agent_id: Option<String>,
+    /// Calls created at or after, Unix ms.
+    pub from_ms: Option<i64>,
+    /// Calls created before, Unix ms.
+    pub to_ms: Option<i64>,
+    /// Overall at least.
+    pub min_score: Option<f64>,
+    /// Overall at most.
+    pub max_score: Option<f64>,
+}
+
+/// A pending rating a worker now holds.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ClaimedRating {
+    /// The call to rate.
+    pub call_id: String,
+    /// Its workspace.
+    pub org_id: String,
+    /// Its agent.
+    pub agent_id: String,
+    /// The job's generation: its result is stored only if still current.
+    pub generation: i64,
+}
+
+/// What a rating job needs to know about its call.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RatingSource {
+    /// Why the call ended.
+    pub ended_reason: Option<String>,
+    /// Variables JSON (sim knobs live here).
+    pub variables: String,
+}
+
+/// A finished scorecard to store.
+#[derive(Debug, Clone)]
+pub struct CompletedRating<'a> {
+    /// The rated call.
+    pub call_id: &'a str,
+    /// The job's generation.
+    pub generation: i64,
+    /// Mean score.
+    pub overall: f64,
+    /// JSON array of `{name, score, reason}`.
+    pub columns: &'a str,
+    /// JSON template used.
+    pub template: &'a str,
+    /// Attempts the job made.
+    pub attempts: i64,
+    /// Completion time, Unix ms.
+    pub now_ms: i64,
+}
+
+/// Counts and averages across a workspace.
+#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+pub struct RatingCounts {
+    /// Every rating.
+    pub total: i64,
+    /// Waiting or being scored.
+    pub pending: i64,
+    /// Scored.
+    pub done: i64,
+    /// Given up.
+    pub failed: i64,
+    /// Mean overall of the done ones.
+    pub average_overall: Option<f64>,
+}
+
+/// One agent's rated calls.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct AgentRatingRow {
+    /// Agent id.
+    pub agent_id: String,
+    /// Agent name.
+    pub agent_name: String,
+    /// Done ratings.
+    pub rated: i64,
+    /// Their mean overall.
+    pub average_overall: Option<f64>,
+}
+
+impl Store {
+    /// Frees every lease after a restart: the jobs that held them are gone.
+    pub async fn release_rating_leases(&self) -> StoreResult<u64> {
+        let n = with_pool!(self, pool => {
+            sqlx::query("UPDATE ratings SET lease_until = 0 WHERE status = 'pending' AND lease_until <> 0")
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(n)
+    }
+
+    /// Pending ratings no worker holds, oldest first.
+    pub async fn due_ratings(&self, now_ms: i64, limit: i64) -> StoreResult<Vec<String>> {
+        let ids = with_pool!(self, pool => {
+            sqlx::query_scalar::<_, String>(
+                "SELECT call_id FROM ratings WHERE status = 'pending' AND lease_until <= $1
+                 ORDER BY created_at, call_id LIMIT $2",
+            )
+            .bind(now_ms)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(ids)
+    }
+
+    /// Leases a due pending rating until `lease_until`; None if another worker took it.
+    pub async fn claim_rating(
+        &self,
+        call_id: &str,
+        now_ms: i64,
+        lease_until: i64,
+    ) -> StoreResult<Option<ClaimedRating>> {
+        let claimed = with_pool!(self, pool => {
+            sqlx::query_as::<_, ClaimedRating>(
+                "UPDATE ratings SET lease_until = $1
+                 WHERE call_id = $2 AND status = 'pending' AND lease_until <= $3
+                 RETURNING call_id, org_id, agent_id, generation",
+            )
+            .bind(lease_until)
+            .bind(call_id)
+            .bind(now_ms)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(claimed)
+    }
+
+    /// Takes a call's rating for an immediate job (rate-now, regenerate),
+    /// creating it if the call has none: a new generation, leased until
+    /// `lease_until`, its current scorecard (if any) left readable meanwhile.
+    pub async fn take_rating_now(
+        &self,
+        org_id: &str,
+        call_id: &str,
+        now_ms: i64,
+        lease_until: i64,
+    ) -> StoreResult<Option<ClaimedRating>> {
+        let claimed = with_pool!(self, pool => {
+            sqlx::query_as::<_, ClaimedRating>(
+                "INSERT INTO ratings (call_id, org_id, agent_id, status, lease_until, webhook_deadline,
+                   call_created_at, created_at, updated_at)
+                 SELECT id, org_id, agent_id, 'pending', $3, $4, created_at, $4, $4
+                 FROM calls WHERE id = $1 AND org_id = $2
+                 ON CONFLICT (call_id) DO UPDATE SET generation = ratings.generation + 1,
+                   lease_until = excluded.lease_until, updated_at = excluded.updated_at
+                 RETURNING call_id, org_id, agent_id, generation",
+            )
+            .bind(call_id)
+            .bind(org_id)
+            .bind(lease_until)
+            .bind(now_ms)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(claimed)
+    }
+
+    /// The call facts a rating job reads.
+    pub async fn rating_source(&self, call_id: &str) -> StoreResult<Option<RatingSource>> {
+        let row = with_pool!(self, pool => {
+            sqlx::query_as::<_, RatingSource>("SELECT ended_reason, variables FROM calls WHERE id = $1")
+                .bind(call_id)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(row)
+    }
+
+    /// Stores a scorecard if its job is still current, and settles the
+    /// webhooks (decisions §8) in the same transaction: a `call.completed`
+    /// still held for it becomes due at once (it will carry the rating); if
+    /// the deadline had passed, or this replaces an earlier scorecard, a
+    /// `rating.completed` event is queued. Returns false for a stale job.
+    pub async fn complete_rating(&self, r: &CompletedRating<'_>) -> StoreResult<bool> {
+        let stored = with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let row: Option<(String, i64, i64)> = sqlx::query_as(
+                "UPDATE ratings SET status = 'done', overall = $1, columns = $2, template = $3, attempts = $4,
+                   version = version + 1, lease_until = 0, last_error = NULL, rated_at = $5, updated_at = $5
+                 WHERE call_id = $6 AND generation = $7
+                 RETURNING org_id, version, webhook_deadline",
+            )
+            .bind(r.overall)
+            .bind(r.columns)
+            .bind(r.template)
+            .bind(r.attempts)
+            .bind(r.now_ms)
+            .bind(r.call_id)
+            .bind(r.generation)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((org_id, version, deadline)) = row else {
+                tx.rollback().await?;
+                return Ok(false);
+            };
+            sqlx::query(
+                "UPDATE webhook_deliveries SET next_attempt_at = $1
+                 WHERE call_id = $2 AND held_for_rating AND status = 'pending' AND attempts = 0
+                   AND next_attempt_at > $1",
+            )
+            .bind(r.now_ms)
+            .bind(r.call_id)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("UPDATE webhook_deliveries SET held_for_rating = FALSE WHERE call_id = $1 AND held_for_rating")
+                .bind(r.call_id)
+                .execute(&mut *tx)
+                .await?;
+            if version > 1 || r.now_ms >= deadline {
+                let event_id = super::webhook_outbox::event_id(
+                    r.call_id,
+                    &format!("rating.completed/{version}"),
+                );
+                super::webhook_outbox::queue_in_tx!(
+                    &mut *tx, &org_id, r.call_id, "rating.completed", r.now_ms, r.now_ms, false, &event_id
+                );
+            }
+            tx.commit().await?;
+            true
+        });
+        Ok(stored)
+    }
+
+    /// Marks a current job's rating failed with `error`; a `call.completed`
+    /// held for it goes out at once, with `rating: null`.
+    pub async fn fail_rating(
+        &self,
+        call_id: &str,
+        generation: i64,
+        error: &str,
+        attempts: i64,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        let stored = with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let n = sqlx::query(
+                "UPDATE ratings SET status = 'failed', last_error = $1, attempts = $2, lease_until = 0, updated_at = $3
+                 WHERE call_id = $4 AND generation = $5",
+            )
+            .bind(error)
+            .bind(attempts)
+            .bind(now_ms)
+            .bind(call_id)
+            .bind(generation)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if n == 0 {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            sqlx::query(
+                "UPDATE webhook_deliveries SET next_attempt_at = $1, held_for_rating = FALSE
+                 WHERE call_id = $2 AND held_for_rating AND status = 'pending' AND attempts = 0
+                   AND next_attempt_at > $1",
+            )
+            .bind(now_ms)
+            .bind(call_id)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            true
+        });
+        Ok(stored)
+    }
+
+    /// One call's rating in a workspace.
+    pub async fn rating(&self, org_id: &str, call_id: &str) -> StoreResult<Option<RatingRow>> {
+        let row = with_pool!(self, pool => {
+            sqlx::query_as::<_, RatingRow>(concat!(rating_select!(), "WHERE r.call_id = $1 AND r.org_id = $2"))
+                .bind(call_id)
+                .bind(org_id)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(row)
+    }
+
+    /// A call's done scorecard overall, for webhook bodies.
+    pub async fn rating_overall(&self, call_id: &str) -> StoreResult<Option<f64>> {
+        let overall = with_pool!(self, pool => {
+            sqlx::query_scalar::<_, Option<f64>>(
+                "SELECT overall FROM ratings WHERE call_id = $1 AND status = 'done'",
+            )
+            .bind(call_id)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(overall.flatten())
+    }
+
+    /// One page of a workspace's ratings, newest call first, and the total.
+    pub async fn list_ratings(
+        &self,
+        org_id: &str,
+        f: &RatingFilter,
+        limit: i64,
+        offset: i64,
+    ) -> StoreResult<(Vec<RatingRow>, i64)> {
+        let result = with_pool!(self, pool => {
+            let rows = sqlx::query_as::<_, RatingRow>(concat!(
+                rating_select!(),
+                rating_filter!(),
+                "ORDER BY r.call_created_at DESC, r.call_id DESC LIMIT $8 OFFSET $9"
+            ))
+            .bind(org_id)
+            .bind(&f.status)
+            .bind(&f.agent_id)
+            .bind(f.from_ms)
+            .bind(f.to_ms)
+            .bind(f.min_score)
+            .bind(f.max_score)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(pool)
+            .await?;
+            let total: i64 = sqlx::query_scalar(concat!("SELECT COUNT(*) FROM ratings r ", rating_filter!()))
+                .bind(org_id)
+                .bind(&f.status)
+                .bind(&f.agent_id)
+                .bind(f.from_ms)
+                .bind(f.to_ms)
+                .bind(f.min_score)
+                .bind(f.max_score)
+                .fetch_one(pool)
+                .await?;
+            (rows, total)
+        });
+        Ok(result)
+    }
+
+    /// The page after `after` (call_created_at, call_id) in list order, for streamed exports.
+    pub async fn ratings_after(
+        &self,
+        org_id: &str,
+        f: &RatingFilter,
+        after: Option<(i64, String)>,
+        limit: i64,
+    ) -> StoreResult<Vec<RatingRow>> {
+        let (at, id) = after.unwrap_or((i64::MAX, String::new()));
+        let first = id.is_empty();
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, RatingRow>(concat!(
+                rating_select!(),
+                rating_filter!(),
+                "AND ($8 OR r.call_created_at < $9 OR (r.call_created_at = $9 AND r.call_id < $10))
+                 ORDER BY r.call_created_at DESC, r.call_id DESC LIMIT $11"
+            ))
+            .bind(org_id)
+            .bind(&f.status)
+            .bind(&f.agent_id)
+            .bind(f.from_ms)
+            .bind(f.to_ms)
+            .bind(f.min_score)
+            .bind(f.max_score)
+            .bind(first)
+            .bind(at)
+            .bind(&id)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Every rating of calls to `phone` in a workspace with `status` (or `all`), newest first.
+    pub async fn ratings_by_phone(
+        &self,
+        org_id: &str,
+        phone: &str,
+        status: &str,
+    ) -> StoreResult<Vec<RatingRow>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, RatingRow>(concat!(
+                rating_select!(),
+                "WHERE r.org_id = $1 AND c.phone = $2 AND ($3 = 'all' OR r.status = $3)
+                 ORDER BY r.call_created_at DESC, r.call_id DESC"
+            ))
+            .bind(org_id)
+            .bind(phone)
+            .bind(status)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Counts by status and the average overall of a workspace, and each agent's average.
+    pub async fn rating_stats(
+        &self,
+        org_id: &str,
+    ) -> StoreResult<(RatingCounts, Vec<AgentRatingRow>)> {
+        let result = with_pool!(self, pool => {
+            let counts = sqlx::query_as::<_, RatingCounts>(
+                "SELECT COUNT(*) AS total,
+                   COUNT(CASE WHEN status = 'pending' THEN 1 END) AS pending,
+                   COUNT(CASE WHEN status = 'done' THEN 1 END) AS done,
+                   COUNT(CASE WHEN status = 'failed' THEN 1 END) AS failed,
+                   AVG(CASE WHEN status = 'done' THEN overall END) AS average_overall
+                 FROM ratings WHERE org_id = $1",
+            )
+            .bind(org_id)
+            .fetch_one(pool)
+            .await?;
+            let agents = sqlx::query_as::<_, AgentRatingRow>(
+                "SELECT r.agent_id, MAX(COALESCE(a.name, '')) AS agent_name, COUNT(*) AS rated,
+                   AVG(r.overall) AS average_overall
+                 FROM ratings r LEFT JOIN agents a ON a.id = r.agent_id
+                 WHERE r.org_id = $1 AND r.status = 'done'
+                 GROUP BY r.agent_id ORDER BY r.agent_id",
+            )
+            .bind(org_id)
+            .fetch_all(pool)
+            .await?;
+            (counts, agents)
+        });
+        Ok(result)
+    }
+
+    /// Puts matching ratings back in the queue (bulk re-scoring); returns how many.
+    pub async fn requeue_ratings(
+        &self,
+        org_id: &str,
+        f: &RatingFilter,
+        now_ms: i64,
+    ) -> StoreResult<u64> {
+        let n = with_pool!(self, pool => {
+            sqlx::query(concat!(
+                "UPDATE ratings SET status = 'pending', generation = generation + 1, lease_until = 0,
+                   attempts = 0, updated_at = $8
+                 WHERE call_id IN (SELECT r.call_id FROM ratings r ",
+                rating_filter!(),
+                ")"
+            ))
+            .bind(org_id)
+            .bind(&f.status)
+            .bind(&f.agent_id)
+            .bind(f.from_ms)
+            .bind(f.to_ms)
+            .bind(f.min_score)
+            .bind(f.max_score)
+            .bind(now_ms)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n)
+    }
+
+    /// Puts the named calls' ratings back in the queue; returns how many exist.
+    pub async fn requeue_rating_ids(
+        &self,
+        org_id: &str,
+        call_ids: &[String],
+        now_ms: i64,
+    ) -> StoreResult<u64> {
+        let n = with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let mut n = 0;
+            for id in call_ids {
+                n += sqlx::query(
+                    "UPDATE ratings SET status = 'pending', generation = generation + 1, lease_until = 0,
+                       attempts = 0, updated_at = $1
+                     WHERE call_id = $2 AND org_id = $3",
+                )
+                .bind(now_ms)
+                .bind(id)
+                .bind(org_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            }
+            tx.commit().await?;
+            n
+        });
+        Ok(n)
+    }
+
+    /// The ids of agents with ratings in a workspace.
+    pub async fn rated_agent_ids(&self, org_id: &str) -> StoreResult<Vec<String>> {
+        let ids = with_pool!(self, pool => {
+            sqlx::query_scalar::<_, String>(
+                "SELECT DISTINCT agent_id FROM ratings WHERE org_id = $1 ORDER BY agent_id",
+            )
+            .bind(org_id)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(ids)
+    }
+}
+
+impl Store {
+    /// Whether a workspace's call completed with the callee speaking.
+    pub async fn call_conversed(&self, org_id: &str, call_id: &str) -> StoreResult<bool> {
+        let n = with_pool!(self, pool => {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM calls c JOIN call_turns t ON t.call_id = c.id
+                 WHERE c.id = $1 AND c.org_id = $2 AND c.status = 'completed' AND t.speaker = 'user'",
+            )
+            .bind(call_id)
+            .bind(org_id)
+            .fetch_one(pool)
+            .await?
+        });
+        Ok(n > 0)
+    }
+}
