@@ -25,8 +25,8 @@ use crate::conversation::{MediaTransport, TransportMessage, WebSocketTransport};
 
 pub use crate::carrier::sim::CalleeBehaviour;
 
-/// Read buffer of the callee's websocket: a burst of agent frames fits in one read.
-pub const MEDIA_READ_BUFFER: usize = 8 * 1024;
+/// Read buffer of the callee's websocket: most of a burst of agent frames in one read.
+pub const MEDIA_READ_BUFFER: usize = 4 * 1024;
 /// The callee's sample rate (Twilio: 8 kHz μ-law).
 const RATE: u32 = 8_000;
 /// Samples per 20 ms frame.
@@ -441,20 +441,22 @@ impl<T: MediaTransport> Callee<T> {
         let mut ticker = interval(FRAME);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Burst);
         while !self.done {
+            // Media first; the rare branches last, so a frame's wake-up does not poll the
+            // cancellation token (a mutex) on its way.
             tokio::select! {
                 biased;
+                message = self.transport.recv() => self.on_message(message).await,
+                _ = ticker.tick() => self.on_tick().await,
+                () = &mut hard_stop => {
+                    self.report.error = Some("call exceeded the callee's time bound".to_owned());
+                    self.hang_up(false).await;
+                }
                 () = &mut cancelled => {
                     // The carrier leg was hung up from the service's side: to the callee that
                     // is the agent hanging up, however the close and the hang-up race.
                     self.report.agent_hung_up = true;
                     self.hang_up(self.report.error.is_none()).await;
                 }
-                () = &mut hard_stop => {
-                    self.report.error = Some("call exceeded the callee's time bound".to_owned());
-                    self.hang_up(false).await;
-                }
-                message = self.transport.recv() => self.on_message(message).await,
-                _ = ticker.tick() => self.on_tick().await,
             }
         }
         self.report.duration = self.started.elapsed();

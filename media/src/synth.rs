@@ -5,7 +5,9 @@
 //! can synthesise its 20 ms frames on the hot path and two runs with the same
 //! seed produce identical audio.
 
+use std::collections::HashMap;
 use std::f32::consts::TAU;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::dtmf::dtmf_frequencies;
@@ -198,6 +200,41 @@ struct Syllable {
     vowel: usize,
 }
 
+/// Pitch steps the level calibration is shared across, in Hz.
+const CALIBRATION_PITCH_STEP: f32 = 5.0;
+/// Syllable sequence the level calibration is measured on.
+const CALIBRATION_SEED: u64 = 0xCA11_B8A7_10;
+
+/// RMS of one second of unit-amplitude speech at `sample_rate` and about `base_f0`.
+///
+/// The filter chain's gain depends on pitch and vowels, so levels are calibrated by
+/// measuring a second of a reference voice. That costs a second of synthesis, so it is done
+/// once per sample rate and 5 Hz pitch step and shared: the simulated TTS and callees make a
+/// generator per sentence, and would otherwise synthesize a second of audio for each.
+fn voice_rms(sample_rate: u32, base_f0: f32) -> f32 {
+    static CALIBRATION: OnceLock<Mutex<HashMap<(u32, u32), f32>>> = OnceLock::new();
+    let step = (base_f0 / CALIBRATION_PITCH_STEP).round().max(1.0);
+    let key = (sample_rate, step as u32);
+    let cache = CALIBRATION.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(rms) = cache.lock().ok().and_then(|map| map.get(&key).copied()) {
+        return rms;
+    }
+    let mut probe = SpeechLikeGenerator::unscaled(
+        sample_rate,
+        CALIBRATION_SEED,
+        Some(step * CALIBRATION_PITCH_STEP),
+    );
+    let probe_len = sample_rate as usize;
+    let energy: f64 = (0..probe_len)
+        .map(|_| f64::from(probe.next_sample()).powi(2))
+        .sum();
+    let rms = ((energy / probe_len.max(1) as f64).sqrt() as f32).max(1e-9);
+    if let Ok(mut map) = cache.lock() {
+        map.insert(key, rms);
+    }
+    rms
+}
+
 /// Voiced, syllable-rate modulated, formant-filtered signal that voice activity detectors treat as speech.
 ///
 /// A glottal pulse train with varying pitch (declination, per-syllable
@@ -227,9 +264,18 @@ impl SpeechLikeGenerator {
 
     /// Same as `new` with an explicit voiced RMS level in dBFS.
     pub fn with_level(sample_rate: u32, seed: u64, level_dbfs: f32) -> Self {
+        let mut generator = Self::unscaled(sample_rate, seed, None);
+        generator.amplitude =
+            dbfs_to_amplitude(level_dbfs) / voice_rms(sample_rate, generator.base_f0);
+        generator
+    }
+
+    /// A generator at unit amplitude; `pitch` overrides the seeded neutral pitch.
+    fn unscaled(sample_rate: u32, seed: u64, pitch: Option<f32>) -> Self {
         let mut rng = SplitMix64::new(seed ^ 0x5EED_5EED_5EED_5EED);
         // Voices between a low male and a female pitch.
-        let base_f0 = rng.range(95.0, 210.0);
+        let seeded_f0 = rng.range(95.0, 210.0);
+        let base_f0 = pitch.unwrap_or(seeded_f0);
         let sample_rate = sample_rate as f32;
         let mut generator = Self {
             sample_rate,
@@ -254,15 +300,6 @@ impl SpeechLikeGenerator {
         generator.next_syllable();
         generator.formant_now = VOWEL_FORMANTS[generator.syllable.vowel];
         generator.retune_formants();
-        // The filter chain's gain depends on pitch and vowels, so measure one
-        // second of this voice on a copy and scale it to the requested level.
-        let mut probe = generator.clone();
-        let probe_len = sample_rate as usize;
-        let energy: f64 = (0..probe_len)
-            .map(|_| f64::from(probe.next_sample()).powi(2))
-            .sum();
-        let rms = (energy / probe_len.max(1) as f64).sqrt() as f32;
-        generator.amplitude = dbfs_to_amplitude(level_dbfs) / rms.max(1e-9);
         generator
     }
 

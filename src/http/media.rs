@@ -22,7 +22,7 @@ use voxline_media::carrier::{
 /// How long a closing media socket waits for the carrier's close frame.
 const CLOSE_HANDSHAKE: Duration = Duration::from_secs(1);
 /// Read buffer of a carrier's media websocket.
-const MEDIA_READ_BUFFER: usize = 8 * 1024;
+const MEDIA_READ_BUFFER: usize = 2 * 1024;
 /// How long a carrier may take to send its `start` message.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 

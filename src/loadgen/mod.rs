@@ -99,8 +99,9 @@ pub struct LoadgenArgs {
     /// and steps); default: the sim carrier's three-line script.
     #[arg(long)]
     pub script: Option<String>,
-    /// Worker threads of the callee fleet (in-process).
-    #[arg(long, default_value_t = 1)]
+    /// Worker threads of the callee fleet (in-process). Two, so a thousand callees sending
+    /// 50 frames a second each are not queued behind one another on one thread.
+    #[arg(long, default_value_t = 2)]
     pub fleet_threads: usize,
 }
 

@@ -517,14 +517,16 @@ impl<T: MediaTransport> CallLoop<T> {
         let max_duration = sleep_until(self.started + self.max_duration);
         tokio::pin!(cancelled, max_duration);
         while self.ended.is_none() {
+            // Media first; the rare branches last, so a wake-up for a frame does not poll the
+            // cancellation token (a mutex) on its way.
             tokio::select! {
                 biased;
-                () = &mut cancelled => self.end(EndedReason::Canceled, None),
-                () = &mut max_duration => self.end(EndedReason::MaxDuration, None),
                 message = self.transport.recv() => self.on_message(message).await,
                 _ = self.ticker.tick() => self.on_tick().await,
                 event = next_responder(&mut self.responder) => self.on_responder(event).await,
                 signal = next_asr(&mut self.asr) => self.on_asr(signal).await,
+                () = &mut max_duration => self.end(EndedReason::MaxDuration, None),
+                () = &mut cancelled => self.end(EndedReason::Canceled, None),
             }
         }
         self.finish().await

@@ -4,9 +4,9 @@
 //! Every delay is a `tokio::time` deadline kept in the stream, so the `next_*` methods stay
 //! cancel-safe and tests can run on a paused clock.
 
-use std::collections::VecDeque;
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -359,8 +359,8 @@ impl TtsProvider for SimTts {
         let fails = self.counter.use_fails();
         Ok(Box::new(SimTtsStream {
             sample_rate,
-            generator: SpeechLikeGenerator::new(sample_rate, fnv1a(&[voice, text])),
-            samples_left: samples_for_duration(sample_rate, speech_duration_for_text(text)),
+            audio: rendered_speech(text, voice, sample_rate),
+            sent: 0,
             chunk_samples: samples_for_duration(sample_rate, self.chunk).max(1),
             first_at: Some(Instant::now() + self.first_byte),
             fails,
@@ -368,11 +368,42 @@ impl TtsProvider for SimTts {
     }
 }
 
+/// Sentences the sim TTS keeps rendered; past it the cache starts over.
+const RENDERED_SENTENCES: usize = 512;
+
+/// The sim voice saying `text`, rendered once per voice, text and rate and shared: agents say
+/// the same welcome and replies on every call, and synthesis would otherwise be most of the
+/// server's CPU in a load test (a real TTS does this work on the vendor's machines).
+fn rendered_speech(text: &str, voice: &str, sample_rate: u32) -> Arc<[i16]> {
+    type Cache = Mutex<HashMap<(u64, u32), Arc<[i16]>>>;
+    static RENDERED: OnceLock<Cache> = OnceLock::new();
+    let seed = fnv1a(&[voice, text]);
+    let cache = RENDERED.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(audio) = cache
+        .lock()
+        .ok()
+        .and_then(|map| map.get(&(seed, sample_rate)).cloned())
+    {
+        return audio;
+    }
+    let mut audio = vec![0; samples_for_duration(sample_rate, speech_duration_for_text(text))];
+    SpeechLikeGenerator::new(sample_rate, seed).fill(&mut audio);
+    let audio: Arc<[i16]> = audio.into();
+    if let Ok(mut map) = cache.lock() {
+        if map.len() >= RENDERED_SENTENCES {
+            map.clear();
+        }
+        map.insert((seed, sample_rate), Arc::clone(&audio));
+    }
+    audio
+}
+
 /// One sim synthesis.
 struct SimTtsStream {
     sample_rate: u32,
-    generator: SpeechLikeGenerator,
-    samples_left: usize,
+    audio: Arc<[i16]>,
+    /// Samples of `audio` already delivered.
+    sent: usize,
     chunk_samples: usize,
     /// When the first chunk is due; `None` once it has been delivered.
     first_at: Option<Instant>,
@@ -390,20 +421,19 @@ impl TtsStream for SimTtsStream {
             sleep_until(first_at).await;
             self.first_at = None;
             if self.fails {
-                self.samples_left = 0;
+                self.sent = self.audio.len();
                 return Some(Err(ProviderError::Injected {
                     provider: ProviderKind::Tts,
                 }));
             }
         }
-        if self.samples_left == 0 {
+        let rest = &self.audio[self.sent..];
+        if rest.is_empty() {
             return None;
         }
-        let len = self.chunk_samples.min(self.samples_left);
-        let mut chunk = vec![0; len];
-        self.generator.fill(&mut chunk);
-        self.samples_left -= len;
-        Some(Ok(chunk))
+        let chunk = &rest[..self.chunk_samples.min(rest.len())];
+        self.sent += chunk.len();
+        Some(Ok(chunk.to_vec()))
     }
 }
 
