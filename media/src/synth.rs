@@ -203,7 +203,7 @@ struct Syllable {
 /// Pitch steps the level calibration is shared across, in Hz.
 const CALIBRATION_PITCH_STEP: f32 = 5.0;
 /// Syllable sequence the level calibration is measured on.
-const CALIBRATION_SEED: u64 = 0xCA11_B8A7_10;
+const CALIBRATION_SEED: u64 = 0x00CA_11B8_A710;
 
 /// RMS of one second of unit-amplitude speech at `sample_rate` and about `base_f0`.
 ///
