@@ -108,6 +108,7 @@ impl Server {
         )
         .await?;
         let key_cache = crate::key_cache::KeyCache::new(&store);
+        let agent_cache = crate::agent_cache::AgentCache::new(&store);
         let state = AppState::new(AppInner {
             store,
             clock,
@@ -119,6 +120,7 @@ impl Server {
             media_tokens,
             used_tokens: UsedTokens::default(),
             key_cache,
+            agent_cache,
             welcome_cache,
         });
         let (ended, requeued) = dispatch::recover_after_restart(&state).await?;
