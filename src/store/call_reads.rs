@@ -767,7 +767,8 @@ impl Store {
                 .await?;
             return Ok(tally(&per_status, &filter.statuses));
         }
-        // A search counts at most SEARCH_COUNT_CAP + 1 matches, newest first.
+        // A search counts at most SEARCH_COUNT_CAP + 1 matches, newest first;
+        // an unsearched Postgres filter counts every call.
         let mut sql = Sql::default();
         sql.push(
             "SELECT CAST(COUNT(*) AS BIGINT),
@@ -776,14 +777,17 @@ impl Store {
              FROM (SELECT c.status ",
         );
         self.push_filtered_calls(&mut sql, org_id, filter, None);
-        sql.push(" LIMIT ").int(SEARCH_COUNT_CAP + 1).push(") s");
+        if searching {
+            sql.push(" LIMIT ").int(SEARCH_COUNT_CAP + 1);
+        }
+        sql.push(") s");
         let Sql { text, args } = sql;
         let (total, completed, failed) = with_pool!(self, pool => {
             bind_args!(sqlx::query_as::<_, (i64, i64, i64)>(AssertSqlSafe(text)), &args)
                 .fetch_one(pool)
                 .await?
         });
-        if total > SEARCH_COUNT_CAP {
+        if searching && total > SEARCH_COUNT_CAP {
             let completed = completed.min(SEARCH_COUNT_CAP);
             return Ok(CallCounts {
                 total: SEARCH_COUNT_CAP,
