@@ -8,11 +8,9 @@
 //! the cache was filled under and drops everything when it moved. Postgres
 //! deployments span machines that share no file, so there the cache is off.
 
+use crate::marked_cache::{MarkedCache, Miss};
 use crate::store::{KeyAuthRow, Store};
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
 /// How long an entry may be served even if no change was marked, bounding
 /// staleness should a change ever bypass the store.
@@ -21,74 +19,28 @@ const ENTRY_TTL: Duration = Duration::from_secs(30);
 /// Entries kept at most; beyond it the cache starts over.
 const MAX_ENTRIES: usize = 10_000;
 
-/// The marker's identity: modification time and length.
-type Stamp = Option<(SystemTime, u64)>;
-
 /// Key lookups by SHA-256 hash, invalidated by the store's change marker.
 pub struct KeyCache {
-    marker: Option<PathBuf>,
-    inner: Mutex<Inner>,
-}
-
-struct Inner {
-    stamp: Stamp,
-    entries: HashMap<String, (KeyAuthRow, Instant)>,
-}
-
-/// What a miss hands back, so a row read from the database is kept only if
-/// no change was marked while it was being read.
-pub struct Miss {
-    stamp: Stamp,
+    rows: MarkedCache<String, KeyAuthRow>,
 }
 
 impl KeyCache {
-    /// A cache over `store`'s change marker; disabled when the store has none.
+    /// A cache over `store`'s key marker; disabled when the store has none.
     pub fn new(store: &Store) -> Self {
-        let marker = store.keys_marker().map(PathBuf::from);
         Self {
-            inner: Mutex::new(Inner {
-                stamp: marker.as_deref().and_then(read_stamp),
-                entries: HashMap::new(),
-            }),
-            marker,
+            rows: MarkedCache::new(store.keys_marker().cloned(), ENTRY_TTL, MAX_ENTRIES),
         }
     }
 
     /// The cached row for `hash`, or a [`Miss`] to fill it with.
     pub fn get(&self, hash: &str) -> Result<KeyAuthRow, Option<Miss>> {
-        let Some(marker) = &self.marker else {
-            return Err(None);
-        };
-        let stamp = read_stamp(marker);
-        let mut inner = self.inner.lock();
-        if inner.stamp != stamp {
-            inner.entries.clear();
-            inner.stamp = stamp;
-        }
-        match inner.entries.get(hash) {
-            Some((row, at)) if at.elapsed() < ENTRY_TTL => Ok(row.clone()),
-            _ => Err(Some(Miss { stamp })),
-        }
+        self.rows.get(hash)
     }
 
     /// Keeps `row` unless a change was marked since `miss` was taken.
     pub fn put(&self, miss: Miss, hash: &str, row: &KeyAuthRow) {
-        let mut inner = self.inner.lock();
-        if inner.stamp != miss.stamp {
-            return;
-        }
-        if inner.entries.len() >= MAX_ENTRIES {
-            inner.entries.clear();
-        }
-        inner
-            .entries
-            .insert(hash.to_string(), (row.clone(), Instant::now()));
+        self.rows.put(miss, hash.to_string(), row.clone());
     }
-}
-
-fn read_stamp(marker: &std::path::Path) -> Stamp {
-    let meta = std::fs::metadata(marker).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 pub mod admin_cli;
 pub mod admin_ops;
+pub mod agent_cache;
 pub mod api_key;
 pub mod batches;
 pub mod bootstrap;
@@ -18,6 +19,7 @@ pub mod http;
 pub mod janitor;
 pub mod key_cache;
 pub mod loadgen;
+pub mod marked_cache;
 pub mod providers;
 pub mod rate_limit;
 pub mod ratings;

@@ -14,8 +14,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::Mutex as AsyncMutex;
 
-/// Requests leased per reservation write.
+/// Requests leased per reservation write at first, and at least.
 const LEASE_CHUNK: i64 = 128;
+
+/// The most requests one reservation write leases. A busy key's lease grows
+/// towards this so that it lasts about [`LEASE_TARGET`], so a slow write (a
+/// checkpoint's fsync) never leaves requests waiting for the next lease;
+/// the price is that a crash may count up to this many unserved requests.
+const LEASE_CHUNK_MAX: i64 = 8192;
+
+/// How long a lease should last at the key's current request rate.
+const LEASE_TARGET: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The daily quota figures sent in the X-RateLimit headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +96,10 @@ struct KeyWindow {
     monthly: i64,
     reserved: i64,
     extending: bool,
+    /// Requests the next extension leases (between the two chunk bounds).
+    chunk: i64,
+    /// When the last extension was asked for, to size the next one.
+    extended_at: Option<std::time::Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -115,11 +128,11 @@ impl RateLimiter {
     }
 
     fn window(&self, key_id: &str) -> Arc<AsyncMutex<KeyWindow>> {
-        self.windows
-            .lock()
-            .entry(key_id.to_string())
-            .or_default()
-            .clone()
+        let mut windows = self.windows.lock();
+        if let Some(window) = windows.get(key_id) {
+            return window.clone();
+        }
+        windows.entry(key_id.to_string()).or_default().clone()
     }
 
     /// Counts one request against `key`'s caps, or refuses it.
@@ -159,14 +172,24 @@ impl RateLimiter {
         }
         w.daily += 1;
         w.monthly += 1;
+        let chunk = w.chunk.clamp(LEASE_CHUNK, LEASE_CHUNK_MAX);
         if w.daily > w.reserved {
             // The lease ran out: this request must not answer before it is durable.
-            let target = w.daily + LEASE_CHUNK - 1;
+            let target = w.daily + chunk - 1;
             self.store.reserve_usage(&key.id, &day, target).await?;
             w.reserved = target;
-        } else if w.daily + LEASE_CHUNK / 2 > w.reserved && !w.extending {
+        } else if w.daily + chunk / 2 > w.reserved && !w.extending {
             w.extending = true;
-            let target = w.reserved + LEASE_CHUNK;
+            // Size the lease to the rate: half a chunk went by since the last extension.
+            let now = std::time::Instant::now();
+            w.chunk = match w.extended_at {
+                Some(at) if now.duration_since(at) < LEASE_TARGET / 4 => chunk * 2,
+                Some(at) if now.duration_since(at) > LEASE_TARGET * 2 => chunk / 2,
+                _ => chunk,
+            }
+            .clamp(LEASE_CHUNK, LEASE_CHUNK_MAX);
+            w.extended_at = Some(now);
+            let target = w.reserved + w.chunk;
             let this = Arc::clone(self);
             let key_id = key.id.clone();
             let lease_day = day.clone();

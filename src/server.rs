@@ -119,6 +119,7 @@ impl Server {
             &settings.providers,
             Some(&secret),
         )));
+        let agent_cache = crate::agent_cache::AgentCache::new(&store);
         let state = AppState::new(AppInner {
             store,
             clock,
@@ -130,6 +131,7 @@ impl Server {
             media_tokens,
             used_tokens: UsedTokens::default(),
             key_cache,
+            agent_cache,
             welcome_cache,
             rater,
         });

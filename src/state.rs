@@ -39,6 +39,8 @@ pub struct AppInner {
     pub used_tokens: UsedTokens,
     /// API key lookups, so authentication skips the database when it can.
     pub key_cache: crate::key_cache::KeyCache,
+    /// Agent reads, so `GET /api/agents/{id}` skips the database when it can.
+    pub agent_cache: crate::agent_cache::AgentCache,
     /// Warm welcome audio of awake agents.
     pub welcome_cache: Arc<WelcomeCache>,
     /// Scores post-call ratings.

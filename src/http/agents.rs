@@ -4,6 +4,7 @@ use super::MessageBody;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
+use crate::agent_cache::CachedAgent;
 use crate::clock::iso;
 use crate::domain::AgentId;
 use crate::domain::agent::{AgentInput, AgentSpec, AgentStatus};
@@ -11,8 +12,11 @@ use crate::state::AppState;
 use crate::store::AgentRow;
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use serde::Serialize;
+use std::sync::Arc;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -128,9 +132,39 @@ async fn get_agent(
     State(state): State<AppState>,
     caller: Caller,
     Path(agent_id): Path<String>,
-) -> ApiResult<Json<AgentView>> {
-    let row = load_agent(&state, &caller, &agent_id).await?;
-    Ok(Json(AgentView::from_row(&row)?))
+) -> ApiResult<Response> {
+    let parsed: AgentId = agent_id.parse().map_err(|_| not_found(&agent_id))?;
+    let id = parsed.to_string();
+    let agent = match state.agent_cache.get(&id) {
+        Ok(hit) => hit,
+        Err(miss) => {
+            let Some(row) = state.store.agent(&caller.org(), &id).await? else {
+                return Err(not_found(&agent_id));
+            };
+            let body = serde_json::to_vec(&AgentView::from_row(&row)?)
+                .map_err(|err| ApiError::Internal(err.into()))?;
+            let read = Arc::new(CachedAgent {
+                row,
+                body: Bytes::from(body),
+            });
+            if let Some(miss) = miss {
+                state.agent_cache.put(miss, read.clone());
+            }
+            read
+        }
+    };
+    // The cache is keyed by id alone: another workspace's agent is not found.
+    if agent.row.org_id != caller.org() || agent.row.status() == AgentStatus::Deleted {
+        return Err(not_found(&agent_id));
+    }
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        agent.body.clone(),
+    )
+        .into_response())
 }
 
 /// Change any subset of an agent's fields; the result is validated as a whole.

@@ -178,6 +178,11 @@ pub struct CallList {
     pub rows: Vec<CallRowView>,
     /// Calls matching the filter across all pages.
     pub total: i64,
+    /// True when a search matched more calls than are counted (1,000): then
+    /// `total` and `stats` count the newest 1,000 matches and the true
+    /// figures are larger; pages past them still answer.
+    #[serde(rename = "totalIsEstimate")]
+    pub total_is_estimate: bool,
     /// The 1-based page number.
     pub page: u32,
     /// Rows per page.
@@ -376,6 +381,7 @@ pub async fn call_list(
             .map(|row| CallRowView::from_row(row, now))
             .collect(),
         total: counts.total,
+        total_is_estimate: counts.capped,
         page: page.page,
         limit: page.limit,
         stats: CallListStats {

@@ -497,6 +497,7 @@ async fn campaign_calls(
             .map(|row| CallRowView::from_row(row, now))
             .collect(),
         total: counts.total,
+        total_is_estimate: counts.capped,
         page: page.page,
         limit: page.limit,
         stats: CallListStats {

@@ -1,4 +1,7 @@
 //! Agents; the configurable part is one JSON column so new fields need no migration.
+//!
+//! Every write that changes an existing agent marks the agents change marker
+//! once committed, for [`crate::agent_cache::AgentCache`].
 
 use super::{Store, StoreResult, with_pool};
 use crate::domain::agent::{AgentSpec, AgentStatus};
@@ -124,6 +127,9 @@ impl Store {
             .await?
             .rows_affected()
         });
+        if done > 0 {
+            self.mark_agents_changed();
+        }
         Ok(done > 0)
     }
 
@@ -152,6 +158,9 @@ impl Store {
             .await?
             .rows_affected()
         });
+        if done > 0 {
+            self.mark_agents_changed();
+        }
         Ok(done > 0)
     }
 
@@ -167,6 +176,9 @@ impl Store {
             .await?
             .rows_affected()
         });
+        if done > 0 {
+            self.mark_agents_changed();
+        }
         Ok(done)
     }
 }

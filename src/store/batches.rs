@@ -6,7 +6,7 @@
 //! latest call through the triggers of migration 0003.
 
 use super::calls::NewCall;
-use super::{Store, StoreResult, with_pool};
+use super::{Db, Store, StoreResult, with_pool};
 
 /// Raw item statuses that still need work: waiting or on a live call.
 pub const OPEN_ITEM_STATUSES: [&str; 4] = ["pending", "queued", "ringing", "in-progress"];
@@ -234,15 +234,29 @@ impl Store {
     }
 
     /// Item counts per raw status of one batch.
+    ///
+    /// SQLite reads the trigger-kept counters (migration 0021), so the read
+    /// costs a few rows however many items the batch has and however busy
+    /// the dialer is; Postgres counts over the status index.
     pub async fn batch_item_counts(&self, batch_id: &str) -> StoreResult<Vec<(String, i64)>> {
-        let rows = with_pool!(self, pool => {
-            sqlx::query_as::<_, (String, i64)>(
-                "SELECT status, CAST(COUNT(*) AS BIGINT) FROM batch_items WHERE batch_id = $1 GROUP BY status",
-            )
-            .bind(batch_id)
-            .fetch_all(pool)
-            .await?
-        });
+        let rows = match &self.db {
+            Db::Sqlite(pool) => {
+                sqlx::query_as::<_, (String, i64)>(
+                    "SELECT status, items FROM batch_item_counts WHERE batch_id = $1 AND items > 0",
+                )
+                .bind(batch_id)
+                .fetch_all(pool)
+                .await?
+            }
+            Db::Postgres(pool) => {
+                sqlx::query_as::<_, (String, i64)>(
+                    "SELECT status, CAST(COUNT(*) AS BIGINT) FROM batch_items WHERE batch_id = $1 GROUP BY status",
+                )
+                .bind(batch_id)
+                .fetch_all(pool)
+                .await?
+            }
+        };
         Ok(rows)
     }
 
@@ -310,7 +324,7 @@ impl Store {
         Ok(rows)
     }
 
-    /// One page of a batch's items in order, optionally of some raw statuses, and the total.
+    /// One page of a batch's items in order, optionally of one raw status, and the total.
     pub async fn batch_items_page(
         &self,
         batch_id: &str,
@@ -318,10 +332,10 @@ impl Store {
         limit: i64,
         offset: i64,
     ) -> StoreResult<(Vec<ItemRow>, i64)> {
-        let (rows, total) = with_pool!(self, pool => {
+        let rows = with_pool!(self, pool => {
             match status {
                 Some(status) => {
-                    let rows = sqlx::query_as::<_, ItemRow>(
+                    sqlx::query_as::<_, ItemRow>(
                         "SELECT seq, name, phone, variables, status, reason, call_id, attempts FROM batch_items
                          WHERE batch_id = $1 AND status = $2 ORDER BY seq LIMIT $3 OFFSET $4",
                     )
@@ -330,18 +344,10 @@ impl Store {
                     .bind(limit)
                     .bind(offset)
                     .fetch_all(pool)
-                    .await?;
-                    let total: i64 = sqlx::query_scalar(
-                        "SELECT CAST(COUNT(*) AS BIGINT) FROM batch_items WHERE batch_id = $1 AND status = $2",
-                    )
-                    .bind(batch_id)
-                    .bind(status)
-                    .fetch_one(pool)
-                    .await?;
-                    (rows, total)
+                    .await?
                 }
                 None => {
-                    let rows = sqlx::query_as::<_, ItemRow>(
+                    sqlx::query_as::<_, ItemRow>(
                         "SELECT seq, name, phone, variables, status, reason, call_id, attempts FROM batch_items
                          WHERE batch_id = $1 ORDER BY seq LIMIT $2 OFFSET $3",
                     )
@@ -349,17 +355,17 @@ impl Store {
                     .bind(limit)
                     .bind(offset)
                     .fetch_all(pool)
-                    .await?;
-                    let total: i64 = sqlx::query_scalar(
-                        "SELECT CAST(COUNT(*) AS BIGINT) FROM batch_items WHERE batch_id = $1",
-                    )
-                    .bind(batch_id)
-                    .fetch_one(pool)
-                    .await?;
-                    (rows, total)
+                    .await?
                 }
             }
         });
+        let total = self
+            .batch_item_counts(batch_id)
+            .await?
+            .into_iter()
+            .filter(|(s, _)| status.is_none_or(|wanted| wanted == s))
+            .map(|(_, items)| items)
+            .sum();
         Ok((rows, total))
     }
 

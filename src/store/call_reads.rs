@@ -80,15 +80,17 @@ pub struct CallReadRow {
     pub ended_at: Option<i64>,
 }
 
-/// A list row with the counts of its whole result set (window functions).
+/// A search match as streamed from the full-text indexes: its rowid and the call.
 #[derive(Debug, Clone, sqlx::FromRow)]
-struct CountedCallRow {
+struct StreamedCallRow {
+    rid: i64,
     #[sqlx(flatten)]
     call: CallReadRow,
-    match_total: i64,
-    match_completed: i64,
-    match_failed: i64,
 }
+
+/// Deepest page (`offset + limit`) a search reads from its newest matches;
+/// deeper pages sort every match.
+const STREAMED_PAGE_MAX_ROWS: i64 = 5_000;
 
 /// A call with the JSON columns and transcript text the detail read adds.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -137,7 +139,15 @@ pub struct CallCounts {
     pub completed: i64,
     /// Of which failed.
     pub failed: i64,
+    /// A search matched more than [`SEARCH_COUNT_CAP`] calls: the figures
+    /// count the newest `SEARCH_COUNT_CAP` matches only, so they are lower bounds.
+    pub capped: bool,
 }
+
+/// Most matches a search counts. Counting every match of a common word means
+/// reading hundreds of thousands of calls; past this many the counts stop and
+/// say so (`totalIsEstimate` in the list).
+pub const SEARCH_COUNT_CAP: i64 = 1_000;
 
 /// Aggregates over a set of calls; `group_key`/`group_name` name the group when grouped.
 #[derive(Debug, Clone, Default, sqlx::FromRow)]
@@ -410,7 +420,11 @@ impl Store {
                     sql.push(" UNION SELECT rowid FROM calls_fts WHERE calls_fts MATCH ")
                         .text(words);
                 }
-                sql.push(") m CROSS JOIN calls c ON c.rowid = m.rid WHERE c.org_id = ")
+                // Newest rowids first: both indexes deliver that order, so the
+                // union merges as it streams and a LIMIT outside stops it early
+                // (without a LIMIT here SQLite drops the ORDER BY and builds
+                // the whole union in a temporary b-tree first).
+                sql.push(" ORDER BY 1 DESC LIMIT 9223372036854775807) m CROSS JOIN calls c ON c.rowid = m.rid WHERE c.org_id = ")
                     .text(org_id);
                 if let Some((since, _)) = deep {
                     sql.push(" AND (c.created_at >= ").int(since).push(&format!(
@@ -476,8 +490,9 @@ impl Store {
     }
 
     /// One page of a workspace's calls matching `filter`, newest first, with
-    /// the counts for the whole filter. A search reads its matches once (rows
-    /// and counts in one windowed query); without one the counts come apart.
+    /// the counts for the whole filter. A search's counts stop at
+    /// [`SEARCH_COUNT_CAP`] matches (`capped`), and on SQLite its page comes
+    /// from the newest matches when that is provably exact.
     pub async fn list_calls_counted(
         &self,
         org_id: &str,
@@ -507,34 +522,121 @@ impl Store {
             };
             return Ok((rows, counts));
         }
-        let mut sql = Sql::default();
-        sql.push("SELECT ").push(ROW_COLUMNS).push(
-            ", CAST(COUNT(*) OVER () AS BIGINT) AS match_total,
-               CAST(SUM(CASE WHEN c.status = 'completed' THEN 1 ELSE 0 END) OVER () AS BIGINT) AS match_completed,
-               CAST(SUM(CASE WHEN c.status = 'failed' THEN 1 ELSE 0 END) OVER () AS BIGINT) AS match_failed ",
-        );
-        self.push_filtered_calls(&mut sql, org_id, filter, None);
-        sql.push(" ORDER BY c.created_at DESC, c.id DESC LIMIT ")
-            .int(limit)
-            .push(" OFFSET ")
-            .int(offset);
-        let Sql { text, args } = sql;
-        let rows = with_pool!(self, pool => {
-            bind_args!(sqlx::query_as::<_, CountedCallRow>(AssertSqlSafe(text)), &args)
-                .fetch_all(pool)
-                .await?
-        });
-        let counts = match rows.first() {
-            Some(first) => CallCounts {
-                total: first.match_total,
-                completed: first.match_completed,
-                failed: first.match_failed,
-            },
-            // A page past the end carries no counts; count apart.
-            None if offset > 0 => self.count_calls(org_id, filter).await?,
-            None => CallCounts::default(),
+        if let Some(found) = self
+            .sqlite_newest_matches(org_id, filter, limit, offset)
+            .await?
+        {
+            return Ok(found);
+        }
+        let rows = self.list_calls(org_id, filter, limit, offset).await?;
+        let counts = self.count_calls(org_id, filter).await?;
+        Ok((rows, counts))
+    }
+
+    /// A SQLite search page and its counts read from the newest matches in
+    /// one pass, or `None` when that cannot be shown exact (then the caller
+    /// sorts every match).
+    ///
+    /// The full-text indexes hand out matches newest rowid first. Up to
+    /// [`SEARCH_COUNT_CAP`] + 1 of them are read: fewer means every match was
+    /// read, so counts and page are exact. Otherwise the counts are capped,
+    /// and as calls are written in roughly the order they are created, the
+    /// newest matches by rowid are almost always the newest by creation time.
+    /// That is checked, not assumed: with `lowest` the smallest rowid read and
+    /// `oldest` the oldest creation time on or before the page, every match
+    /// not read has a rowid below `lowest`, so if no call of the workspace
+    /// created at or after `oldest` has a rowid below `lowest`, none of them
+    /// can belong on the page. A common word's first page then reads a
+    /// thousand calls instead of sorting hundreds of thousands.
+    async fn sqlite_newest_matches(
+        &self,
+        org_id: &str,
+        filter: &CallFilter,
+        limit: i64,
+        offset: i64,
+    ) -> StoreResult<Option<(Vec<CallReadRow>, CallCounts)>> {
+        let Db::Sqlite(pool) = &self.db else {
+            return Ok(None);
         };
-        Ok((rows.into_iter().map(|row| row.call).collect(), counts))
+        let wanted = offset.saturating_add(limit);
+        if self.fts_term(filter).is_none() || wanted > STREAMED_PAGE_MAX_ROWS || limit <= 0 {
+            return Ok(None);
+        }
+        let read_at_most = wanted.max(SEARCH_COUNT_CAP + 1);
+        let mut sql = Sql::default();
+        sql.push("SELECT m.rid AS rid, ")
+            .push(ROW_COLUMNS)
+            .push(" ");
+        self.push_filtered_calls(&mut sql, org_id, filter, None);
+        // No ORDER BY: the rows come in the union's streaming order.
+        sql.push(" LIMIT ").int(read_at_most);
+        let Sql { text, args } = sql;
+        let streamed = bind_args!(
+            sqlx::query_as::<_, StreamedCallRow>(AssertSqlSafe(text)),
+            &args
+        )
+        .fetch_all(pool)
+        .await?;
+        // Should SQLite ever plan the stream differently, the argument above
+        // no longer holds: fall back rather than guess.
+        if streamed.windows(2).any(|w| w[0].rid <= w[1].rid) {
+            return Ok(None);
+        }
+        let read = i64::try_from(streamed.len()).unwrap_or(i64::MAX);
+        let every_match_read = read < read_at_most;
+        let mut counts = CallCounts {
+            capped: read > SEARCH_COUNT_CAP,
+            ..CallCounts::default()
+        };
+        let counted = usize::try_from(SEARCH_COUNT_CAP).unwrap_or(usize::MAX);
+        for row in streamed.iter().take(counted) {
+            counts.total += 1;
+            match row.call.status.as_str() {
+                "completed" => counts.completed += 1,
+                "failed" => counts.failed += 1,
+                _ => {}
+            }
+        }
+        let lowest = streamed.last().map(|row| row.rid);
+        let mut calls: Vec<CallReadRow> = streamed.into_iter().map(|row| row.call).collect();
+        calls.sort_by(|a, b| {
+            b.created_at
+                .cmp(&a.created_at)
+                .then_with(|| b.id.cmp(&a.id))
+        });
+        if !every_match_read {
+            let last_needed = usize::try_from(wanted - 1).unwrap_or(usize::MAX);
+            let (Some(lowest), Some(oldest)) = (lowest, calls.get(last_needed)) else {
+                return Ok(None);
+            };
+            let first_rowid: Option<i64> = sqlx::query_scalar(
+                "SELECT MIN(rowid) FROM calls INDEXED BY calls_org_listing
+                 WHERE org_id = $1 AND created_at >= $2",
+            )
+            .bind(org_id)
+            .bind(oldest.created_at)
+            .fetch_one(pool)
+            .await?;
+            if first_rowid.is_some_and(|first| first < lowest) {
+                let rows = self.list_calls(org_id, filter, limit, offset).await?;
+                return Ok(Some((rows, counts)));
+            }
+        }
+        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+        let take = usize::try_from(limit).unwrap_or(usize::MAX);
+        Ok(Some((
+            calls.into_iter().skip(skip).take(take).collect(),
+            counts,
+        )))
+    }
+
+    /// The search term when `filter`'s search goes through SQLite's full-text indexes.
+    fn fts_term<'f>(&self, filter: &'f CallFilter) -> Option<&'f str> {
+        filter
+            .search
+            .as_deref()
+            .map(str::trim)
+            .filter(|term| self.is_sqlite() && term.chars().count() >= TRIGRAM_MIN_CHARS)
     }
 
     /// One page of a workspace's calls matching `filter`, newest first.
@@ -665,23 +767,40 @@ impl Store {
                 .await?;
             return Ok(tally(&per_status, &filter.statuses));
         }
+        // A search counts at most SEARCH_COUNT_CAP + 1 matches, newest first;
+        // an unsearched Postgres filter counts every call.
         let mut sql = Sql::default();
         sql.push(
             "SELECT CAST(COUNT(*) AS BIGINT),
-               CAST(COALESCE(SUM(CASE WHEN c.status = 'completed' THEN 1 ELSE 0 END), 0) AS BIGINT),
-               CAST(COALESCE(SUM(CASE WHEN c.status = 'failed' THEN 1 ELSE 0 END), 0) AS BIGINT) ",
+               CAST(COALESCE(SUM(CASE WHEN s.status = 'completed' THEN 1 ELSE 0 END), 0) AS BIGINT),
+               CAST(COALESCE(SUM(CASE WHEN s.status = 'failed' THEN 1 ELSE 0 END), 0) AS BIGINT)
+             FROM (SELECT c.status ",
         );
         self.push_filtered_calls(&mut sql, org_id, filter, None);
+        if searching {
+            sql.push(" LIMIT ").int(SEARCH_COUNT_CAP + 1);
+        }
+        sql.push(") s");
         let Sql { text, args } = sql;
         let (total, completed, failed) = with_pool!(self, pool => {
             bind_args!(sqlx::query_as::<_, (i64, i64, i64)>(AssertSqlSafe(text)), &args)
                 .fetch_one(pool)
                 .await?
         });
+        if searching && total > SEARCH_COUNT_CAP {
+            let completed = completed.min(SEARCH_COUNT_CAP);
+            return Ok(CallCounts {
+                total: SEARCH_COUNT_CAP,
+                completed,
+                failed: failed.min(SEARCH_COUNT_CAP - completed),
+                capped: true,
+            });
+        }
         Ok(CallCounts {
             total,
             completed,
             failed,
+            capped: false,
         })
     }
 

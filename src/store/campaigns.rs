@@ -44,6 +44,7 @@ impl Store {
                 total: counts.0,
                 completed: counts.1,
                 failed: counts.2,
+                capped: false,
             },
         ))
     }

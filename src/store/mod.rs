@@ -10,6 +10,7 @@ pub mod batches;
 mod call_reads;
 pub mod calls;
 mod campaigns;
+pub mod change_marker;
 pub mod chat;
 pub mod keys;
 pub mod numbers;
@@ -35,6 +36,7 @@ pub use usage::{UsageDayRow, UsageDelta};
 pub use wallet::{RecordingRow, WalletTxRow};
 pub use webhooks::WebhookRow;
 
+use change_marker::ChangeMarker;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -78,10 +80,18 @@ pub enum Db {
 #[derive(Clone, Debug)]
 pub struct Store {
     db: Db,
-    /// SQLite only: a file touched whenever a key is revoked or its caps
-    /// change, so servers caching key lookups notice changes made by other
-    /// processes (the admin CLI) on their very next request.
-    keys_marker: Option<std::sync::Arc<std::path::PathBuf>>,
+    /// SQLite only: files marked whenever a key is revoked or its caps
+    /// change, and whenever an agent changes, so servers caching those rows
+    /// notice changes made by other processes (the admin CLI, another server)
+    /// on their very next request.
+    markers: Option<std::sync::Arc<Markers>>,
+}
+
+/// The change markers of a file-backed SQLite store.
+#[derive(Debug)]
+struct Markers {
+    keys: ChangeMarker,
+    agents: ChangeMarker,
 }
 
 /// Runs `$body` against whichever pool is open, binding it to `$pool`.
@@ -124,7 +134,7 @@ impl Store {
     /// Opens `url` (sqlite://… or postgres://…) with up to `pool_size`
     /// connections and applies the embedded migrations.
     pub async fn connect(url: &str, pool_size: u32) -> StoreResult<Self> {
-        let mut keys_marker = None;
+        let mut markers = None;
         let db = if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)?
                 .create_if_missing(true)
@@ -144,9 +154,10 @@ impl Store {
                 || file == std::path::Path::new(":memory:")
                 || file.to_string_lossy().starts_with("file:");
             if !in_memory {
-                let mut marker = file.as_os_str().to_owned();
-                marker.push(".keys-changed");
-                keys_marker = Some(std::sync::Arc::new(std::path::PathBuf::from(marker)));
+                markers = Some(std::sync::Arc::new(Markers {
+                    keys: ChangeMarker::beside(file, ".keys-changed"),
+                    agents: ChangeMarker::beside(file, ".agents-changed"),
+                }));
             }
             Db::Sqlite(pool)
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
@@ -163,22 +174,30 @@ impl Store {
                 url.split(':').next().unwrap_or_default().to_string(),
             ));
         };
-        Ok(Self { db, keys_marker })
+        Ok(Self { db, markers })
     }
 
-    /// The file whose modification marks a key change (SQLite only); see
-    /// [`crate::key_cache::KeyCache`].
-    pub fn keys_marker(&self) -> Option<&std::path::Path> {
-        self.keys_marker.as_deref().map(|p| p.as_path())
+    /// The marker of key changes (SQLite only); see [`crate::key_cache::KeyCache`].
+    pub fn keys_marker(&self) -> Option<&ChangeMarker> {
+        self.markers.as_deref().map(|m| &m.keys)
+    }
+
+    /// The marker of agent changes (SQLite only); see [`crate::agent_cache::AgentCache`].
+    pub fn agents_marker(&self) -> Option<&ChangeMarker> {
+        self.markers.as_deref().map(|m| &m.agents)
     }
 
     /// Marks that a key changed, for servers caching key lookups.
     fn mark_keys_changed(&self) {
-        if let Some(marker) = &self.keys_marker {
-            let stamp = format!("{:?}", std::time::SystemTime::now());
-            if let Err(err) = std::fs::write(marker.as_path(), stamp) {
-                tracing::warn!(path = %marker.display(), error = %err, "could not mark a key change");
-            }
+        if let Some(marker) = self.keys_marker() {
+            marker.mark();
+        }
+    }
+
+    /// Marks that an agent changed, for servers caching agent reads.
+    fn mark_agents_changed(&self) {
+        if let Some(marker) = self.agents_marker() {
+            marker.mark();
         }
     }
 

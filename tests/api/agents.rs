@@ -355,3 +355,48 @@ async fn idle_agents_turn_dormant_and_activate_wakes_them() {
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(app.get(&ws.key, &path).await.body["dormant"], false);
 }
+
+#[tokio::test]
+async fn a_read_right_after_any_change_sees_it_even_from_another_process() {
+    let app = TestApp::spawn().await;
+    let ws = app.workspace("A").await;
+    let other = app.workspace("B").await;
+    let id = id_of(&app.create_agent(&ws.key, json!({"name": "Cached"})).await);
+    let path = format!("/api/agents/{id}");
+
+    // Each read right after a write (the first read of a pair may be cached).
+    for round in 0..20 {
+        app.get(&ws.key, &path).await.expect(200);
+        let name = format!("Cached {round}");
+        app.patch(&ws.key, &path, json!({"name": name}))
+            .await
+            .expect(200);
+        assert_eq!(app.get(&ws.key, &path).await.expect(200).body["name"], name);
+    }
+    app.post_empty(&ws.key, &format!("{path}/deactivate"))
+        .await
+        .expect(200);
+    assert_eq!(app.get(&ws.key, &path).await.body["status"], "inactive");
+    // A cached agent is still invisible to another workspace.
+    app.get(&other.key, &path).await.expect(404);
+
+    // Another process on the same database (a second server, say) edits it.
+    let second = voxline::store::Store::connect(&app.database_url, 2)
+        .await
+        .expect("second store");
+    let mut spec = voxline::domain::agent::AgentSpec::with_name("Edited elsewhere");
+    spec.prompt = "From the other process".into();
+    let now = app.now().timestamp_millis();
+    assert!(
+        second
+            .update_agent_spec(&ws.org_id, &id, &spec, now)
+            .await
+            .expect("update")
+    );
+    let read = app.get(&ws.key, &path).await.expect(200).body;
+    assert_eq!(read["name"], "Edited elsewhere");
+    assert_eq!(read["prompt"], "From the other process");
+    app.delete(&ws.key, &path).await.expect(204);
+    app.get(&ws.key, &path).await.expect(404);
+    second.close().await;
+}

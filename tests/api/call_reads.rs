@@ -311,7 +311,7 @@ async fn call_list_filters_by_status_provider_and_search_with_matching_stats() {
     let none = get("/api/calls?search=interview".into()).await;
     assert_eq!(
         none,
-        json!({"rows": [], "total": 0, "page": 1, "limit": 20,
+        json!({"rows": [], "total": 0, "totalIsEstimate": false, "page": 1, "limit": 20,
                "stats": {"total": 0, "completedCount": 0, "failedCount": 0}})
     );
 }
@@ -1079,4 +1079,86 @@ async fn counts_follow_status_transitions() {
         .body;
     assert_eq!(overview["liveCalls"], 1);
     assert_eq!(overview["queuedCalls"], 0);
+}
+
+#[tokio::test]
+async fn a_common_search_term_counts_up_to_a_cap_and_still_pages_newest_first() {
+    let clock = ManualClock::new(utc("2026-03-15T06:00:00Z"));
+    let app = TestApp::spawn_with_clock(clock).await;
+    let a = app.workspace("A").await;
+    // Written out of order on purpose: the newest call is stored first, so
+    // the indexes hand it out last; the page must still start with it.
+    let mut newest = call(&app, &a, "Zed", "+919845000001", "Bot", "failed", "sim", 0);
+    newest.transcript_text = "Bot: alpha".into();
+    let mut fixtures = vec![newest.clone()];
+    for i in 0..1_030 {
+        let mut c = call(
+            &app,
+            &a,
+            "Asha",
+            "+919845000002",
+            "Bot",
+            "completed",
+            "sim",
+            (1_031 - i) * MINUTE,
+        );
+        c.transcript_text = if i % 200 == 0 {
+            "Bot: alpha gamma".into()
+        } else {
+            "Bot: alpha".into()
+        };
+        fixtures.push(c);
+    }
+    app.store().insert_call_fixtures(&fixtures).await.unwrap();
+    let mut by_age = fixtures.clone();
+    by_age.sort_by(|x, y| y.created_at.cmp(&x.created_at).then(y.id.cmp(&x.id)));
+    let expected: Vec<String> = by_age.iter().map(|c| c.id.clone()).collect();
+
+    let first = app
+        .get(&a.key, "/api/calls?search=alpha&deep=true")
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(ids(&first), expected[..20].to_vec());
+    assert_eq!(first["total"], 1_000);
+    assert_eq!(first["totalIsEstimate"], true);
+    assert_eq!(first["stats"]["total"], 1_000);
+    let third = app
+        .get(&a.key, "/api/calls?search=alpha&deep=true&page=3&limit=50")
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(ids(&third), expected[100..150].to_vec());
+    // Pages past the counted matches still answer.
+    let deep_page = app
+        .get(
+            &a.key,
+            "/api/calls?search=alpha&deep=true&page=11&limit=100",
+        )
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(ids(&deep_page), expected[1_000..].to_vec());
+
+    // Fewer matches than the cap are counted exactly.
+    let rare = app
+        .get(&a.key, "/api/calls?search=gamma&deep=true")
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(rare["total"], 6);
+    assert_eq!(rare["totalIsEstimate"], false);
+    assert_eq!(
+        rare["stats"],
+        json!({"total": 6, "completedCount": 6, "failedCount": 0})
+    );
+    let gamma: Vec<String> = by_age
+        .iter()
+        .filter(|c| c.transcript_text.contains("gamma"))
+        .map(|c| c.id.clone())
+        .collect();
+    assert_eq!(ids(&rare), gamma);
+    let plain = app.get(&a.key, "/api/calls").await.expect(200).body;
+    assert_eq!(plain["total"], 1_031);
+    assert_eq!(plain["totalIsEstimate"], false);
 }
