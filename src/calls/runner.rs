@@ -239,9 +239,12 @@ impl ConversationRunner for CallRunner {
             script_lines(&job.sim_script),
             recording_path,
         );
-        config.welcome_audio =
-            self.welcome_cache
-                .get(&agent.id, &config.welcome_message, &config.voice);
+        config.welcome_audio = super::welcome_cache::speaks_with_sim_tts(&spec)
+            .then(|| {
+                self.welcome_cache
+                    .get(&agent.id, &config.welcome_message, &config.voice)
+            })
+            .flatten();
         if config.welcome_audio.is_none() && !agent.dormant {
             // Cold after a restart or an eviction: warm it for the next call.
             self.welcome_cache.warm(&job.org_id, &agent.id, &spec);

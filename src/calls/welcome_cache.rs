@@ -1,6 +1,7 @@
 //! Warm welcome audio (issue 4, decisions §6): an awake agent's welcome
-//! message, when it has no placeholders, is synthesized once and kept, so a
-//! call's greeting starts without a TTS round trip.
+//! message, when it has no placeholders and the agent speaks with the sim
+//! TTS, is synthesized once and kept, so a call's greeting starts without a
+//! TTS round trip.
 //!
 //! Entries are keyed by agent and remember the text and voice they were made
 //! from, so an edited agent never plays stale audio. Creating, activating or
@@ -51,6 +52,13 @@ pub struct WelcomeCache {
     next_generation: Mutex<u64>,
 }
 
+/// Whether `spec` speaks with the sim TTS, the voice the cache synthesizes with. Agents on a
+/// vendor's TTS greet through it at call time instead: a cached sim greeting would be the wrong
+/// voice, and warming with the vendor would spend the workspace's credits on agents never called.
+pub fn speaks_with_sim_tts(spec: &AgentSpec) -> bool {
+    spec.tts_provider == "sim"
+}
+
 /// The welcome text of `spec` if it can be cached: not empty, no placeholders.
 pub fn cacheable_welcome(spec: &AgentSpec) -> Option<&str> {
     let text = spec.welcome_message.trim();
@@ -71,7 +79,7 @@ impl WelcomeCache {
     /// welcome has placeholders (or none) is dropped instead. Nothing happens
     /// when the same text and voice are already warm or warming.
     pub fn warm(self: &Arc<Self>, org_id: &str, agent_id: &str, spec: &AgentSpec) {
-        let Some(text) = cacheable_welcome(spec) else {
+        let Some(text) = cacheable_welcome(spec).filter(|_| speaks_with_sim_tts(spec)) else {
             self.forget(agent_id);
             return;
         };
@@ -233,6 +241,32 @@ mod tests {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    }
+
+    #[tokio::test]
+    async fn agents_on_a_vendor_tts_are_never_warmed_with_the_sim_voice() {
+        let tts = Arc::new(Counting(
+            AtomicUsize::new(0),
+            SimTts::new(SimConfig::default()),
+        ));
+        let provider: Arc<dyn TtsProvider> = tts.clone();
+        let cache = WelcomeCache::new(Arc::new(move |_| Arc::clone(&provider)));
+        let mut vendor = spec("Hello from Voxline.");
+        vendor.tts_provider = "elevenlabs".into();
+        cache.warm("org", "a2", &vendor);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!cache.is_warm("a2"));
+        assert!(
+            cache
+                .get("a2", "Hello from Voxline.", &vendor.voice)
+                .is_none()
+        );
+        assert_eq!(tts.0.load(Ordering::SeqCst), 0);
+        // Switching back to the sim voice warms it.
+        vendor.tts_provider = "sim".into();
+        cache.warm("org", "a2", &vendor);
+        settle(&cache, "a2").await;
+        assert!(cache.is_warm("a2"));
     }
 
     #[tokio::test]
