@@ -3,6 +3,7 @@
 
 use super::MessageBody;
 use super::auth::Caller;
+use super::csv_download::csv_attachment;
 use super::error::{ApiError, ApiResult};
 use super::extract::RawQuery;
 use crate::clock::iso;
@@ -11,10 +12,8 @@ use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::state::AppState;
 use crate::store::{CallFilter, CallReadRow, Store, StoreError};
 use axum::Json;
-use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -637,18 +636,7 @@ async fn export_calls_csv(
         finished: false,
     };
     let stream = futures::stream::try_unfold(cursor, next_export_chunk);
-    Ok((
-        [
-            (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
-            (
-                header::CONTENT_DISPOSITION,
-                "attachment; filename=\"calls.csv\"",
-            ),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        Body::from_stream(stream),
-    )
-        .into_response())
+    Ok(csv_attachment("calls.csv", stream))
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use super::MessageBody;
 use super::auth::Caller;
 use super::batches::{self as batch_http, BatchView, ItemView, UpdateBatchBody};
 use super::call_reads::{CallList, CallListStats, CallRowView};
+use super::csv_download::csv_attachment;
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, RawQuery};
 use crate::batches::csv_upload::{CsvRecords, RawRecord, StudentColumns, is_blank};
@@ -15,11 +16,10 @@ use crate::state::AppState;
 use crate::store::Store;
 use crate::store::batches::{BatchRow, ItemResultRow, NewItem};
 use axum::Json;
-use axum::body::Body;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -592,16 +592,5 @@ async fn export_campaign(
         finished: false,
     };
     let stream = futures::stream::try_unfold(cursor, next_export_chunk);
-    Ok((
-        [
-            (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
-            (
-                header::CONTENT_DISPOSITION,
-                "attachment; filename=\"campaign.csv\"",
-            ),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        Body::from_stream(stream),
-    )
-        .into_response())
+    Ok(csv_attachment("campaign.csv", stream))
 }

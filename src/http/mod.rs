@@ -8,6 +8,7 @@ pub mod batches;
 pub mod call_reads;
 pub mod calls;
 pub mod campaigns;
+pub mod csv_download;
 pub mod dashboard;
 pub mod error;
 pub mod extract;

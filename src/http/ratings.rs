@@ -4,6 +4,7 @@
 
 use super::MessageBody;
 use super::auth::Caller;
+use super::csv_download::csv_attachment;
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, RawQuery};
 use crate::clock::{IST, iso};
@@ -18,7 +19,6 @@ use crate::ratings::worker::{RatingOutcome, rate_claimed, take_now};
 use crate::state::AppState;
 use crate::store::{RatingFilter, RatingRow, Store, StoreError};
 use axum::Json;
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -618,18 +618,7 @@ async fn export_all(
         finished: false,
     };
     let stream = futures::stream::try_unfold(cursor, next_export_chunk);
-    Ok((
-        [
-            (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
-            (
-                header::CONTENT_DISPOSITION,
-                "attachment; filename=\"ratings.csv\"",
-            ),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        Body::from_stream(stream),
-    )
-        .into_response())
+    Ok(csv_attachment("ratings.csv", stream))
 }
 
 /// The workspace's stored Google token, if it has one.

@@ -707,6 +707,12 @@ impl<T: MediaTransport> CallLoop<T> {
         }
     }
 
+    /// The carrier holds less than [`STARVED_LEAD`] of agent audio: new TTS audio should go
+    /// out now rather than at the next tick.
+    fn playback_starved(&self) -> bool {
+        self.playout_end.saturating_duration_since(Instant::now()) < STARVED_LEAD
+    }
+
     /// Queues the current turn's next 20 ms frame; false when no whole frame is ready.
     fn queue_frame(&mut self, now: Instant, first_frame_of_turn: &mut bool) -> bool {
         let Some(turn) = self.turn.as_mut() else {
@@ -838,9 +844,7 @@ impl<T: MediaTransport> CallLoop<T> {
                     });
                     return;
                 }
-                let starved = turn.first_frame_at.is_none()
-                    || self.playout_end.saturating_duration_since(Instant::now()) < STARVED_LEAD;
-                if starved {
+                if turn.first_frame_at.is_none() || self.playback_starved() {
                     self.fill_playback().await;
                 }
             }
@@ -851,7 +855,7 @@ impl<T: MediaTransport> CallLoop<T> {
                     }
                     segment.synthesized = true;
                 }
-                if self.playout_end.saturating_duration_since(Instant::now()) < STARVED_LEAD {
+                if self.playback_starved() {
                     self.fill_playback().await;
                 }
             }
