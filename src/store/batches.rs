@@ -5,7 +5,7 @@
 //! once however the process stops. From then on the item's status follows its
 //! latest call through the triggers of migration 0003.
 
-use super::calls::NewCall;
+use super::calls::{NewCall, insert_calls_in};
 use super::{Db, Store, StoreResult, with_pool};
 
 /// Raw item statuses that still need work: waiting or on a live call.
@@ -552,40 +552,7 @@ impl Store {
             call.phone = item.phone.clone();
             call.target_name = item.name.clone();
             call.variables = item.variables.clone();
-            let c = &call;
-            sqlx::query(
-                "INSERT INTO calls (id, org_id, agent_id, agent_name, engine, phone, target_name, from_number,
-                   provider, status, variables, source, attempt, retry_of, batch_id, campaign_id, campaign_name,
-                   dispatched, not_before, queued_at, rate_paise, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $19)",
-            )
-            .bind(&c.id)
-            .bind(&c.org_id)
-            .bind(&c.agent_id)
-            .bind(&c.agent_name)
-            .bind(&c.engine)
-            .bind(&c.phone)
-            .bind(&c.target_name)
-            .bind(&c.from_number)
-            .bind(&c.provider)
-            .bind(&c.variables)
-            .bind(&c.source)
-            .bind(c.attempt)
-            .bind(&c.retry_of)
-            .bind(&c.batch_id)
-            .bind(&c.campaign_id)
-            .bind(&c.campaign_name)
-            .bind(c.dispatched)
-            .bind(c.not_before)
-            .bind(c.now_ms)
-            .bind(c.rate_paise)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query("INSERT INTO call_events (call_id, status, at) VALUES ($1, 'queued', $2)")
-                .bind(&c.id)
-                .bind(c.now_ms)
-                .execute(&mut *tx)
-                .await?;
+            insert_calls_in(&mut tx, std::slice::from_ref(&call)).await?;
             tx.commit().await?;
             Some((item, call))
         });
