@@ -221,6 +221,36 @@ pub async fn action(
     Ok(MessageBody::json(message))
 }
 
+/// Declares a `POST …/{id}/start|pause|resume|stop|retry` route of batches
+/// or campaigns. Every one is the same handler, [`action`] on the batch of its
+/// kind; only the path, its documentation and the kind differ.
+macro_rules! transition_route {
+    (
+        $(#[doc = $doc:literal])*
+        $name:ident,
+        $path:literal,
+        $tag:literal,
+        $param:literal,
+        $param_doc:literal,
+        $kind:expr,
+        $action:expr,
+        responses($($responses:tt)*)
+    ) => {
+        $(#[doc = $doc])*
+        #[utoipa::path(post, path = $path, tag = $tag,
+            params(($param = String, Path, description = $param_doc)),
+            responses($($responses)*))]
+        async fn $name(
+            axum::extract::State(state): axum::extract::State<$crate::state::AppState>,
+            caller: $crate::http::auth::Caller,
+            axum::extract::Path(id): axum::extract::Path<String>,
+        ) -> $crate::http::error::ApiResult<axum::Json<$crate::http::MessageBody>> {
+            $crate::http::batches::action(&state, &caller.org(), $kind, &id, $action).await
+        }
+    };
+}
+pub(crate) use transition_route;
+
 /// Deserializes a field that may be absent (`None`), null (`Some(None)`) or set.
 pub fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
     Option::<String>::deserialize(d).map(Some)
@@ -577,99 +607,64 @@ async fn delete_batch(
     remove(&state, &caller.org(), BatchKind::Batch, &id).await
 }
 
-/// Start dialing (draft or scheduled batches).
-#[utoipa::path(post, path = "/api/batches/{batchId}/start", tag = "batches",
-    params(("batchId" = String, Path, description = "Batch id")),
+transition_route!(
+    /// Start dialing (draft or scheduled batches).
+    start_batch,
+    "/api/batches/{batchId}/start",
+    "batches",
+    "batchId",
+    "Batch id",
+    BatchKind::Batch,
+    BatchAction::Start,
     responses((status = 200, body = MessageBody), (status = 402, body = MessageBody), (status = 403, body = MessageBody),
-        (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
-async fn start_batch(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> ApiResult<Json<MessageBody>> {
-    action(
-        &state,
-        &caller.org(),
-        BatchKind::Batch,
-        &id,
-        BatchAction::Start,
-    )
-    .await
-}
+        (status = 404, body = MessageBody), (status = 409, body = MessageBody))
+);
 
-/// Stop dialing; remaining items stay queued and live calls finish.
-#[utoipa::path(post, path = "/api/batches/{batchId}/pause", tag = "batches",
-    params(("batchId" = String, Path, description = "Batch id")),
-    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
-async fn pause_batch(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> ApiResult<Json<MessageBody>> {
-    action(
-        &state,
-        &caller.org(),
-        BatchKind::Batch,
-        &id,
-        BatchAction::Pause,
-    )
-    .await
-}
+transition_route!(
+    /// Stop dialing; remaining items stay queued and live calls finish.
+    pause_batch,
+    "/api/batches/{batchId}/pause",
+    "batches",
+    "batchId",
+    "Batch id",
+    BatchKind::Batch,
+    BatchAction::Pause,
+    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody))
+);
 
-/// Continue a paused batch.
-#[utoipa::path(post, path = "/api/batches/{batchId}/resume", tag = "batches",
-    params(("batchId" = String, Path, description = "Batch id")),
+transition_route!(
+    /// Continue a paused batch.
+    resume_batch,
+    "/api/batches/{batchId}/resume",
+    "batches",
+    "batchId",
+    "Batch id",
+    BatchKind::Batch,
+    BatchAction::Resume,
     responses((status = 200, body = MessageBody), (status = 402, body = MessageBody), (status = 403, body = MessageBody),
-        (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
-async fn resume_batch(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> ApiResult<Json<MessageBody>> {
-    action(
-        &state,
-        &caller.org(),
-        BatchKind::Batch,
-        &id,
-        BatchAction::Resume,
-    )
-    .await
-}
+        (status = 404, body = MessageBody), (status = 409, body = MessageBody))
+);
 
-/// End the batch: pending items are dropped, live calls finish.
-#[utoipa::path(post, path = "/api/batches/{batchId}/stop", tag = "batches",
-    params(("batchId" = String, Path, description = "Batch id")),
-    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
-async fn stop_batch(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> ApiResult<Json<MessageBody>> {
-    action(
-        &state,
-        &caller.org(),
-        BatchKind::Batch,
-        &id,
-        BatchAction::Stop,
-    )
-    .await
-}
+transition_route!(
+    /// End the batch: pending items are dropped, live calls finish.
+    stop_batch,
+    "/api/batches/{batchId}/stop",
+    "batches",
+    "batchId",
+    "Batch id",
+    BatchKind::Batch,
+    BatchAction::Stop,
+    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody))
+);
 
-/// Re-dial items whose latest call failed, went unanswered or was busy.
-#[utoipa::path(post, path = "/api/batches/{batchId}/retry", tag = "batches",
-    params(("batchId" = String, Path, description = "Batch id")),
-    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
-async fn retry_batch(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> ApiResult<Json<MessageBody>> {
-    action(
-        &state,
-        &caller.org(),
-        BatchKind::Batch,
-        &id,
-        BatchAction::Retry,
-    )
-    .await
-}
+transition_route!(
+    /// Re-dial items whose latest call failed, went unanswered or was busy.
+    retry_batch,
+    "/api/batches/{batchId}/retry",
+    "batches",
+    "batchId",
+    "Batch id",
+    BatchKind::Batch,
+    BatchAction::Retry,
+    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody))
+);

@@ -3,7 +3,7 @@
 
 use super::MessageBody;
 use super::auth::Caller;
-use super::batches::{self as batch_http, BatchView, ItemView, UpdateBatchBody};
+use super::batches::{self as batch_http, BatchView, ItemView, UpdateBatchBody, transition_route};
 use super::call_reads::{CallList, CallListStats, CallRowView};
 use super::csv_download::csv_attachment;
 use super::error::{ApiError, ApiResult};
@@ -178,52 +178,69 @@ async fn delete_campaign(
     batch_http::remove(&state, &caller.org(), BatchKind::Campaign, &id).await
 }
 
-macro_rules! campaign_action {
-    ($fn:ident, $path:literal, $action:expr, $doc:literal) => {
-        #[doc = $doc]
-        #[utoipa::path(post, path = $path, tag = "campaigns",
-            params(("campaignId" = String, Path, description = "Campaign id")),
-            responses((status = 200, body = MessageBody), (status = 402, body = MessageBody), (status = 403, body = MessageBody),
-                (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
-        async fn $fn(
-            State(state): State<AppState>,
-            caller: Caller,
-            Path(id): Path<String>,
-        ) -> ApiResult<Json<MessageBody>> {
-            batch_http::action(&state, &caller.org(), BatchKind::Campaign, &id, $action).await
-        }
-    };
-}
-
-campaign_action!(
+transition_route!(
+    /// Start dialing the uploaded students.
     start_campaign,
     "/api/campaigns/{campaignId}/start",
+    "campaigns",
+    "campaignId",
+    "Campaign id",
+    BatchKind::Campaign,
     BatchAction::Start,
-    "Start dialing the uploaded students."
+    responses((status = 200, body = MessageBody), (status = 402, body = MessageBody), (status = 403, body = MessageBody),
+        (status = 404, body = MessageBody), (status = 409, body = MessageBody))
 );
-campaign_action!(
+
+transition_route!(
+    /// Stop dialing; remaining students stay queued and live calls finish.
     pause_campaign,
     "/api/campaigns/{campaignId}/pause",
+    "campaigns",
+    "campaignId",
+    "Campaign id",
+    BatchKind::Campaign,
     BatchAction::Pause,
-    "Stop dialing; remaining students stay queued and live calls finish."
+    responses((status = 200, body = MessageBody), (status = 402, body = MessageBody), (status = 403, body = MessageBody),
+        (status = 404, body = MessageBody), (status = 409, body = MessageBody))
 );
-campaign_action!(
+
+transition_route!(
+    /// Continue a paused campaign.
     resume_campaign,
     "/api/campaigns/{campaignId}/resume",
+    "campaigns",
+    "campaignId",
+    "Campaign id",
+    BatchKind::Campaign,
     BatchAction::Resume,
-    "Continue a paused campaign."
+    responses((status = 200, body = MessageBody), (status = 402, body = MessageBody), (status = 403, body = MessageBody),
+        (status = 404, body = MessageBody), (status = 409, body = MessageBody))
 );
-campaign_action!(
+
+transition_route!(
+    /// End the campaign: pending students are dropped, live calls finish.
     stop_campaign,
     "/api/campaigns/{campaignId}/stop",
+    "campaigns",
+    "campaignId",
+    "Campaign id",
+    BatchKind::Campaign,
     BatchAction::Stop,
-    "End the campaign: pending students are dropped, live calls finish."
+    responses((status = 200, body = MessageBody), (status = 402, body = MessageBody), (status = 403, body = MessageBody),
+        (status = 404, body = MessageBody), (status = 409, body = MessageBody))
 );
-campaign_action!(
+
+transition_route!(
+    /// Re-dial students whose latest call failed, went unanswered or was busy.
     retry_campaign,
     "/api/campaigns/{campaignId}/retry",
+    "campaigns",
+    "campaignId",
+    "Campaign id",
+    BatchKind::Campaign,
     BatchAction::Retry,
-    "Re-dial students whose latest call failed, went unanswered or was busy."
+    responses((status = 200, body = MessageBody), (status = 402, body = MessageBody), (status = 403, body = MessageBody),
+        (status = 404, body = MessageBody), (status = 409, body = MessageBody))
 );
 
 /// One rejected row of an upload.

@@ -5,7 +5,7 @@
 //! once however the process stops. From then on the item's status follows its
 //! latest call through the triggers of migration 0003.
 
-use super::calls::NewCall;
+use super::calls::{NewCall, insert_calls_in};
 use super::{Db, Store, StoreResult, with_pool};
 
 /// Raw item statuses that still need work: waiting or on a live call.
@@ -262,6 +262,10 @@ impl Store {
 
     /// Appends items after the batch's last one, in order, in one transaction;
     /// only while the batch is in one of `open_statuses`. Returns false otherwise.
+    ///
+    /// Items are numbered 1, 2, … `next_seq` without gaps (the range is
+    /// reserved in the same transaction, and items leave only with their
+    /// batch): [`Store::batch_items_page`] relies on it.
     pub async fn append_items(
         &self,
         batch_id: &str,
@@ -325,6 +329,11 @@ impl Store {
     }
 
     /// One page of a batch's items in order, optionally of one raw status, and the total.
+    ///
+    /// Unfiltered, item `offset + 1` is the one numbered `offset + 1` (see
+    /// [`Store::append_items`]), so the page is an index range and the total
+    /// the batch's `next_seq`: no walk past `offset` items and no count over
+    /// items the dialer is updating (on Postgres that count read every item).
     pub async fn batch_items_page(
         &self,
         batch_id: &str,
@@ -332,38 +341,43 @@ impl Store {
         limit: i64,
         offset: i64,
     ) -> StoreResult<(Vec<ItemRow>, i64)> {
+        let Some(status) = status else {
+            let (rows, total) = with_pool!(self, pool => {
+                let rows = sqlx::query_as::<_, ItemRow>(
+                    "SELECT seq, name, phone, variables, status, reason, call_id, attempts FROM batch_items
+                     WHERE batch_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                )
+                .bind(batch_id)
+                .bind(offset)
+                .bind(limit)
+                .fetch_all(pool)
+                .await?;
+                let total: Option<i64> =
+                    sqlx::query_scalar("SELECT next_seq FROM batches WHERE id = $1")
+                        .bind(batch_id)
+                        .fetch_optional(pool)
+                        .await?;
+                (rows, total.unwrap_or(0))
+            });
+            return Ok((rows, total));
+        };
         let rows = with_pool!(self, pool => {
-            match status {
-                Some(status) => {
-                    sqlx::query_as::<_, ItemRow>(
-                        "SELECT seq, name, phone, variables, status, reason, call_id, attempts FROM batch_items
-                         WHERE batch_id = $1 AND status = $2 ORDER BY seq LIMIT $3 OFFSET $4",
-                    )
-                    .bind(batch_id)
-                    .bind(status)
-                    .bind(limit)
-                    .bind(offset)
-                    .fetch_all(pool)
-                    .await?
-                }
-                None => {
-                    sqlx::query_as::<_, ItemRow>(
-                        "SELECT seq, name, phone, variables, status, reason, call_id, attempts FROM batch_items
-                         WHERE batch_id = $1 ORDER BY seq LIMIT $2 OFFSET $3",
-                    )
-                    .bind(batch_id)
-                    .bind(limit)
-                    .bind(offset)
-                    .fetch_all(pool)
-                    .await?
-                }
-            }
+            sqlx::query_as::<_, ItemRow>(
+                "SELECT seq, name, phone, variables, status, reason, call_id, attempts FROM batch_items
+                 WHERE batch_id = $1 AND status = $2 ORDER BY seq LIMIT $3 OFFSET $4",
+            )
+            .bind(batch_id)
+            .bind(status)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(pool)
+            .await?
         });
         let total = self
             .batch_item_counts(batch_id)
             .await?
             .into_iter()
-            .filter(|(s, _)| status.is_none_or(|wanted| wanted == s))
+            .filter(|(s, _)| s == status)
             .map(|(_, items)| items)
             .sum();
         Ok((rows, total))
@@ -552,40 +566,7 @@ impl Store {
             call.phone = item.phone.clone();
             call.target_name = item.name.clone();
             call.variables = item.variables.clone();
-            let c = &call;
-            sqlx::query(
-                "INSERT INTO calls (id, org_id, agent_id, agent_name, engine, phone, target_name, from_number,
-                   provider, status, variables, source, attempt, retry_of, batch_id, campaign_id, campaign_name,
-                   dispatched, not_before, queued_at, rate_paise, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $19)",
-            )
-            .bind(&c.id)
-            .bind(&c.org_id)
-            .bind(&c.agent_id)
-            .bind(&c.agent_name)
-            .bind(&c.engine)
-            .bind(&c.phone)
-            .bind(&c.target_name)
-            .bind(&c.from_number)
-            .bind(&c.provider)
-            .bind(&c.variables)
-            .bind(&c.source)
-            .bind(c.attempt)
-            .bind(&c.retry_of)
-            .bind(&c.batch_id)
-            .bind(&c.campaign_id)
-            .bind(&c.campaign_name)
-            .bind(c.dispatched)
-            .bind(c.not_before)
-            .bind(c.now_ms)
-            .bind(c.rate_paise)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query("INSERT INTO call_events (call_id, status, at) VALUES ($1, 'queued', $2)")
-                .bind(&c.id)
-                .bind(c.now_ms)
-                .execute(&mut *tx)
-                .await?;
+            insert_calls_in(&mut tx, std::slice::from_ref(&call)).await?;
             tx.commit().await?;
             Some((item, call))
         });

@@ -409,16 +409,21 @@ impl Store {
             Some(term) if sqlite && term.chars().count() >= TRIGRAM_MIN_CHARS => {
                 // Candidate rowids come from the indexes; each call is then
                 // looked up once by rowid (CROSS JOIN keeps that order).
-                // Transcript-only matches must be recent: a candidate older
-                // than `since` stays only when its name, phone or agent matched.
+                // Transcript-only matches must be recent, so the transcript
+                // arm checks `created_at` itself: the name/phone/agent phrase
+                // is then evaluated once (its trigram doclists are the cost
+                // of a full-name search), not again for every old candidate.
                 let who = fts5_phrase(term);
                 sql.push("FROM (SELECT rowid AS rid FROM calls_who_fts WHERE calls_who_fts MATCH ")
                     .text(&who);
-                let who_arg = sql.args.len();
-                let deep = filter.transcript_since_ms.zip(fts5_all_words(term));
-                if let Some((_, words)) = &deep {
-                    sql.push(" UNION SELECT rowid FROM calls_fts WHERE calls_fts MATCH ")
-                        .text(words);
+                if let Some((since, words)) = filter.transcript_since_ms.zip(fts5_all_words(term)) {
+                    sql.push(
+                        " UNION SELECT f.rowid FROM calls_fts f CROSS JOIN calls t ON t.rowid = f.rowid
+                         WHERE f.calls_fts MATCH ",
+                    )
+                    .text(&words)
+                    .push(" AND t.created_at >= ")
+                    .int(since);
                 }
                 // Newest rowids first: both indexes deliver that order, so the
                 // union merges as it streams and a LIMIT outside stops it early
@@ -426,11 +431,6 @@ impl Store {
                 // the whole union in a temporary b-tree first).
                 sql.push(" ORDER BY 1 DESC LIMIT 9223372036854775807) m CROSS JOIN calls c ON c.rowid = m.rid WHERE c.org_id = ")
                     .text(org_id);
-                if let Some((since, _)) = deep {
-                    sql.push(" AND (c.created_at >= ").int(since).push(&format!(
-                        " OR c.rowid IN (SELECT rowid FROM calls_who_fts WHERE calls_who_fts MATCH ${who_arg}))"
-                    ));
-                }
             }
             Some(term) => {
                 let op = if sqlite { "LIKE" } else { "ILIKE" };

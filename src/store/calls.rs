@@ -192,62 +192,81 @@ pub fn billed_minutes(duration_seconds: i64) -> i64 {
     (duration_seconds + 59) / 60
 }
 
+/// Creates calls and their `queued` events in the caller's transaction `tx`: [`Store::insert_calls`], and the batch claim that must store
+/// its call in the same transaction as the claim.
+pub(super) async fn insert_calls_in<DB>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    calls: &[NewCall],
+) -> StoreResult<()>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> bool: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    // Multi-row statements: two round trips per chunk instead of two per
+    // call (a 1,000-number alert is 20 chunks).
+    for chunk in calls.chunks(INSERT_CHUNK_ROWS) {
+        let sql = multi_row_insert(
+            "INSERT INTO calls (id, org_id, agent_id, agent_name, engine, phone, target_name, from_number,
+               provider, status, variables, source, attempt, retry_of, batch_id, campaign_id, campaign_name,
+               dispatched, not_before, queued_at, rate_paise, created_at) VALUES ",
+            "($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $19)",
+            20,
+            chunk.len(),
+        );
+        let mut query = sqlx::query::<DB>(sqlx::AssertSqlSafe(sql));
+        for c in chunk {
+            query = query
+                .bind(c.id.as_str())
+                .bind(c.org_id.as_str())
+                .bind(c.agent_id.as_str())
+                .bind(c.agent_name.as_str())
+                .bind(c.engine.as_str())
+                .bind(c.phone.as_str())
+                .bind(c.target_name.as_str())
+                .bind(c.from_number.as_str())
+                .bind(c.provider.as_str())
+                .bind(c.variables.as_str())
+                .bind(c.source.as_str())
+                .bind(c.attempt)
+                .bind(c.retry_of.as_deref())
+                .bind(c.batch_id.as_deref())
+                .bind(c.campaign_id.as_deref())
+                .bind(c.campaign_name.as_deref())
+                .bind(c.dispatched)
+                .bind(c.not_before)
+                .bind(c.now_ms)
+                .bind(c.rate_paise);
+        }
+        query.execute(&mut **tx).await?;
+        let sql = multi_row_insert(
+            "INSERT INTO call_events (call_id, status, at) VALUES ",
+            "($1, 'queued', $2)",
+            2,
+            chunk.len(),
+        );
+        let mut query = sqlx::query::<DB>(sqlx::AssertSqlSafe(sql));
+        for c in chunk {
+            query = query.bind(c.id.as_str()).bind(c.now_ms);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Creates calls and their `queued` events in one transaction.
     pub async fn insert_calls(&self, calls: &[NewCall]) -> StoreResult<()> {
         if calls.is_empty() {
             return Ok(());
         }
-        // Multi-row statements: two round trips per chunk instead of two per
-        // call (a 1,000-number alert is 20 chunks).
         with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            for chunk in calls.chunks(INSERT_CHUNK_ROWS) {
-                let sql = multi_row_insert(
-                    "INSERT INTO calls (id, org_id, agent_id, agent_name, engine, phone, target_name, from_number,
-                       provider, status, variables, source, attempt, retry_of, batch_id, campaign_id, campaign_name,
-                       dispatched, not_before, queued_at, rate_paise, created_at) VALUES ",
-                    "($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $19)",
-                    20,
-                    chunk.len(),
-                );
-                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-                for c in chunk {
-                    query = query
-                        .bind(&c.id)
-                        .bind(&c.org_id)
-                        .bind(&c.agent_id)
-                        .bind(&c.agent_name)
-                        .bind(&c.engine)
-                        .bind(&c.phone)
-                        .bind(&c.target_name)
-                        .bind(&c.from_number)
-                        .bind(&c.provider)
-                        .bind(&c.variables)
-                        .bind(&c.source)
-                        .bind(c.attempt)
-                        .bind(&c.retry_of)
-                        .bind(&c.batch_id)
-                        .bind(&c.campaign_id)
-                        .bind(&c.campaign_name)
-                        .bind(c.dispatched)
-                        .bind(c.not_before)
-                        .bind(c.now_ms)
-                        .bind(c.rate_paise);
-                }
-                query.execute(&mut *tx).await?;
-                let sql = multi_row_insert(
-                    "INSERT INTO call_events (call_id, status, at) VALUES ",
-                    "($1, 'queued', $2)",
-                    2,
-                    chunk.len(),
-                );
-                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-                for c in chunk {
-                    query = query.bind(&c.id).bind(c.now_ms);
-                }
-                query.execute(&mut *tx).await?;
-            }
+            insert_calls_in(&mut tx, calls).await?;
             tx.commit().await?;
         });
         Ok(())
