@@ -505,11 +505,12 @@ pub async fn feed(state: &AppState, batch_id: &str, org_id: &str) -> Result<(), 
     Ok(())
 }
 
-/// One scheduler pass: starts due scheduled batches, marks finished ones
-/// completed, and (re)feeds every running batch with items waiting — which
+/// One scheduler pass: folds Postgres item count deltas, starts due
+/// scheduled batches, marks finished ones completed, and (re)feeds every running batch with items waiting — which
 /// is also how running batches continue after a restart.
 pub async fn tick(state: &AppState) -> Result<(), StoreError> {
     let now_ms = state.clock.now().timestamp_millis();
+    state.store.fold_batch_item_counts().await?;
     for batch in state.store.start_due_batches(now_ms).await? {
         tracing::info!(batch = %batch.id, kind = %batch.kind, "scheduled batch started");
     }

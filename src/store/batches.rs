@@ -8,6 +8,9 @@
 use super::calls::{NewCall, insert_calls_in};
 use super::{Db, Store, StoreResult, with_pool};
 
+/// Advisory lock key of the Postgres item count fold ("vxbc").
+const BATCH_COUNT_FOLD_LOCK: i64 = 0x7678_6263;
+
 /// Raw item statuses that still need work: waiting or on a live call.
 pub const OPEN_ITEM_STATUSES: [&str; 4] = ["pending", "queued", "ringing", "in-progress"];
 
@@ -235,29 +238,80 @@ impl Store {
 
     /// Item counts per raw status of one batch.
     ///
-    /// SQLite reads the trigger-kept counters (migration 0021), so the read
-    /// costs a few rows however many items the batch has and however busy
-    /// the dialer is; Postgres counts over the status index.
+    /// SQLite reads the trigger-kept counters (migration 0021); Postgres reads
+    /// its folded counters plus the deltas not folded yet (migration 0031). So
+    /// the read costs a few rows however many items the batch has and however
+    /// busy the dialer is.
     pub async fn batch_item_counts(&self, batch_id: &str) -> StoreResult<Vec<(String, i64)>> {
-        let rows = match &self.db {
-            Db::Sqlite(pool) => {
-                sqlx::query_as::<_, (String, i64)>(
+        let rows =
+            match &self.db {
+                Db::Sqlite(pool) => sqlx::query_as::<_, (String, i64)>(
                     "SELECT status, items FROM batch_item_counts WHERE batch_id = $1 AND items > 0",
                 )
                 .bind(batch_id)
                 .fetch_all(pool)
-                .await?
-            }
-            Db::Postgres(pool) => {
-                sqlx::query_as::<_, (String, i64)>(
-                    "SELECT status, CAST(COUNT(*) AS BIGINT) FROM batch_items WHERE batch_id = $1 GROUP BY status",
-                )
-                .bind(batch_id)
-                .fetch_all(pool)
-                .await?
-            }
-        };
+                .await?,
+                Db::Postgres(pool) => {
+                    // One statement, so the counters and the deltas not yet folded
+                    // into them are read from the same snapshot.
+                    sqlx::query_as::<_, (String, i64)>(
+                        "SELECT status, CAST(SUM(items) AS BIGINT) FROM (
+                       SELECT status, items FROM batch_item_counts WHERE batch_id = $1
+                       UNION ALL
+                       SELECT status, delta FROM batch_item_count_deltas WHERE batch_id = $1
+                     ) counted GROUP BY status HAVING SUM(items) > 0",
+                    )
+                    .bind(batch_id)
+                    .fetch_all(pool)
+                    .await?
+                }
+            };
         Ok(rows)
+    }
+
+    /// Moves the item count deltas written since the last pass into the
+    /// per-(batch, status) counters (Postgres, migration 0031); returns how
+    /// many counter rows changed. SQLite's triggers keep the counters directly.
+    ///
+    /// One server at a time folds (a transaction-scoped advisory lock), so the
+    /// counter rows have a single writer and never deadlock; a pass that finds
+    /// the lock taken does nothing.
+    pub async fn fold_batch_item_counts(&self) -> StoreResult<u64> {
+        let Db::Postgres(pool) = &self.db else {
+            return Ok(0);
+        };
+        let mut tx = pool.begin().await?;
+        let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+            .bind(BATCH_COUNT_FOLD_LOCK)
+            .fetch_one(&mut *tx)
+            .await?;
+        if !locked {
+            return Ok(0);
+        }
+        // The DELETE removes exactly the deltas its snapshot sees, and the
+        // same statement adds exactly those to the counters.
+        let folded = sqlx::query(
+            "WITH moved AS (
+               DELETE FROM batch_item_count_deltas RETURNING batch_id, status, delta
+             ), summed AS (
+               SELECT batch_id, status, SUM(delta) AS delta
+               FROM moved GROUP BY batch_id, status
+             )
+             INSERT INTO batch_item_counts (batch_id, status, items)
+               SELECT batch_id, status, delta FROM summed
+             ON CONFLICT (batch_id, status) DO UPDATE SET items = batch_item_counts.items + EXCLUDED.items",
+        )
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if folded > 0 {
+            // Counters of deleted batches and emptied statuses.
+            sqlx::query("DELETE FROM batch_item_counts WHERE items = 0")
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(folded)
     }
 
     /// Appends items after the batch's last one, in order, in one transaction;
