@@ -192,8 +192,10 @@ pub fn billed_minutes(duration_seconds: i64) -> i64 {
     (duration_seconds + 59) / 60
 }
 
-/// Creates calls and their `queued` events in the caller's transaction `tx`: [`Store::insert_calls`], and the batch claim that must store
-/// its call in the same transaction as the claim.
+/// Creates calls and their `queued` events in the caller's transaction `tx`.
+///
+/// Shared by [`Store::insert_calls`] and the batch claim, which must store its
+/// call in the same transaction as the claim.
 pub(super) async fn insert_calls_in<DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     calls: &[NewCall],
