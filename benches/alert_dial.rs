@@ -18,10 +18,10 @@ use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use voxline::admin_ops;
-use voxline::clock::{SharedClock, SystemClock};
-use voxline::config::Settings;
-use voxline::server::Server;
+use voxline::admin::ops;
+use voxline::app::config::Settings;
+use voxline::app::server::Server;
+use voxline::domain::clock::{SharedClock, SystemClock};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -70,20 +70,20 @@ async fn run(numbers: usize, rounds: u64) {
     let db = bench_db::BenchDb::create(dir.path()).await;
     let mut settings = Settings::for_tests(dir.path().to_path_buf(), Some(db.url.clone()));
     // The production sim timings: ring, answer after 1 s, then play.
-    settings.sim = voxline::config::SimSettings::default();
+    settings.sim = voxline::app::config::SimSettings::default();
     settings.janitor_interval = Duration::from_secs(60);
     let clock: SharedClock = Arc::new(SystemClock);
     let server = Server::start(settings, clock.clone())
         .await
         .expect("server starts");
     let store = &server.state().store;
-    let org = admin_ops::create_org(store, "bench", Some(10), None, clock.now())
+    let org = ops::create_org(store, "bench", Some(10), None, clock.now())
         .await
         .expect("org");
-    let key = admin_ops::create_key(store, &org.id, "bench", clock.now())
+    let key = ops::create_key(store, &org.id, "bench", clock.now())
         .await
         .expect("key");
-    admin_ops::add_number(
+    ops::add_number(
         store,
         &org.id,
         "+918035740101",

@@ -22,11 +22,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use voxline::admin_ops;
-use voxline::clock::{SharedClock, SystemClock};
-use voxline::config::Settings;
+use voxline::admin::ops;
+use voxline::app::config::Settings;
+use voxline::app::server::Server;
 use voxline::domain::agent::AgentSpec;
-use voxline::server::Server;
+use voxline::domain::clock::{SharedClock, SystemClock};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -128,10 +128,10 @@ async fn run(seconds: u64, warmup: u64, connections: u64) {
         .await
         .expect("server starts");
     let store = &server.state().store;
-    let org = admin_ops::create_org(store, "bench", None, None, clock.now())
+    let org = ops::create_org(store, "bench", None, None, clock.now())
         .await
         .expect("org");
-    let key = admin_ops::create_key(store, &org.id, "bench", clock.now())
+    let key = ops::create_key(store, &org.id, "bench", clock.now())
         .await
         .expect("key");
     store

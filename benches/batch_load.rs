@@ -21,11 +21,11 @@ use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use voxline::admin_ops;
-use voxline::clock::{SharedClock, SystemClock};
-use voxline::config::Settings;
+use voxline::admin::ops;
+use voxline::app::config::Settings;
+use voxline::app::server::Server;
 use voxline::domain::agent::AgentSpec;
-use voxline::server::Server;
+use voxline::domain::clock::{SharedClock, SystemClock};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -83,7 +83,7 @@ async fn run(items: u64, concurrency: u64) {
         .await
         .expect("server starts");
     let store = &server.state().store;
-    let org = admin_ops::create_org(
+    let org = ops::create_org(
         store,
         "bench",
         Some(i64::try_from(concurrency).unwrap_or(50)),
@@ -92,14 +92,14 @@ async fn run(items: u64, concurrency: u64) {
     )
     .await
     .expect("org");
-    let key = admin_ops::create_key(store, &org.id, "bench", clock.now())
+    let key = ops::create_key(store, &org.id, "bench", clock.now())
         .await
         .expect("key");
     store
         .set_api_key_limits(&key.id, 1_000_000_000, 1_000_000_000)
         .await
         .expect("limits");
-    admin_ops::add_number(
+    ops::add_number(
         store,
         &org.id,
         "+918035740111",

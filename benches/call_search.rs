@@ -18,10 +18,10 @@ use hdrhistogram::Histogram;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use voxline::admin_ops;
-use voxline::clock::SystemClock;
-use voxline::config::Settings;
-use voxline::server::Server;
+use voxline::admin::ops;
+use voxline::app::config::Settings;
+use voxline::app::server::Server;
+use voxline::domain::clock::SystemClock;
 use voxline::store::{CallFixture, Store};
 
 const VOCABULARY: usize = 5_000;
@@ -332,7 +332,7 @@ async fn run() {
             m["org"].as_str().expect("org in marker").to_string()
         }
         None => {
-            let org = admin_ops::create_org(&store, "Bench", None, None, now)
+            let org = ops::create_org(&store, "Bench", None, None, now)
                 .await
                 .expect("create org");
             println!("filling {total} calls into {}", data_dir.display());
@@ -347,7 +347,7 @@ async fn run() {
             org.id
         }
     };
-    let key = admin_ops::create_key(&store, &org_id, "bench", now)
+    let key = ops::create_key(&store, &org_id, "bench", now)
         .await
         .expect("create key");
     store

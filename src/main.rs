@@ -3,12 +3,12 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use std::sync::Arc;
-use voxline::admin_cli::{self, AdminCommand};
-use voxline::clock::SystemClock;
-use voxline::config::{ServeArgs, Settings, StorageArgs};
+use voxline::admin::cli::{self as admin_cli, AdminCommand};
+use voxline::app::config::{ServeArgs, Settings, StorageArgs};
+use voxline::app::server::{Server, shutdown_signal};
+use voxline::app::telemetry::init_logging;
+use voxline::domain::clock::SystemClock;
 use voxline::loadgen::LoadgenArgs;
-use voxline::server::{Server, shutdown_signal};
-use voxline::telemetry::init_logging;
 
 /// Voxline: automated AI voice calls over HTTP.
 #[derive(Debug, Parser)]

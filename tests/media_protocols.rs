@@ -18,10 +18,10 @@ use tokio::sync::{Mutex, mpsc};
 use tokio::time::{Instant, MissedTickBehavior, interval, timeout};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async};
-use voxline::admin_ops;
-use voxline::clock::{ManualClock, SharedClock};
-use voxline::config::Settings;
-use voxline::server::Server;
+use voxline::admin::ops;
+use voxline::app::config::Settings;
+use voxline::app::server::Server;
+use voxline::domain::clock::{ManualClock, SharedClock};
 use voxline_actors::carrier::{Carrier, CarrierError, DialRequest, StatusSink};
 use voxline_media::g711::linear_to_mulaw;
 use voxline_media::synth::SpeechLikeGenerator;
@@ -82,17 +82,17 @@ impl Harness {
             .expect("server starts");
         let store = &server.state().store;
         let now = clock.now_utc();
-        let org = admin_ops::create_org(store, "Media", None, None, now)
+        let org = ops::create_org(store, "Media", None, None, now)
             .await
             .expect("org");
-        let key = admin_ops::create_key(store, &org.id, "media", now)
+        let key = ops::create_key(store, &org.id, "media", now)
             .await
             .expect("key");
         store
             .credit_wallet(&org.id, 1_000_000, now.timestamp_millis())
             .await
             .expect("credit");
-        admin_ops::add_number(store, &org.id, "+918000000001", provider, true, None, now)
+        ops::add_number(store, &org.id, "+918000000001", provider, true, None, now)
             .await
             .expect("number");
         Self {
@@ -183,7 +183,7 @@ trait ClockExt {
 
 impl ClockExt for ManualClock {
     fn now_utc(&self) -> chrono::DateTime<Utc> {
-        voxline::clock::Clock::now(self)
+        voxline::domain::clock::Clock::now(self)
     }
 }
 

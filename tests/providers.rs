@@ -22,8 +22,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response as WsResponse};
-use voxline::clock::SystemClock;
-use voxline::config::Settings;
+use voxline::app::config::Settings;
+use voxline::app::server::Server;
+use voxline::domain::clock::SystemClock;
 use voxline::providers::HttpPolicy;
 use voxline::providers::deepgram::DeepgramAsr;
 use voxline::providers::elevenlabs::ElevenLabsTts;
@@ -32,7 +33,6 @@ use voxline::providers::openai_asr::OpenAiAsr;
 use voxline::providers::openai_llm::OpenAiLlm;
 use voxline::providers::openai_tts::OpenAiTts;
 use voxline::providers::settings::VendorAccount;
-use voxline::server::Server;
 use voxline_actors::providers::{
     AsrContext, AsrEvent, AsrProvider, ChatMessage, ChatRole, LlmEvent, LlmProvider, LlmRequest,
     LlmUsage, ProviderError, ProviderKind, ToolSpec, TtsProvider,

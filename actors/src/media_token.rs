@@ -71,6 +71,33 @@ impl MediaTokens {
     }
 }
 
+/// Tokens already used, with their expiry, so a reused token is refused even
+/// after its call ended.
+#[derive(Default)]
+pub struct UsedTokens {
+    used: std::sync::Mutex<std::collections::HashMap<String, i64>>,
+}
+
+impl UsedTokens {
+    /// Marks `token` used; false when it already was.
+    pub fn claim(&self, token: &str, now_unix: i64) -> bool {
+        // A poisoned lock only means another claim panicked; the map is still whole.
+        let mut used = self
+            .used
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if used.len() > 10_000 {
+            used.retain(|_, expires| *expires >= now_unix);
+        }
+        let expires = token
+            .rsplit('.')
+            .nth(1)
+            .and_then(|e| e.parse().ok())
+            .unwrap_or(now_unix);
+        used.insert(token.to_string(), expires).is_none()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,11 +3,11 @@
 //! call (agent, wallet, minute quota, caller ID), then hands the job over.
 
 use super::{BatchKind, BatchStatus};
-use crate::calls::dispatch::job_for;
+use crate::app::state::AppState;
+use crate::calls::job::job_for;
 use crate::calls::placement::{self, DialPlan};
 use crate::domain::ids::CallId;
 use crate::http::error::ApiError;
-use crate::state::AppState;
 use crate::store::batches::{BatchRow, ItemCall};
 use crate::store::calls::NewCall;
 use async_trait::async_trait;

@@ -4,10 +4,10 @@
 
 use super::feed::StoreBatchFeed;
 use super::{BatchAction, BatchKind, BatchStatus, Progress, stored};
+use crate::app::state::AppState;
 use crate::calls::placement;
 use crate::domain::PhoneNumber;
 use crate::http::error::{ApiError, ApiResult};
-use crate::state::AppState;
 use crate::store::StoreError;
 use crate::store::batches::{BatchRow, NewBatch, NewItem};
 use chrono::{DateTime, Utc};

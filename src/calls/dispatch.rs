@@ -1,49 +1,10 @@
 //! The durable dispatch queue: stored calls that no engine holds (scheduled
 //! retries, calls queued before a restart) are claimed and enqueued here.
 
-use super::placement::bypasses_slots;
-use crate::domain::agent::AgentSpec;
-use crate::state::AppState;
+use super::job::job_for;
+use crate::app::state::AppState;
 use crate::store::StoreError;
-use voxline_actors::engine::{CallEnd, CallJob, CallLedger, CallStatus};
-
-/// Builds the engine's job for a stored call.
-#[allow(clippy::too_many_arguments)]
-pub fn job_for(
-    call_id: &str,
-    org_id: &str,
-    concurrency: i64,
-    to: &str,
-    from: &str,
-    provider: &str,
-    spec: &AgentSpec,
-    variables_json: &str,
-    ring_seconds: u32,
-) -> CallJob {
-    let variables: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(variables_json).unwrap_or_default();
-    let sim_script = variables.get("simScript").and_then(|v| match v {
-        serde_json::Value::String(s) => serde_json::from_str(s).ok(),
-        serde_json::Value::Array(_) => Some(v.clone()),
-        _ => None,
-    });
-    CallJob {
-        call_id: call_id.to_string(),
-        org_id: org_id.to_string(),
-        org_concurrency: u32::try_from(concurrency.max(1)).unwrap_or(u32::MAX),
-        to: to.to_string(),
-        from: from.to_string(),
-        provider: provider.to_string(),
-        bypass_slots: bypasses_slots(spec),
-        ring_timeout_seconds: if provider == "sim" { ring_seconds } else { 30 },
-        max_duration_seconds: spec.max_duration_seconds,
-        sim_script,
-        sim_fault: variables
-            .get("simFault")
-            .and_then(|v| v.as_str())
-            .map(str::to_string),
-    }
-}
+use voxline_actors::engine::{CallEnd, CallLedger, CallStatus};
 
 /// Claims and enqueues every due call; returns how many were handed over.
 pub async fn dispatch_due(state: &AppState) -> Result<usize, StoreError> {

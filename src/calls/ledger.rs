@@ -1,7 +1,7 @@
 //! The engine's [`CallLedger`] on top of the store: transitions, the billed
 //! terminal outcome, and scheduling of retries by the agent's policy.
 
-use crate::clock::{SharedClock, ist_month_key};
+use crate::domain::clock::{SharedClock, ist_month_key};
 use crate::domain::ids::CallId;
 use crate::store::Store;
 use crate::store::calls::{CallOutcome, NewCall};

@@ -2,7 +2,9 @@
 //! engine, and the ledger through which the engine records their outcomes.
 
 pub mod dispatch;
+pub mod job;
 pub mod ledger;
 pub mod placement;
 pub mod runner;
+pub mod sim_callee;
 pub mod welcome_cache;

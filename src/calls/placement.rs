@@ -2,11 +2,11 @@
 //! (agent, wallet, minute quota, caller ID), then one stored call per target,
 //! handed to the engine in the same request.
 
-use crate::clock::ist_month_key;
+use crate::app::state::AppState;
 use crate::domain::PhoneNumber;
-use crate::domain::agent::{AgentSpec, AgentStatus, ConversationEngine};
+use crate::domain::agent::{AgentSpec, AgentStatus};
+use crate::domain::clock::ist_month_key;
 use crate::http::error::{ApiError, ApiResult};
-use crate::state::AppState;
 use crate::store::calls::NewCall;
 use crate::store::{AgentRow, NumberRow, OrgRow};
 use serde_json::{Map, Value};
@@ -203,7 +203,7 @@ pub async fn place(
     state.store.insert_calls(&calls).await?;
     let mut placed = Vec::with_capacity(calls.len());
     for call in &calls {
-        let job = super::dispatch::job_for(
+        let job = super::job::job_for(
             &call.id,
             &call.org_id,
             plan.org.concurrency,
@@ -222,9 +222,4 @@ pub async fn place(
         placed.push((call.id.clone(), call.phone.clone()));
     }
     Ok(placed)
-}
-
-/// Whether calls of this agent bypass the concurrency slots.
-pub fn bypasses_slots(spec: &AgentSpec) -> bool {
-    spec.conversation_engine == ConversationEngine::Announcement
 }

@@ -3,9 +3,9 @@
 //! the transcript, extracted fields, latencies and recording afterwards.
 
 use super::welcome_cache::WelcomeCache;
-use crate::clock::SharedClock;
-use crate::config::Settings;
+use crate::app::config::Settings;
 use crate::domain::agent::{AgentSpec, ConversationEngine as AgentEngine, fill_placeholders};
+use crate::domain::clock::SharedClock;
 use crate::http::media::MediaStream;
 use crate::providers::select::{ProviderSelector, prepare_call, record_usage};
 use crate::store::Store;
@@ -89,7 +89,7 @@ impl CallRunner {
 
 /// The spoken lines of the call's sim script, as its callee will say them.
 fn script_lines(script: &Option<Value>) -> Vec<String> {
-    spoken_lines(&crate::sim_callee::script_steps(script))
+    spoken_lines(&crate::calls::sim_callee::script_steps(script))
 }
 
 /// The loop's configuration for an agent and a call's variables.

@@ -4,8 +4,8 @@
 
 use super::callbacks::CallbackHost;
 use super::{CarrierCredentials, CarrierKind};
-use crate::credentials::CredentialCipher;
-use crate::state::AppState;
+use crate::app::state::AppState;
+use crate::secrets::credentials::CredentialCipher;
 use crate::store::Store;
 use async_trait::async_trait;
 use std::sync::Arc;

@@ -238,6 +238,11 @@ pub const TELEPHONY_PROVIDERS: &[&str] = &["sim", "twilio", "plivo", "exotel", "
 pub const DEFAULT_RATE_PAISE: i64 = 600;
 
 impl AgentSpec {
+    /// Whether calls of this agent bypass the concurrency slots (announcements do).
+    pub fn bypasses_slots(&self) -> bool {
+        self.conversation_engine == ConversationEngine::Announcement
+    }
+
     /// A spec with every default and the given name.
     pub fn with_name(name: impl Into<String>) -> Self {
         Self {

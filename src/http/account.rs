@@ -3,9 +3,9 @@
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::RawQuery;
-use crate::clock::{iso, ist_month_key};
+use crate::app::state::AppState;
+use crate::domain::clock::{iso, ist_month_key};
 use crate::domain::page::ListEnvelope;
-use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;

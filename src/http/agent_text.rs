@@ -8,13 +8,13 @@ use super::agents::{AgentView, load_agent};
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
+use crate::app::state::AppState;
 use crate::domain::AgentId;
 use crate::domain::agent::{AgentSpec, fill_placeholders};
 use crate::providers::drafting::{
     assist_prompt_sim, assist_prompt_with, collect_reply, draft_agent_sim, draft_agent_with,
 };
 use crate::providers::select::{ProviderSelector, SelectError};
-use crate::state::AppState;
 use crate::store::chat::ChatSessionRow;
 use axum::Json;
 use axum::extract::{Path, State};

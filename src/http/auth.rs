@@ -1,10 +1,10 @@
 //! API-key authentication, rate limiting and the twelve-mount rule.
 
 use super::error::ApiError;
-use crate::api_key::{hash_key, looks_like_key};
+use crate::access::api_key::{hash_key, looks_like_key};
+use crate::access::rate_limit::{Admission, Outcome, Quota};
+use crate::app::state::AppState;
 use crate::domain::OrgId;
-use crate::rate_limit::{Admission, Outcome, Quota};
-use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};

@@ -7,12 +7,12 @@ use super::auth::Caller;
 use super::call_reads::display_status;
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, RawQuery};
+use crate::app::state::AppState;
 use crate::batches::service::{self, AddReport, ItemInput, NewBatchInput};
 use crate::batches::{BatchAction, BatchKind, Progress};
 use crate::calls::placement;
-use crate::clock::iso;
+use crate::domain::clock::iso;
 use crate::domain::page::ListEnvelope;
-use crate::state::AppState;
 use crate::store::StoreError;
 use crate::store::batches::{BatchRow, ItemRow};
 use axum::Json;
@@ -241,7 +241,7 @@ macro_rules! transition_route {
             params(($param = String, Path, description = $param_doc)),
             responses($($responses)*))]
         async fn $name(
-            axum::extract::State(state): axum::extract::State<$crate::state::AppState>,
+            axum::extract::State(state): axum::extract::State<$crate::app::state::AppState>,
             caller: $crate::http::auth::Caller,
             axum::extract::Path(id): axum::extract::Path<String>,
         ) -> $crate::http::error::ApiResult<axum::Json<$crate::http::MessageBody>> {

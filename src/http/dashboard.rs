@@ -6,9 +6,9 @@ use super::auth::Caller;
 use super::call_reads::{CallRowView, call_list};
 use super::error::{ApiError, ApiResult};
 use super::extract::RawQuery;
-use crate::clock::{IST, ist_day, ist_month_key};
+use crate::app::state::AppState;
+use crate::domain::clock::{IST, ist_day, ist_month_key};
 use crate::domain::page::PageRequest;
-use crate::state::AppState;
 use crate::store::{CallAggregateRow, CallFilter, CallGrouping};
 use axum::Json;
 use axum::extract::State;
@@ -422,7 +422,7 @@ async fn analytics_overview(
     let totals = totals.into_iter().next().unwrap_or_default();
     Ok(Json(AnalyticsOverview {
         days,
-        since: crate::clock::iso(since),
+        since: crate::domain::clock::iso(since),
         totals: CallTotals::from_row(&totals),
         by_agent: agents
             .iter()

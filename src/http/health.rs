@@ -1,6 +1,6 @@
 //! `/healthz` (the process is up) and `/readyz` (it can serve: the database answers).
 
-use crate::state::AppState;
+use crate::app::state::AppState;
 use axum::Json;
 use axum::Router;
 use axum::extract::State;

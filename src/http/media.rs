@@ -5,14 +5,13 @@
 //! unused token for a live call hands the socket to that call's actor.
 //! Anything else is closed without touching a call.
 
-use crate::state::AppState;
+use crate::app::state::AppState;
 use axum::Router;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::SinkExt;
-use std::collections::HashMap;
 use std::time::Duration;
 use voxline_actors::conversation::transport::{MediaTransport, TransportError, TransportMessage};
 use voxline_media::carrier::{
@@ -263,28 +262,5 @@ fn axum_message(frame: OutboundFrame<'_>) -> Message {
     match frame {
         OutboundFrame::Text(text) => Message::Text(text.into()),
         OutboundFrame::Binary(data) => Message::Binary(bytes::Bytes::copy_from_slice(data)),
-    }
-}
-
-/// Tokens already used, with their expiry, so a reused token is refused even
-/// after its call ended.
-#[derive(Default)]
-pub struct UsedTokens {
-    used: parking_lot::Mutex<HashMap<String, i64>>,
-}
-
-impl UsedTokens {
-    /// Marks `token` used; false when it already was.
-    pub fn claim(&self, token: &str, now_unix: i64) -> bool {
-        let mut used = self.used.lock();
-        if used.len() > 10_000 {
-            used.retain(|_, expires| *expires >= now_unix);
-        }
-        let expires = token
-            .rsplit('.')
-            .nth(1)
-            .and_then(|e| e.parse().ok())
-            .unwrap_or(now_unix);
-        used.insert(token.to_string(), expires).is_none()
     }
 }

@@ -1,6 +1,7 @@
 //! The HTTP surface: the API under `/api`, health checks and the OpenAPI document.
 
 pub mod account;
+pub mod agent_cache;
 pub mod agent_text;
 pub mod agents;
 pub mod auth;
@@ -18,8 +19,8 @@ pub mod openapi;
 pub mod ratings;
 pub mod recordings;
 
+use crate::app::state::AppState;
 use crate::carriers::store_wiring::ServiceCallbackHost;
-use crate::state::AppState;
 use axum::Json;
 use axum::Router;
 use axum::body::Body;

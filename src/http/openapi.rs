@@ -1,6 +1,6 @@
 //! The OpenAPI document, generated from the handlers, and a small docs page.
 
-use crate::state::AppState;
+use crate::app::state::AppState;
 use axum::Json;
 use axum::Router;
 use axum::response::Html;

@@ -6,8 +6,8 @@
 use super::MessageBody;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
+use crate::app::state::AppState;
 use crate::domain::ids::CallId;
-use crate::state::AppState;
 use crate::store::RecordingFileRow;
 use axum::Json;
 use axum::Router;

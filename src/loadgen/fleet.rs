@@ -67,7 +67,7 @@ impl Fleet {
     async fn play(self: Arc<Self>, start: CalleeStart) {
         self.active.fetch_add(1, Ordering::Relaxed);
         let _ = self.answered_tx.send(start.call_id.clone());
-        let steps = crate::sim_callee::script_steps(&start.script);
+        let steps = crate::calls::sim_callee::script_steps(&start.script);
         let options = CalleeOptions {
             call_sid: start.carrier_call_id.clone(),
             cancel: start.hangup.clone(),

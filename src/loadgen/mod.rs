@@ -7,12 +7,12 @@ pub mod metrics;
 pub mod procstat;
 pub mod sweep;
 
-use crate::admin_ops;
-use crate::api_key::GeneratedKey;
-use crate::clock::SystemClock;
-use crate::config::{Settings, SimSettings};
+use crate::access::api_key::GeneratedKey;
+use crate::admin::ops;
+use crate::app::config::{Settings, SimSettings};
+use crate::app::server::Server;
 use crate::domain::ApiKeyId;
-use crate::server::Server;
+use crate::domain::clock::SystemClock;
 use crate::store::keys::NewApiKey;
 use anyhow::Context;
 use fleet::{Api, Fleet, PlaceMode, callee_number};
@@ -305,8 +305,7 @@ async fn start_in_process(
     let store = &server.state().store;
     let now = chrono::Utc::now();
     let concurrency = i64::try_from(max_concurrency).unwrap_or(i64::MAX);
-    let org =
-        admin_ops::create_org(store, "Loadgen", Some(concurrency), Some(LARGE_QUOTA), now).await?;
+    let org = ops::create_org(store, "Loadgen", Some(concurrency), Some(LARGE_QUOTA), now).await?;
     let generated = GeneratedKey::generate();
     store
         .insert_api_key(&NewApiKey {
@@ -320,7 +319,7 @@ async fn start_in_process(
             now_ms: now.timestamp_millis(),
         })
         .await?;
-    admin_ops::add_number(store, &org.id, "+918035740101", "sim", true, Some(0), now).await?;
+    ops::add_number(store, &org.id, "+918035740101", "sim", true, Some(0), now).await?;
     store
         .credit_wallet(&org.id, LARGE_CREDIT_PAISE, now.timestamp_millis())
         .await?;

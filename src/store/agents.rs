@@ -1,7 +1,7 @@
 //! Agents; the configurable part is one JSON column so new fields need no migration.
 //!
 //! Every write that changes an existing agent marks the agents change marker
-//! once committed, for [`crate::agent_cache::AgentCache`].
+//! once committed, for [`crate::http::agent_cache::AgentCache`].
 
 use super::{Store, StoreResult, with_pool};
 use crate::domain::agent::{AgentSpec, AgentStatus};

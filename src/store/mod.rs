@@ -13,6 +13,7 @@ mod campaigns;
 pub mod change_marker;
 pub mod chat;
 pub mod keys;
+pub mod marked_cache;
 pub mod numbers;
 mod orgs;
 pub mod ratings;
@@ -177,12 +178,12 @@ impl Store {
         Ok(Self { db, markers })
     }
 
-    /// The marker of key changes (SQLite only); see [`crate::key_cache::KeyCache`].
+    /// The marker of key changes (SQLite only); see [`crate::access::key_cache::KeyCache`].
     pub fn keys_marker(&self) -> Option<&ChangeMarker> {
         self.markers.as_deref().map(|m| &m.keys)
     }
 
-    /// The marker of agent changes (SQLite only); see [`crate::agent_cache::AgentCache`].
+    /// The marker of agent changes (SQLite only); see [`crate::http::agent_cache::AgentCache`].
     pub fn agents_marker(&self) -> Option<&ChangeMarker> {
         self.markers.as_deref().map(|m| &m.agents)
     }

@@ -3,8 +3,8 @@
 
 use crate::harness::{TestApp, eventually, utc};
 use serde_json::{Value, json};
-use voxline::admin_ops;
-use voxline::clock::ManualClock;
+use voxline::admin::ops;
+use voxline::domain::clock::ManualClock;
 
 #[tokio::test]
 async fn wallet_transactions_and_balances_have_the_documented_shapes() {
@@ -173,7 +173,7 @@ async fn numbers_list_is_scoped_and_shaped() {
     assert_eq!(r.body, json!({"rows": []}));
 
     let now = app.now();
-    let sim = admin_ops::add_number(
+    let sim = ops::add_number(
         app.store(),
         &ws.org_id,
         "+918035740111",
@@ -184,7 +184,7 @@ async fn numbers_list_is_scoped_and_shaped() {
     )
     .await
     .unwrap();
-    let twilio = admin_ops::add_number(
+    let twilio = ops::add_number(
         app.store(),
         &ws.org_id,
         "+14155550142",
@@ -195,7 +195,7 @@ async fn numbers_list_is_scoped_and_shaped() {
     )
     .await
     .unwrap();
-    admin_ops::add_number(
+    ops::add_number(
         app.store(),
         &other.org_id,
         "+918035740999",
@@ -253,7 +253,7 @@ async fn renewal_is_taken_from_the_wallet_and_a_short_balance_suspends() {
         .credit_wallet(&ws.org_id, 60_000, app.now().timestamp_millis())
         .await
         .unwrap();
-    let first = admin_ops::add_number(
+    let first = ops::add_number(
         app.store(),
         &ws.org_id,
         "+14155550101",
@@ -265,7 +265,7 @@ async fn renewal_is_taken_from_the_wallet_and_a_short_balance_suspends() {
     .await
     .unwrap();
     clock.set(utc("2026-01-15T11:00:00Z"));
-    let second = admin_ops::add_number(
+    let second = ops::add_number(
         app.store(),
         &ws.org_id,
         "+14155550102",

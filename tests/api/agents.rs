@@ -3,7 +3,7 @@
 use crate::harness::{TestApp, eventually, utc};
 use chrono::Duration;
 use serde_json::{Value, json};
-use voxline::clock::ManualClock;
+use voxline::domain::clock::ManualClock;
 
 fn id_of(agent: &Value) -> String {
     agent["id"].as_str().expect("agent id").to_string()

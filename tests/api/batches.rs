@@ -8,8 +8,8 @@ use chrono::Duration as ChronoDuration;
 use serde_json::{Value, json};
 use std::cell::Cell;
 use std::time::Duration;
-use voxline::admin_ops;
-use voxline::clock::ManualClock;
+use voxline::admin::ops;
+use voxline::domain::clock::ManualClock;
 
 /// Answers and says goodbye at once (a short completed call).
 pub const ANSWERS: u32 = 10;
@@ -28,7 +28,7 @@ pub fn phone(n: usize, suffix: u32) -> String {
 /// A workspace that can dial: a sim number, wallet credit, an agent whose
 /// welcome message uses `{name}` and `{course}`. Returns (workspace, agent id).
 pub async fn dialing_workspace(app: &TestApp, name: &str, concurrency: i64) -> (Workspace, String) {
-    let org = admin_ops::create_org(app.store(), name, Some(concurrency), None, app.now())
+    let org = ops::create_org(app.store(), name, Some(concurrency), None, app.now())
         .await
         .expect("create org");
     let (key_id, key) = app.key(&org.id, "test key").await;
@@ -41,7 +41,7 @@ pub async fn dialing_workspace(app: &TestApp, name: &str, concurrency: i64) -> (
     };
     // Unique caller ID per workspace: numbers are unique across the service.
     let from = format!("+9180357{:05}", rand_suffix(name));
-    admin_ops::add_number(app.store(), &ws.org_id, &from, "sim", true, None, app.now())
+    ops::add_number(app.store(), &ws.org_id, &from, "sim", true, None, app.now())
         .await
         .expect("add number");
     app.store()
@@ -690,7 +690,7 @@ async fn the_one_step_form_creates_fills_and_starts() {
 
     // Refusals (here: an empty wallet) happen before anything is stored.
     let broke = app.workspace("Broke").await;
-    admin_ops::add_number(
+    ops::add_number(
         app.store(),
         &broke.org_id,
         "+918035740777",

@@ -5,7 +5,7 @@
 use crate::harness::{TestApp, Workspace, utc};
 use serde_json::{Value, json};
 use std::collections::HashSet;
-use voxline::clock::ManualClock;
+use voxline::domain::clock::ManualClock;
 use voxline::store::CallFixture;
 
 const MINUTE: i64 = 60_000;

@@ -6,7 +6,7 @@ use crate::harness::{TestApp, Workspace, eventually};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
-use voxline::clock::ManualClock;
+use voxline::domain::clock::ManualClock;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus};
 
 const TERMINAL: [&str; 5] = ["completed", "failed", "no-answer", "busy", "canceled"];
@@ -254,7 +254,7 @@ async fn refusals_come_before_anything_is_enqueued() {
     .expect(402);
 
     // Minute quota spent: 403.
-    let org = voxline::admin_ops::create_org(app.store(), "Quota", Some(5), Some(0), app.now())
+    let org = voxline::admin::ops::create_org(app.store(), "Quota", Some(5), Some(0), app.now())
         .await
         .expect("org");
     let (_, quota_key) = app.key(&org.id, "k").await;
@@ -677,7 +677,7 @@ async fn a_twilio_call_is_dialed_through_its_api_and_ended_by_a_signed_callback(
         .await;
     let app = TestApp::spawn().await;
     let ws = app.calling_workspace("Twilio", 2).await;
-    voxline::admin_ops::add_number(
+    voxline::admin::ops::add_number(
         app.store(),
         &ws.org_id,
         "+918035740177",

@@ -14,10 +14,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tempfile::TempDir;
-use voxline::admin_ops;
-use voxline::clock::{ManualClock, SharedClock, SystemClock};
-use voxline::config::Settings;
-use voxline::server::Server;
+use voxline::admin::ops;
+use voxline::app::config::Settings;
+use voxline::app::server::Server;
+use voxline::domain::clock::{ManualClock, SharedClock, SystemClock};
 use voxline::store::Store;
 
 /// Env var naming a Postgres server to create per-test databases on.
@@ -264,7 +264,7 @@ impl TestApp {
 
     /// A workspace with the default caps and one key.
     pub async fn workspace(&self, name: &str) -> Workspace {
-        let org = admin_ops::create_org(self.store(), name, None, None, self.now())
+        let org = ops::create_org(self.store(), name, None, None, self.now())
             .await
             .expect("create org");
         let key = self.key(&org.id, "test key").await;
@@ -278,7 +278,7 @@ impl TestApp {
     /// A workspace that can place calls: `concurrency` slots, a default sim
     /// number of its own and ₹1,000 in its wallet.
     pub async fn calling_workspace(&self, name: &str, concurrency: i64) -> Workspace {
-        let org = admin_ops::create_org(self.store(), name, Some(concurrency), None, self.now())
+        let org = ops::create_org(self.store(), name, Some(concurrency), None, self.now())
             .await
             .expect("create org");
         let key = self.key(&org.id, "test key").await;
@@ -297,14 +297,14 @@ impl TestApp {
     /// Rents a random default sim number for `org_id`, as `voxline admin number add` does.
     pub async fn add_sim_number(&self, org_id: &str) {
         let number = format!("+9180357{:05}", rand::random_range(10_000..99_999u32));
-        admin_ops::add_number(self.store(), org_id, &number, "sim", true, None, self.now())
+        ops::add_number(self.store(), org_id, &number, "sim", true, None, self.now())
             .await
             .expect("add number");
     }
 
     /// Another key for `org_id`: (id, full key).
     pub async fn key(&self, org_id: &str, name: &str) -> (String, String) {
-        let key = admin_ops::create_key(self.store(), org_id, name, self.now())
+        let key = ops::create_key(self.store(), org_id, name, self.now())
             .await
             .expect("create key");
         (key.id, key.key)

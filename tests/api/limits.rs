@@ -5,7 +5,7 @@ use crate::harness::{Reply, TestApp, utc};
 use futures::future::join_all;
 use serde_json::json;
 use std::collections::BTreeSet;
-use voxline::clock::ManualClock;
+use voxline::domain::clock::ManualClock;
 
 fn assert_quota_headers(reply: &Reply, limit: i64, reset: i64) {
     assert_eq!(reply.header_i64("x-ratelimit-limit"), limit, "{reply:?}");
@@ -181,8 +181,11 @@ async fn an_abrupt_stop_never_over_admits() {
     }
     // No clean shutdown: counters are not settled.
     drop(app.server.take());
-    let server = voxline::server::Server::start(
-        voxline::config::Settings::for_tests(app.data_dir.clone(), Some(app.database_url.clone())),
+    let server = voxline::app::server::Server::start(
+        voxline::app::config::Settings::for_tests(
+            app.data_dir.clone(),
+            Some(app.database_url.clone()),
+        ),
         clock,
     )
     .await

@@ -11,7 +11,7 @@ use axum::routing::post;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use voxline::clock::ManualClock;
+use voxline::domain::clock::ManualClock;
 use wiremock::matchers::{body_partial_json, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -812,7 +812,7 @@ async fn a_late_rating_sends_call_completed_without_it_then_rating_completed() {
     let timestamp: i64 = second.header("x-service-timestamp").parse().unwrap();
     assert_eq!(
         second.header("x-service-signature"),
-        voxline::webhook_delivery::signature(&secret, timestamp, &second.body)
+        voxline::webhooks::delivery::signature(&secret, timestamp, &second.body)
     );
     let body = second.json();
     assert_eq!(body["event"], "rating.completed");

@@ -8,8 +8,8 @@ use chrono::Utc;
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::Duration;
-use voxline::admin_ops;
-use voxline::clock::ManualClock;
+use voxline::admin::ops;
+use voxline::domain::clock::ManualClock;
 
 /// Long enough for a sim call: answer, greeting, one caller line, goodbye.
 const CALL_WAIT: Duration = Duration::from_secs(40);
@@ -27,7 +27,7 @@ async fn dialer(app: &TestApp, name: &str) -> (Workspace, String) {
     } else {
         "+918000000002"
     };
-    admin_ops::add_number(app.store(), &ws.org_id, phone, "sim", true, None, now)
+    ops::add_number(app.store(), &ws.org_id, phone, "sim", true, None, now)
         .await
         .expect("number");
     let agent = app

@@ -10,7 +10,7 @@ use axum::routing::post;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use voxline::clock::ManualClock;
+use voxline::domain::clock::ManualClock;
 
 /// One request the receiver saw.
 #[derive(Clone, Debug)]
@@ -104,7 +104,7 @@ async fn call_completed_is_signed_retried_with_backoff_and_redelivered() {
     assert_eq!(timestamp, app.now().timestamp());
     assert_eq!(
         header(&first, "x-service-signature"),
-        voxline::webhook_delivery::signature(&secret, timestamp, &first.body)
+        voxline::webhooks::delivery::signature(&secret, timestamp, &first.body)
     );
     let body: Value = serde_json::from_slice(&first.body).expect("JSON body");
     assert_eq!(body["event"], "call.completed");

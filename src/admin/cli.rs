@@ -1,12 +1,12 @@
 //! `voxline admin …`: the platform console (decisions §3). Every command
 //! prints exactly one JSON object on stdout; errors go to stderr.
 
-use crate::admin_ops;
-use crate::clock::{iso, ist_day, ist_month_key};
-use crate::config::{StorageArgs, StorageSettings};
-use crate::credentials::{self, CredentialCipher};
+use crate::admin::ops;
+use crate::app::config::{StorageArgs, StorageSettings};
 use crate::domain::PhoneNumber;
 use crate::domain::agent::TELEPHONY_PROVIDERS;
+use crate::domain::clock::{iso, ist_day, ist_month_key};
+use crate::secrets::credentials::{self, CredentialCipher};
 use crate::store::Store;
 use anyhow::{Context, anyhow, bail};
 use chrono::Utc;
@@ -210,15 +210,14 @@ async fn execute(
             if minute_quota.is_some_and(|m| m < 0) {
                 bail!("--minute-quota must not be negative");
             }
-            let org =
-                admin_ops::create_org(store, name.trim(), concurrency, minute_quota, now).await?;
+            let org = ops::create_org(store, name.trim(), concurrency, minute_quota, now).await?;
             Ok(
                 json!({"id": org.id, "name": org.name, "concurrency": org.concurrency, "minuteQuota": org.minute_quota}),
             )
         }
         AdminCommand::Key(KeyCommand::Create { org, name }) => {
             require_org(store, &org).await?;
-            let key = admin_ops::create_key(store, &org, &name, now).await?;
+            let key = ops::create_key(store, &org, &name, now).await?;
             Ok(json!({"id": key.id, "key": key.key, "prefix": key.prefix}))
         }
         AdminCommand::Key(KeyCommand::List { org }) => {
@@ -308,7 +307,7 @@ async fn execute(
             if rent_paise.is_some_and(|r| r < 0) {
                 bail!("--rent-paise must not be negative");
             }
-            let n = admin_ops::add_number(
+            let n = ops::add_number(
                 store,
                 &org,
                 phone.as_str(),
@@ -355,7 +354,7 @@ async fn execute(
             }
             let secret = format!(
                 "whsec_{}",
-                crate::api_key::GeneratedKey::generate()
+                crate::access::api_key::GeneratedKey::generate()
                     .full
                     .trim_start_matches("acai_")
             );

@@ -1,6 +1,6 @@
 //! Platform-administrator operations, shared by the `admin` CLI and bootstrap.
 
-use crate::api_key::GeneratedKey;
+use crate::access::api_key::GeneratedKey;
 use crate::domain::ApiKeyId;
 use crate::store::{NumberRow, OrgRow, Store, StoreError, keys::NewApiKey, numbers::NewNumber};
 use chrono::{DateTime, Months, Utc};

@@ -2,7 +2,7 @@
 //! with exponential backoff for up to 8 attempts over about a day, refusing
 //! addresses inside private networks unless the host is allow-listed.
 
-use crate::state::AppState;
+use crate::app::state::AppState;
 use crate::store::webhook_outbox::DueDelivery;
 use chrono::{DateTime, Utc};
 use hmac::{KeyInit, Mac};

@@ -8,7 +8,7 @@
 //! to the very next read. Postgres deployments span machines that share no
 //! file, so there the cache is off.
 
-use crate::marked_cache::{MarkedCache, Miss};
+use crate::store::marked_cache::{MarkedCache, Miss};
 use crate::store::{AgentRow, Store};
 use bytes::Bytes;
 use std::sync::Arc;

@@ -1,15 +1,14 @@
 //! Shared state handed to every HTTP handler and background job.
 
+use crate::access::rate_limit::RateLimiter;
+use crate::app::config::Settings;
 use crate::calls::ledger::StoreLedger;
 use crate::calls::welcome_cache::WelcomeCache;
-use crate::clock::SharedClock;
-use crate::config::Settings;
-use crate::http::media::UsedTokens;
-use crate::rate_limit::RateLimiter;
+use crate::domain::clock::SharedClock;
 use crate::store::Store;
 use std::sync::Arc;
 use voxline_actors::engine::Engine;
-use voxline_actors::media_token::MediaTokens;
+use voxline_actors::media_token::{MediaTokens, UsedTokens};
 
 /// The application's shared state; cheap to clone.
 #[derive(Clone)]
@@ -38,13 +37,13 @@ pub struct AppInner {
     /// Media tokens already used.
     pub used_tokens: UsedTokens,
     /// API key lookups, so authentication skips the database when it can.
-    pub key_cache: crate::key_cache::KeyCache,
+    pub key_cache: crate::access::key_cache::KeyCache,
     /// Agent reads, so `GET /api/agents/{id}` skips the database when it can.
-    pub agent_cache: crate::agent_cache::AgentCache,
+    pub agent_cache: crate::http::agent_cache::AgentCache,
     /// Warm welcome audio of awake agents.
     pub welcome_cache: Arc<WelcomeCache>,
     /// Scores post-call ratings.
-    pub rater: Arc<crate::ratings::worker::Rater>,
+    pub rater: Arc<crate::postcall::ratings::scoring::Rater>,
 }
 
 impl AppInner {

@@ -4,6 +4,7 @@
 
 use crate::domain::agent::RatingTemplate;
 use crate::providers::drafting::collect_reply;
+use crate::providers::select::ProviderSelector;
 use crate::store::CallTurnRow;
 use serde_json::Value;
 use std::time::Duration;
@@ -162,6 +163,23 @@ pub async fn score(
                 attempt += 1;
             }
         }
+    }
+}
+
+/// Scores ratings with the workspace's providers.
+pub struct Rater {
+    selector: ProviderSelector,
+}
+
+impl Rater {
+    /// A rater choosing each workspace's LLM with `selector`.
+    pub fn new(selector: ProviderSelector) -> Self {
+        Self { selector }
+    }
+
+    /// The selector that picks a workspace's LLM for scoring.
+    pub fn selector(&self) -> &ProviderSelector {
+        &self.selector
     }
 }
 

@@ -8,7 +8,9 @@
 //! never exceeded; after a clean shutdown the exact count is written back.
 //! Outcome categories and last-used times are buffered and flushed each second.
 
-use crate::clock::{SharedClock, ist_day, ist_month_key, next_ist_midnight, next_ist_month_start};
+use crate::domain::clock::{
+    SharedClock, ist_day, ist_month_key, next_ist_midnight, next_ist_month_start,
+};
 use crate::store::{KeyAuthRow, Store, StoreError, UsageDelta};
 use std::collections::HashMap;
 use std::sync::Arc;

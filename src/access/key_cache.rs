@@ -8,7 +8,7 @@
 //! the cache was filled under and drops everything when it moved. Postgres
 //! deployments span machines that share no file, so there the cache is off.
 
-use crate::marked_cache::{MarkedCache, Miss};
+use crate::store::marked_cache::{MarkedCache, Miss};
 use crate::store::{KeyAuthRow, Store};
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! One rating as a flat record, shared by the CSV download and the
 //! spreadsheet export.
 
-use crate::clock::iso;
+use crate::domain::clock::iso;
 use crate::store::RatingRow;
 use serde_json::Value;
 

@@ -4,8 +4,7 @@
 
 use super::scoring::{score, scorecard_request};
 use super::template::effective_template;
-use crate::providers::select::ProviderSelector;
-use crate::state::AppState;
+use crate::app::state::AppState;
 use crate::store::StoreError;
 use crate::store::ratings::{ClaimedRating, CompletedRating};
 use serde_json::{Map, Value};
@@ -37,18 +36,6 @@ pub enum RatingOutcome {
     },
     /// The rating was re-queued while this job ran; its result was dropped.
     Stale,
-}
-
-/// Scores ratings with the workspace's providers.
-pub struct Rater {
-    selector: ProviderSelector,
-}
-
-impl Rater {
-    /// A rater choosing each workspace's LLM with `selector`.
-    pub fn new(selector: ProviderSelector) -> Self {
-        Self { selector }
-    }
 }
 
 /// The sim LLM answers at once outside calls; `simRatingDelayMs` slows it.
@@ -144,7 +131,7 @@ pub async fn rate_claimed(
     let sim = sim_config(&source.variables);
     let llm = match state
         .rater
-        .selector
+        .selector()
         .llm(&claim.org_id, provider, model, &sim)
         .await
     {

@@ -1,23 +1,22 @@
 //! `voxline serve`: wires storage, state, the HTTP listeners and background jobs,
 //! and shuts them down in order.
 
-use crate::bootstrap::{Bootstrapped, bootstrap_if_empty};
+use crate::access::rate_limit::RateLimiter;
+use crate::admin::bootstrap::{Bootstrapped, bootstrap_if_empty};
+use crate::app::config::Settings;
+use crate::app::state::{AppInner, AppState};
+use crate::app::telemetry::metrics_handle;
+use crate::background::janitor;
 use crate::calls::dispatch;
 use crate::calls::ledger::StoreLedger;
 use crate::calls::runner::CallRunner;
 use crate::calls::welcome_cache::{WelcomeCache, sim_tts_for_agents};
 use crate::carriers::store_wiring::StoreCredentials;
-use crate::clock::SharedClock;
-use crate::config::Settings;
+use crate::domain::clock::SharedClock;
 use crate::http;
-use crate::http::media::UsedTokens;
-use crate::janitor;
+use crate::postcall::ratings::scoring::Rater;
 use crate::providers::select::ProviderSelector;
-use crate::rate_limit::RateLimiter;
-use crate::ratings::worker::Rater;
-use crate::state::{AppInner, AppState};
 use crate::store::Store;
-use crate::telemetry::metrics_handle;
 use anyhow::Context;
 use axum::Router;
 use axum::routing::get;
@@ -30,7 +29,7 @@ use tokio::task::JoinHandle;
 use voxline_actors::carrier::Carrier;
 use voxline_actors::carrier::sim::{CalleeLauncher, SimCarrier, SimCarrierConfig};
 use voxline_actors::engine::{Engine, EngineConfig};
-use voxline_actors::media_token::MediaTokens;
+use voxline_actors::media_token::{MediaTokens, UsedTokens};
 
 /// A running server.
 pub struct Server {
@@ -113,13 +112,13 @@ impl Server {
             extra,
         )
         .await?;
-        let key_cache = crate::key_cache::KeyCache::new(&store);
+        let key_cache = crate::access::key_cache::KeyCache::new(&store);
         let rater = Arc::new(Rater::new(ProviderSelector::new(
             store.clone(),
             &settings.providers,
             Some(&secret),
         )));
-        let agent_cache = crate::agent_cache::AgentCache::new(&store);
+        let agent_cache = crate::http::agent_cache::AgentCache::new(&store);
         let state = AppState::new(AppInner {
             store,
             clock,
@@ -211,7 +210,7 @@ impl Server {
                 let state = state.clone();
                 let http = webhook_http.clone();
                 async move {
-                    if let Err(err) = crate::webhook_delivery::deliver_due(&state, &http).await {
+                    if let Err(err) = crate::webhooks::delivery::deliver_due(&state, &http).await {
                         tracing::warn!(error = %err, "webhook pass failed");
                     }
                 }
@@ -238,7 +237,7 @@ impl Server {
                     // Shutdown abandons ratings in flight: they stay pending in
                     // the database and the next start re-queues them.
                     tokio::select! {
-                        rated = crate::ratings::worker::rate_due(&state) => {
+                        rated = crate::postcall::ratings::worker::rate_due(&state) => {
                             if let Err(err) = rated {
                                 tracing::warn!(error = %err, "rating pass failed");
                             }
@@ -360,7 +359,7 @@ async fn start_engine(
     welcome_cache: &Arc<WelcomeCache>,
     extra: HashMap<String, Arc<dyn Carrier>>,
 ) -> anyhow::Result<Engine> {
-    let launcher: CalleeLauncher = Arc::new(|start| Box::pin(crate::sim_callee::run(start)));
+    let launcher: CalleeLauncher = Arc::new(|start| Box::pin(crate::calls::sim_callee::run(start)));
     let sim = SimCarrier::new(
         SimCarrierConfig {
             answer_after: Duration::from_millis(settings.sim.answer_after_ms),

@@ -3,9 +3,9 @@
 //! recordings past their window are deleted and turn rows older than 90 days
 //! are pruned, while calls keep `transcript_text`.
 
+use crate::app::config::Settings;
 use crate::calls::welcome_cache::WelcomeCache;
-use crate::clock::{SharedClock, from_millis};
-use crate::config::Settings;
+use crate::domain::clock::{SharedClock, from_millis};
 use crate::store::numbers::RenewalOutcome;
 use crate::store::{Store, StoreError};
 use chrono::Months;

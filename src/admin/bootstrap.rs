@@ -1,7 +1,7 @@
 //! First run: a Demo workspace with a key, a simulated number, wallet credit
 //! and one agent per conversation engine, so curl works within a minute.
 
-use crate::admin_ops::{self, NewKey};
+use crate::admin::ops::{self, NewKey};
 use crate::domain::agent::{AgentSpec, ConversationEngine, KeypadConfig, KeypadOption};
 use crate::domain::{AgentId, PhoneNumber};
 use crate::store::{Store, StoreError};
@@ -34,12 +34,12 @@ pub async fn bootstrap_if_empty(
         return Ok(None);
     }
     let now_ms = now.timestamp_millis();
-    let org = admin_ops::create_org(store, "Demo", None, None, now).await?;
-    let NewKey { key, .. } = admin_ops::create_key(store, &org.id, "bootstrap", now).await?;
+    let org = ops::create_org(store, "Demo", None, None, now).await?;
+    let NewKey { key, .. } = ops::create_key(store, &org.id, "bootstrap", now).await?;
     let phone = PhoneNumber::parse(DEMO_NUMBER)
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|_| DEMO_NUMBER.to_string());
-    admin_ops::add_number(store, &org.id, &phone, "sim", true, Some(0), now).await?;
+    ops::add_number(store, &org.id, &phone, "sim", true, Some(0), now).await?;
     store
         .credit_wallet(&org.id, DEMO_CREDIT_PAISE, now_ms)
         .await?;

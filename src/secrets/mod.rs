@@ -1,0 +1,4 @@
+//! Secrets at rest: workspace provider credentials, encrypted with a key
+//! derived from the server secret.
+
+pub mod credentials;
