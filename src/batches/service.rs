@@ -6,14 +6,14 @@ use super::feed::StoreBatchFeed;
 use super::{BatchAction, BatchKind, BatchStatus, Progress, stored};
 use crate::app::state::AppState;
 use crate::calls::placement;
-use crate::domain::PhoneNumber;
+use crate::domain::{AgentId, BatchId, OrgId, PhoneNumber};
 use crate::http::error::{ApiError, ApiResult};
 use crate::store::StoreError;
 use crate::store::batches::{BatchRow, NewBatch, NewItem};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
-use uuid::Uuid;
+use std::fmt::Display;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus};
 
 /// Most items one request may add.
@@ -27,7 +27,8 @@ pub const MAX_LISTED_SKIPS: usize = 20;
 pub struct NewBatchInput {
     /// Display name.
     pub name: String,
-    /// Agent placing the calls.
+    /// Agent placing the calls, as the client gave it (checked by [`create`]
+    /// after the name, so a request with both wrong answers about the name).
     pub agent_id: String,
     /// Caller ID override.
     pub from_number: Option<String>,
@@ -69,8 +70,14 @@ pub struct AddReport {
 }
 
 /// 404 for a batch of another kind, workspace, or none at all.
-fn not_found(kind: BatchKind, id: &str) -> ApiError {
+fn not_found(kind: BatchKind, id: impl Display) -> ApiError {
     ApiError::NotFound(format!("{} {id} not found", kind.noun()))
+}
+
+/// The batch of `kind` a request names by `raw`: a text that is no batch id
+/// is a 404, like a batch the workspace does not have.
+pub fn parse_id(kind: BatchKind, raw: &str) -> ApiResult<BatchId> {
+    raw.parse().map_err(|_| not_found(kind, raw))
 }
 
 /// Parses `scheduledStartAt`; it must lie in the future.
@@ -93,20 +100,19 @@ pub fn parse_schedule(raw: &str, now: DateTime<Utc>) -> ApiResult<DateTime<Utc>>
 /// The batch `id` of `kind` in the workspace, or 404.
 pub async fn load(
     state: &AppState,
-    org_id: &str,
+    org_id: OrgId,
     kind: BatchKind,
-    id: &str,
+    id: BatchId,
 ) -> ApiResult<BatchRow> {
-    let parsed: Uuid = id.parse().map_err(|_| not_found(kind, id))?;
     state
         .store
-        .batch(org_id, kind.as_str(), &parsed.to_string())
+        .batch(org_id, kind.as_str(), id)
         .await?
         .ok_or_else(|| not_found(kind, id))
 }
 
 /// Progress of a batch.
-pub async fn progress(state: &AppState, batch_id: &str) -> ApiResult<Progress> {
+pub async fn progress(state: &AppState, batch_id: BatchId) -> ApiResult<Progress> {
     Ok(Progress::from_counts(
         &state.store.batch_item_counts(batch_id).await?,
     ))
@@ -115,7 +121,7 @@ pub async fn progress(state: &AppState, batch_id: &str) -> ApiResult<Progress> {
 /// Creates a draft (or scheduled) batch for an agent of the workspace.
 pub async fn create(
     state: &AppState,
-    org_id: &str,
+    org_id: OrgId,
     kind: BatchKind,
     input: NewBatchInput,
 ) -> ApiResult<BatchRow> {
@@ -124,10 +130,10 @@ pub async fn create(
         return Err(ApiError::BadRequest("name must not be empty".into()));
     }
     let agent_missing = || ApiError::NotFound(format!("Agent {} not found", input.agent_id));
-    let agent_uuid: Uuid = input.agent_id.parse().map_err(|_| agent_missing())?;
+    let agent_id: AgentId = input.agent_id.parse().map_err(|_| agent_missing())?;
     let agent = state
         .store
-        .agent(org_id, &agent_uuid.to_string())
+        .agent(org_id, agent_id)
         .await?
         .filter(|a| a.status() != crate::domain::agent::AgentStatus::Deleted)
         .ok_or_else(agent_missing)?;
@@ -141,7 +147,7 @@ pub async fn create(
                 .to_string(),
         ),
     };
-    let id = Uuid::now_v7().to_string();
+    let id = BatchId::new();
     let status = if input.scheduled_start_at.is_some() {
         BatchStatus::Scheduled
     } else {
@@ -151,11 +157,11 @@ pub async fn create(
     state
         .store
         .insert_batch(&NewBatch {
-            id: &id,
+            id,
             org_id,
             kind: kind.as_str(),
             name,
-            agent_id: &agent.id,
+            agent_id: agent.id,
             agent_name: &spec.name,
             from_number: from_number.as_deref(),
             status: status.as_str(),
@@ -165,7 +171,7 @@ pub async fn create(
         .await?;
     state
         .store
-        .batch(org_id, kind.as_str(), &id)
+        .batch(org_id, kind.as_str(), id)
         .await?
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("batch {id} vanished after insert")))
 }
@@ -215,7 +221,7 @@ pub async fn add_items(
     }
     let mut seen: HashSet<String> = state
         .store
-        .batch_phones(&batch.id)
+        .batch_phones(batch.id)
         .await?
         .into_iter()
         .collect();
@@ -256,7 +262,7 @@ pub async fn add_items(
     let appended = state
         .store
         .append_items(
-            &batch.id,
+            batch.id,
             &stored(&[BatchStatus::Draft, BatchStatus::Scheduled]),
             &rows,
             state.clock.now().timestamp_millis(),
@@ -302,7 +308,7 @@ pub async fn act(
             state
                 .store
                 .transition_batch(
-                    &batch.id,
+                    batch.id,
                     &from,
                     to.as_str(),
                     None,
@@ -315,7 +321,7 @@ pub async fn act(
     };
     let message = match action {
         BatchAction::Start => {
-            let p = progress(state, &batch.id).await?;
+            let p = progress(state, batch.id).await?;
             if p.pending == 0 {
                 return Err(ApiError::conflict(format!(
                     "{noun} has no items to dial; add items before starting it"
@@ -323,15 +329,15 @@ pub async fn act(
             }
             placement::plan(
                 state,
-                &batch.org_id,
-                &batch.agent_id,
+                batch.org_id,
+                batch.agent_id,
                 batch.from_number.as_deref(),
             )
             .await?;
             if !moved(BatchStatus::Running, true, false).await? {
                 return Err(raced(state, kind, batch, action).await);
             }
-            feed(state, &batch.id, &batch.org_id).await?;
+            feed(state, batch.id, batch.org_id).await?;
             format!("{noun} started: {} item(s) to dial", p.pending)
         }
         BatchAction::Pause => {
@@ -343,25 +349,25 @@ pub async fn act(
         BatchAction::Resume => {
             placement::plan(
                 state,
-                &batch.org_id,
-                &batch.agent_id,
+                batch.org_id,
+                batch.agent_id,
                 batch.from_number.as_deref(),
             )
             .await?;
             if !moved(BatchStatus::Running, true, false).await? {
                 return Err(raced(state, kind, batch, action).await);
             }
-            feed(state, &batch.id, &batch.org_id).await?;
+            feed(state, batch.id, batch.org_id).await?;
             format!("{noun} resumed")
         }
         BatchAction::Stop => {
             if !moved(BatchStatus::Stopped, false, true).await? {
                 return Err(raced(state, kind, batch, action).await);
             }
-            let dropped = state.store.drop_pending_items(&batch.id).await?;
-            for call_id in state.store.undispatched_batch_calls(&batch.id).await? {
+            let dropped = state.store.drop_pending_items(batch.id).await?;
+            for call_id in state.store.undispatched_batch_calls(batch.id).await? {
                 let end = CallEnd {
-                    call_id,
+                    call_id: call_id.to_string(),
                     status: CallStatus::Canceled,
                     ended_reason: "canceled".into(),
                     answered_at: None,
@@ -376,7 +382,7 @@ pub async fn act(
             format!("{noun} stopped: {dropped} pending item(s) dropped; live calls finish")
         }
         BatchAction::Retry => {
-            let reset = state.store.reset_failed_items(&batch.id).await?;
+            let reset = state.store.reset_failed_items(batch.id).await?;
             if reset == 0 {
                 return Ok(format!(
                     "{noun} has no failed, unanswered or busy items to re-dial"
@@ -393,7 +399,7 @@ pub async fn act(
                     state
                         .store
                         .transition_batch(
-                            &batch.id,
+                            batch.id,
                             &stored(&[BatchStatus::Completed, BatchStatus::Stopped]),
                             BatchStatus::Running.as_str(),
                             None,
@@ -405,7 +411,7 @@ pub async fn act(
                 }
                 _ => {}
             }
-            feed(state, &batch.id, &batch.org_id).await?;
+            feed(state, batch.id, batch.org_id).await?;
             format!("{reset} item(s) will be re-dialed")
         }
     };
@@ -419,9 +425,9 @@ async fn raced(
     batch: &BatchRow,
     action: BatchAction,
 ) -> ApiError {
-    match state.store.batch_by_id(&batch.id).await {
+    match state.store.batch_by_id(batch.id).await {
         Ok(Some(now)) => refused(kind, action, BatchStatus::from_stored(&now.status)),
-        Ok(None) => not_found(kind, &batch.id),
+        Ok(None) => not_found(kind, batch.id),
         Err(err) => err.into(),
     }
 }
@@ -459,7 +465,7 @@ pub async fn update(
     state
         .store
         .update_batch(
-            &batch.id,
+            batch.id,
             &name,
             status.as_str(),
             scheduled,
@@ -468,16 +474,16 @@ pub async fn update(
         .await?;
     state
         .store
-        .batch_by_id(&batch.id)
+        .batch_by_id(batch.id)
         .await?
-        .ok_or_else(|| not_found(kind, &batch.id))
+        .ok_or_else(|| not_found(kind, batch.id))
 }
 
 /// Deletes a batch that is not running.
 pub async fn delete(state: &AppState, kind: BatchKind, batch: &BatchRow) -> ApiResult<()> {
     if !state
         .store
-        .delete_batch(&batch.id, &[BatchStatus::Running.as_str()])
+        .delete_batch(batch.id, &[BatchStatus::Running.as_str()])
         .await?
     {
         return Err(ApiError::conflict(format!(
@@ -489,13 +495,13 @@ pub async fn delete(state: &AppState, kind: BatchKind, batch: &BatchRow) -> ApiR
 }
 
 /// Puts a running batch into its workspace's round-robin.
-pub async fn feed(state: &AppState, batch_id: &str, org_id: &str) -> Result<(), StoreError> {
+pub async fn feed(state: &AppState, batch_id: BatchId, org_id: OrgId) -> Result<(), StoreError> {
     let concurrency = state.store.org(org_id).await?.map_or(1, |org| {
         u32::try_from(org.concurrency.max(1)).unwrap_or(u32::MAX)
     });
     if let Err(err) = state.engine.feed_batch(
-        org_id,
-        batch_id,
+        &org_id.to_string(),
+        &batch_id.to_string(),
         concurrency,
         StoreBatchFeed::new(state.clone()),
     ) {
@@ -518,7 +524,7 @@ pub async fn tick(state: &AppState) -> Result<(), StoreError> {
         tracing::info!(batch = %id, "batch completed");
     }
     for (batch_id, org_id) in state.store.running_batches_with_pending().await? {
-        feed(state, &batch_id, &org_id).await?;
+        feed(state, batch_id, org_id).await?;
     }
     Ok(())
 }

@@ -3,14 +3,14 @@
 //! handed to the engine in the same request.
 
 use crate::app::state::AppState;
-use crate::domain::PhoneNumber;
 use crate::domain::agent::{AgentSpec, AgentStatus};
 use crate::domain::clock::ist_month_key;
+use crate::domain::{AgentId, CallId, OrgId, Paise, PhoneNumber};
 use crate::http::error::{ApiError, ApiResult};
 use crate::store::calls::NewCall;
 use crate::store::{AgentRow, NumberRow, OrgRow};
 use serde_json::{Map, Value};
-use uuid::Uuid;
+use std::fmt::Display;
 
 /// An agent cleared for dialing, with everything the calls need.
 #[derive(Debug, Clone)]
@@ -23,8 +23,8 @@ pub struct DialPlan {
     pub spec: AgentSpec,
     /// Caller ID.
     pub from: NumberRow,
-    /// Per-minute rate in paise.
-    pub rate_paise: i64,
+    /// Per-minute rate.
+    pub rate_paise: Paise,
 }
 
 /// One person to call.
@@ -59,24 +59,32 @@ impl CallSource {
     }
 }
 
+/// 404 for an agent the workspace does not have (or a text that names none).
+fn agent_not_found(agent: impl Display) -> ApiError {
+    ApiError::NotFound(format!("Agent {agent} not found"))
+}
+
+/// The agent a request names by `raw`: a text that is no agent id is a 404,
+/// like an agent the workspace does not have.
+pub fn agent_id(raw: &str) -> ApiResult<AgentId> {
+    raw.parse().map_err(|_| agent_not_found(raw))
+}
+
 /// Checks everything that must hold before a call is enqueued.
 pub async fn plan(
     state: &AppState,
-    org_id: &str,
-    agent_id: &str,
+    org_id: OrgId,
+    agent_id: AgentId,
     from_override: Option<&str>,
 ) -> ApiResult<DialPlan> {
-    let agent_uuid: Uuid = agent_id
-        .parse()
-        .map_err(|_| ApiError::NotFound(format!("Agent {agent_id} not found")))?;
     let agent = state
         .store
-        .agent(org_id, &agent_uuid.to_string())
+        .agent(org_id, agent_id)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("Agent {agent_id} not found")))?;
+        .ok_or_else(|| agent_not_found(agent_id))?;
     match agent.status() {
         AgentStatus::Deleted => {
-            return Err(ApiError::NotFound(format!("Agent {agent_id} not found")));
+            return Err(agent_not_found(agent_id));
         }
         AgentStatus::Inactive => {
             return Err(ApiError::BadRequest(format!(
@@ -91,7 +99,7 @@ pub async fn plan(
         .org(org_id)
         .await?
         .ok_or_else(|| ApiError::NotFound("Workspace not found".into()))?;
-    if org.wallet_paise <= 0 {
+    if org.wallet_paise <= Paise::ZERO {
         return Err(ApiError::PaymentRequired(
             "Wallet balance is not positive; add credit to place calls".into(),
         ));
@@ -107,7 +115,7 @@ pub async fn plan(
         )));
     }
     let from = resolve_from(state, org_id, &spec, from_override).await?;
-    let rate_paise = spec.per_minute_rate_paise;
+    let rate_paise = Paise(spec.per_minute_rate_paise);
     Ok(DialPlan {
         org,
         agent,
@@ -121,7 +129,7 @@ pub async fn plan(
 /// else any active number: always one the workspace owns and is not suspended.
 async fn resolve_from(
     state: &AppState,
-    org_id: &str,
+    org_id: OrgId,
     spec: &AgentSpec,
     from_override: Option<&str>,
 ) -> ApiResult<NumberRow> {
@@ -173,14 +181,14 @@ pub async fn place(
     plan: &DialPlan,
     targets: Vec<CallTarget>,
     source: CallSource,
-) -> ApiResult<Vec<(String, String)>> {
+) -> ApiResult<Vec<(CallId, String)>> {
     let now_ms = state.clock.now().timestamp_millis();
     let calls: Vec<NewCall> = targets
         .into_iter()
         .map(|t| NewCall {
-            id: crate::domain::ids::CallId::new().to_string(),
-            org_id: plan.org.id.clone(),
-            agent_id: plan.agent.id.clone(),
+            id: CallId::new(),
+            org_id: plan.org.id,
+            agent_id: plan.agent.id,
             agent_name: plan.spec.name.clone(),
             engine: plan.spec.conversation_engine.as_str().to_string(),
             phone: t.phone.as_str().to_string(),
@@ -204,8 +212,8 @@ pub async fn place(
     let mut placed = Vec::with_capacity(calls.len());
     for call in &calls {
         let job = super::job::job_for(
-            &call.id,
-            &call.org_id,
+            call.id,
+            call.org_id,
             plan.org.concurrency,
             &call.phone,
             &call.from_number,
@@ -217,9 +225,9 @@ pub async fn place(
         if let Err(err) = state.engine.enqueue(job) {
             // The call stays queued in the database; the dispatcher retries it.
             tracing::error!(call = %call.id, error = %err, "engine refused a call; left for the dispatcher");
-            state.store.release_queued_calls(Some(&call.org_id)).await?;
+            state.store.release_queued_calls(Some(call.org_id)).await?;
         }
-        placed.push((call.id.clone(), call.phone.clone()));
+        placed.push((call.id, call.phone.clone()));
     }
     Ok(placed)
 }

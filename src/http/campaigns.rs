@@ -12,6 +12,7 @@ use crate::app::state::AppState;
 use crate::batches::csv_upload::{CsvRecords, RawRecord, StudentColumns, is_blank};
 use crate::batches::service::{self, NewBatchInput, check_phone, item_variables};
 use crate::batches::{BatchAction, BatchKind, BatchStatus, stored};
+use crate::domain::CampaignId;
 use crate::domain::page::ListEnvelope;
 use crate::store::Store;
 use crate::store::batches::{BatchRow, ItemResultRow, NewItem};
@@ -106,7 +107,7 @@ async fn create_campaign(
         .transpose()?;
     let row = service::create(
         &state,
-        &caller.org(),
+        caller.org_id,
         BatchKind::Campaign,
         NewBatchInput {
             name: body.name,
@@ -135,7 +136,7 @@ async fn list_campaigns(
     query: RawQuery,
 ) -> ApiResult<Json<ListEnvelope<BatchView>>> {
     Ok(Json(
-        batch_http::list(&state, &caller.org(), BatchKind::Campaign, &query).await?,
+        batch_http::list(&state, caller.org_id, BatchKind::Campaign, &query).await?,
     ))
 }
 
@@ -148,7 +149,13 @@ async fn get_campaign(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<BatchView>> {
-    let row = service::load(&state, &caller.org(), BatchKind::Campaign, &id).await?;
+    let row = service::load(
+        &state,
+        caller.org_id,
+        BatchKind::Campaign,
+        service::parse_id(BatchKind::Campaign, &id)?,
+    )
+    .await?;
     Ok(Json(batch_http::view(&state, row).await?))
 }
 
@@ -163,7 +170,7 @@ async fn update_campaign(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<UpdateBatchBody>,
 ) -> ApiResult<Json<BatchView>> {
-    batch_http::patch(&state, &caller.org(), BatchKind::Campaign, &id, body).await
+    batch_http::patch(&state, caller.org_id, BatchKind::Campaign, &id, body).await
 }
 
 /// Delete a campaign that is not running.
@@ -175,7 +182,7 @@ async fn delete_campaign(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    batch_http::remove(&state, &caller.org(), BatchKind::Campaign, &id).await
+    batch_http::remove(&state, caller.org_id, BatchKind::Campaign, &id).await
 }
 
 transition_route!(
@@ -356,7 +363,7 @@ impl StudentIngest<'_> {
         let open = stored(&[BatchStatus::Draft, BatchStatus::Scheduled]);
         if !self
             .store
-            .append_items(&self.campaign.id, &open, &rows, self.now_ms)
+            .append_items(self.campaign.id, &open, &rows, self.now_ms)
             .await?
         {
             return Err(ApiError::conflict(
@@ -410,7 +417,13 @@ async fn upload_students(
     Path(id): Path<String>,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<Json<UploadReport>> {
-    let campaign = service::load(&state, &caller.org(), BatchKind::Campaign, &id).await?;
+    let campaign = service::load(
+        &state,
+        caller.org_id,
+        BatchKind::Campaign,
+        service::parse_id(BatchKind::Campaign, &id)?,
+    )
+    .await?;
     let status = BatchStatus::from_stored(&campaign.status);
     if !status.is_unstarted() {
         return Err(ApiError::conflict(format!(
@@ -420,7 +433,7 @@ async fn upload_students(
     let mut multipart = multipart.map_err(bad_multipart)?;
     let seen: HashSet<String> = state
         .store
-        .batch_phones(&campaign.id)
+        .batch_phones(campaign.id)
         .await?
         .into_iter()
         .collect();
@@ -482,7 +495,7 @@ async fn campaign_students(
     query: RawQuery,
 ) -> ApiResult<Json<ListEnvelope<ItemView>>> {
     Ok(Json(
-        batch_http::items(&state, &caller.org(), BatchKind::Campaign, &id, &query).await?,
+        batch_http::items(&state, caller.org_id, BatchKind::Campaign, &id, &query).await?,
     ))
 }
 
@@ -501,11 +514,17 @@ async fn campaign_calls(
     query: RawQuery,
 ) -> ApiResult<Json<CallList>> {
     let page = query.page()?;
-    let org = caller.org();
-    let campaign = service::load(&state, &org, BatchKind::Campaign, &id).await?;
+    let org = caller.org_id;
+    let campaign = service::load(
+        &state,
+        org,
+        BatchKind::Campaign,
+        service::parse_id(BatchKind::Campaign, &id)?,
+    )
+    .await?;
     let (rows, counts) = state
         .store
-        .campaign_calls(&org, &campaign.id, i64::from(page.limit), page.offset())
+        .campaign_calls(org, campaign.id, i64::from(page.limit), page.offset())
         .await?;
     let now = state.clock.now();
     Ok(Json(CallList {
@@ -538,7 +557,7 @@ fn export_chunk(rows: &[ItemResultRow], with_header: bool) -> Result<Bytes, csv:
             item.phone.as_str(),
             item.status.as_str(),
             &item.attempts.to_string(),
-            item.call_id.as_deref().unwrap_or_default(),
+            &item.call_id.map(|id| id.to_string()).unwrap_or_default(),
             &row.duration_seconds.unwrap_or_default().to_string(),
             row.ended_reason.as_deref().unwrap_or_default(),
             row.summary.as_deref().unwrap_or_default(),
@@ -555,7 +574,7 @@ fn export_chunk(rows: &[ItemResultRow], with_header: bool) -> Result<Bytes, csv:
 /// Where the export stream is.
 struct ExportCursor {
     store: Store,
-    campaign_id: String,
+    campaign_id: CampaignId,
     after_seq: i64,
     header_written: bool,
     finished: bool,
@@ -569,7 +588,7 @@ async fn next_export_chunk(
     }
     let rows = cursor
         .store
-        .batch_results_after(&cursor.campaign_id, cursor.after_seq, EXPORT_PAGE_ROWS)
+        .batch_results_after(cursor.campaign_id, cursor.after_seq, EXPORT_PAGE_ROWS)
         .await
         .map_err(|err| {
             tracing::error!(error = %err, "campaign export stopped: storage failure");
@@ -600,7 +619,13 @@ async fn export_campaign(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let campaign = service::load(&state, &caller.org(), BatchKind::Campaign, &id).await?;
+    let campaign = service::load(
+        &state,
+        caller.org_id,
+        BatchKind::Campaign,
+        service::parse_id(BatchKind::Campaign, &id)?,
+    )
+    .await?;
     let cursor = ExportCursor {
         store: state.store.clone(),
         campaign_id: campaign.id,

@@ -9,9 +9,9 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, RawQuery};
 use crate::app::state::AppState;
 use crate::domain::clock::{IST, iso};
-use crate::domain::ids::CallId;
 use crate::domain::page::ListEnvelope;
 use crate::domain::phone::PhoneNumber;
+use crate::domain::{CallId, OrgId};
 use crate::postcall::ratings::export::{EXPORT_HEADER, export_record};
 use crate::postcall::ratings::sheets::{SheetTarget, append_rows, valid_spreadsheet_id};
 use crate::postcall::ratings::template::effective_template;
@@ -100,14 +100,14 @@ impl RatingView {
     fn from_row(row: RatingRow) -> Self {
         let columns = serde_json::from_str(&row.columns).unwrap_or_default();
         Self {
-            call_id: row.call_id,
+            call_id: row.call_id.to_string(),
             candidate_name: row.target_name,
             overall_rating: row.overall,
             agent_name: row.agent_name,
             columns,
             error: (row.status == "failed").then_some(row.last_error).flatten(),
             status: row.status,
-            agent_id: row.agent_id,
+            agent_id: row.agent_id.to_string(),
             phone: row.phone,
             rated_at: row.rated_at.map(iso),
             call_created_at: iso(row.call_created_at),
@@ -343,9 +343,8 @@ fn parse_filter(query: &RawQuery, default_status: &str) -> ApiResult<RatingFilte
 }
 
 /// A call id from the path; anything else names no rating.
-fn call_id_param(raw: &str) -> ApiResult<String> {
+fn call_id_param(raw: &str) -> ApiResult<CallId> {
     raw.parse::<CallId>()
-        .map(|id| id.to_string())
         .map_err(|_| ApiError::NotFound(format!("Rating for call {raw} not found")))
 }
 
@@ -373,7 +372,7 @@ async fn list_ratings(
     let filter = parse_filter(&query, "done")?;
     let (rows, total) = state
         .store
-        .list_ratings(&caller.org(), &filter, i64::from(page.limit), page.offset())
+        .list_ratings(caller.org_id, &filter, i64::from(page.limit), page.offset())
         .await?;
     Ok(Json(ListEnvelope::new(
         rows.into_iter().map(RatingView::from_row).collect(),
@@ -394,8 +393,8 @@ async fn get_rating(
     Path(raw): Path<String>,
 ) -> ApiResult<Response> {
     let call_id = call_id_param(&raw)?;
-    let org = caller.org();
-    match state.store.rating(&org, &call_id).await? {
+    let org = caller.org_id;
+    match state.store.rating(org, call_id).await? {
         Some(row) if row.status == "pending" => {
             let body = serde_json::json!({
                 "message": format!("Rating for call {call_id} is not ready yet: it is being scored; retry in a few seconds"),
@@ -409,7 +408,7 @@ async fn get_rating(
             Ok(response)
         }
         Some(row) => Ok(Json(RatingView::from_row(row)).into_response()),
-        None if state.store.call_status(&org, &call_id).await?.is_some() => {
+        None if state.store.call_status(org, call_id).await?.is_some() => {
             Err(ApiError::NotFound(format!(
                 "Call {call_id} has no rating: only completed calls in which the callee spoke are rated (POST /api/ratings/{call_id}/rate-now scores it anyway)"
             )))
@@ -436,7 +435,7 @@ async fn ratings_by_phone(
     let status = parse_status(query.get("status"), "done")?;
     let rows = state
         .store
-        .ratings_by_phone(&caller.org(), phone.as_str(), &status)
+        .ratings_by_phone(caller.org_id, phone.as_str(), &status)
         .await?;
     Ok(Json(PhoneRatings {
         phone: phone.as_str().to_string(),
@@ -451,7 +450,7 @@ async fn rating_stats(
     State(state): State<AppState>,
     caller: Caller,
 ) -> ApiResult<Json<RatingStats>> {
-    let (counts, agents) = state.store.rating_stats(&caller.org()).await?;
+    let (counts, agents) = state.store.rating_stats(caller.org_id).await?;
     Ok(Json(RatingStats {
         total: counts.total,
         pending: counts.pending,
@@ -461,7 +460,7 @@ async fn rating_stats(
         agents: agents
             .into_iter()
             .map(|a| AgentAverage {
-                agent_id: a.agent_id,
+                agent_id: a.agent_id.to_string(),
                 agent_name: a.agent_name,
                 rated: a.rated,
                 average_overall: a.average_overall.map(round2),
@@ -473,7 +472,7 @@ async fn rating_stats(
 /// Every row of `filter`, page by page.
 async fn each_rating(
     store: &Store,
-    org_id: &str,
+    org_id: OrgId,
     filter: &RatingFilter,
     mut visit: impl FnMut(Vec<RatingRow>),
 ) -> Result<(), StoreError> {
@@ -485,7 +484,7 @@ async fn each_rating(
         let Some(last) = rows.last() else {
             return Ok(());
         };
-        after = Some((last.call_created_at, last.call_id.clone()));
+        after = Some((last.call_created_at, last.call_id));
         let full = rows.len() as i64 == EXPORT_PAGE_ROWS;
         visit(rows);
         if !full {
@@ -515,7 +514,7 @@ async fn rating_analytics(
     let mut overall = Distribution::new("overall");
     let mut columns: Vec<Distribution> = Vec::new();
     let mut total = 0;
-    each_rating(&state.store, &caller.org(), &filter, |rows| {
+    each_rating(&state.store, caller.org_id, &filter, |rows| {
         for row in rows {
             total += 1;
             if let Some(o) = row.overall {
@@ -561,9 +560,9 @@ fn csv_chunk(rows: &[RatingRow], header: bool) -> Result<Bytes, csv::Error> {
 /// Where a streamed export is.
 struct ExportCursor {
     store: Store,
-    org_id: String,
+    org_id: OrgId,
     filter: RatingFilter,
-    after: Option<(i64, String)>,
+    after: Option<(i64, CallId)>,
     header_written: bool,
     finished: bool,
 }
@@ -577,16 +576,16 @@ async fn next_export_chunk(
     let rows = cursor
         .store
         .ratings_after(
-            &cursor.org_id,
+            cursor.org_id,
             &cursor.filter,
-            cursor.after.clone(),
+            cursor.after,
             EXPORT_PAGE_ROWS,
         )
         .await
         .map_err(std::io::Error::other)?;
     cursor.finished = (rows.len() as i64) < EXPORT_PAGE_ROWS;
     if let Some(last) = rows.last() {
-        cursor.after = Some((last.call_created_at, last.call_id.clone()));
+        cursor.after = Some((last.call_created_at, last.call_id));
     }
     let chunk = csv_chunk(&rows, !cursor.header_written).map_err(std::io::Error::other)?;
     cursor.header_written = true;
@@ -611,7 +610,7 @@ async fn export_all(
 ) -> ApiResult<Response> {
     let cursor = ExportCursor {
         store: state.store.clone(),
-        org_id: caller.org(),
+        org_id: caller.org_id,
         filter: parse_filter(&query, "all")?,
         after: None,
         header_written: false,
@@ -622,7 +621,7 @@ async fn export_all(
 }
 
 /// The workspace's stored Google token, if it has one.
-async fn stored_google_token(state: &AppState, org_id: &str) -> ApiResult<Option<String>> {
+async fn stored_google_token(state: &AppState, org_id: OrgId) -> ApiResult<Option<String>> {
     let Some((nonce, sealed)) = state.store.credential(org_id, "google").await? else {
         return Ok(None);
     };
@@ -673,7 +672,7 @@ async fn export_sheet(
             "range must be an A1 range such as Sheet1!A1".into(),
         ));
     }
-    let org = caller.org();
+    let org = caller.org_id;
     let token = match body
         .access_token
         .as_deref()
@@ -681,7 +680,7 @@ async fn export_sheet(
         .filter(|t| !t.is_empty())
     {
         Some(token) => token.to_string(),
-        None => stored_google_token(&state, &org).await?.ok_or_else(|| {
+        None => stored_google_token(&state, org).await?.ok_or_else(|| {
             ApiError::BadRequest(
                 "accessToken is required: pass it in the body or store a google workspace credential ({\"accessToken\": …})".into(),
             )
@@ -696,7 +695,7 @@ async fn export_sheet(
         max_score: None,
     };
     let mut pages = Vec::new();
-    each_rating(&state.store, &org, &filter, |rows| pages.push(rows)).await?;
+    each_rating(&state.store, org, &filter, |rows| pages.push(rows)).await?;
     let count: usize = pages.iter().map(Vec::len).sum();
     if count == 0 {
         return Ok(MessageBody::json(
@@ -733,7 +732,7 @@ async fn export_sheet(
 
 /// Whether a call can be scored: it ended, and (without a rating yet) it
 /// completed with the callee speaking.
-async fn check_rateable(state: &AppState, org: &str, call_id: &str) -> ApiResult<()> {
+async fn check_rateable(state: &AppState, org: OrgId, call_id: CallId) -> ApiResult<()> {
     let status = state
         .store
         .call_status(org, call_id)
@@ -755,8 +754,8 @@ async fn check_rateable(state: &AppState, org: &str, call_id: &str) -> ApiResult
 /// Scores a call now and answers with the outcome.
 async fn rate_synchronously(
     state: &AppState,
-    org: &str,
-    call_id: &str,
+    org: OrgId,
+    call_id: CallId,
     done: &str,
 ) -> ApiResult<Json<MessageBody>> {
     let claim = take_now(state, org, call_id)
@@ -787,8 +786,8 @@ async fn rate_now(
     Path(raw): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
     let call_id = call_id_param(&raw)?;
-    let org = caller.org();
-    match state.store.rating(&org, &call_id).await? {
+    let org = caller.org_id;
+    match state.store.rating(org, call_id).await? {
         Some(row) if row.status == "done" => {
             return Ok(MessageBody::json(format!(
                 "Call {call_id} is already rated (overall {}); use regenerate to score it again",
@@ -796,9 +795,9 @@ async fn rate_now(
             )));
         }
         Some(_) => {}
-        None => check_rateable(&state, &org, &call_id).await?,
+        None => check_rateable(&state, org, call_id).await?,
     }
-    rate_synchronously(&state, &org, &call_id, "Rated").await
+    rate_synchronously(&state, org, call_id, "Rated").await
 }
 
 /// Scores a rated call again with its agent's current template and LLM; the
@@ -813,13 +812,13 @@ async fn regenerate(
     Path(raw): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
     let call_id = call_id_param(&raw)?;
-    let org = caller.org();
-    if state.store.rating(&org, &call_id).await?.is_none() {
+    let org = caller.org_id;
+    if state.store.rating(org, call_id).await?.is_none() {
         return Err(ApiError::NotFound(format!(
             "Call {call_id} has no rating to regenerate"
         )));
     }
-    rate_synchronously(&state, &org, &call_id, "Regenerated the scorecard of").await
+    rate_synchronously(&state, org, call_id, "Regenerated the scorecard of").await
 }
 
 /// Puts many ratings back in the queue: the named `callIds`, or those whose
@@ -832,7 +831,7 @@ async fn bulk_regenerate(
     caller: Caller,
     ApiJson(body): ApiJson<BulkRegenerateRequest>,
 ) -> ApiResult<Json<QueuedBody>> {
-    let org = caller.org();
+    let org = caller.org_id;
     let now = state.clock.now().timestamp_millis();
     let queued = if let Some(ids) = &body.call_ids {
         if body.agent_id.is_some() || body.from.is_some() || body.to.is_some() {
@@ -850,9 +849,9 @@ async fn bulk_regenerate(
             let id: CallId = id
                 .parse()
                 .map_err(|_| ApiError::BadRequest(format!("callIds[{i}] is not a call id")))?;
-            parsed.push(id.to_string());
+            parsed.push(id);
         }
-        state.store.requeue_rating_ids(&org, &parsed, now).await?
+        state.store.requeue_rating_ids(org, &parsed, now).await?
     } else {
         let filter = RatingFilter {
             status: "all".into(),
@@ -867,7 +866,7 @@ async fn bulk_regenerate(
                 "give callIds, or at least one of agentId, from and to".into(),
             ));
         }
-        state.store.requeue_ratings(&org, &filter, now).await?
+        state.store.requeue_ratings(org, &filter, now).await?
     };
     Ok(Json(QueuedBody {
         message: format!("Queued {queued} rating(s) for re-scoring"),
@@ -881,13 +880,13 @@ async fn bulk_regenerate(
 #[utoipa::path(post, path = "/api/ratings/reload", tag = "ratings",
     responses((status = 200, body = QueuedBody)))]
 async fn reload(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<QueuedBody>> {
-    let org = caller.org();
+    let org = caller.org_id;
     let mut own = 0;
     let mut default = 0;
-    for agent_id in state.store.rated_agent_ids(&org).await? {
+    for agent_id in state.store.rated_agent_ids(org).await? {
         let spec = state
             .store
-            .agent(&org, &agent_id)
+            .agent(org, agent_id)
             .await?
             .and_then(|a| a.spec().ok());
         let agent_template = spec.as_ref().and_then(|s| s.rating_template.as_ref());
@@ -904,7 +903,7 @@ async fn reload(State(state): State<AppState>, caller: Caller) -> ApiResult<Json
             status: status.into(),
             ..RatingFilter::default()
         };
-        queued += state.store.requeue_ratings(&org, &filter, now).await?;
+        queued += state.store.requeue_ratings(org, &filter, now).await?;
     }
     Ok(Json(QueuedBody {
         message: format!(

@@ -17,6 +17,7 @@ use super::openai_tts::OpenAiTts;
 use super::resilience::{CircuitBreaker, GuardedAsr, GuardedLlm, GuardedTts};
 use super::settings::{OPENAI_BASE_URL, ProviderSettings, VendorAccount};
 use crate::domain::agent::AgentSpec;
+use crate::domain::{CallId, OrgId, Paise};
 use crate::secrets::credentials::CredentialCipher;
 use crate::store::{Store, StoreError};
 use async_trait::async_trait;
@@ -165,10 +166,10 @@ impl ProviderSelector {
         &self.settings
     }
 
-    fn breaker(&self, vendor: &str, org_id: &str, kind: ProviderKind) -> CircuitBreaker {
+    fn breaker(&self, vendor: &str, org_id: OrgId, kind: ProviderKind) -> CircuitBreaker {
         CircuitBreaker::new(
             vendor,
-            org_id,
+            &org_id.to_string(),
             kind,
             self.settings.breaker_threshold,
             self.settings.breaker_cooldown,
@@ -178,7 +179,7 @@ impl ProviderSelector {
     /// The workspace's credential of `credential_kind`, else the platform account.
     async fn account(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         kind: ProviderKind,
         credential_kind: &str,
         platform: &VendorAccount,
@@ -228,7 +229,7 @@ impl ProviderSelector {
     /// (local servers take none).
     async fn openai_account(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         kind: ProviderKind,
     ) -> Result<ResolvedAccount, SelectError> {
         let account = self
@@ -248,7 +249,7 @@ impl ProviderSelector {
     /// The LLM `provider`/`model` for a workspace (chat, generate, calls).
     pub async fn llm(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         provider: &str,
         model: &str,
         sim: &SimConfig,
@@ -286,7 +287,7 @@ impl ProviderSelector {
     /// Returns (client, paid vendor, own credential).
     async fn asr(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         spec: &AgentSpec,
         sim: &SimConfig,
     ) -> Result<(Arc<dyn AsrProvider>, Option<bool>), SelectError> {
@@ -344,7 +345,7 @@ impl ProviderSelector {
     /// Returns (client, paid vendor's own-credential flag when paid).
     async fn tts(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         spec: &AgentSpec,
         sim: &SimConfig,
     ) -> Result<(Arc<dyn TtsProvider>, Option<bool>), SelectError> {
@@ -425,7 +426,7 @@ impl ProviderSelector {
     /// The providers a call of `spec` in workspace `org_id` runs on.
     pub async fn for_call(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         spec: &AgentSpec,
         sim: SimConfig,
     ) -> Result<CallProviders, SelectError> {
@@ -463,8 +464,8 @@ impl ProviderSelector {
 /// the call id.
 pub async fn prepare_call(
     selector: &ProviderSelector,
-    call_id: &str,
-    org_id: &str,
+    call_id: CallId,
+    org_id: OrgId,
     spec: &AgentSpec,
     sim: SimConfig,
 ) -> Result<CallProviders, String> {
@@ -484,7 +485,11 @@ pub async fn prepare_call(
     };
     if selected.own_credentials {
         let fee = selector.settings.platform_fee_paise;
-        if let Err(err) = selector.store.bill_call_at_platform_fee(call_id, fee).await {
+        if let Err(err) = selector
+            .store
+            .bill_call_at_platform_fee(call_id, Paise(fee))
+            .await
+        {
             tracing::error!(call = %call_id, error = %err, "could not switch the call to the platform fee");
         }
     }
@@ -494,7 +499,7 @@ pub async fn prepare_call(
 }
 
 /// Stores a finished call's LLM usage.
-pub async fn record_usage(store: &Store, call_id: &str, usage: &UsageMeter) {
+pub async fn record_usage(store: &Store, call_id: CallId, usage: &UsageMeter) {
     let total = usage.total();
     if total == LlmUsage::default() {
         return;

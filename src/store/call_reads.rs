@@ -8,6 +8,7 @@
 //! full-text index on the transcript, and grouped counts.
 
 use super::{Db, Store, StoreResult, with_pool};
+use crate::domain::{BatchId, CallId, OrgId, Paise};
 use crate::store::BeginWrite;
 use sqlx::AssertSqlSafe;
 
@@ -37,8 +38,9 @@ pub struct CallFilter {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct CallReadRow {
     /// Call id.
-    pub id: String,
-    /// Agent id.
+    pub id: CallId,
+    /// Agent id as copied onto the call, read back verbatim: the column has
+    /// no foreign key, and call fixtures store readable names in it.
     pub agent_id: String,
     /// Agent name when the call was placed.
     pub agent_name: String,
@@ -59,17 +61,17 @@ pub struct CallReadRow {
     /// Attempt number, 1 for the first.
     pub attempt: i64,
     /// The first attempt this call retries.
-    pub retry_of: Option<String>,
+    pub retry_of: Option<CallId>,
     /// Batch the call belongs to.
-    pub batch_id: Option<String>,
-    /// Campaign the call belongs to.
+    pub batch_id: Option<BatchId>,
+    /// Campaign the call belongs to, read back verbatim like `agent_id`.
     pub campaign_id: Option<String>,
     /// Campaign name at placing time.
     pub campaign_name: Option<String>,
     /// Talk time in seconds.
     pub duration_seconds: i64,
-    /// Charge in paise.
-    pub cost_paise: i64,
+    /// Charge.
+    pub cost_paise: Paise,
     /// Post-call summary.
     pub summary: String,
     /// Creation time, Unix ms.
@@ -176,8 +178,8 @@ pub struct CallAggregateRow {
     pub answered: i64,
     /// Sum of talk time of the calls, seconds.
     pub talk_seconds: i64,
-    /// Sum of charges, paise.
-    pub spend_paise: i64,
+    /// Sum of charges.
+    pub spend_paise: Paise,
 }
 
 /// Calls of one IST day.
@@ -206,7 +208,9 @@ pub enum CallGrouping {
     EndedReason,
 }
 
-/// A call row (and its turns and events) to insert directly, for tests and benches.
+/// A call row (and its turns and events) to insert directly, for tests and
+/// benches. Its fields are the raw column values, so a fixture can store
+/// what the service itself never would.
 #[doc(hidden)]
 #[derive(Debug, Clone, Default)]
 pub struct CallFixture {
@@ -395,7 +399,7 @@ impl Store {
     fn push_filtered_calls(
         &self,
         sql: &mut Sql,
-        org_id: &str,
+        org_id: OrgId,
         filter: &CallFilter,
         sqlite_index: Option<&'static str>,
     ) {
@@ -430,11 +434,12 @@ impl Store {
                 // (without a LIMIT here SQLite drops the ORDER BY and builds
                 // the whole union in a temporary b-tree first).
                 sql.push(" ORDER BY 1 DESC LIMIT 9223372036854775807) m CROSS JOIN calls c ON c.rowid = m.rid WHERE c.org_id = ")
-                    .text(org_id);
+                    .text(&org_id.to_string());
             }
             Some(term) => {
                 let op = if sqlite { "LIKE" } else { "ILIKE" };
-                sql.push("FROM calls c WHERE c.org_id = ").text(org_id);
+                sql.push("FROM calls c WHERE c.org_id = ")
+                    .text(&org_id.to_string());
                 let pattern = like_anywhere(term);
                 sql.push(&format!(" AND ((c.target_name {op} "))
                     .text(&pattern);
@@ -471,7 +476,7 @@ impl Store {
                 if let Some(index) = sqlite_index.filter(|_| sqlite) {
                     sql.push("INDEXED BY ").push(index).push(" ");
                 }
-                sql.push("WHERE c.org_id = ").text(org_id);
+                sql.push("WHERE c.org_id = ").text(&org_id.to_string());
             }
         }
         if !filter.statuses.is_empty() {
@@ -495,7 +500,7 @@ impl Store {
     /// from the newest matches when that is provably exact.
     pub async fn list_calls_counted(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         filter: &CallFilter,
         limit: i64,
         offset: i64,
@@ -550,7 +555,7 @@ impl Store {
     /// thousand calls instead of sorting hundreds of thousands.
     async fn sqlite_newest_matches(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         filter: &CallFilter,
         limit: i64,
         offset: i64,
@@ -642,7 +647,7 @@ impl Store {
     /// One page of a workspace's calls matching `filter`, newest first.
     pub async fn list_calls(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         filter: &CallFilter,
         limit: i64,
         offset: i64,
@@ -660,7 +665,7 @@ impl Store {
     /// matching nothing walks every call of the workspace.
     async fn sqlite_plain_plan(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         filter: &CallFilter,
         rows_needed: i64,
     ) -> StoreResult<(CallCounts, Option<&'static str>)> {
@@ -690,7 +695,7 @@ impl Store {
 
     async fn list_calls_using(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         filter: &CallFilter,
         limit: i64,
         offset: i64,
@@ -717,9 +722,9 @@ impl Store {
     /// pages for exports.
     pub async fn calls_after(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         filter: &CallFilter,
-        after: Option<(i64, &str)>,
+        after: Option<(i64, CallId)>,
         limit: i64,
     ) -> StoreResult<Vec<CallReadRow>> {
         let searching = filter
@@ -740,7 +745,7 @@ impl Store {
             sql.push(" AND (c.created_at < ").int(created_at);
             let at = sql.args.len();
             sql.push(&format!(" OR (c.created_at = ${at} AND c.id < "))
-                .text(id)
+                .text(&id.to_string())
                 .push("))");
         }
         sql.push(" ORDER BY c.created_at DESC, c.id DESC LIMIT ")
@@ -755,7 +760,7 @@ impl Store {
     }
 
     /// How many calls match `filter`, and how many of them completed or failed.
-    pub async fn count_calls(&self, org_id: &str, filter: &CallFilter) -> StoreResult<CallCounts> {
+    pub async fn count_calls(&self, org_id: OrgId, filter: &CallFilter) -> StoreResult<CallCounts> {
         let searching = filter
             .search
             .as_deref()
@@ -807,7 +812,7 @@ impl Store {
     /// Calls per raw status of a workspace (optionally of one provider); statuses without calls may be absent.
     pub async fn call_status_counts(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         provider: Option<&str>,
     ) -> StoreResult<Vec<(String, i64)>> {
         let rows = match &self.db {
@@ -840,8 +845,8 @@ impl Store {
     /// One call of a workspace with its JSON columns and transcript text.
     pub async fn call_detail(
         &self,
-        org_id: &str,
-        call_id: &str,
+        org_id: OrgId,
+        call_id: CallId,
     ) -> StoreResult<Option<CallDetailRow>> {
         let sql = format!(
             "SELECT {ROW_COLUMNS}, c.variables, c.extracted, c.latencies, c.transcript_text
@@ -858,7 +863,7 @@ impl Store {
     }
 
     /// Whether a call exists in a workspace.
-    pub async fn call_exists(&self, org_id: &str, call_id: &str) -> StoreResult<bool> {
+    pub async fn call_exists(&self, org_id: OrgId, call_id: CallId) -> StoreResult<bool> {
         let found = with_pool!(self, pool => {
             sqlx::query_scalar::<_, String>("SELECT id FROM calls WHERE id = $1 AND org_id = $2")
                 .bind(call_id)
@@ -872,8 +877,8 @@ impl Store {
     /// The transcript text of a call of a workspace; `None` when there is no such call.
     pub async fn call_transcript_text(
         &self,
-        org_id: &str,
-        call_id: &str,
+        org_id: OrgId,
+        call_id: CallId,
     ) -> StoreResult<Option<String>> {
         let text = with_pool!(self, pool => {
             sqlx::query_scalar::<_, String>(
@@ -888,7 +893,11 @@ impl Store {
     }
 
     /// Every stored turn of a call, in order.
-    pub async fn call_turns(&self, org_id: &str, call_id: &str) -> StoreResult<Vec<CallTurnRow>> {
+    pub async fn call_turns(
+        &self,
+        org_id: OrgId,
+        call_id: CallId,
+    ) -> StoreResult<Vec<CallTurnRow>> {
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, CallTurnRow>(
                 "SELECT seq, speaker, text, created_at FROM call_turns
@@ -905,8 +914,8 @@ impl Store {
     /// One page of a call's turns in order, and how many it has.
     pub async fn call_turns_page(
         &self,
-        org_id: &str,
-        call_id: &str,
+        org_id: OrgId,
+        call_id: CallId,
         limit: i64,
         offset: i64,
     ) -> StoreResult<(Vec<CallTurnRow>, i64)> {
@@ -934,7 +943,7 @@ impl Store {
     }
 
     /// A call's status transitions in the order they happened.
-    pub async fn call_events(&self, call_id: &str) -> StoreResult<Vec<CallEventRow>> {
+    pub async fn call_events(&self, call_id: CallId) -> StoreResult<Vec<CallEventRow>> {
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, CallEventRow>(
                 "SELECT status, at FROM call_events WHERE call_id = $1
@@ -953,7 +962,7 @@ impl Store {
     /// Groups come largest first, at most 100.
     pub async fn call_aggregates(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         since_ms: i64,
         today_ms: i64,
         grouping: CallGrouping,
@@ -991,7 +1000,7 @@ impl Store {
     /// Calls per IST day of a workspace, created at or after `since_ms`; days without calls are absent.
     pub async fn calls_per_ist_day(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         since_ms: i64,
     ) -> StoreResult<Vec<CallDayRow>> {
         let sql = format!(
