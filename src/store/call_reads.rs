@@ -9,7 +9,7 @@
 
 use super::{Db, Store, StoreResult, with_pool};
 use crate::store::BeginWrite;
-use sqlx::AssertSqlSafe;
+use sqlx::{AssertSqlSafe, QueryBuilder};
 
 /// SQLite's trigram index answers substrings of this many characters or more.
 const TRIGRAM_MIN_CHARS: usize = 3;
@@ -264,60 +264,6 @@ pub struct CallFixture {
     pub events: Vec<(String, i64)>,
 }
 
-/// A bind value of a query assembled at run time.
-#[derive(Debug, Clone)]
-enum Arg {
-    Text(String),
-    Int(i64),
-}
-
-/// SQL text with its positional arguments, `$1`, `$2`, … in both dialects.
-#[derive(Debug, Default)]
-struct Sql {
-    text: String,
-    args: Vec<Arg>,
-}
-
-impl Sql {
-    /// Appends literal SQL.
-    fn push(&mut self, sql: &str) -> &mut Self {
-        self.text.push_str(sql);
-        self
-    }
-
-    /// Appends a placeholder bound to `arg`.
-    fn arg(&mut self, arg: Arg) -> &mut Self {
-        self.args.push(arg);
-        let placeholder = format!("${}", self.args.len());
-        self.text.push_str(&placeholder);
-        self
-    }
-
-    /// Appends a text placeholder.
-    fn text(&mut self, value: &str) -> &mut Self {
-        self.arg(Arg::Text(value.to_string()))
-    }
-
-    /// Appends an integer placeholder.
-    fn int(&mut self, value: i64) -> &mut Self {
-        self.arg(Arg::Int(value))
-    }
-}
-
-/// Binds every argument of a [`Sql`] to a query, in order.
-macro_rules! bind_args {
-    ($query:expr, $args:expr) => {{
-        let mut query = $query;
-        for arg in $args {
-            query = match arg {
-                Arg::Text(text) => query.bind(text.clone()),
-                Arg::Int(int) => query.bind(*int),
-            };
-        }
-        query
-    }};
-}
-
 /// The list columns, for `SELECT` from `calls c`.
 const ROW_COLUMNS: &str = "c.id, c.agent_id, c.agent_name, c.phone, c.target_name, c.email, c.from_number,
     c.provider, c.status, c.ended_reason, c.attempt, c.retry_of, c.batch_id, c.campaign_id,
@@ -392,13 +338,21 @@ impl Store {
 
     /// Appends `FROM … WHERE …` selecting the calls of `org_id` that `filter` keeps, as `c`.
     /// `sqlite_index` forces the index of an unsearched SQLite scan.
-    fn push_filtered_calls(
+    ///
+    /// Generic over the database so that `with_pool!` can build the same
+    /// statement for either pool; the text still differs by dialect where
+    /// the search does.
+    fn push_filtered_calls<DB>(
         &self,
-        sql: &mut Sql,
+        sql: &mut QueryBuilder<DB>,
         org_id: &str,
         filter: &CallFilter,
         sqlite_index: Option<&'static str>,
-    ) {
+    ) where
+        DB: sqlx::Database,
+        for<'t> &'t str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+        for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    {
         let search = filter
             .search
             .as_deref()
@@ -415,51 +369,54 @@ impl Store {
                 // of a full-name search), not again for every old candidate.
                 let who = fts5_phrase(term);
                 sql.push("FROM (SELECT rowid AS rid FROM calls_who_fts WHERE calls_who_fts MATCH ")
-                    .text(&who);
+                    .push_bind(who.as_str());
                 if let Some((since, words)) = filter.transcript_since_ms.zip(fts5_all_words(term)) {
                     sql.push(
                         " UNION SELECT f.rowid FROM calls_fts f CROSS JOIN calls t ON t.rowid = f.rowid
                          WHERE f.calls_fts MATCH ",
                     )
-                    .text(&words)
+                    .push_bind(words.as_str())
                     .push(" AND t.created_at >= ")
-                    .int(since);
+                    .push_bind(since);
                 }
                 // Newest rowids first: both indexes deliver that order, so the
                 // union merges as it streams and a LIMIT outside stops it early
                 // (without a LIMIT here SQLite drops the ORDER BY and builds
                 // the whole union in a temporary b-tree first).
                 sql.push(" ORDER BY 1 DESC LIMIT 9223372036854775807) m CROSS JOIN calls c ON c.rowid = m.rid WHERE c.org_id = ")
-                    .text(org_id);
+                    .push_bind(org_id);
             }
             Some(term) => {
                 let op = if sqlite { "LIKE" } else { "ILIKE" };
-                sql.push("FROM calls c WHERE c.org_id = ").text(org_id);
+                sql.push("FROM calls c WHERE c.org_id = ").push_bind(org_id);
+                // The pattern is bound once per column: the builder numbers
+                // every placeholder itself, so none is referred to twice.
                 let pattern = like_anywhere(term);
-                sql.push(&format!(" AND ((c.target_name {op} "))
-                    .text(&pattern);
-                let first = sql.args.len();
-                sql.push(&format!(
-                    " ESCAPE '\\' OR c.phone {op} ${first} ESCAPE '\\' OR c.agent_name {op} ${first} ESCAPE '\\')"
-                ));
+                sql.push(format_args!(" AND ((c.target_name {op} "))
+                    .push_bind(pattern.as_str())
+                    .push(format_args!(" ESCAPE '\\' OR c.phone {op} "))
+                    .push_bind(pattern.as_str())
+                    .push(format_args!(" ESCAPE '\\' OR c.agent_name {op} "))
+                    .push_bind(pattern.as_str())
+                    .push(" ESCAPE '\\')");
                 match filter.transcript_since_ms {
                     Some(since) if sqlite => {
                         // Only reached with terms too short for the trigram index.
                         if let Some(words) = fts5_all_words(term) {
                             sql.push(" OR (c.created_at >= ")
-                                .int(since)
+                                .push_bind(since)
                                 .push(
                                     " AND c.rowid IN (SELECT rowid FROM calls_fts WHERE calls_fts MATCH ",
                                 )
-                                .text(&words)
+                                .push_bind(words.as_str())
                                 .push("))");
                         }
                     }
                     Some(since) => {
                         sql.push(" OR (c.created_at >= ")
-                            .int(since)
+                            .push_bind(since)
                             .push(" AND to_tsvector('simple', c.transcript_text) @@ plainto_tsquery('simple', ")
-                            .text(term)
+                            .push_bind(term)
                             .push("))");
                     }
                     None => {}
@@ -471,21 +428,19 @@ impl Store {
                 if let Some(index) = sqlite_index.filter(|_| sqlite) {
                     sql.push("INDEXED BY ").push(index).push(" ");
                 }
-                sql.push("WHERE c.org_id = ").text(org_id);
+                sql.push("WHERE c.org_id = ").push_bind(org_id);
             }
         }
         if !filter.statuses.is_empty() {
             sql.push(" AND c.status IN (");
-            for (i, status) in filter.statuses.iter().enumerate() {
-                if i > 0 {
-                    sql.push(", ");
-                }
-                sql.text(status);
+            let mut statuses = sql.separated(", ");
+            for status in &filter.statuses {
+                statuses.push_bind(status.as_str());
             }
             sql.push(")");
         }
         if let Some(provider) = &filter.provider {
-            sql.push(" AND c.provider = ").text(provider);
+            sql.push(" AND c.provider = ").push_bind(provider.as_str());
         }
     }
 
@@ -563,20 +518,15 @@ impl Store {
             return Ok(None);
         }
         let read_at_most = wanted.max(SEARCH_COUNT_CAP + 1);
-        let mut sql = Sql::default();
-        sql.push("SELECT m.rid AS rid, ")
-            .push(ROW_COLUMNS)
-            .push(" ");
+        let mut sql = QueryBuilder::<sqlx::Sqlite>::new("SELECT m.rid AS rid, ");
+        sql.push(ROW_COLUMNS).push(" ");
         self.push_filtered_calls(&mut sql, org_id, filter, None);
         // No ORDER BY: the rows come in the union's streaming order.
-        sql.push(" LIMIT ").int(read_at_most);
-        let Sql { text, args } = sql;
-        let streamed = bind_args!(
-            sqlx::query_as::<_, StreamedCallRow>(AssertSqlSafe(text)),
-            &args
-        )
-        .fetch_all(pool)
-        .await?;
+        sql.push(" LIMIT ").push_bind(read_at_most);
+        let streamed = sql
+            .build_query_as::<StreamedCallRow>()
+            .fetch_all(pool)
+            .await?;
         // Should SQLite ever plan the stream differently, the argument above
         // no longer holds: fall back rather than guess.
         if streamed.windows(2).any(|w| w[0].rid <= w[1].rid) {
@@ -696,18 +646,15 @@ impl Store {
         offset: i64,
         sqlite_index: Option<&'static str>,
     ) -> StoreResult<Vec<CallReadRow>> {
-        let mut sql = Sql::default();
-        sql.push("SELECT ").push(ROW_COLUMNS).push(" ");
-        self.push_filtered_calls(&mut sql, org_id, filter, sqlite_index);
-        sql.push(" ORDER BY c.created_at DESC, c.id DESC LIMIT ")
-            .int(limit)
-            .push(" OFFSET ")
-            .int(offset);
-        let Sql { text, args } = sql;
         let rows = with_pool!(self, pool => {
-            bind_args!(sqlx::query_as::<_, CallReadRow>(AssertSqlSafe(text)), &args)
-                .fetch_all(pool)
-                .await?
+            let mut sql = QueryBuilder::new("SELECT ");
+            sql.push(ROW_COLUMNS).push(" ");
+            self.push_filtered_calls(&mut sql, org_id, filter, sqlite_index);
+            sql.push(" ORDER BY c.created_at DESC, c.id DESC LIMIT ")
+                .push_bind(limit)
+                .push(" OFFSET ")
+                .push_bind(offset);
+            sql.build_query_as::<CallReadRow>().fetch_all(pool).await?
         });
         Ok(rows)
     }
@@ -733,23 +680,22 @@ impl Store {
                 (_, index) => sqlite_index = index,
             }
         }
-        let mut sql = Sql::default();
-        sql.push("SELECT ").push(ROW_COLUMNS).push(" ");
-        self.push_filtered_calls(&mut sql, org_id, filter, sqlite_index);
-        if let Some((created_at, id)) = after {
-            sql.push(" AND (c.created_at < ").int(created_at);
-            let at = sql.args.len();
-            sql.push(&format!(" OR (c.created_at = ${at} AND c.id < "))
-                .text(id)
-                .push("))");
-        }
-        sql.push(" ORDER BY c.created_at DESC, c.id DESC LIMIT ")
-            .int(limit);
-        let Sql { text, args } = sql;
         let rows = with_pool!(self, pool => {
-            bind_args!(sqlx::query_as::<_, CallReadRow>(AssertSqlSafe(text)), &args)
-                .fetch_all(pool)
-                .await?
+            let mut sql = QueryBuilder::new("SELECT ");
+            sql.push(ROW_COLUMNS).push(" ");
+            self.push_filtered_calls(&mut sql, org_id, filter, sqlite_index);
+            if let Some((created_at, id)) = after {
+                sql.push(" AND (c.created_at < ")
+                    .push_bind(created_at)
+                    .push(" OR (c.created_at = ")
+                    .push_bind(created_at)
+                    .push(" AND c.id < ")
+                    .push_bind(id)
+                    .push("))");
+            }
+            sql.push(" ORDER BY c.created_at DESC, c.id DESC LIMIT ")
+                .push_bind(limit);
+            sql.build_query_as::<CallReadRow>().fetch_all(pool).await?
         });
         Ok(rows)
     }
@@ -769,23 +715,19 @@ impl Store {
         }
         // A search counts at most SEARCH_COUNT_CAP + 1 matches, newest first;
         // an unsearched Postgres filter counts every call.
-        let mut sql = Sql::default();
-        sql.push(
-            "SELECT CAST(COUNT(*) AS BIGINT),
+        let (total, completed, failed) = with_pool!(self, pool => {
+            let mut sql = QueryBuilder::new(
+                "SELECT CAST(COUNT(*) AS BIGINT),
                CAST(COALESCE(SUM(CASE WHEN s.status = 'completed' THEN 1 ELSE 0 END), 0) AS BIGINT),
                CAST(COALESCE(SUM(CASE WHEN s.status = 'failed' THEN 1 ELSE 0 END), 0) AS BIGINT)
              FROM (SELECT c.status ",
-        );
-        self.push_filtered_calls(&mut sql, org_id, filter, None);
-        if searching {
-            sql.push(" LIMIT ").int(SEARCH_COUNT_CAP + 1);
-        }
-        sql.push(") s");
-        let Sql { text, args } = sql;
-        let (total, completed, failed) = with_pool!(self, pool => {
-            bind_args!(sqlx::query_as::<_, (i64, i64, i64)>(AssertSqlSafe(text)), &args)
-                .fetch_one(pool)
-                .await?
+            );
+            self.push_filtered_calls(&mut sql, org_id, filter, None);
+            if searching {
+                sql.push(" LIMIT ").push_bind(SEARCH_COUNT_CAP + 1);
+            }
+            sql.push(") s");
+            sql.build_query_as::<(i64, i64, i64)>().fetch_one(pool).await?
         });
         if searching && total > SEARCH_COUNT_CAP {
             let completed = completed.min(SEARCH_COUNT_CAP);
