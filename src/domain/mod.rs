@@ -1,6 +1,7 @@
 //! Domain types: values parsed once at the edge and trusted everywhere after.
 
 pub mod agent;
+pub mod analysis;
 pub mod clock;
 pub mod ids;
 pub mod money;

@@ -4,36 +4,73 @@
 use super::{Store, StoreResult, with_pool};
 use crate::domain::{AgentId, BatchId, CallId, CampaignId, OrgId, Paise, WalletTxId};
 use crate::store::BeginWrite;
+use sqlx::QueryBuilder;
 
-/// Calls per multi-row INSERT. Small on purpose: SQLite finds a bind's
-/// `$N` name by scanning the statement's list of names, so binding costs
-/// grow with the square of the binds per statement (500 rows of 20 binds
-/// took longer than 2,000 single-row statements).
+/// Calls per multi-row INSERT. Chosen small when the rows' binds were
+/// named `$N`, which SQLite finds by scanning the statement's list of names
+/// (binding costs grew with the square of the binds per statement: 500 rows
+/// of 20 binds took longer than 2,000 single-row statements); the builder's
+/// binds are positional now, but the size stays as measured.
 const INSERT_CHUNK_ROWS: usize = 50;
 
-/// `head` followed by `rows` copies of `row`, whose `$1`…`$binds` are
-/// renumbered for each copy (`$k` of copy `i` becomes `$(i × binds + k)`).
-fn multi_row_insert(head: &str, row: &str, binds: usize, rows: usize) -> String {
-    let mut sql = String::with_capacity(head.len() + rows * (row.len() + 40));
-    sql.push_str(head);
-    for i in 0..rows {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        let mut rest = row;
-        while let Some(at) = rest.find('$') {
-            sql.push_str(&rest[..at]);
-            let digits = rest[at + 1..]
-                .bytes()
-                .take_while(u8::is_ascii_digit)
-                .count();
-            let k: usize = rest[at + 1..at + 1 + digits].parse().unwrap_or(0);
-            sql.push('$');
-            sql.push_str(&(i * binds + k).to_string());
-            rest = &rest[at + 1 + digits..];
-        }
-        sql.push_str(rest);
-    }
+/// `INSERT INTO calls` for `chunk`, one row of binds per call, all `queued`.
+fn insert_calls_sql<DB>(chunk: &[NewCall]) -> QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> bool: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> CallId: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> OrgId: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> AgentId: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Option<CallId>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Option<BatchId>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Paise: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    let mut sql = QueryBuilder::new(
+        "INSERT INTO calls (id, org_id, agent_id, agent_name, engine, phone, target_name, from_number,
+               provider, status, variables, source, attempt, retry_of, batch_id, campaign_id, campaign_name,
+               dispatched, not_before, queued_at, rate_paise, created_at) ",
+    );
+    sql.push_values(chunk, |mut row, c| {
+        row.push_bind(c.id)
+            .push_bind(c.org_id)
+            .push_bind(c.agent_id)
+            .push_bind(c.agent_name.as_str())
+            .push_bind(c.engine.as_str())
+            .push_bind(c.phone.as_str())
+            .push_bind(c.target_name.as_str())
+            .push_bind(c.from_number.as_str())
+            .push_bind(c.provider.as_str())
+            .push("'queued'")
+            .push_bind(c.variables.as_str())
+            .push_bind(c.source.as_str())
+            .push_bind(c.attempt)
+            .push_bind(c.retry_of)
+            .push_bind(c.batch_id)
+            .push_bind(c.campaign_id)
+            .push_bind(c.campaign_name.as_deref())
+            .push_bind(c.dispatched)
+            .push_bind(c.not_before)
+            .push_bind(c.now_ms)
+            .push_bind(c.rate_paise)
+            .push_bind(c.now_ms);
+    });
+    sql
+}
+
+/// `INSERT INTO call_events` of the `queued` event of every call of `chunk`.
+fn insert_queued_events_sql<DB>(chunk: &[NewCall]) -> QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    for<'a> CallId: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    let mut sql = QueryBuilder::new("INSERT INTO call_events (call_id, status, at) ");
+    sql.push_values(chunk, |mut row, c| {
+        row.push_bind(c.id).push("'queued'").push_bind(c.now_ms);
+    });
     sql
 }
 
@@ -218,50 +255,14 @@ where
     // Multi-row statements: two round trips per chunk instead of two per
     // call (a 1,000-number alert is 20 chunks).
     for chunk in calls.chunks(INSERT_CHUNK_ROWS) {
-        let sql = multi_row_insert(
-            "INSERT INTO calls (id, org_id, agent_id, agent_name, engine, phone, target_name, from_number,
-               provider, status, variables, source, attempt, retry_of, batch_id, campaign_id, campaign_name,
-               dispatched, not_before, queued_at, rate_paise, created_at) VALUES ",
-            "($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $19)",
-            20,
-            chunk.len(),
-        );
-        let mut query = sqlx::query::<DB>(sqlx::AssertSqlSafe(sql));
-        for c in chunk {
-            query = query
-                .bind(c.id)
-                .bind(c.org_id)
-                .bind(c.agent_id)
-                .bind(c.agent_name.as_str())
-                .bind(c.engine.as_str())
-                .bind(c.phone.as_str())
-                .bind(c.target_name.as_str())
-                .bind(c.from_number.as_str())
-                .bind(c.provider.as_str())
-                .bind(c.variables.as_str())
-                .bind(c.source.as_str())
-                .bind(c.attempt)
-                .bind(c.retry_of)
-                .bind(c.batch_id)
-                .bind(c.campaign_id)
-                .bind(c.campaign_name.as_deref())
-                .bind(c.dispatched)
-                .bind(c.not_before)
-                .bind(c.now_ms)
-                .bind(c.rate_paise);
-        }
-        query.execute(&mut **tx).await?;
-        let sql = multi_row_insert(
-            "INSERT INTO call_events (call_id, status, at) VALUES ",
-            "($1, 'queued', $2)",
-            2,
-            chunk.len(),
-        );
-        let mut query = sqlx::query::<DB>(sqlx::AssertSqlSafe(sql));
-        for c in chunk {
-            query = query.bind(c.id).bind(c.now_ms);
-        }
-        query.execute(&mut **tx).await?;
+        insert_calls_sql::<DB>(chunk)
+            .build()
+            .execute(&mut **tx)
+            .await?;
+        insert_queued_events_sql::<DB>(chunk)
+            .build()
+            .execute(&mut **tx)
+            .await?;
     }
     Ok(())
 }
@@ -649,15 +650,59 @@ mod tests {
         assert_eq!(billable_seconds(None, 62_999), 0);
     }
 
+    fn new_call() -> NewCall {
+        NewCall {
+            id: CallId::new(),
+            org_id: OrgId::new(),
+            agent_id: AgentId::new(),
+            agent_name: "Agent".to_string(),
+            engine: "pipeline".to_string(),
+            phone: "+919800000000".to_string(),
+            target_name: "Asha".to_string(),
+            from_number: "+918000000000".to_string(),
+            provider: "mock".to_string(),
+            variables: "{}".to_string(),
+            source: "api".to_string(),
+            attempt: 1,
+            retry_of: None,
+            batch_id: None,
+            campaign_id: None,
+            campaign_name: None,
+            rate_paise: Paise(100),
+            not_before: 5,
+            dispatched: false,
+            now_ms: 5,
+        }
+    }
+
     #[test]
-    fn multi_row_inserts_renumber_each_rows_binds() {
-        assert_eq!(
-            multi_row_insert("INSERT INTO t VALUES ", "($1, 'q', $2, $1)", 2, 3),
-            "INSERT INTO t VALUES ($1, 'q', $2, $1), ($3, 'q', $4, $3), ($5, 'q', $6, $5)"
+    fn multi_row_inserts_number_each_rows_binds_after_the_last() {
+        let chunk = [new_call(), new_call()];
+        let calls = insert_calls_sql::<sqlx::Postgres>(&chunk).into_string();
+        let first: Vec<String> = (1..=21).map(|k| format!("${k}")).collect();
+        let second: Vec<String> = (22..=42).map(|k| format!("${k}")).collect();
+        let row = |binds: &[String]| {
+            format!(
+                "({}, 'queued', {})",
+                binds[..9].join(", "),
+                binds[9..].join(", ")
+            )
+        };
+        assert!(
+            calls.ends_with(&format!(
+                "created_at) VALUES {}, {}",
+                row(&first),
+                row(&second)
+            )),
+            "{calls}"
         );
         assert_eq!(
-            multi_row_insert("X ", "($10, $2)", 10, 2),
-            "X ($10, $2), ($20, $12)"
+            insert_queued_events_sql::<sqlx::Postgres>(&chunk).into_string(),
+            "INSERT INTO call_events (call_id, status, at) VALUES ($1, 'queued', $2), ($3, 'queued', $4)"
+        );
+        assert_eq!(
+            insert_queued_events_sql::<sqlx::Sqlite>(&chunk).into_string(),
+            "INSERT INTO call_events (call_id, status, at) VALUES (?, 'queued', ?), (?, 'queued', ?)"
         );
     }
 }

@@ -8,6 +8,7 @@
 //! - dropping a stream stops it at once (the loop drops streams on barge-in and hang-up);
 //! - audio goes to the ASR without awaiting, so a slow vendor never stalls playback.
 
+pub mod analysis;
 pub mod scorecard;
 pub mod sim;
 

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use tokio::time::{Instant, sleep_until};
 use voxline_media::synth::{SpeechLikeGenerator, samples_for_duration, speech_duration_for_text};
 
+use super::analysis::{AnalysisRequest, sim_analysis};
 use super::scorecard::{ScorecardRequest, sim_scorecard};
 use super::{
     AsrContext, AsrEvent, AsrProvider, AsrStream, ChatRole, END_CALL_TOOL, LlmEvent, LlmProvider,
@@ -195,16 +196,24 @@ impl SimLlm {
     }
 
     /// The JSON answer to a JSON-mode request: scores for a scorecard request in the last
-    /// user message, `{}` for anything else (as a model with nothing to say would answer).
+    /// user message, the analysis of an analysis request, `{}` for anything else (as a model
+    /// with nothing to say would answer).
     pub fn json_reply_for(request: &LlmRequest) -> String {
-        request
+        let Some(last) = request
             .history
             .iter()
             .rev()
             .find(|m| m.role == ChatRole::User)
-            .and_then(|m| serde_json::from_str::<ScorecardRequest>(&m.content).ok())
-            .and_then(|card| serde_json::to_string(&sim_scorecard(&card)).ok())
-            .unwrap_or_else(|| "{}".to_owned())
+        else {
+            return "{}".to_owned();
+        };
+        if let Ok(card) = serde_json::from_str::<ScorecardRequest>(&last.content) {
+            return serde_json::to_string(&sim_scorecard(&card)).unwrap_or_else(|_| "{}".into());
+        }
+        if let Ok(analysis) = serde_json::from_str::<AnalysisRequest>(&last.content) {
+            return serde_json::to_string(&sim_analysis(&analysis)).unwrap_or_else(|_| "{}".into());
+        }
+        "{}".to_owned()
     }
 
     /// The reply to the conversation so far, and whether to hang up after it.
