@@ -133,6 +133,7 @@ fn selector(state: &AppState) -> ProviderSelector {
         state.store.clone(),
         &state.settings.providers,
         Some(&state.secret),
+        state.breakers.clone(),
     )
 }
 

@@ -14,7 +14,7 @@ use super::espeak::{self, EspeakTts};
 use super::openai_asr::OpenAiAsr;
 use super::openai_llm::OpenAiLlm;
 use super::openai_tts::OpenAiTts;
-use super::resilience::{CircuitBreaker, GuardedAsr, GuardedLlm, GuardedTts};
+use super::resilience::{Breakers, CircuitBreaker, GuardedAsr, GuardedLlm, GuardedTts};
 use super::settings::{OPENAI_BASE_URL, ProviderSettings, VendorAccount};
 use crate::domain::agent::AgentSpec;
 use crate::secrets::credentials::CredentialCipher;
@@ -143,12 +143,19 @@ pub struct ProviderSelector {
     cipher: Option<CredentialCipher>,
     http: reqwest::Client,
     policy: HttpPolicy,
+    breakers: Breakers,
     espeak_installed: tokio::sync::OnceCell<bool>,
 }
 
 impl ProviderSelector {
-    /// A selector reading credentials from `store`, opened with the server `secret`.
-    pub fn new(store: Store, settings: &ProviderSettings, secret: Option<&[u8]>) -> Self {
+    /// A selector reading credentials from `store`, opened with the server
+    /// `secret`, guarding vendors with the server's `breakers`.
+    pub fn new(
+        store: Store,
+        settings: &ProviderSettings,
+        secret: Option<&[u8]>,
+        breakers: Breakers,
+    ) -> Self {
         let policy = HttpPolicy::from_settings(settings);
         Self {
             store,
@@ -156,6 +163,7 @@ impl ProviderSelector {
             cipher: secret.map(CredentialCipher::new),
             http: policy.client(),
             policy,
+            breakers,
             espeak_installed: tokio::sync::OnceCell::new(),
         }
     }
@@ -166,7 +174,7 @@ impl ProviderSelector {
     }
 
     fn breaker(&self, vendor: &str, org_id: &str, kind: ProviderKind) -> CircuitBreaker {
-        CircuitBreaker::new(
+        self.breakers.breaker(
             vendor,
             org_id,
             kind,

@@ -18,6 +18,7 @@ mod limits;
 mod openapi;
 mod ratings;
 mod recordings;
+mod settings;
 mod webhooks;
 
 use sqlx::Connection;
