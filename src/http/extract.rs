@@ -121,35 +121,6 @@ pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
     })
 }
 
-/// Raw query parameters, for the handlers not yet moved to [`ApiQuery`].
-#[derive(Debug, Clone, Default)]
-pub struct RawQuery(pub HashMap<String, String>);
-
-impl<S: Send + Sync> FromRequestParts<S> for RawQuery {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let axum::extract::Query(map) =
-            axum::extract::Query::<HashMap<String, String>>::from_request_parts(parts, state)
-                .await
-                .map_err(|e| ApiError::BadRequest(format!("Invalid query string: {e}")))?;
-        Ok(Self(map))
-    }
-}
-
-impl RawQuery {
-    /// One parameter's value.
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.get(name).map(String::as_str)
-    }
-
-    /// The validated `page`/`limit` pair.
-    pub fn page(&self) -> Result<crate::domain::page::PageRequest, ApiError> {
-        crate::domain::page::PageRequest::parse(self.get("page"), self.get("limit"))
-            .map_err(|e| ApiError::BadRequest(e.0))
-    }
-}
-
 /// A query value trimmed, `None` when blank: for free-text filters.
 pub fn trimmed<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     let raw = String::deserialize(d)?;
