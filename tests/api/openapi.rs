@@ -110,10 +110,7 @@ async fn openapi_document_describes_every_route() {
         query_params("get", "/api/campaigns/{campaignId}/students"),
         ["page", "limit", "status"]
     );
-    assert_eq!(
-        query_params("get", "/api/dashboard/call-volume"),
-        ["days"]
-    );
+    assert_eq!(query_params("get", "/api/dashboard/call-volume"), ["days"]);
 
     // The router serves what the document lists, and nothing else on those paths.
     for (path, item) in paths {
