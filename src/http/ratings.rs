@@ -6,11 +6,11 @@ use super::MessageBody;
 use super::auth::Caller;
 use super::csv_download::csv_attachment;
 use super::error::{ApiError, ApiResult};
-use super::extract::{ApiJson, RawQuery};
+use super::extract::{ApiJson, ApiQuery};
 use crate::app::state::AppState;
 use crate::domain::clock::{IST, iso};
 use crate::domain::ids::CallId;
-use crate::domain::page::ListEnvelope;
+use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::phone::PhoneNumber;
 use crate::postcall::ratings::export::{EXPORT_HEADER, export_record};
 use crate::postcall::ratings::sheets::{SheetTarget, append_rows, valid_spreadsheet_id};
@@ -26,7 +26,7 @@ use bytes::Bytes;
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use voxline_actors::engine::CallStatus;
@@ -322,24 +322,57 @@ fn parse_agent(raw: Option<&str>) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The list filter from the query; `status` defaults to `default_status`.
-fn parse_filter(query: &RawQuery, default_status: &str) -> ApiResult<RatingFilter> {
-    let filter = RatingFilter {
-        status: parse_status(query.get("status"), default_status)?,
-        agent_id: parse_agent(query.get("agentId")),
-        from_ms: optional_bound("from", query.get("from"), false)?,
-        to_ms: optional_bound("to", query.get("to"), true)?,
-        min_score: parse_score("minScore", query.get("minScore"))?,
-        max_score: parse_score("maxScore", query.get("maxScore"))?,
-    };
-    if let (Some(min), Some(max)) = (filter.min_score, filter.max_score)
-        && min > max
-    {
-        return Err(ApiError::BadRequest(
-            "minScore must not be greater than maxScore".into(),
-        ));
+/// The filters of the list, the analytics and the export; checked, in this
+/// order, by [`RatingFilterQuery::into_filter`] with the same rules as the
+/// export bodies.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct RatingFilterQuery {
+    /// pending, done, failed or all; the list defaults to done, the export to all, and analytics reads done ratings only.
+    pub status: Option<String>,
+    /// Only this agent's calls.
+    pub agent_id: Option<String>,
+    /// Calls from this day (YYYY-MM-DD, IST) or instant.
+    pub from: Option<String>,
+    /// Calls up to this day (inclusive) or before this instant.
+    pub to: Option<String>,
+    /// Overall at least, 0 to 10.
+    #[param(value_type = Option<f64>, minimum = 0, maximum = 10)]
+    pub min_score: Option<String>,
+    /// Overall at most, 0 to 10.
+    #[param(value_type = Option<f64>, minimum = 0, maximum = 10)]
+    pub max_score: Option<String>,
+}
+
+/// The by-phone read's filter.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RatingStatusQuery {
+    /// done (default), pending, failed or all.
+    pub status: Option<String>,
+}
+
+impl RatingFilterQuery {
+    /// The store filter; `status` defaults to `default_status`.
+    fn into_filter(self, default_status: &str) -> ApiResult<RatingFilter> {
+        let filter = RatingFilter {
+            status: parse_status(self.status.as_deref(), default_status)?,
+            agent_id: parse_agent(self.agent_id.as_deref()),
+            from_ms: optional_bound("from", self.from.as_deref(), false)?,
+            to_ms: optional_bound("to", self.to.as_deref(), true)?,
+            min_score: parse_score("minScore", self.min_score.as_deref())?,
+            max_score: parse_score("maxScore", self.max_score.as_deref())?,
+        };
+        if let (Some(min), Some(max)) = (filter.min_score, filter.max_score)
+            && min > max
+        {
+            return Err(ApiError::BadRequest(
+                "minScore must not be greater than maxScore".into(),
+            ));
+        }
+        Ok(filter)
     }
-    Ok(filter)
 }
 
 /// A call id from the path; anything else names no rating.
@@ -353,24 +386,15 @@ fn call_id_param(raw: &str) -> ApiResult<String> {
 /// `pending`, `failed`, `all`), `agentId`, `from`/`to` (call date: YYYY-MM-DD
 /// in IST, `to` inclusive, or RFC 3339), `minScore`/`maxScore` (overall).
 #[utoipa::path(get, path = "/api/ratings", tag = "ratings",
-    params(
-        ("page" = Option<u32>, Query, description = "1-based page, default 1"),
-        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
-        ("status" = Option<String>, Query, description = "done (default), pending, failed or all"),
-        ("agentId" = Option<String>, Query, description = "Only this agent's calls"),
-        ("from" = Option<String>, Query, description = "Calls from this day (YYYY-MM-DD, IST) or instant"),
-        ("to" = Option<String>, Query, description = "Calls up to this day (inclusive) or before this instant"),
-        ("minScore" = Option<f64>, Query, description = "Overall at least"),
-        ("maxScore" = Option<f64>, Query, description = "Overall at most"),
-    ),
+    params(PageRequest, RatingFilterQuery),
     responses((status = 200, body = ListEnvelope<RatingView>), (status = 400, body = MessageBody)))]
 async fn list_ratings(
     State(state): State<AppState>,
     caller: Caller,
-    query: RawQuery,
+    ApiQuery(page): ApiQuery<PageRequest>,
+    ApiQuery(query): ApiQuery<RatingFilterQuery>,
 ) -> ApiResult<Json<ListEnvelope<RatingView>>> {
-    let page = query.page()?;
-    let filter = parse_filter(&query, "done")?;
+    let filter = query.into_filter("done")?;
     let (rows, total) = state
         .store
         .list_ratings(&caller.org(), &filter, i64::from(page.limit), page.offset())
@@ -423,17 +447,17 @@ async fn get_rating(
 /// Every rating of calls to one number (`status` as in the list, default `done`).
 #[utoipa::path(get, path = "/api/ratings/by-phone/{phone}", tag = "ratings",
     params(("phone" = String, Path, description = "E.164 number, e.g. +919845012310"),
-        ("status" = Option<String>, Query, description = "done (default), pending, failed or all")),
+        RatingStatusQuery),
     responses((status = 200, body = PhoneRatings), (status = 400, body = MessageBody)))]
 async fn ratings_by_phone(
     State(state): State<AppState>,
     caller: Caller,
     Path(raw): Path<String>,
-    query: RawQuery,
+    ApiQuery(query): ApiQuery<RatingStatusQuery>,
 ) -> ApiResult<Json<PhoneRatings>> {
     let phone =
         PhoneNumber::parse(&raw).map_err(|e| ApiError::BadRequest(format!("phone {raw:?} {e}")))?;
-    let status = parse_status(query.get("status"), "done")?;
+    let status = parse_status(query.status.as_deref(), "done")?;
     let rows = state
         .store
         .ratings_by_phone(&caller.org(), phone.as_str(), &status)
@@ -497,20 +521,16 @@ async fn each_rating(
 /// The distribution of each column's scores (11 buckets, 0–10) and of the
 /// overall, over done ratings (filters `agentId`, `from`, `to` as in the list).
 #[utoipa::path(get, path = "/api/ratings/analytics", tag = "ratings",
-    params(
-        ("agentId" = Option<String>, Query, description = "Only this agent's calls"),
-        ("from" = Option<String>, Query, description = "Calls from this day or instant"),
-        ("to" = Option<String>, Query, description = "Calls up to this day (inclusive) or before this instant"),
-    ),
+    params(RatingFilterQuery),
     responses((status = 200, body = RatingAnalytics), (status = 400, body = MessageBody)))]
 async fn rating_analytics(
     State(state): State<AppState>,
     caller: Caller,
-    query: RawQuery,
+    ApiQuery(query): ApiQuery<RatingFilterQuery>,
 ) -> ApiResult<Json<RatingAnalytics>> {
     let filter = RatingFilter {
         status: "done".into(),
-        ..parse_filter(&query, "done")?
+        ..query.into_filter("done")?
     };
     let mut overall = Distribution::new("overall");
     let mut columns: Vec<Distribution> = Vec::new();
@@ -596,23 +616,18 @@ async fn next_export_chunk(
 /// Every rating as a CSV download, streamed page by page (`status` defaults
 /// to `all`; other filters as in the list).
 #[utoipa::path(get, path = "/api/ratings/export-all", tag = "ratings",
-    params(
-        ("status" = Option<String>, Query, description = "all (default), done, pending or failed"),
-        ("agentId" = Option<String>, Query, description = "Only this agent's calls"),
-        ("from" = Option<String>, Query, description = "Calls from this day or instant"),
-        ("to" = Option<String>, Query, description = "Calls up to this day (inclusive) or before this instant"),
-    ),
+    params(RatingFilterQuery),
     responses((status = 200, description = "text/csv attachment", content_type = "text/csv"),
         (status = 400, body = MessageBody)))]
 async fn export_all(
     State(state): State<AppState>,
     caller: Caller,
-    query: RawQuery,
+    ApiQuery(query): ApiQuery<RatingFilterQuery>,
 ) -> ApiResult<Response> {
     let cursor = ExportCursor {
         store: state.store.clone(),
         org_id: caller.org(),
-        filter: parse_filter(&query, "all")?,
+        filter: query.into_filter("all")?,
         after: None,
         header_written: false,
         finished: false,

@@ -78,6 +78,40 @@ async fn openapi_document_describes_every_route() {
         Some("bearer")
     );
 
+    // Query parameters come from the typed query structs.
+    let query_params = |method: &str, path: &str| -> Vec<String> {
+        paths[path][method]["parameters"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{method} {path} has no parameters"))
+            .iter()
+            .filter(|p| p["in"] == "query")
+            .map(|p| p["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(
+        query_params("get", "/api/calls"),
+        ["page", "limit", "status", "search", "deep", "provider"]
+    );
+    let limit = paths["/api/calls"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "limit")
+        .unwrap();
+    assert_eq!(limit["required"], false, "{limit}");
+    assert_eq!(limit["schema"]["maximum"], 100, "{limit}");
+    assert!(
+        limit["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("default 20")),
+        "{limit}"
+    );
+    assert_eq!(
+        query_params("get", "/api/campaigns/{campaignId}/students"),
+        ["page", "limit", "status"]
+    );
+    assert_eq!(query_params("get", "/api/dashboard/call-volume"), ["days"]);
+
     // The router serves what the document lists, and nothing else on those paths.
     for (path, item) in paths {
         for method in METHODS {
