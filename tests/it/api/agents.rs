@@ -1,6 +1,6 @@
 //! Spec Agents (minus test-call, chat, generate, prompt-assist) and decisions §6.
 
-use crate::harness::{TestApp, eventually, utc};
+use crate::support::{TestApp, eventually, utc};
 use chrono::Duration;
 use serde_json::{Value, json};
 use voxline::domain::clock::ManualClock;

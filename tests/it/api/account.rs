@@ -1,7 +1,7 @@
 //! Numbers, wallet, transactions, balances and recordings (decisions §14), and
 //! number renewal from the wallet.
 
-use crate::harness::{TestApp, eventually, utc};
+use crate::support::{TestApp, eventually, utc};
 use serde_json::{Value, json};
 use voxline::admin::ops;
 use voxline::domain::clock::ManualClock;

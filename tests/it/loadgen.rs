@@ -1,12 +1,13 @@
 //! `voxline loadgen` end to end: the real binary starts a server in-process, places calls
 //! through the API, answers them over real websockets and prints a JSON summary.
 
+use crate::support::VOXLINE_BIN;
 use serde_json::Value;
 use std::process::Command;
 
 #[test]
 fn loadgen_runs_three_calls_in_process_and_counts_them() {
-    let output = Command::new(env!("CARGO_BIN_EXE_voxline"))
+    let output = Command::new(VOXLINE_BIN)
         .args([
             "loadgen",
             "--calls",

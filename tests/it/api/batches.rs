@@ -3,7 +3,7 @@
 //! restart. Calls ring the sim carrier, whose callee behaviour is chosen by the
 //! number's last two digits (decisions §11).
 
-use crate::harness::{TestApp, Workspace, eventually, utc};
+use crate::support::{TestApp, Workspace, eventually, utc};
 use chrono::Duration as ChronoDuration;
 use serde_json::{Value, json};
 use std::cell::Cell;

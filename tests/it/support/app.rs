@@ -1,27 +1,26 @@
 //! A real server on port 0 over a throwaway database, and a small HTTP client.
-//!
-//! SQLite in a temp dir by default; with `VOXLINE_TEST_DATABASE_URL` set, a
-//! fresh Postgres database `voxline_test_<uuid>` created through that URL and
-//! dropped (WITH (FORCE)) when the app is dropped.
 
+use super::VOXLINE_BIN;
+use super::log_capture;
+use super::postgres::{PG_ENV, PgDatabase};
+use super::reply::{Reply, reply};
 use chrono::{DateTime, Utc};
-use reqwest::header::HeaderMap;
-use reqwest::{Method, StatusCode};
+use reqwest::Method;
 use serde_json::Value;
-use sqlx::Connection;
-use std::future::Future;
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 use tempfile::TempDir;
 use voxline::admin::ops;
 use voxline::app::config::Settings;
 use voxline::app::server::Server;
+use voxline::app::state::AppState;
 use voxline::domain::clock::{ManualClock, SharedClock, SystemClock};
 use voxline::store::Store;
+use voxline_actors::carrier::Carrier;
 
-/// Env var naming a Postgres server to create per-test databases on.
-pub const PG_ENV: &str = "VOXLINE_TEST_DATABASE_URL";
+/// Test carriers registered by name beside the built-in ones.
+pub type Carriers = HashMap<String, Arc<dyn Carrier>>;
 
 /// A workspace with one key, created the way the admin CLI does.
 #[derive(Debug, Clone)]
@@ -32,126 +31,6 @@ pub struct Workspace {
     pub key_id: String,
     /// The full bearer key.
     pub key: String,
-}
-
-/// One answered request, body parsed as JSON when it is JSON.
-#[derive(Debug)]
-pub struct Reply {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    pub text: String,
-    pub body: Value,
-}
-
-impl Reply {
-    /// A header as text.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    /// A header parsed as an integer; panics when absent.
-    pub fn header_i64(&self, name: &str) -> i64 {
-        self.header(name)
-            .unwrap_or_else(|| panic!("missing header {name}: {self:?}"))
-            .parse()
-            .unwrap_or_else(|_| panic!("header {name} is not an integer: {self:?}"))
-    }
-
-    /// The `message` field of an error body; panics when the body is not `{message}` JSON.
-    pub fn message(&self) -> &str {
-        assert!(
-            self.headers
-                .get("content-type")
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|ct| ct.starts_with("application/json")),
-            "not JSON: {self:?}"
-        );
-        self.body["message"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no message field: {self:?}"))
-    }
-
-    /// Asserts the status, showing the body on failure.
-    #[track_caller]
-    pub fn expect(self, status: u16) -> Self {
-        assert_eq!(
-            self.status.as_u16(),
-            status,
-            "unexpected status; body: {}",
-            self.text
-        );
-        self
-    }
-}
-
-/// Turns a reqwest response into a [`Reply`].
-pub async fn reply(resp: reqwest::Response) -> Reply {
-    let status = resp.status();
-    let headers = resp.headers().clone();
-    let text = resp.text().await.expect("read body");
-    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-    Reply {
-        status,
-        headers,
-        text,
-        body,
-    }
-}
-
-/// A Postgres database that exists for one test.
-struct PgDatabase {
-    admin_url: String,
-    name: String,
-}
-
-impl PgDatabase {
-    async fn create(admin_url: &str) -> (Self, String) {
-        let name = format!("voxline_test_{}", uuid::Uuid::new_v4().simple());
-        let mut conn = sqlx::PgConnection::connect(admin_url)
-            .await
-            .expect("connect to VOXLINE_TEST_DATABASE_URL");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .expect("create test database");
-        conn.close().await.ok();
-        let mut url = reqwest::Url::parse(admin_url).expect("VOXLINE_TEST_DATABASE_URL is a URL");
-        url.set_path(&format!("/{name}"));
-        (
-            Self {
-                admin_url: admin_url.to_string(),
-                name,
-            },
-            url.to_string(),
-        )
-    }
-}
-
-impl Drop for PgDatabase {
-    fn drop(&mut self) {
-        let admin_url = self.admin_url.clone();
-        let name = self.name.clone();
-        // Drop may run inside the test's runtime, so use a thread with its own.
-        let dropped = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime for the database drop");
-            rt.block_on(async move {
-                let mut conn = sqlx::PgConnection::connect(&admin_url).await?;
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-                )))
-                .execute(&mut conn)
-                .await?;
-                conn.close().await
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(Ok(()))) {
-            eprintln!("could not drop test database {}: {dropped:?}", self.name);
-        }
-    }
 }
 
 /// A running server on a private database.
@@ -168,6 +47,8 @@ pub struct TestApp {
     pub clock: SharedClock,
     /// The HTTP client (keep-alive pool).
     pub http: reqwest::Client,
+    /// Test carriers, registered again on a restart.
+    carriers: Carriers,
     // Field order matters: the server goes before the database is dropped.
     _pg: Option<PgDatabase>,
     _dir: TempDir,
@@ -187,36 +68,25 @@ impl TestApp {
     /// A server on the wall clock with `tweak` applied to the test settings
     /// (a restart goes back to the plain test settings).
     pub async fn spawn_with_settings(tweak: impl FnOnce(&mut Settings)) -> Self {
-        Self::start_with(Arc::new(SystemClock), tweak).await
+        Self::spawn_with(Arc::new(SystemClock), Carriers::new(), tweak).await
     }
 
-    async fn start(clock: SharedClock) -> Self {
-        Self::start_with(clock, |_| {}).await
-    }
-
-    async fn start_with(clock: SharedClock, tweak: impl FnOnce(&mut Settings)) -> Self {
+    /// A server on `clock` with `carriers` beside the built-in ones and
+    /// `tweak` applied to the test settings (a restart keeps the carriers and
+    /// goes back to the plain test settings).
+    pub async fn spawn_with(
+        clock: SharedClock,
+        carriers: Carriers,
+        tweak: impl FnOnce(&mut Settings),
+    ) -> Self {
         // `VOXLINE_TEST_LOG=warn cargo test …` shows the servers' logs.
-        if let Ok(filter) = std::env::var("VOXLINE_TEST_LOG") {
-            let _ = tracing_subscriber::fmt()
-                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-                .with_test_writer()
-                .try_init();
-        }
+        log_capture::install_if_asked();
         let dir = tempfile::tempdir().expect("temp dir");
         let data_dir = dir.path().to_path_buf();
-        let (pg, database_url) = match std::env::var(PG_ENV) {
-            Ok(url) if !url.is_empty() => {
-                let (db, url) = PgDatabase::create(&url).await;
-                (Some(db), url)
-            }
-            _ => (
-                None,
-                format!("sqlite://{}", data_dir.join("voxline.db").display()),
-            ),
-        };
+        let (pg, database_url) = throwaway_database(&data_dir).await;
         let mut settings = Settings::for_tests(data_dir.clone(), Some(database_url.clone()));
         tweak(&mut settings);
-        let server = Server::start(settings, clock.clone())
+        let server = Server::start_with_carriers(settings, clock.clone(), carriers.clone())
             .await
             .expect("server starts");
         Self {
@@ -226,9 +96,14 @@ impl TestApp {
             database_url,
             clock,
             http: reqwest::Client::new(),
+            carriers,
             _pg: pg,
             _dir: dir,
         }
+    }
+
+    async fn start(clock: SharedClock) -> Self {
+        Self::spawn_with(clock, Carriers::new(), |_| {}).await
     }
 
     /// The running server.
@@ -236,9 +111,14 @@ impl TestApp {
         self.server.as_ref().expect("server is running")
     }
 
+    /// The running server's shared state, for what the API does not show.
+    pub fn state(&self) -> &AppState {
+        self.server().state()
+    }
+
     /// The server's store, for admin setup only.
     pub fn store(&self) -> &Store {
-        &self.server().state().store
+        &self.state().store
     }
 
     /// What the server's clock reads.
@@ -250,9 +130,10 @@ impl TestApp {
     pub async fn restart(&mut self) {
         let server = self.server.take().expect("server is running");
         server.shutdown().await;
-        let server = Server::start(
+        let server = Server::start_with_carriers(
             Settings::for_tests(self.data_dir.clone(), Some(self.database_url.clone())),
             self.clock.clone(),
+            self.carriers.clone(),
         )
         .await
         .expect("server restarts");
@@ -260,6 +141,14 @@ impl TestApp {
         self.server = Some(server);
         // Connections to the old listener are gone.
         self.http = reqwest::Client::new();
+    }
+
+    /// Clean shutdown (requests in flight finish, counters persist), then the
+    /// database and data dir go.
+    pub async fn shutdown(mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown().await;
+        }
     }
 
     /// A workspace with the default caps and one key.
@@ -414,7 +303,7 @@ impl TestApp {
 
     /// Runs `voxline admin …` (the real binary) against this app's database.
     pub async fn admin(&self, args: &[&str]) -> std::process::Output {
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_voxline"))
+        tokio::process::Command::new(VOXLINE_BIN)
             .arg("--data-dir")
             .arg(&self.data_dir)
             .arg("--database-url")
@@ -449,28 +338,17 @@ impl TestApp {
     }
 }
 
-/// Polls `check` every 20 ms until it yields `Some`, for at most `timeout`.
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
+/// A fresh Postgres database when `VOXLINE_TEST_DATABASE_URL` names a server,
+/// else a SQLite file in `data_dir`; returns it (to drop with the app) and its URL.
+async fn throwaway_database(data_dir: &Path) -> (Option<PgDatabase>, String) {
+    match std::env::var(PG_ENV) {
+        Ok(url) if !url.is_empty() => {
+            let (db, url) = PgDatabase::create(&url).await;
+            (Some(db), url)
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        _ => (
+            None,
+            format!("sqlite://{}", data_dir.join("voxline.db").display()),
+        ),
     }
-}
-
-/// Parses an RFC 3339 instant.
-pub fn utc(s: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(s)
-        .expect("RFC 3339")
-        .with_timezone(&Utc)
 }

@@ -1,6 +1,6 @@
 //! Spec Errors: every error is `{message}` JSON; 400 names the field; 413, 415, 405.
 
-use crate::harness::{Reply, TestApp};
+use crate::support::{Reply, TestApp};
 use reqwest::Method;
 use serde_json::json;
 
@@ -147,7 +147,7 @@ async fn wrong_method_is_405_json() {
         (Method::POST, "/api/balances".to_string()),
         (Method::POST, "/healthz".to_string()),
     ] {
-        let r = crate::harness::reply(
+        let r = crate::support::reply(
             app.request(&ws.key, method.clone(), &path)
                 .send()
                 .await
@@ -181,7 +181,7 @@ async fn every_error_class_is_json_with_message() {
             415,
         ),
         (
-            crate::harness::reply(
+            crate::support::reply(
                 app.request(&ws.key, Method::PUT, "/api/agents")
                     .send()
                     .await

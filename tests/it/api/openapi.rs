@@ -1,6 +1,6 @@
 //! `/openapi.json`, `/docs`, `/healthz`, `/readyz` (decisions §13).
 
-use crate::harness::TestApp;
+use crate::support::TestApp;
 use reqwest::Method;
 use serde_json::Value;
 
@@ -122,7 +122,7 @@ async fn openapi_document_describes_every_route() {
             if matches!(*method, "post" | "patch" | "put") {
                 req = req.header("content-type", "application/json").body("{}");
             }
-            let r = crate::harness::reply(req.send().await.unwrap()).await;
+            let r = crate::support::reply(req.send().await.unwrap()).await;
             if documented {
                 let cannot = r.status == 404
                     && r.body["message"]

@@ -2,7 +2,7 @@
 //! the live-call 409, alert dials, concurrency slots, announcement bypass,
 //! cancel, a panicking call actor, restart recovery and billing.
 
-use crate::harness::{TestApp, Workspace, eventually};
+use crate::support::{TestApp, Workspace, eventually};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -567,7 +567,7 @@ async fn queued_calls_survive_a_restart_and_all_finish() {
 
 #[tokio::test]
 async fn a_61_second_call_is_charged_two_minutes_once() {
-    let clock = ManualClock::new(crate::harness::utc("2026-05-01T05:00:00Z"));
+    let clock = ManualClock::new(crate::support::utc("2026-05-01T05:00:00Z"));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
     let ws = app.calling_workspace("Billing", 2).await;
     let agent = quick_agent(&app, &ws, json!({"perMinuteRatePaise": 700})).await;

@@ -3,7 +3,7 @@
 //! template, read back through every endpoint, re-scored on request, and
 //! reported to webhooks with or after `call.completed`.
 
-use crate::harness::{TestApp, Workspace, eventually, reply, utc};
+use crate::support::{TestApp, Workspace, eventually, reply, utc};
 use axum::Router;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};

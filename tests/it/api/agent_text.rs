@@ -1,6 +1,6 @@
 //! Spec Agents: chat, generate and prompt-assist (issue 5), on the sim LLM.
 
-use crate::harness::TestApp;
+use crate::support::TestApp;
 use serde_json::{Value, json};
 
 async fn agent(app: &TestApp, key: &str) -> String {

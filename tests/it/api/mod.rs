@@ -13,7 +13,6 @@ mod call_reads;
 mod calls;
 mod campaigns;
 mod errors;
-mod harness;
 mod limits;
 mod openapi;
 mod ratings;
@@ -21,6 +20,7 @@ mod recordings;
 mod settings;
 mod webhooks;
 
+use crate::support::{PG_ENV, TestApp};
 use sqlx::Connection;
 
 /// Shows up as ignored in a plain `cargo test`; the Postgres pass runs it with
@@ -28,8 +28,8 @@ use sqlx::Connection;
 #[tokio::test]
 #[ignore = "needs VOXLINE_TEST_DATABASE_URL"]
 async fn postgres_suite_marker() {
-    let url = std::env::var(harness::PG_ENV)
-        .expect("VOXLINE_TEST_DATABASE_URL must be set for the Postgres pass");
+    let url =
+        std::env::var(PG_ENV).expect("VOXLINE_TEST_DATABASE_URL must be set for the Postgres pass");
     assert!(url.starts_with("postgres"), "not a Postgres URL: {url}");
     let mut conn = sqlx::PgConnection::connect(&url)
         .await
@@ -39,7 +39,7 @@ async fn postgres_suite_marker() {
         .await
         .expect("SELECT 1");
     assert_eq!(one, 1);
-    let app = harness::TestApp::spawn().await;
+    let app = TestApp::spawn().await;
     assert_eq!(app.store().dialect(), "postgres");
     let ready = app.get("", "/readyz").await.expect(200);
     assert_eq!(ready.body["database"], "postgres");

@@ -4,6 +4,7 @@
 //! LLM and TTS clients pointed at a fake: transcript, recording, workspace
 //! credentials and billing.
 
+use crate::support::{TestApp, logs};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
@@ -13,18 +14,13 @@ use axum::routing::post;
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response as WsResponse};
-use voxline::app::config::Settings;
-use voxline::app::server::Server;
-use voxline::domain::clock::SystemClock;
 use voxline::providers::HttpPolicy;
 use voxline::providers::deepgram::DeepgramAsr;
 use voxline::providers::elevenlabs::ElevenLabsTts;
@@ -37,36 +33,6 @@ use voxline_actors::providers::{
     AsrContext, AsrEvent, AsrProvider, ChatMessage, ChatRole, LlmEvent, LlmProvider, LlmRequest,
     LlmUsage, ProviderError, ProviderKind, ToolSpec, TtsProvider,
 };
-
-// ---------------------------------------------------------------------------
-// Log capture: every log line of this test binary, to prove secrets stay out.
-
-#[derive(Clone, Default)]
-struct LogBuffer(Arc<Mutex<Vec<u8>>>);
-
-impl Write for LogBuffer {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn logs() -> &'static LogBuffer {
-    static LOGS: OnceLock<LogBuffer> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let buffer = LogBuffer::default();
-        let writer = buffer.clone();
-        tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .init();
-        buffer
-    })
-}
 
 fn policy() -> HttpPolicy {
     HttpPolicy {
@@ -845,56 +811,29 @@ fn fake_openai(seen: Seen) -> Router {
         .with_state(seen)
 }
 
+/// The app with the platform's OpenAI account pointed at a fake, and the
+/// calls these tests make on it as (status, body) pairs.
 struct CallTestApp {
-    server: Server,
-    data_dir: PathBuf,
-    database_url: String,
-    http: reqwest::Client,
-    _dir: tempfile::TempDir,
+    server: TestApp,
 }
 
 impl CallTestApp {
     async fn start(openai_base: &str) -> Self {
         logs();
-        let dir = tempfile::tempdir().unwrap();
-        let data_dir = dir.path().to_path_buf();
-        let database_url = format!("sqlite://{}", data_dir.join("voxline.db").display());
-        let mut settings = Settings::for_tests(data_dir.clone(), Some(database_url.clone()));
-        settings.providers.openai = VendorAccount {
-            api_key: Some("sk-platform-key".into()),
-            base_url: openai_base.to_string(),
-        };
-        settings.providers.platform_fee_paise = 100;
-        let server = Server::start(settings, Arc::new(SystemClock))
-            .await
-            .unwrap();
-        Self {
-            server,
-            data_dir,
-            database_url,
-            http: reqwest::Client::new(),
-            _dir: dir,
-        }
+        let server = TestApp::spawn_with_settings(|settings| {
+            settings.providers.openai = VendorAccount {
+                api_key: Some("sk-platform-key".into()),
+                base_url: openai_base.to_string(),
+            };
+            settings.providers.platform_fee_paise = 100;
+        })
+        .await;
+        Self { server }
     }
 
     /// `voxline admin …` on this app's database; returns its one JSON line and stdout.
     async fn admin(&self, args: &[&str]) -> (Value, String) {
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_voxline"))
-            .arg("--data-dir")
-            .arg(&self.data_dir)
-            .arg("--database-url")
-            .arg(&self.database_url)
-            .arg("--secret")
-            .arg("test-secret")
-            .arg("admin")
-            .args(args)
-            .env_remove("DATABASE_URL")
-            .env_remove("VOXLINE_CONFIG")
-            .env_remove("VOXLINE_DATA_DIR")
-            .env_remove("VOXLINE_SECRET")
-            .output()
-            .await
-            .unwrap();
+        let out = self.server.admin(args).await;
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(
             out.status.success(),
@@ -912,8 +851,9 @@ impl CallTestApp {
         body: Option<Value>,
     ) -> (u16, String) {
         let mut req = self
+            .server
             .http
-            .request(method, format!("{}{path}", self.server.base_url()))
+            .request(method, format!("{}{path}", self.server.base))
             .bearer_auth(key);
         if let Some(body) = body {
             req = req.json(&body);
@@ -1069,7 +1009,8 @@ async fn a_sim_call_runs_on_the_openai_compatible_llm_and_tts() {
 
     // The recording holds the agent's synthesized audio on its channel.
     let wav = std::fs::read(
-        app.data_dir
+        app.server
+            .data_dir
             .join("recordings")
             .join(&org)
             .join(format!("{call_id}.wav")),

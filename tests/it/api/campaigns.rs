@@ -2,8 +2,8 @@
 //! extra columns as variables, rejected rows reported), students, calls in the
 //! call-row shape, and the streamed export.
 
-use crate::batches::{ANSWERS, BUSY, FAILS, all_items, dialing_workspace, phone};
-use crate::harness::{Reply, TestApp, Workspace, eventually};
+use super::batches::{ANSWERS, BUSY, FAILS, all_items, dialing_workspace, phone};
+use crate::support::{Reply, TestApp, Workspace, eventually};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::Duration;

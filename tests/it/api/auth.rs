@@ -1,11 +1,11 @@
 //! Spec Authentication: bearer keys, revocation, workspace scoping and the
 //! twelve mounts.
 
-use crate::harness::{TestApp, Workspace};
+use crate::support::{TestApp, Workspace};
 use reqwest::Method;
 use serde_json::json;
 
-fn assert_unauthorized(reply: &crate::harness::Reply) {
+fn assert_unauthorized(reply: &crate::support::Reply) {
     assert_eq!(reply.status, 401, "{reply:?}");
     assert!(!reply.message().is_empty());
     assert!(
@@ -29,7 +29,7 @@ async fn missing_malformed_and_wrong_keys_get_401() {
     // Not our key shape at all.
     assert_unauthorized(&app.get("acai_short", "/api/agents").await);
     // The right key under the wrong scheme.
-    let basic = crate::harness::reply(
+    let basic = crate::support::reply(
         app.request("", Method::GET, "/api/agents")
             .header("authorization", format!("Basic {}", ws.key))
             .send()
@@ -51,7 +51,7 @@ async fn missing_malformed_and_wrong_keys_get_401() {
 
     // The right key works, with a case-insensitive scheme.
     app.get(&ws.key, "/api/agents").await.expect(200);
-    let lower = crate::harness::reply(
+    let lower = crate::support::reply(
         app.request("", Method::GET, "/api/agents")
             .header("authorization", format!("bearer {}", ws.key))
             .send()
@@ -159,7 +159,7 @@ async fn paths_outside_the_twelve_mounts_answer_403() {
         (Method::GET, "/api/agentsx"),
         (Method::GET, "/api"),
     ] {
-        let reply = crate::harness::reply(
+        let reply = crate::support::reply(
             app.request(&ws.key, method.clone(), path)
                 .send()
                 .await
@@ -195,7 +195,7 @@ async fn unknown_paths_inside_a_mount_answer_cannot_method_path() {
         (Method::GET, "/api/dashboard".to_string()),
         (Method::GET, "/api/analytics".to_string()),
     ] {
-        let reply = crate::harness::reply(
+        let reply = crate::support::reply(
             app.request(&ws.key, method.clone(), &path)
                 .send()
                 .await

@@ -2,7 +2,7 @@
 //! outbox, signed, retried with backoff, redelivered on request, and never
 //! sent into private networks unless allow-listed.
 
-use crate::harness::{TestApp, Workspace, eventually, utc};
+use crate::support::{TestApp, Workspace, eventually, utc};
 use axum::Router;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};

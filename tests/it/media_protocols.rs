@@ -5,6 +5,7 @@
 //! real websocket to `/media/{carrier}` for a whole call. Also: media tokens
 //! refused without touching a call, and the warm welcome cache.
 
+use crate::support::TestApp;
 use base64::Engine as _;
 use chrono::Utc;
 use futures::{SinkExt, StreamExt};
@@ -12,7 +13,6 @@ use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
-use tempfile::TempDir;
 use tokio::net::TcpStream;
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::{Instant, MissedTickBehavior, interval, timeout};
@@ -20,7 +20,6 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async};
 use voxline::admin::ops;
 use voxline::app::config::Settings;
-use voxline::app::server::Server;
 use voxline::domain::clock::{ManualClock, SharedClock};
 use voxline_actors::carrier::{Carrier, CarrierError, DialRequest, StatusSink};
 use voxline_media::g711::linear_to_mulaw;
@@ -52,22 +51,16 @@ impl Carrier for HandOver {
 
 /// A server whose five carriers all hand their calls to the test.
 struct Harness {
-    server: Server,
-    base: String,
-    http: reqwest::Client,
+    server: TestApp,
     key: String,
     dials: Mutex<mpsc::UnboundedReceiver<DialRequest>>,
     clock: Arc<ManualClock>,
-    _dir: TempDir,
 }
 
 impl Harness {
     /// A server on a manual clock (set to now) with `provider` as the
     /// workspace's only number.
     async fn start(provider: &str, tune: impl FnOnce(&mut Settings)) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut settings = Settings::for_tests(dir.path().to_path_buf(), None);
-        tune(&mut settings);
         let (tx, rx) = mpsc::unbounded_channel();
         let carrier: Arc<dyn Carrier> = Arc::new(HandOver { dials: tx });
         let carriers: HashMap<String, Arc<dyn Carrier>> =
@@ -77,10 +70,8 @@ impl Harness {
                 .collect();
         let clock = ManualClock::new(Utc::now());
         let shared: SharedClock = clock.clone();
-        let server = Server::start_with_carriers(settings, shared, carriers)
-            .await
-            .expect("server starts");
-        let store = &server.state().store;
+        let server = TestApp::spawn_with(shared, carriers, tune).await;
+        let store = server.store();
         let now = clock.now_utc();
         let org = ops::create_org(store, "Media", None, None, now)
             .await
@@ -96,21 +87,15 @@ impl Harness {
             .await
             .expect("number");
         Self {
-            base: server.base_url(),
             server,
-            http: reqwest::Client::new(),
             key: key.key,
             dials: Mutex::new(rx),
             clock,
-            _dir: dir,
         }
     }
 
     async fn request(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut req = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(&self.key);
+        let mut req = self.server.request(&self.key, method, path);
         if let Some(body) = body {
             req = req.json(&body);
         }
@@ -610,7 +595,10 @@ async fn whole_call(kind: Kind, provider: &str) {
     let (call_id, dial) = app.place(&agent, &[CALLER_LINE, "Goodbye."]).await;
     assert_eq!(
         dial.media_url,
-        format!("{}/media/{provider}", app.base.replacen("http", "ws", 1))
+        format!(
+            "{}/media/{provider}",
+            app.server.base.replacen("http", "ws", 1)
+        )
     );
     let mut leg = Leg::open(kind, &dial, &dial.media_token).await;
 

@@ -3,7 +3,7 @@
 //! `Range`, and the retention janitor (files deleted, url null, turn rows
 //! pruned, `transcriptText` kept). Calls run end to end on the sim carrier.
 
-use crate::harness::{TestApp, Workspace, eventually, reply};
+use crate::support::{TestApp, Workspace, eventually, reply};
 use chrono::Utc;
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! Spec Limits: per-key daily and monthly caps with IST windows, headers,
 //! exact counting under concurrency, and durability across restarts.
 
-use crate::harness::{Reply, TestApp, utc};
+use crate::support::{Reply, TestApp, utc};
 use futures::future::join_all;
 use serde_json::json;
 use std::collections::BTreeSet;

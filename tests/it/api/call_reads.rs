@@ -2,7 +2,7 @@
 //! Calls are inserted straight into the store, so these tests do not depend on
 //! the engine placing them.
 
-use crate::harness::{TestApp, Workspace, utc};
+use crate::support::{TestApp, Workspace, utc};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use voxline::domain::clock::ManualClock;

@@ -1,7 +1,7 @@
 //! `voxline admin …` (decisions §3): the real binary, on the running server's
 //! database, each command printing exactly one JSON object.
 
-use crate::harness::{TestApp, eventually};
+use crate::support::{TestApp, eventually};
 use serde_json::{Value, json};
 use std::time::Duration;
 
