@@ -7,6 +7,9 @@
 //! `cargo test` runs them all on SQLite; the Postgres pass is
 //! `VOXLINE_TEST_DATABASE_URL=postgres://… cargo test --test it api:: -- --include-ignored`.
 
+// Tests may unwrap: a panic there is a failed test, which is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod api;
 mod carriers;
 mod loadgen;
