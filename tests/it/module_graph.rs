@@ -5,7 +5,10 @@
 //! code) are resolved to the module file that defines the named item,
 //! following `pub use` re-exports, and a cycle among those edges fails the
 //! test with the files and the names that tie them. Comments and `#[cfg(test)]`
-//! modules are left out: tests may reach anywhere.
+//! modules are left out: tests may reach anywhere. A module's reach into its
+//! own descendants (a folder's `mod.rs` wiring its files) is composition and
+//! is not counted; every edge between siblings, and from a child up to its
+//! parent, is.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -277,7 +280,10 @@ fn edges(krate: &Crate) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> 
             let Some(target) = defining_module(krate, &reexports, &full) else {
                 continue;
             };
-            if target == *module {
+            // A module reaching into its own children is composition (a folder's
+            // mod.rs wiring its rooms), not an import between peers.
+            if target == *module || target.starts_with(&format!("{module}::")) || module.is_empty()
+            {
                 continue;
             }
             let name = full.rsplit("::").next().unwrap_or("").to_string();
