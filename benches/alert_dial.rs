@@ -11,6 +11,8 @@
 //! VOXLINE_BENCH_NUMBERS=2000 VOXLINE_BENCH_ROUNDS=3 cargo bench --bench alert_dial
 //! ```
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "bench_db.rs"]
 mod bench_db;
 

@@ -12,6 +12,8 @@
 //! VOXLINE_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench --bench api_throughput
 //! ```
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "bench_db.rs"]
 mod bench_db;
 

@@ -14,6 +14,8 @@
 //! VOXLINE_BENCH_ITEMS=10000 VOXLINE_BENCH_CONCURRENCY=50 cargo bench --bench batch_load
 //! ```
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "bench_db.rs"]
 mod bench_db;
 

@@ -1,6 +1,8 @@
 //! The database a bench runs on: SQLite in the bench's temp dir, or a fresh
 //! Postgres database (dropped afterwards) when `VOXLINE_TEST_DATABASE_URL` is set.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use sqlx::Connection;
 use std::path::Path;
 

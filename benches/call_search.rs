@@ -14,6 +14,8 @@
 //! ```
 //! `QUERIES` (default 200) sets the requests per class.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use hdrhistogram::Histogram;
 use std::path::PathBuf;
 use std::sync::Arc;

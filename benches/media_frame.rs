@@ -6,6 +6,8 @@
 //! Outbound: 20 ms of 24 kHz TTS PCM → resample to 8 kHz → μ-law encode → a Twilio `media`
 //! JSON message (base64) → the recording.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::hint::black_box;
 use std::io::{Seek, SeekFrom, Write};
 

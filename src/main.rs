@@ -1,6 +1,6 @@
 //! The `voxline` binary: `serve`, `admin` and `loadgen`.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 use std::sync::Arc;
 use voxline::admin::cli::{self as admin_cli, AdminCommand};
@@ -23,7 +23,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the HTTP API, media endpoints, call engine and background jobs.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Platform administration; each command prints one JSON object.
     #[command(subcommand)]
     Admin(AdminCommand),
@@ -33,7 +33,8 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse()
+        .unwrap_or_else(|err| voxline::app::config::name_env_variable(err, &Cli::command()).exit());
     match cli.command {
         Command::Serve(serve) => match run_serve(&cli.storage, &serve).await {
             Ok(()) => ExitCode::SUCCESS,

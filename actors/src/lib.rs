@@ -7,3 +7,4 @@ pub mod conversation;
 pub mod engine;
 pub mod media_token;
 pub mod providers;
+pub mod signing;

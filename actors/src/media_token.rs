@@ -2,10 +2,7 @@
 //! dialed can attach audio to a call. Single use is enforced by the call actor,
 //! which accepts one media stream per call.
 
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
-
-type HmacSha256 = Hmac<Sha256>;
+use crate::signing::Signer;
 
 /// Why a presented token was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,31 +21,21 @@ pub enum TokenError {
 /// Signs and verifies media tokens with the server secret.
 #[derive(Clone)]
 pub struct MediaTokens {
-    key: Vec<u8>,
+    signer: Signer,
 }
 
 impl MediaTokens {
     /// A signer keyed by a secret derived for media tokens only.
     pub fn new(server_secret: &[u8]) -> Self {
-        let mut key = b"voxline/media-token/v1\0".to_vec();
-        key.extend_from_slice(server_secret);
-        Self { key }
-    }
-
-    fn mac(&self, payload: &str) -> HmacSha256 {
-        // HMAC accepts keys of any length, so construction cannot fail.
-        let mut mac = match <HmacSha256 as KeyInit>::new_from_slice(&self.key) {
-            Ok(m) => m,
-            Err(_) => unreachable!("hmac takes any key length"),
-        };
-        mac.update(payload.as_bytes());
-        mac
+        Self {
+            signer: Signer::derived("voxline/media-token/v1", server_secret),
+        }
     }
 
     /// A token for `call_id` valid until `expires_unix` seconds.
     pub fn issue(&self, call_id: &str, expires_unix: i64) -> String {
         let payload = format!("{call_id}.{expires_unix}");
-        let sig = hex::encode(self.mac(&payload).finalize().into_bytes());
+        let sig = self.signer.sign_hex(&[payload.as_bytes()]);
         format!("{payload}.{sig}")
     }
 
@@ -61,9 +48,12 @@ impl MediaTokens {
         };
         let expires: i64 = expiry.parse().map_err(|_| TokenError::Malformed)?;
         let sig = hex::decode(sig).map_err(|_| TokenError::Malformed)?;
-        self.mac(&format!("{call_id}.{expires}"))
-            .verify_slice(&sig)
-            .map_err(|_| TokenError::BadSignature)?;
+        if !self
+            .signer
+            .verify(&[format!("{call_id}.{expires}").as_bytes()], &sig)
+        {
+            return Err(TokenError::BadSignature);
+        }
         if now_unix > expires {
             return Err(TokenError::Expired);
         }

@@ -1,10 +1,13 @@
-//! Call recordings as 8 kHz 16-bit stereo WAV (caller left, agent right).
+//! The one WAV implementation: call recordings as 8 kHz 16-bit stereo WAV
+//! (caller left, agent right), whole mono files for transcription uploads,
+//! and the header reader for files and for streams arriving piece by piece
+//! (a speech synthesizer's stdout).
 //!
-//! The writer streams frames as they happen and patches the RIFF and `data`
-//! sizes on `finalize`, so a crash leaves a file whose header says zero
-//! length but whose audio is intact and recoverable.
+//! The recording writer streams frames as they happen and patches the RIFF
+//! and `data` sizes on `finalize`, so a crash leaves a file whose header says
+//! zero length but whose audio is intact and recoverable.
 
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Cursor, ErrorKind, Read, Seek, SeekFrom, Write};
 use std::time::Duration;
 
 use crate::error::MediaError;
@@ -24,6 +27,36 @@ const RIFF_SIZE_OFFSET: u64 = 4;
 /// Offset of the `data` chunk size field.
 const DATA_SIZE_OFFSET: u64 = 40;
 
+/// The canonical 44-byte header of a 16-bit PCM file with `data_bytes` of audio.
+pub fn header(channels: u16, sample_rate: u32, data_bytes: u32) -> [u8; HEADER_LEN as usize] {
+    let block_align = channels * BITS_PER_SAMPLE / 8;
+    let byte_rate = sample_rate * u32::from(block_align);
+    let mut header = [0u8; HEADER_LEN as usize];
+    header[0..4].copy_from_slice(b"RIFF");
+    header[4..8].copy_from_slice(&data_bytes.saturating_add(36).to_le_bytes());
+    header[8..12].copy_from_slice(b"WAVE");
+    header[12..16].copy_from_slice(b"fmt ");
+    header[16..20].copy_from_slice(&16u32.to_le_bytes());
+    header[20..22].copy_from_slice(&1u16.to_le_bytes()); // PCM
+    header[22..24].copy_from_slice(&channels.to_le_bytes());
+    header[24..28].copy_from_slice(&sample_rate.to_le_bytes());
+    header[28..32].copy_from_slice(&byte_rate.to_le_bytes());
+    header[32..34].copy_from_slice(&block_align.to_le_bytes());
+    header[34..36].copy_from_slice(&BITS_PER_SAMPLE.to_le_bytes());
+    header[36..40].copy_from_slice(b"data");
+    header[40..44].copy_from_slice(&data_bytes.to_le_bytes());
+    header
+}
+
+/// A whole 16-bit mono WAV file of `samples` at `sample_rate`.
+pub fn mono_file(samples: &[i16], sample_rate: u32) -> Vec<u8> {
+    let data_bytes = u32::try_from(samples.len() * 2).unwrap_or(u32::MAX);
+    let mut out = Vec::with_capacity(HEADER_LEN as usize + samples.len() * 2);
+    out.extend_from_slice(&header(1, sample_rate, data_bytes));
+    out.extend(samples.iter().flat_map(|sample| sample.to_le_bytes()));
+    out
+}
+
 /// Streaming stereo WAV writer for one call recording.
 #[derive(Debug)]
 pub struct WavWriter<W: Write + Seek> {
@@ -35,22 +68,7 @@ pub struct WavWriter<W: Write + Seek> {
 impl<W: Write + Seek> WavWriter<W> {
     /// Writes the header (sizes zero until `finalize`) and returns the writer.
     pub fn new(mut writer: W) -> Result<Self, MediaError> {
-        let byte_rate = RECORDING_SAMPLE_RATE * u32::from(BLOCK_ALIGN);
-        let mut header = [0u8; HEADER_LEN as usize];
-        header[0..4].copy_from_slice(b"RIFF");
-        header[4..8].copy_from_slice(&36u32.to_le_bytes());
-        header[8..12].copy_from_slice(b"WAVE");
-        header[12..16].copy_from_slice(b"fmt ");
-        header[16..20].copy_from_slice(&16u32.to_le_bytes());
-        header[20..22].copy_from_slice(&1u16.to_le_bytes()); // PCM
-        header[22..24].copy_from_slice(&RECORDING_CHANNELS.to_le_bytes());
-        header[24..28].copy_from_slice(&RECORDING_SAMPLE_RATE.to_le_bytes());
-        header[28..32].copy_from_slice(&byte_rate.to_le_bytes());
-        header[32..34].copy_from_slice(&BLOCK_ALIGN.to_le_bytes());
-        header[34..36].copy_from_slice(&BITS_PER_SAMPLE.to_le_bytes());
-        header[36..40].copy_from_slice(b"data");
-        header[40..44].copy_from_slice(&0u32.to_le_bytes());
-        writer.write_all(&header)?;
+        writer.write_all(&header(RECORDING_CHANNELS, RECORDING_SAMPLE_RATE, 0))?;
         Ok(Self {
             writer,
             frames: 0,
@@ -192,6 +210,17 @@ impl WavInfo {
         }
     }
 
+    /// The header at the start of a stream that is still arriving: `None`
+    /// until `prefix` reaches the `data` chunk. Streams (a synthesizer's
+    /// stdout) cannot patch their sizes, so `frames` means nothing for them.
+    pub fn from_prefix(prefix: &[u8]) -> Result<Option<Self>, MediaError> {
+        match Self::read(Cursor::new(prefix)) {
+            Ok(info) => Ok(Some(info)),
+            Err(MediaError::Io(err)) if err.kind() == ErrorKind::UnexpectedEof => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
     /// Audio length.
     pub fn duration(&self) -> Duration {
         if self.sample_rate == 0 {
@@ -252,6 +281,31 @@ mod tests {
         writer.write_frames(&[1, 2, 3], &[9]).unwrap();
         let bytes = writer.finalize().unwrap().into_inner();
         assert_eq!(&bytes[44..], &[1, 0, 9, 0, 2, 0, 0, 0, 3, 0, 0, 0]);
+    }
+
+    #[test]
+    fn mono_files_read_back() {
+        let bytes = mono_file(&[1, -2, 3], 16_000);
+        let info = WavInfo::read(Cursor::new(&bytes)).unwrap();
+        assert_eq!(
+            (info.channels, info.sample_rate, info.frames),
+            (1, 16_000, 3)
+        );
+        assert_eq!(info.data_offset, 44);
+        let riff = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+        assert_eq!(riff as usize, bytes.len() - 8);
+        assert_eq!(&bytes[44..], &[1, 0, 0xfe, 0xff, 3, 0]);
+    }
+
+    #[test]
+    fn prefixes_wait_for_the_data_chunk() {
+        let bytes = mono_file(&[7; 10], 22_050);
+        for cut in 0..44 {
+            assert_eq!(WavInfo::from_prefix(&bytes[..cut]).unwrap(), None, "{cut}");
+        }
+        let info = WavInfo::from_prefix(&bytes[..50]).unwrap().unwrap();
+        assert_eq!((info.sample_rate, info.data_offset), (22_050, 44));
+        assert!(WavInfo::from_prefix(b"ID3\x04 not a wav file").is_err());
     }
 
     #[test]

@@ -1,8 +1,15 @@
 //! Configuration: flags override the environment, which overrides the TOML
 //! file, which overrides the defaults (decisions §1).
+//!
+//! Every environment variable is read by clap (`env =` on a flag), so a value
+//! that does not parse stops the start instead of falling back to a default;
+//! [`name_env_variable`] makes that error name the variable.
 
-use clap::Args;
+use crate::providers::settings::{ProviderArgs, ProviderSettings};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Arg, Args};
 use serde::Deserialize;
+use std::ffi::{OsStr, OsString};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -32,19 +39,71 @@ pub struct StorageArgs {
 pub struct ServeArgs {
     /// HTTP listen address.
     #[arg(long, env = "VOXLINE_LISTEN")]
-    pub listen: Option<String>,
+    pub listen: Option<SocketAddr>,
     /// Public base URL given to carriers for callbacks and media.
     #[arg(long, env = "VOXLINE_PUBLIC_URL")]
     pub public_url: Option<String>,
     /// Admin listener (Prometheus /metrics).
     #[arg(long, env = "VOXLINE_ADMIN_LISTEN")]
-    pub admin_listen: Option<String>,
+    pub admin_listen: Option<SocketAddr>,
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, env = "VOXLINE_LOG_JSON")]
     pub log_json: bool,
     /// Do not create the Demo workspace on an empty database.
     #[arg(long, env = "VOXLINE_NO_BOOTSTRAP")]
     pub no_bootstrap: bool,
+    /// Days a call recording is kept (default 90).
+    #[arg(long, env = "VOXLINE_RECORDING_RETENTION_DAYS")]
+    pub recording_retention_days: Option<u64>,
+    /// Webhook hosts allowed even though they resolve to loopback, private or
+    /// link-local addresses (comma-separated).
+    #[arg(long, env = "VOXLINE_WEBHOOK_ALLOW_HOSTS", value_delimiter = ',')]
+    pub webhook_allow_hosts: Vec<String>,
+    /// Simulated provider timings.
+    #[command(flatten)]
+    pub sim: SimArgs,
+    /// Post-call rating settings.
+    #[command(flatten)]
+    pub ratings: RatingArgs,
+    /// Platform provider keys, addresses and timeouts.
+    #[command(flatten)]
+    pub providers: ProviderArgs,
+}
+
+/// Flags (and variables) of the simulated providers' timings; see [`SimSettings`].
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Simulated providers")]
+pub struct SimArgs {
+    /// Seconds an unanswered sim call rings.
+    #[arg(long = "sim-ring-seconds", env = "VOXLINE_SIM_RING_SECONDS")]
+    pub ring_seconds: Option<u32>,
+    /// Milliseconds before a sim callee answers.
+    #[arg(long = "sim-answer-ms", env = "VOXLINE_SIM_ANSWER_MS")]
+    pub answer_ms: Option<u64>,
+    /// Sim ASR: milliseconds from end of speech to the final transcript.
+    #[arg(long = "sim-asr-ms", env = "VOXLINE_SIM_ASR_MS")]
+    pub asr_ms: Option<u64>,
+    /// Sim LLM: milliseconds to the first token.
+    #[arg(long = "sim-llm-ms", env = "VOXLINE_SIM_LLM_MS")]
+    pub llm_ms: Option<u64>,
+    /// Sim LLM: milliseconds between tokens.
+    #[arg(long = "sim-llm-token-ms", env = "VOXLINE_SIM_LLM_TOKEN_MS")]
+    pub llm_token_ms: Option<u64>,
+    /// Sim TTS: milliseconds to the first audio.
+    #[arg(long = "sim-tts-ms", env = "VOXLINE_SIM_TTS_MS")]
+    pub tts_ms: Option<u64>,
+}
+
+/// Flags (and variables) of post-call ratings; see [`RatingSettings`].
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Ratings")]
+pub struct RatingArgs {
+    /// Seconds a rated call's `call.completed` waits for its scorecard.
+    #[arg(long, env = "VOXLINE_RATING_WEBHOOK_WAIT_SECONDS")]
+    pub rating_webhook_wait_seconds: Option<u64>,
+    /// Base URL of the Google Sheets API v4.
+    #[arg(long, env = "VOXLINE_SHEETS_BASE_URL")]
+    pub sheets_base_url: Option<String>,
 }
 
 /// The optional TOML file; every key mirrors a flag.
@@ -167,31 +226,29 @@ impl Default for SimSettings {
 }
 
 impl SimSettings {
-    fn from_env_and_file(file: &FileConfig) -> Self {
+    /// Flags and variables over the file over the defaults.
+    fn resolve(args: &SimArgs, file: &FileConfig) -> Self {
         let d = Self::default();
-        let env_u64 = |name: &str| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
-        };
         Self {
-            ring_seconds: env_u64("VOXLINE_SIM_RING_SECONDS")
-                .and_then(|v| u32::try_from(v).ok())
+            ring_seconds: args
+                .ring_seconds
                 .or(file.sim_ring_seconds)
                 .unwrap_or(d.ring_seconds),
-            answer_after_ms: env_u64("VOXLINE_SIM_ANSWER_MS")
+            answer_after_ms: args
+                .answer_ms
                 .or(file.sim_answer_ms)
                 .unwrap_or(d.answer_after_ms),
-            asr_latency_ms: env_u64("VOXLINE_SIM_ASR_MS")
-                .or(file.sim_asr_ms)
-                .unwrap_or(d.asr_latency_ms),
-            llm_first_token_ms: env_u64("VOXLINE_SIM_LLM_MS")
+            asr_latency_ms: args.asr_ms.or(file.sim_asr_ms).unwrap_or(d.asr_latency_ms),
+            llm_first_token_ms: args
+                .llm_ms
                 .or(file.sim_llm_ms)
                 .unwrap_or(d.llm_first_token_ms),
-            llm_token_interval_ms: env_u64("VOXLINE_SIM_LLM_TOKEN_MS")
+            llm_token_interval_ms: args
+                .llm_token_ms
                 .or(file.sim_llm_token_ms)
                 .unwrap_or(d.llm_token_interval_ms),
-            tts_first_byte_ms: env_u64("VOXLINE_SIM_TTS_MS")
+            tts_first_byte_ms: args
+                .tts_ms
                 .or(file.sim_tts_ms)
                 .unwrap_or(d.tts_first_byte_ms),
         }
@@ -258,19 +315,20 @@ impl Default for RatingSettings {
 }
 
 impl RatingSettings {
-    /// The defaults with the environment's overrides.
-    pub fn from_env() -> Self {
+    /// The defaults with the flags' (and variables') overrides.
+    pub fn resolve(args: &RatingArgs) -> Self {
         let defaults = Self::default();
         Self {
-            webhook_wait: std::env::var("VOXLINE_RATING_WEBHOOK_WAIT_SECONDS")
-                .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
+            webhook_wait: args
+                .rating_webhook_wait_seconds
                 .map_or(defaults.webhook_wait, Duration::from_secs),
-            sheets_base_url: std::env::var("VOXLINE_SHEETS_BASE_URL")
-                .ok()
-                .filter(|v| !v.trim().is_empty())
+            sheets_base_url: args
+                .sheets_base_url
+                .as_deref()
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
                 .map_or(defaults.sheets_base_url, |v| {
-                    v.trim().trim_end_matches('/').to_string()
+                    v.trim_end_matches('/').to_string()
                 }),
         }
     }
@@ -302,7 +360,17 @@ pub fn default_pool_size(database_url: &str) -> u32 {
     }
 }
 
-fn parse_addr(setting: &'static str, value: String) -> Result<SocketAddr, ConfigError> {
+/// A flag's address, else the file's (which may not parse), else `default`.
+fn address(
+    setting: &'static str,
+    given: Option<SocketAddr>,
+    file: Option<String>,
+    default: &str,
+) -> Result<SocketAddr, ConfigError> {
+    if let Some(addr) = given {
+        return Ok(addr);
+    }
+    let value = file.unwrap_or_else(|| default.to_string());
     value
         .parse()
         .map_err(|_| ConfigError::Address { setting, value })
@@ -380,29 +448,22 @@ impl Settings {
     /// Merges `serve` flags/env with the file and defaults.
     pub fn resolve(storage: &StorageArgs, serve: &ServeArgs) -> Result<Self, ConfigError> {
         let (storage, file) = StorageSettings::resolve(storage)?;
-        let sim = SimSettings::from_env_and_file(&file);
-        let providers = crate::providers::settings::ProviderSettings::from_env_and_file(
-            file.providers.as_ref(),
-        );
-        let listen = serve
-            .listen
-            .clone()
-            .or(file.listen)
-            .unwrap_or_else(|| "127.0.0.1:8080".into());
-        let admin_listen = serve
-            .admin_listen
-            .clone()
-            .or(file.admin_listen)
-            .unwrap_or_else(|| "127.0.0.1:9090".into());
+        let sim = SimSettings::resolve(&serve.sim, &file);
+        let providers = ProviderSettings::resolve(&serve.providers, file.providers.as_ref());
         Ok(Self {
             storage,
-            listen: parse_addr("listen", listen)?,
+            listen: address("listen", serve.listen, file.listen, "127.0.0.1:8080")?,
             public_url: serve
                 .public_url
                 .clone()
                 .or(file.public_url)
                 .map(|u| u.trim_end_matches('/').to_string()),
-            admin_listen: parse_addr("admin_listen", admin_listen)?,
+            admin_listen: address(
+                "admin_listen",
+                serve.admin_listen,
+                file.admin_listen,
+                "127.0.0.1:9090",
+            )?,
             log_json: serve.log_json || file.log_json.unwrap_or(false),
             no_bootstrap: serve.no_bootstrap || file.no_bootstrap.unwrap_or(false),
             janitor_interval: Duration::from_secs(file.janitor_interval_seconds.unwrap_or(60)),
@@ -410,25 +471,22 @@ impl Settings {
                 u64::from(file.dormant_after_days.unwrap_or(7)) * 86_400,
             ),
             recording_retention: Duration::from_secs(
-                std::env::var("VOXLINE_RECORDING_RETENTION_DAYS")
-                    .ok()
-                    .and_then(|v| v.trim().parse::<u64>().ok())
+                serve
+                    .recording_retention_days
                     .or(file.recording_retention_days.map(u64::from))
                     .unwrap_or(DEFAULT_RECORDING_RETENTION_DAYS)
-                    * 86_400,
+                    .saturating_mul(86_400),
             ),
             sim,
             dispatch_interval: Duration::from_secs(1),
-            webhook_allow_hosts: std::env::var("VOXLINE_WEBHOOK_ALLOW_HOSTS")
-                .map(|v| {
-                    v.split(',')
-                        .map(|h| h.trim().to_ascii_lowercase())
-                        .filter(|h| !h.is_empty())
-                        .collect()
-                })
-                .unwrap_or_default(),
+            webhook_allow_hosts: serve
+                .webhook_allow_hosts
+                .iter()
+                .map(|h| h.trim().to_ascii_lowercase())
+                .filter(|h| !h.is_empty())
+                .collect(),
             providers,
-            ratings: RatingSettings::from_env(),
+            ratings: RatingSettings::resolve(&serve.ratings),
         })
     }
 
@@ -461,15 +519,146 @@ impl Settings {
             },
             dispatch_interval: Duration::from_millis(100),
             webhook_allow_hosts: vec!["127.0.0.1".into(), "localhost".into()],
-            providers: crate::providers::settings::ProviderSettings::default(),
+            providers: ProviderSettings::default(),
             ratings: RatingSettings::default(),
         }
     }
 }
 
+/// `err` naming the environment variable its bad value came from, when it
+/// came from one: clap reports such a value as if it were the flag's
+/// (clap-rs/clap#5202), which sends the reader looking for a flag nobody typed.
+pub fn name_env_variable(err: clap::Error, cmd: &clap::Command) -> clap::Error {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    name_env_variable_in(err, cmd, &argv, |name| std::env::var_os(name))
+}
+
+/// [`name_env_variable`] with the command line and environment given.
+fn name_env_variable_in(
+    err: clap::Error,
+    cmd: &clap::Command,
+    argv: &[OsString],
+    env: impl Fn(&OsStr) -> Option<OsString>,
+) -> clap::Error {
+    if !matches!(
+        err.kind(),
+        ErrorKind::ValueValidation | ErrorKind::InvalidValue
+    ) {
+        return err;
+    }
+    let (Some(ContextValue::String(flag)), Some(ContextValue::String(value))) = (
+        err.get(ContextKind::InvalidArg),
+        err.get(ContextKind::InvalidValue),
+    ) else {
+        return err;
+    };
+    let Some(arg) = find_arg(cmd, flag) else {
+        return err;
+    };
+    let Some(variable) = arg.get_env() else {
+        return err;
+    };
+    let typed = arg.get_long().is_some_and(|long| {
+        let exact = format!("--{long}");
+        let with_value = format!("--{long}=");
+        argv.iter()
+            .filter_map(|a| a.to_str())
+            .any(|a| a == exact || a.starts_with(&with_value))
+    });
+    if typed || env(variable).is_none_or(|v| v != value.as_str()) {
+        return err;
+    }
+    let mut message = format!(
+        "invalid value '{value}' in environment variable {} (read for '{flag}')",
+        variable.to_string_lossy()
+    );
+    if let Some(reason) = std::error::Error::source(&err) {
+        message.push_str(&format!(": {reason}"));
+    }
+    if let Some(ContextValue::Strings(valid)) = err.get(ContextKind::ValidValue) {
+        message.push_str(&format!(" [possible values: {}]", valid.join(", ")));
+    }
+    message.push('\n');
+    clap::Error::raw(err.kind(), message).with_cmd(cmd)
+}
+
+/// The argument clap printed as `shown` (e.g. `--db-pool-size <DB_POOL_SIZE>`),
+/// in `cmd` or any of its subcommands, found by its long name.
+fn find_arg<'a>(cmd: &'a clap::Command, shown: &str) -> Option<&'a Arg> {
+    let long = shown
+        .split([' ', '='])
+        .next()
+        .and_then(|flag| flag.strip_prefix("--"))?;
+    cmd.get_arguments()
+        .find(|arg| arg.get_long() == Some(long))
+        .or_else(|| cmd.get_subcommands().find_map(|sub| find_arg(sub, shown)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::{CommandFactory, Parser, Subcommand};
+
+    /// The shape of the binary's command line.
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        storage: StorageArgs,
+        #[command(subcommand)]
+        command: Sub,
+    }
+
+    #[derive(Debug, Subcommand)]
+    enum Sub {
+        Serve(ServeArgs),
+    }
+
+    /// Clap's error for `flag value`, then as if `variable=value` had given it.
+    fn from_variable(flag: &str, variable: &str, value: &str, typed: bool) -> String {
+        let cmd = Cli::command();
+        let err = cmd
+            .clone()
+            .try_get_matches_from(["voxline", "serve", flag, value])
+            .unwrap_err();
+        let argv: Vec<OsString> = if typed {
+            ["voxline", "serve", flag, value]
+                .map(OsString::from)
+                .to_vec()
+        } else {
+            ["voxline", "serve"].map(OsString::from).to_vec()
+        };
+        name_env_variable_in(err, &cmd, &argv, |name| {
+            (name == variable).then(|| OsString::from(value))
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn bad_values_from_the_environment_name_the_variable() {
+        for (flag, variable, value) in [
+            ("--db-pool-size", "VOXLINE_DB_POOL", "abc"),
+            ("--listen", "VOXLINE_LISTEN", "nowhere"),
+            ("--sim-ring-seconds", "VOXLINE_SIM_RING_SECONDS", "3s"),
+            (
+                "--recording-retention-days",
+                "VOXLINE_RECORDING_RETENTION_DAYS",
+                "x",
+            ),
+            (
+                "--rating-webhook-wait-seconds",
+                "VOXLINE_RATING_WEBHOOK_WAIT_SECONDS",
+                "1m",
+            ),
+            ("--provider-retries", "VOXLINE_PROVIDER_RETRIES", "many"),
+            ("--platform-fee-paise", "VOXLINE_PLATFORM_FEE_PAISE", "1.5"),
+        ] {
+            let message = from_variable(flag, variable, value, false);
+            assert!(message.contains(variable), "{flag}: {message}");
+            assert!(message.contains(value), "{flag}: {message}");
+            let typed = from_variable(flag, variable, value, true);
+            assert!(!typed.contains(variable), "{flag} was typed: {typed}");
+        }
+    }
 
     #[test]
     fn flags_override_file_and_defaults_apply() {
@@ -486,7 +675,7 @@ mod tests {
             ..StorageArgs::default()
         };
         let serve = ServeArgs {
-            listen: Some("127.0.0.1:7100".into()),
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 7100))),
             ..ServeArgs::default()
         };
         let s = Settings::resolve(&storage, &serve).unwrap();

@@ -15,6 +15,7 @@ use crate::carriers::store_wiring::StoreCredentials;
 use crate::domain::clock::SharedClock;
 use crate::http;
 use crate::postcall::ratings::scoring::Rater;
+use crate::providers::resilience::Breakers;
 use crate::providers::select::ProviderSelector;
 use crate::store::Store;
 use anyhow::Context;
@@ -24,8 +25,8 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use voxline_actors::carrier::Carrier;
 use voxline_actors::carrier::sim::{CalleeLauncher, SimCarrier, SimCarrierConfig};
 use voxline_actors::engine::{Engine, EngineConfig};
@@ -40,8 +41,10 @@ pub struct Server {
     /// What first-run bootstrap created, if it ran.
     pub bootstrapped: Option<Bootstrapped>,
     state: AppState,
-    stop: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
+    /// Cancelled to start the shutdown: listeners stop accepting, loops stop ticking.
+    stop: CancellationToken,
+    /// The listeners and background loops, waited for on shutdown.
+    tasks: TaskTracker,
 }
 
 impl Server {
@@ -74,7 +77,7 @@ impl Server {
         } else {
             bootstrap_if_empty(&store, clock.now()).await?
         };
-        let (stop, stop_rx) = watch::channel(false);
+        let stop = CancellationToken::new();
         let listener = tokio::net::TcpListener::bind(settings.listen)
             .await
             .with_context(|| format!("binding {}", settings.listen))?;
@@ -99,6 +102,7 @@ impl Server {
         ));
         let media_tokens = MediaTokens::new(&secret);
         let welcome_cache = WelcomeCache::new(sim_tts_for_agents(&settings.sim));
+        let breakers = Breakers::default();
         let engine = start_engine(
             &settings,
             &secret,
@@ -109,6 +113,7 @@ impl Server {
             &ws_base,
             &public_url,
             &welcome_cache,
+            &breakers,
             extra,
         )
         .await?;
@@ -117,6 +122,7 @@ impl Server {
             store.clone(),
             &settings.providers,
             Some(&secret),
+            breakers.clone(),
         )));
         let agent_cache = crate::http::agent_cache::AgentCache::new(&store);
         let state = AppState::new(AppInner {
@@ -133,6 +139,7 @@ impl Server {
             agent_cache,
             welcome_cache,
             rater,
+            breakers,
         });
         let (ended, requeued) = dispatch::recover_after_restart(&state).await?;
         if ended > 0 || requeued > 0 {
@@ -144,20 +151,19 @@ impl Server {
             tracing::info!(released, "pending ratings of the previous run re-queued");
         }
 
-        let mut tasks = Vec::new();
+        let tasks = TaskTracker::new();
+        // Should the start fail from here on, what it already spawned stops.
+        let stop_on_failure = stop.clone().drop_guard();
         let app = http::router(state.clone());
-        let mut rx = stop_rx.clone();
-        tasks.push(tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = rx.wait_for(|stop| *stop).await;
-            };
+        let shutdown = stop.clone().cancelled_owned();
+        tasks.spawn(async move {
             if let Err(err) = axum::serve(listener, app)
                 .with_graceful_shutdown(shutdown)
                 .await
             {
                 tracing::error!(error = %err, "API listener failed");
             }
-        }));
+        });
         let metrics = metrics_handle();
         let admin_app = Router::new().route(
             "/metrics",
@@ -166,19 +172,16 @@ impl Server {
                 async move { metrics.render() }
             }),
         );
-        let mut rx = stop_rx.clone();
-        tasks.push(tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = rx.wait_for(|stop| *stop).await;
-            };
+        let shutdown = stop.clone().cancelled_owned();
+        tasks.spawn(async move {
             if let Err(err) = axum::serve(admin_listener, admin_app)
                 .with_graceful_shutdown(shutdown)
                 .await
             {
                 tracing::error!(error = %err, "admin listener failed");
             }
-        }));
-        tasks.push(spawn_every(Duration::from_secs(1), stop_rx.clone(), {
+        });
+        spawn_every(&tasks, Duration::from_secs(1), &stop, {
             let state = state.clone();
             move || {
                 let state = state.clone();
@@ -188,8 +191,8 @@ impl Server {
                     }
                 }
             }
-        }));
-        tasks.push(spawn_every(settings.dispatch_interval, stop_rx.clone(), {
+        });
+        spawn_every(&tasks, settings.dispatch_interval, &stop, {
             let state = state.clone();
             move || {
                 let state = state.clone();
@@ -199,12 +202,12 @@ impl Server {
                     }
                 }
             }
-        }));
+        });
         let webhook_http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .context("building the webhook client")?;
-        tasks.push(spawn_every(settings.dispatch_interval, stop_rx.clone(), {
+        spawn_every(&tasks, settings.dispatch_interval, &stop, {
             let state = state.clone();
             move || {
                 let state = state.clone();
@@ -215,8 +218,8 @@ impl Server {
                     }
                 }
             }
-        }));
-        tasks.push(spawn_every(settings.dispatch_interval, stop_rx.clone(), {
+        });
+        spawn_every(&tasks, settings.dispatch_interval, &stop, {
             let state = state.clone();
             move || {
                 let state = state.clone();
@@ -226,13 +229,13 @@ impl Server {
                     }
                 }
             }
-        }));
-        tasks.push(spawn_every(settings.dispatch_interval, stop_rx.clone(), {
+        });
+        spawn_every(&tasks, settings.dispatch_interval, &stop, {
             let state = state.clone();
-            let stop = stop_rx.clone();
+            let stop = stop.clone();
             move || {
                 let state = state.clone();
-                let mut stop = stop.clone();
+                let stop = stop.clone();
                 async move {
                     // Shutdown abandons ratings in flight: they stay pending in
                     // the database and the next start re-queues them.
@@ -242,12 +245,12 @@ impl Server {
                                 tracing::warn!(error = %err, "rating pass failed");
                             }
                         }
-                        _ = stop.wait_for(|s| *s) => {}
+                        _ = stop.cancelled() => {}
                     }
                 }
             }
-        }));
-        tasks.push(spawn_every(settings.janitor_interval, stop_rx, {
+        });
+        spawn_every(&tasks, settings.janitor_interval, &stop, {
             let state = state.clone();
             move || {
                 let state = state.clone();
@@ -268,8 +271,9 @@ impl Server {
                     }
                 }
             }
-        }));
+        });
         tracing::info!(%addr, %admin_addr, database = state.store.dialect(), "voxline serving");
+        stop_on_failure.disarm();
         Ok(Self {
             addr,
             admin_addr,
@@ -292,11 +296,10 @@ impl Server {
 
     /// Stops accepting, lets requests in flight finish, then persists counters.
     pub async fn shutdown(self) {
-        let _ = self.stop.send(true);
+        self.stop.cancel();
         self.state.engine.shutdown().await;
-        for task in self.tasks {
-            let _ = task.await;
-        }
+        self.tasks.close();
+        self.tasks.wait().await;
         if let Err(err) = self.state.limiter.shutdown().await {
             tracing::warn!(error = %err, "final usage flush failed");
         }
@@ -304,22 +307,23 @@ impl Server {
     }
 }
 
-/// Runs `job` every `period` until `stop` turns true.
-fn spawn_every<F, Fut>(period: Duration, mut stop: watch::Receiver<bool>, job: F) -> JoinHandle<()>
+/// Runs `job` every `period` on `tasks` until `stop` is cancelled.
+fn spawn_every<F, Fut>(tasks: &TaskTracker, period: Duration, stop: &CancellationToken, job: F)
 where
     F: Fn() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send,
 {
-    tokio::spawn(async move {
+    let stop = stop.clone();
+    tasks.spawn(async move {
         let mut ticker = tokio::time::interval(period);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = ticker.tick() => job().await,
-                _ = async { let _ = stop.wait_for(|s| *s).await; } => break,
+                _ = stop.cancelled() => break,
             }
         }
-    })
+    });
 }
 
 /// Waits for SIGINT or SIGTERM.
@@ -357,6 +361,7 @@ async fn start_engine(
     ws_base: &str,
     public_url: &str,
     welcome_cache: &Arc<WelcomeCache>,
+    breakers: &Breakers,
     extra: HashMap<String, Arc<dyn Carrier>>,
 ) -> anyhow::Result<Engine> {
     let launcher: CalleeLauncher = Arc::new(|start| Box::pin(crate::calls::sim_callee::run(start)));
@@ -381,6 +386,7 @@ async fn start_engine(
             settings.clone(),
             clock.clone(),
             Arc::clone(welcome_cache),
+            breakers.clone(),
         )),
         carriers,
         tokens: tokens.clone(),

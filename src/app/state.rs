@@ -5,6 +5,7 @@ use crate::app::config::Settings;
 use crate::calls::ledger::StoreLedger;
 use crate::calls::welcome_cache::WelcomeCache;
 use crate::domain::clock::SharedClock;
+use crate::providers::resilience::Breakers;
 use crate::store::Store;
 use std::sync::Arc;
 use voxline_actors::engine::Engine;
@@ -44,6 +45,8 @@ pub struct AppInner {
     pub welcome_cache: Arc<WelcomeCache>,
     /// Scores post-call ratings.
     pub rater: Arc<crate::postcall::ratings::scoring::Rater>,
+    /// This server's provider circuit breakers, shared by every selector it builds.
+    pub breakers: Breakers,
 }
 
 impl AppInner {

@@ -5,9 +5,8 @@
 use super::{BatchKind, BatchStatus};
 use crate::app::state::AppState;
 use crate::calls::job::job_for;
-use crate::calls::placement::{self, DialPlan};
+use crate::calls::placement::{self, DialPlan, PlacementError};
 use crate::domain::{BatchId, CallId};
-use crate::http::error::ApiError;
 use crate::store::batches::{BatchRow, ItemCall};
 use crate::store::calls::NewCall;
 use async_trait::async_trait;
@@ -36,7 +35,10 @@ impl StoreBatchFeed {
 
     /// The batch and its dial plan, refreshed at most every [`PLAN_TTL`];
     /// None when the batch is gone or not running.
-    async fn plan(&self, batch_id: BatchId) -> Result<Option<(BatchRow, DialPlan)>, ApiError> {
+    async fn plan(
+        &self,
+        batch_id: BatchId,
+    ) -> Result<Option<(BatchRow, DialPlan)>, PlacementError> {
         if let Some((at, batch, plan)) = self.cached.lock().as_ref()
             && at.elapsed() < PLAN_TTL
         {
@@ -106,12 +108,8 @@ impl BatchFeed for StoreBatchFeed {
         let (batch, plan) = match self.plan(batch_id).await {
             Ok(Some(found)) => found,
             Ok(None) => return Ok(None),
-            Err(
-                refusal @ (ApiError::BadRequest(_)
-                | ApiError::PaymentRequired(_)
-                | ApiError::Forbidden(_)
-                | ApiError::NotFound(_)),
-            ) => {
+            Err(PlacementError::Store(err)) => return Err(ledger_err(err)),
+            Err(refusal) => {
                 // Wallet empty, quota spent, agent gone: stop dialing and say why;
                 // the pending items wait for a resume.
                 let reason = refusal.to_string();
@@ -131,7 +129,6 @@ impl BatchFeed for StoreBatchFeed {
                     .map_err(ledger_err)?;
                 return Ok(None);
             }
-            Err(other) => return Err(ledger_err(other)),
         };
         let now_ms = self.state.clock.now().timestamp_millis();
         let template = item_call(&batch, &plan, now_ms);

@@ -5,16 +5,16 @@
 use super::feed::StoreBatchFeed;
 use super::{BatchAction, BatchKind, BatchStatus, Progress, stored};
 use crate::app::state::AppState;
-use crate::calls::placement;
+use crate::calls::placement::{self, PlacementError};
+use crate::domain::phone::PhoneError;
 use crate::domain::{AgentId, BatchId, OrgId, PhoneNumber};
-use crate::http::error::{ApiError, ApiResult};
 use crate::store::StoreError;
 use crate::store::batches::{BatchRow, NewBatch, NewItem};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 use std::fmt::Display;
-use voxline_actors::engine::{CallEnd, CallLedger, CallStatus};
+use voxline_actors::engine::{CallEnd, CallLedger, CallStatus, LedgerError};
 
 /// Most items one request may add.
 pub const MAX_ITEMS_PER_REQUEST: usize = 10_000;
@@ -69,30 +69,123 @@ pub struct AddReport {
     pub skipped_items: Vec<SkippedItem>,
 }
 
-/// 404 for a batch of another kind, workspace, or none at all.
-fn not_found(kind: BatchKind, id: impl Display) -> ApiError {
-    ApiError::NotFound(format!("{} {id} not found", kind.noun()))
+/// Why a batch operation is refused; each message says what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum BatchError {
+    /// No batch of this kind and id in the workspace.
+    #[error("{} {id} not found", .kind.noun())]
+    NotFound {
+        /// Batch or campaign.
+        kind: BatchKind,
+        /// The id asked for.
+        id: String,
+    },
+    /// No such agent in the workspace, or it is deleted.
+    #[error("Agent {0} not found")]
+    AgentNotFound(String),
+    /// A blank name.
+    #[error("name must not be empty")]
+    NameEmpty,
+    /// The fromNumber is not a phone number.
+    #[error("fromNumber {0}")]
+    FromMalformed(PhoneError),
+    /// `scheduledStartAt` is not a timestamp.
+    #[error(
+        "scheduledStartAt must be an ISO 8601 timestamp such as 2026-12-01T09:30:00Z, not \"{0}\""
+    )]
+    ScheduleMalformed(String),
+    /// `scheduledStartAt` is not in the future.
+    #[error("scheduledStartAt {0} is in the past; give a future time or omit it")]
+    ScheduleInPast(String),
+    /// An add-items request without items.
+    #[error("items must hold at least one item")]
+    NoItems,
+    /// An add-items request over [`MAX_ITEMS_PER_REQUEST`].
+    #[error(
+        "items holds {0} entries; at most {MAX_ITEMS_PER_REQUEST} per request (send more requests)"
+    )]
+    TooManyItems(usize),
+    /// Items added after the start.
+    #[error("{} is {status}; items can be added only before it starts", .kind.noun())]
+    ItemsAfterStart {
+        /// Batch or campaign.
+        kind: BatchKind,
+        /// Its status.
+        status: BatchStatus,
+    },
+    /// The batch started while items were being added.
+    #[error("{} has started; items can be added only before it starts", .0.noun())]
+    StartedWhileAdding(BatchKind),
+    /// The state machine does not allow the action from this status.
+    #[error(
+        "{} is {status}; it can be {} only when {}",
+        .kind.noun(),
+        .action.verb(),
+        allowed_from(.action)
+    )]
+    Refused {
+        /// Batch or campaign.
+        kind: BatchKind,
+        /// The action asked for.
+        action: BatchAction,
+        /// The current status.
+        status: BatchStatus,
+    },
+    /// A start with nothing pending.
+    #[error("{} has no items to dial; add items before starting it", .0.noun())]
+    NothingToDial(BatchKind),
+    /// A schedule change after the start.
+    #[error("{} is {status}; scheduledStartAt can change only before it starts", .kind.noun())]
+    ScheduleAfterStart {
+        /// Batch or campaign.
+        kind: BatchKind,
+        /// Its status.
+        status: BatchStatus,
+    },
+    /// A delete while running.
+    #[error("{} is running; pause or stop it before deleting it", .0.noun())]
+    DeleteRunning(BatchKind),
+    /// The dial plan refuses the calls (agent, wallet, quota, caller ID).
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The batch just inserted cannot be read back.
+    #[error("batch {0} vanished after insert")]
+    Vanished(BatchId),
+    /// The ledger could not cancel an undispatched call.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+}
+
+/// The statuses an action is allowed from, for messages: "draft or scheduled".
+fn allowed_from(action: &BatchAction) -> String {
+    let allowed: Vec<&str> = action.allowed_from().iter().map(|s| s.as_str()).collect();
+    allowed.join(" or ")
+}
+
+/// A batch of another kind, workspace, or none at all.
+fn not_found(kind: BatchKind, id: impl Display) -> BatchError {
+    BatchError::NotFound {
+        kind,
+        id: id.to_string(),
+    }
 }
 
 /// The batch of `kind` a request names by `raw`: a text that is no batch id
-/// is a 404, like a batch the workspace does not have.
-pub fn parse_id(kind: BatchKind, raw: &str) -> ApiResult<BatchId> {
+/// is refused like a batch the workspace does not have.
+pub fn parse_id(kind: BatchKind, raw: &str) -> Result<BatchId, BatchError> {
     raw.parse().map_err(|_| not_found(kind, raw))
 }
 
 /// Parses `scheduledStartAt`; it must lie in the future.
-pub fn parse_schedule(raw: &str, now: DateTime<Utc>) -> ApiResult<DateTime<Utc>> {
+pub fn parse_schedule(raw: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, BatchError> {
     let at = DateTime::parse_from_rfc3339(raw.trim())
-        .map_err(|_| {
-            ApiError::BadRequest(format!(
-                "scheduledStartAt must be an ISO 8601 timestamp such as 2026-12-01T09:30:00Z, not \"{raw}\""
-            ))
-        })?
+        .map_err(|_| BatchError::ScheduleMalformed(raw.to_string()))?
         .with_timezone(&Utc);
     if at <= now {
-        return Err(ApiError::BadRequest(format!(
-            "scheduledStartAt {raw} is in the past; give a future time or omit it"
-        )));
+        return Err(BatchError::ScheduleInPast(raw.to_string()));
     }
     Ok(at)
 }
@@ -103,7 +196,7 @@ pub async fn load(
     org_id: OrgId,
     kind: BatchKind,
     id: BatchId,
-) -> ApiResult<BatchRow> {
+) -> Result<BatchRow, BatchError> {
     state
         .store
         .batch(org_id, kind.as_str(), id)
@@ -112,7 +205,7 @@ pub async fn load(
 }
 
 /// Progress of a batch.
-pub async fn progress(state: &AppState, batch_id: BatchId) -> ApiResult<Progress> {
+pub async fn progress(state: &AppState, batch_id: BatchId) -> Result<Progress, BatchError> {
     Ok(Progress::from_counts(
         &state.store.batch_item_counts(batch_id).await?,
     ))
@@ -124,12 +217,12 @@ pub async fn create(
     org_id: OrgId,
     kind: BatchKind,
     input: NewBatchInput,
-) -> ApiResult<BatchRow> {
+) -> Result<BatchRow, BatchError> {
     let name = input.name.trim();
     if name.is_empty() {
-        return Err(ApiError::BadRequest("name must not be empty".into()));
+        return Err(BatchError::NameEmpty);
     }
-    let agent_missing = || ApiError::NotFound(format!("Agent {} not found", input.agent_id));
+    let agent_missing = || BatchError::AgentNotFound(input.agent_id.clone());
     let agent_id: AgentId = input.agent_id.parse().map_err(|_| agent_missing())?;
     let agent = state
         .store
@@ -142,7 +235,7 @@ pub async fn create(
         None | Some("") => None,
         Some(raw) => Some(
             PhoneNumber::parse(raw)
-                .map_err(|e| ApiError::BadRequest(format!("fromNumber {e}")))?
+                .map_err(BatchError::FromMalformed)?
                 .as_str()
                 .to_string(),
         ),
@@ -173,7 +266,7 @@ pub async fn create(
         .store
         .batch(org_id, kind.as_str(), id)
         .await?
-        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("batch {id} vanished after insert")))
+        .ok_or(BatchError::Vanished(id))
 }
 
 /// Why a number cannot be dialed as part of this batch, if it cannot.
@@ -200,24 +293,16 @@ pub async fn add_items(
     kind: BatchKind,
     batch: &BatchRow,
     items: Vec<ItemInput>,
-) -> ApiResult<AddReport> {
+) -> Result<AddReport, BatchError> {
     if items.is_empty() {
-        return Err(ApiError::BadRequest(
-            "items must hold at least one item".into(),
-        ));
+        return Err(BatchError::NoItems);
     }
     if items.len() > MAX_ITEMS_PER_REQUEST {
-        return Err(ApiError::BadRequest(format!(
-            "items holds {} entries; at most {MAX_ITEMS_PER_REQUEST} per request (send more requests)",
-            items.len()
-        )));
+        return Err(BatchError::TooManyItems(items.len()));
     }
     let status = BatchStatus::from_stored(&batch.status);
     if !status.is_unstarted() {
-        return Err(ApiError::conflict(format!(
-            "{} is {status}; items can be added only before it starts",
-            kind.noun()
-        )));
+        return Err(BatchError::ItemsAfterStart { kind, status });
     }
     let mut seen: HashSet<String> = state
         .store
@@ -269,23 +354,9 @@ pub async fn add_items(
         )
         .await?;
     if !appended {
-        return Err(ApiError::conflict(format!(
-            "{} has started; items can be added only before it starts",
-            kind.noun()
-        )));
+        return Err(BatchError::StartedWhileAdding(kind));
     }
     Ok(report)
-}
-
-/// 409 naming the current status and the statuses the action needs.
-fn refused(kind: BatchKind, action: BatchAction, status: BatchStatus) -> ApiError {
-    let allowed: Vec<&str> = action.allowed_from().iter().map(|s| s.as_str()).collect();
-    ApiError::conflict(format!(
-        "{} is {status}; it can be {} only when {}",
-        kind.noun(),
-        action.verb(),
-        allowed.join(" or ")
-    ))
 }
 
 /// Runs one action of the state machine; returns the answer's message.
@@ -294,10 +365,14 @@ pub async fn act(
     kind: BatchKind,
     batch: &BatchRow,
     action: BatchAction,
-) -> ApiResult<String> {
+) -> Result<String, BatchError> {
     let status = BatchStatus::from_stored(&batch.status);
     if !action.allowed(status) {
-        return Err(refused(kind, action, status));
+        return Err(BatchError::Refused {
+            kind,
+            action,
+            status,
+        });
     }
     let now_ms = state.clock.now().timestamp_millis();
     let noun = kind.noun();
@@ -323,9 +398,7 @@ pub async fn act(
         BatchAction::Start => {
             let p = progress(state, batch.id).await?;
             if p.pending == 0 {
-                return Err(ApiError::conflict(format!(
-                    "{noun} has no items to dial; add items before starting it"
-                )));
+                return Err(BatchError::NothingToDial(kind));
             }
             placement::plan(
                 state,
@@ -373,11 +446,7 @@ pub async fn act(
                     answered_at: None,
                     ended_at: now_ms,
                 };
-                state
-                    .ledger
-                    .finish(end)
-                    .await
-                    .map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
+                state.ledger.finish(end).await?;
             }
             format!("{noun} stopped: {dropped} pending item(s) dropped; live calls finish")
         }
@@ -418,15 +487,19 @@ pub async fn act(
     Ok(message)
 }
 
-/// The 409 for a batch whose status changed under the request.
+/// The refusal for a batch whose status changed under the request.
 async fn raced(
     state: &AppState,
     kind: BatchKind,
     batch: &BatchRow,
     action: BatchAction,
-) -> ApiError {
+) -> BatchError {
     match state.store.batch_by_id(batch.id).await {
-        Ok(Some(now)) => refused(kind, action, BatchStatus::from_stored(&now.status)),
+        Ok(Some(now)) => BatchError::Refused {
+            kind,
+            action,
+            status: BatchStatus::from_stored(&now.status),
+        },
         Ok(None) => not_found(kind, batch.id),
         Err(err) => err.into(),
     }
@@ -439,10 +512,10 @@ pub async fn update(
     batch: &BatchRow,
     name: Option<String>,
     schedule: Option<Option<String>>,
-) -> ApiResult<BatchRow> {
+) -> Result<BatchRow, BatchError> {
     let name = match name {
         Some(n) if n.trim().is_empty() => {
-            return Err(ApiError::BadRequest("name must not be empty".into()));
+            return Err(BatchError::NameEmpty);
         }
         Some(n) => n.trim().to_string(),
         None => batch.name.clone(),
@@ -451,10 +524,10 @@ pub async fn update(
     let (status, scheduled) = match schedule {
         None => (current, batch.scheduled_start_at),
         Some(_) if !current.is_unstarted() => {
-            return Err(ApiError::conflict(format!(
-                "{} is {current}; scheduledStartAt can change only before it starts",
-                kind.noun()
-            )));
+            return Err(BatchError::ScheduleAfterStart {
+                kind,
+                status: current,
+            });
         }
         Some(None) => (BatchStatus::Draft, None),
         Some(Some(raw)) => {
@@ -480,16 +553,13 @@ pub async fn update(
 }
 
 /// Deletes a batch that is not running.
-pub async fn delete(state: &AppState, kind: BatchKind, batch: &BatchRow) -> ApiResult<()> {
+pub async fn delete(state: &AppState, kind: BatchKind, batch: &BatchRow) -> Result<(), BatchError> {
     if !state
         .store
         .delete_batch(batch.id, &[BatchStatus::Running.as_str()])
         .await?
     {
-        return Err(ApiError::conflict(format!(
-            "{} is running; pause or stop it before deleting it",
-            kind.noun()
-        )));
+        return Err(BatchError::DeleteRunning(kind));
     }
     Ok(())
 }

@@ -5,12 +5,54 @@
 use crate::app::state::AppState;
 use crate::domain::agent::{AgentSpec, AgentStatus};
 use crate::domain::clock::ist_month_key;
+use crate::domain::phone::PhoneError;
 use crate::domain::{AgentId, CallId, OrgId, Paise, PhoneNumber};
-use crate::http::error::{ApiError, ApiResult};
 use crate::store::calls::NewCall;
-use crate::store::{AgentRow, NumberRow, OrgRow};
+use crate::store::{AgentRow, NumberRow, OrgRow, StoreError};
 use serde_json::{Map, Value};
-use std::fmt::Display;
+
+/// Why a call cannot be placed; each message says what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum PlacementError {
+    /// No such agent in the workspace, or it is deleted.
+    #[error("Agent {0} not found")]
+    AgentNotFound(String),
+    /// The agent is deactivated.
+    #[error("agentId {0} is inactive; activate it before dialing")]
+    AgentInactive(String),
+    /// The workspace row is gone.
+    #[error("Workspace not found")]
+    WorkspaceNotFound,
+    /// The wallet has no credit.
+    #[error("Wallet balance is not positive; add credit to place calls")]
+    WalletEmpty,
+    /// This month's minutes are spent.
+    #[error("Monthly minute quota exhausted ({used} of {quota} minutes used)")]
+    QuotaExhausted {
+        /// Minutes used this IST month.
+        used: i64,
+        /// The workspace's monthly minutes.
+        quota: i64,
+    },
+    /// The workspace has no caller ID at all.
+    #[error("The workspace owns no phone number; rent one before dialing")]
+    NoNumbers,
+    /// The fromNumber override is not a phone number.
+    #[error("fromNumber {0}")]
+    FromMalformed(PhoneError),
+    /// The fromNumber override belongs to no number of the workspace.
+    #[error("fromNumber {0} is not a number this workspace owns")]
+    FromNotOwned(PhoneNumber),
+    /// The fromNumber override is suspended.
+    #[error("fromNumber {0} is suspended")]
+    FromSuspended(PhoneNumber),
+    /// Every number of the workspace is suspended.
+    #[error("Every phone number of the workspace is suspended")]
+    AllNumbersSuspended,
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
 
 /// An agent cleared for dialing, with everything the calls need.
 #[derive(Debug, Clone)]
@@ -59,15 +101,11 @@ impl CallSource {
     }
 }
 
-/// 404 for an agent the workspace does not have (or a text that names none).
-fn agent_not_found(agent: impl Display) -> ApiError {
-    ApiError::NotFound(format!("Agent {agent} not found"))
-}
-
-/// The agent a request names by `raw`: a text that is no agent id is a 404,
-/// like an agent the workspace does not have.
-pub fn agent_id(raw: &str) -> ApiResult<AgentId> {
-    raw.parse().map_err(|_| agent_not_found(raw))
+/// The agent a request names by `raw`: a text that is no agent id is
+/// refused like an agent the workspace does not have.
+pub fn agent_id(raw: &str) -> Result<AgentId, PlacementError> {
+    raw.parse()
+        .map_err(|_| PlacementError::AgentNotFound(raw.to_string()))
 }
 
 /// Checks everything that must hold before a call is enqueued.
@@ -76,20 +114,17 @@ pub async fn plan(
     org_id: OrgId,
     agent_id: AgentId,
     from_override: Option<&str>,
-) -> ApiResult<DialPlan> {
+) -> Result<DialPlan, PlacementError> {
+    let agent_missing = || PlacementError::AgentNotFound(agent_id.to_string());
     let agent = state
         .store
         .agent(org_id, agent_id)
         .await?
-        .ok_or_else(|| agent_not_found(agent_id))?;
+        .ok_or_else(agent_missing)?;
     match agent.status() {
-        AgentStatus::Deleted => {
-            return Err(agent_not_found(agent_id));
-        }
+        AgentStatus::Deleted => return Err(agent_missing()),
         AgentStatus::Inactive => {
-            return Err(ApiError::BadRequest(format!(
-                "agentId {agent_id} is inactive; activate it before dialing"
-            )));
+            return Err(PlacementError::AgentInactive(agent_id.to_string()));
         }
         AgentStatus::Active => {}
     }
@@ -98,21 +133,19 @@ pub async fn plan(
         .store
         .org(org_id)
         .await?
-        .ok_or_else(|| ApiError::NotFound("Workspace not found".into()))?;
+        .ok_or(PlacementError::WorkspaceNotFound)?;
     if org.wallet_paise <= Paise::ZERO {
-        return Err(ApiError::PaymentRequired(
-            "Wallet balance is not positive; add credit to place calls".into(),
-        ));
+        return Err(PlacementError::WalletEmpty);
     }
     let used = state
         .store
         .minutes_used(org_id, &ist_month_key(state.clock.now()))
         .await?;
     if used >= org.minute_quota {
-        return Err(ApiError::Forbidden(format!(
-            "Monthly minute quota exhausted ({used} of {} minutes used)",
-            org.minute_quota
-        )));
+        return Err(PlacementError::QuotaExhausted {
+            used,
+            quota: org.minute_quota,
+        });
     }
     let from = resolve_from(state, org_id, &spec, from_override).await?;
     let rate_paise = Paise(spec.per_minute_rate_paise);
@@ -132,47 +165,35 @@ async fn resolve_from(
     org_id: OrgId,
     spec: &AgentSpec,
     from_override: Option<&str>,
-) -> ApiResult<NumberRow> {
+) -> Result<NumberRow, PlacementError> {
     let numbers = state.store.numbers(org_id).await?;
     if numbers.is_empty() {
-        return Err(ApiError::BadRequest(
-            "The workspace owns no phone number; rent one before dialing".into(),
-        ));
+        return Err(PlacementError::NoNumbers);
     }
     if let Some(raw) = from_override {
-        let phone =
-            PhoneNumber::parse(raw).map_err(|e| ApiError::BadRequest(format!("fromNumber {e}")))?;
-        let number = numbers
-            .into_iter()
-            .find(|n| n.phone == phone.as_str())
-            .ok_or_else(|| {
-                ApiError::BadRequest(format!(
-                    "fromNumber {phone} is not a number this workspace owns"
-                ))
-            })?;
+        let phone = PhoneNumber::parse(raw).map_err(PlacementError::FromMalformed)?;
+        let Some(number) = numbers.into_iter().find(|n| n.phone == phone.as_str()) else {
+            return Err(PlacementError::FromNotOwned(phone));
+        };
         if number.status != "active" {
-            return Err(ApiError::BadRequest(format!(
-                "fromNumber {phone} is suspended"
-            )));
+            return Err(PlacementError::FromSuspended(phone));
         }
         return Ok(number);
     }
     let active: Vec<&NumberRow> = numbers.iter().filter(|n| n.status == "active").collect();
     let chosen = active
         .iter()
-        .find(|n| n.provider == spec.telephony_provider && n.is_default)
+        .find(|n| n.provider == spec.telephony_provider.as_str() && n.is_default)
         .or_else(|| {
             active
                 .iter()
-                .find(|n| n.provider == spec.telephony_provider)
+                .find(|n| n.provider == spec.telephony_provider.as_str())
         })
         .or_else(|| active.iter().find(|n| n.is_default))
         .or_else(|| active.first())
         .copied()
         .cloned();
-    chosen.ok_or_else(|| {
-        ApiError::BadRequest("Every phone number of the workspace is suspended".into())
-    })
+    chosen.ok_or(PlacementError::AllNumbersSuspended)
 }
 
 /// Stores one queued call per target and hands them all to the engine.
@@ -181,7 +202,7 @@ pub async fn place(
     plan: &DialPlan,
     targets: Vec<CallTarget>,
     source: CallSource,
-) -> ApiResult<Vec<(CallId, String)>> {
+) -> Result<Vec<(CallId, String)>, StoreError> {
     let now_ms = state.clock.now().timestamp_millis();
     let calls: Vec<NewCall> = targets
         .into_iter()

@@ -8,6 +8,7 @@ use crate::domain::agent::{AgentSpec, ConversationEngine as AgentEngine, fill_pl
 use crate::domain::clock::SharedClock;
 use crate::domain::{CallId, OrgId};
 use crate::http::media::MediaStream;
+use crate::providers::resilience::Breakers;
 use crate::providers::select::{ProviderSelector, prepare_call, record_usage};
 use crate::store::Store;
 use crate::store::calls::NewRecording;
@@ -37,15 +38,22 @@ pub struct CallRunner {
 }
 
 impl CallRunner {
-    /// A runner persisting into `store`, greeting from `welcome_cache` when warm.
+    /// A runner persisting into `store`, greeting from `welcome_cache` when
+    /// warm, guarding vendors with the server's `breakers`.
     pub fn new(
         store: Store,
         settings: Settings,
         clock: SharedClock,
         welcome_cache: Arc<WelcomeCache>,
+        breakers: Breakers,
     ) -> Self {
         let secret = settings.storage.load_secret().ok();
-        let selector = ProviderSelector::new(store.clone(), &settings.providers, secret.as_deref());
+        let selector = ProviderSelector::new(
+            store.clone(),
+            &settings.providers,
+            secret.as_deref(),
+            breakers,
+        );
         Self {
             store,
             settings,

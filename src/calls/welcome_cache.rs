@@ -10,7 +10,7 @@
 //! it for the next call (e.g. after a restart).
 
 use crate::app::config::SimSettings;
-use crate::domain::agent::{AgentSpec, AgentStatus, placeholder_names};
+use crate::domain::agent::{AgentSpec, AgentStatus, TtsVendor, placeholder_names};
 use crate::domain::{AgentId, OrgId};
 use crate::store::{Store, StoreResult};
 use parking_lot::Mutex;
@@ -57,7 +57,7 @@ pub struct WelcomeCache {
 /// vendor's TTS greet through it at call time instead: a cached sim greeting would be the wrong
 /// voice, and warming with the vendor would spend the workspace's credits on agents never called.
 pub fn speaks_with_sim_tts(spec: &AgentSpec) -> bool {
-    spec.tts_provider == "sim"
+    spec.tts_provider == TtsVendor::Sim
 }
 
 /// The welcome text of `spec` if it can be cached: not empty, no placeholders.
@@ -253,7 +253,7 @@ mod tests {
         let cache = WelcomeCache::new(Arc::new(move |_| Arc::clone(&provider)));
         let (org, a2) = (OrgId::new(), AgentId::new());
         let mut vendor = spec("Hello from Voxline.");
-        vendor.tts_provider = "elevenlabs".into();
+        vendor.tts_provider = TtsVendor::ElevenLabs;
         cache.warm(org, a2, &vendor);
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!cache.is_warm(a2));
@@ -264,7 +264,7 @@ mod tests {
         );
         assert_eq!(tts.0.load(Ordering::SeqCst), 0);
         // Switching back to the sim voice warms it.
-        vendor.tts_provider = "sim".into();
+        vendor.tts_provider = TtsVendor::Sim;
         cache.warm(org, a2, &vendor);
         settle(&cache, a2).await;
         assert!(cache.is_warm(a2));

@@ -23,14 +23,12 @@ use async_trait::async_trait;
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use hmac::{KeyInit, Mac};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use voxline_actors::carrier::CarrierError;
-
-type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+use voxline_actors::signing::Signer;
 
 /// The carriers this module speaks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -282,26 +280,16 @@ pub(crate) async fn send(
 /// Our signature for an unsigned carrier's callback URL: hex HMAC-SHA256 of
 /// the call id, keyed by a secret of the workspace's account.
 pub fn callback_sig(key: &str, call_id: &str) -> String {
-    hex::encode(callback_mac(key, call_id).finalize().into_bytes())
+    Signer::sha256(key).sign_hex(&[CALLBACK_PURPOSE, call_id.as_bytes()])
 }
 
-fn callback_mac(key: &str, call_id: &str) -> HmacSha256 {
-    // HMAC accepts keys of any length, so construction cannot fail.
-    let mut mac = match <HmacSha256 as KeyInit>::new_from_slice(key.as_bytes()) {
-        Ok(m) => m,
-        Err(_) => unreachable!("hmac takes any key length"),
-    };
-    mac.update(b"voxline/carrier-callback/v1\0");
-    mac.update(call_id.as_bytes());
-    mac
-}
+/// Prefixed to the call id, so a callback signature is never a valid tag of
+/// anything else signed with the same account secret.
+const CALLBACK_PURPOSE: &[u8] = b"voxline/carrier-callback/v1\0";
 
 /// Checks a `sig` made by [`callback_sig`] in constant time.
 pub fn verify_callback_sig(key: &str, call_id: &str, sig: &str) -> bool {
-    let Ok(bytes) = hex::decode(sig.trim()) else {
-        return false;
-    };
-    callback_mac(key, call_id).verify_slice(&bytes).is_ok()
+    Signer::sha256(key).verify_hex(&[CALLBACK_PURPOSE, call_id.as_bytes()], sig)
 }
 
 /// Appends `sig` to a callback URL.

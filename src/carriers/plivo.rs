@@ -9,10 +9,9 @@ use super::{
 use async_trait::async_trait;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
 use std::sync::Arc;
 use voxline_actors::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
+use voxline_actors::signing::Signer;
 
 const KIND: CarrierKind = CarrierKind::Plivo;
 
@@ -21,8 +20,6 @@ pub const DEFAULT_BASE_URL: &str = "https://api.plivo.com";
 
 /// The audio format we ask Plivo to stream (matches the Twilio pipeline's μ-law).
 pub const STREAM_CONTENT_TYPE: &str = "audio/x-mulaw;rate=8000";
-
-type HmacSha256 = Hmac<Sha256>;
 
 /// One Plivo account: `{authId, authToken, baseUrl?}`.
 #[derive(Debug, Clone)]
@@ -260,18 +257,6 @@ pub fn signing_base(method: &str, url: &str, params: &[(String, String)]) -> Str
     base
 }
 
-fn signing_mac(auth_token: &str, base: &str, nonce: &str) -> HmacSha256 {
-    // HMAC accepts keys of any length, so construction cannot fail.
-    let mut mac = match <HmacSha256 as KeyInit>::new_from_slice(auth_token.as_bytes()) {
-        Ok(m) => m,
-        Err(_) => unreachable!("hmac takes any key length"),
-    };
-    mac.update(base.as_bytes());
-    mac.update(b".");
-    mac.update(nonce.as_bytes());
-    mac
-}
-
 /// The `X-Plivo-Signature-V3` value for a request: base64 HMAC-SHA256 of
 /// [`signing_base`] + `"."` + nonce, keyed by the auth token.
 pub fn signature_v3(
@@ -282,11 +267,7 @@ pub fn signature_v3(
     nonce: &str,
 ) -> String {
     let base = signing_base(method, url, params);
-    STANDARD.encode(
-        signing_mac(auth_token, &base, nonce)
-            .finalize()
-            .into_bytes(),
-    )
+    STANDARD.encode(Signer::sha256(auth_token).sign(&[base.as_bytes(), b".", nonce.as_bytes()]))
 }
 
 /// Verifies `X-Plivo-Signature-V3` (possibly several comma-separated
@@ -307,12 +288,12 @@ pub fn verify_v3(
     if candidates.is_empty() || nonce.is_empty() {
         return false;
     }
+    let signer = Signer::sha256(auth_token);
     url_port_variants(url).iter().any(|variant| {
         let base = signing_base(method, variant, params);
-        candidates.iter().any(|candidate| {
-            signing_mac(auth_token, &base, nonce)
-                .verify_slice(candidate)
-                .is_ok()
-        })
+        let parts: [&[u8]; 3] = [base.as_bytes(), b".", nonce.as_bytes()];
+        candidates
+            .iter()
+            .any(|candidate| signer.verify(&parts, candidate))
     })
 }

@@ -9,11 +9,10 @@ use super::{
 use async_trait::async_trait;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use hmac::{Hmac, KeyInit, Mac};
-use sha1::Sha1;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use voxline_actors::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
+use voxline_actors::signing::Signer;
 
 const KIND: CarrierKind = CarrierKind::Twilio;
 
@@ -22,8 +21,6 @@ pub const DEFAULT_BASE_URL: &str = "https://api.twilio.com";
 
 /// Twilio's error code for "the requested resource was not found" (the call already ended).
 pub const CODE_NOT_FOUND: i64 = 20404;
-
-type HmacSha1 = Hmac<Sha1>;
 
 /// One Twilio account: `{accountSid, authToken, baseUrl?}`.
 #[derive(Debug, Clone)]
@@ -219,24 +216,21 @@ pub fn map_status(call_status: &str, answered_by: Option<&str>) -> Option<Carrie
 /// The `X-Twilio-Signature` for a URL and form parameters: base64 HMAC-SHA1,
 /// keyed by the auth token, over the URL followed by each parameter sorted by name.
 pub fn signature(auth_token: &str, url: &str, params: &[(String, String)]) -> String {
-    STANDARD.encode(signing_mac(auth_token, url, params).finalize().into_bytes())
+    STANDARD.encode(Signer::sha1(auth_token).sign(&signed_parts(url, params)))
 }
 
-fn signing_mac(auth_token: &str, url: &str, params: &[(String, String)]) -> HmacSha1 {
-    // HMAC accepts keys of any length, so construction cannot fail.
-    let mut mac = match <HmacSha1 as KeyInit>::new_from_slice(auth_token.as_bytes()) {
-        Ok(m) => m,
-        Err(_) => unreachable!("hmac takes any key length"),
-    };
-    mac.update(url.as_bytes());
+/// What Twilio signs: the URL, then each parameter's name and value, sorted.
+fn signed_parts<'a>(url: &'a str, params: &'a [(String, String)]) -> Vec<&'a [u8]> {
     let mut sorted: Vec<&(String, String)> = params.iter().collect();
     // Repeated names (e.g. StatusCallbackEvent) sort by value too, as Twilio's helpers do.
     sorted.sort();
+    let mut parts = Vec::with_capacity(1 + 2 * sorted.len());
+    parts.push(url.as_bytes());
     for (name, value) in sorted {
-        mac.update(name.as_bytes());
-        mac.update(value.as_bytes());
+        parts.push(name.as_bytes());
+        parts.push(value.as_bytes());
     }
-    mac
+    parts
 }
 
 /// Verifies `X-Twilio-Signature` over a form-encoded request, trying the URL
@@ -260,11 +254,10 @@ pub fn verify_params(
     let Ok(expected) = STANDARD.decode(header.trim()) else {
         return false;
     };
-    url_port_variants(url).iter().any(|candidate| {
-        signing_mac(auth_token, candidate, params)
-            .verify_slice(&expected)
-            .is_ok()
-    })
+    let signer = Signer::sha1(auth_token);
+    url_port_variants(url)
+        .iter()
+        .any(|candidate| signer.verify(&signed_parts(candidate, params), &expected))
 }
 
 /// Verifies a JSON-body request: the signature covers the URL alone (which

@@ -60,6 +60,126 @@ impl AgentStatus {
     }
 }
 
+/// Declares a closed set of names clients send: the enum (serde and the
+/// OpenAPI document use the names), `ALL`, `as_str`, `Display` and `FromStr`.
+macro_rules! wire_names {
+    (
+        $(#[doc = $doc:literal])*
+        $name:ident {
+            $( $(#[doc = $vdoc:literal])* $variant:ident = $wire:literal, )+
+        }
+    ) => {
+        $(#[doc = $doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+        pub enum $name {
+            $( $(#[doc = $vdoc])* #[serde(rename = $wire)] $variant, )+
+        }
+
+        impl $name {
+            /// Every value, in the order the docs list them.
+            pub const ALL: &[Self] = &[$(Self::$variant),+];
+
+            /// The wire name.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $wire,)+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = UnknownName;
+
+            fn from_str(s: &str) -> Result<Self, UnknownName> {
+                Self::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.as_str() == s)
+                    .ok_or_else(|| UnknownName(s.to_string()))
+            }
+        }
+    };
+}
+
+/// A name outside one of the closed sets below.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown name {0:?}")]
+pub struct UnknownName(pub String);
+
+wire_names! {
+    /// The LLM vendor of an agent's replies.
+    LlmVendor {
+        /// The built-in simulator.
+        Sim = "sim",
+        /// OpenAI or an OpenAI-compatible server.
+        OpenAi = "openai",
+    }
+}
+
+wire_names! {
+    /// The ASR vendor that transcribes the callee.
+    AsrVendor {
+        /// The built-in simulator.
+        Sim = "sim",
+        /// Deepgram streaming.
+        Deepgram = "deepgram",
+        /// OpenAI or an OpenAI-compatible server.
+        OpenAi = "openai",
+    }
+}
+
+wire_names! {
+    /// The TTS vendor that speaks for the agent.
+    TtsVendor {
+        /// The built-in simulator.
+        Sim = "sim",
+        /// OpenAI or an OpenAI-compatible server.
+        OpenAi = "openai",
+        /// ElevenLabs.
+        ElevenLabs = "elevenlabs",
+        /// The local espeak-ng program.
+        Espeak = "espeak",
+    }
+}
+
+wire_names! {
+    /// The carrier a call rings through.
+    TelephonyProvider {
+        /// The built-in simulated carrier.
+        Sim = "sim",
+        /// Twilio.
+        Twilio = "twilio",
+        /// Plivo.
+        Plivo = "plivo",
+        /// Exotel.
+        Exotel = "exotel",
+        /// Vonage.
+        Vonage = "vonage",
+        /// Telnyx.
+        Telnyx = "telnyx",
+    }
+}
+
+wire_names! {
+    /// The type of a value extracted after the call.
+    ExtractionKind {
+        /// Free text (the default).
+        String = "string",
+        /// A number.
+        Number = "number",
+        /// true or false.
+        Boolean = "boolean",
+        /// A calendar date.
+        Date = "date",
+    }
+}
+
 /// Re-dial policy for unanswered attempts (decisions §5).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -109,14 +229,14 @@ pub struct ExtractionField {
     pub name: String,
     /// string, number, boolean or date.
     #[serde(rename = "type", default = "default_extraction_type")]
-    pub kind: String,
+    pub kind: ExtractionKind,
     /// What to extract.
     #[serde(default)]
     pub description: String,
 }
 
-fn default_extraction_type() -> String {
-    "string".into()
+fn default_extraction_type() -> ExtractionKind {
+    ExtractionKind::String
 }
 
 /// Fields to extract after the call.
@@ -194,17 +314,17 @@ pub struct AgentSpec {
     /// BCP 47 language tag, e.g. en-IN.
     pub language: String,
     /// LLM vendor: sim or openai.
-    pub llm_provider: String,
+    pub llm_provider: LlmVendor,
     /// Model name passed to the LLM vendor.
     pub llm_model: String,
     /// ASR vendor: sim, deepgram or openai.
-    pub asr_provider: String,
+    pub asr_provider: AsrVendor,
     /// TTS vendor: sim, openai, elevenlabs or espeak.
-    pub tts_provider: String,
+    pub tts_provider: TtsVendor,
     /// Voice name passed to the TTS vendor.
     pub voice: String,
     /// Carrier: sim, twilio, plivo, exotel, vonage or telnyx.
-    pub telephony_provider: String,
+    pub telephony_provider: TelephonyProvider,
     /// Hard cap on call length.
     pub max_duration_seconds: u32,
     /// Caller silence that ends the call.
@@ -227,12 +347,88 @@ pub struct AgentSpec {
     pub per_minute_rate_paise: i64,
 }
 
-/// Known vendors per provider kind.
-const LLM_PROVIDERS: &[&str] = &["sim", "openai"];
-const ASR_PROVIDERS: &[&str] = &["sim", "deepgram", "openai"];
-const TTS_PROVIDERS: &[&str] = &["sim", "openai", "elevenlabs", "espeak"];
-/// Carriers a call can ring through.
+/// The wire names of [`TelephonyProvider`], for the admin CLI's `--provider`.
 pub const TELEPHONY_PROVIDERS: &[&str] = &["sim", "twilio", "plivo", "exotel", "vonage", "telnyx"];
+
+/// Outcomes a retry policy may re-dial on.
+const RETRY_OUTCOMES: &[&str] = &["no-answer", "busy", "failed"];
+
+/// Why an agent spec is refused; each message names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentSpecError {
+    /// A new agent without a name.
+    #[error("name is required")]
+    NameMissing,
+    /// A blank name.
+    #[error("name is required and must not be blank")]
+    NameBlank,
+    /// Not a BCP 47 language tag.
+    #[error("language must be a BCP 47 tag such as en or en-IN")]
+    Language,
+    /// A text field that must hold something.
+    #[error("{0} must not be blank")]
+    Blank(&'static str),
+    /// A text field over its length cap.
+    #[error("{field} must be at most {max} characters")]
+    TooLong {
+        /// The field's path.
+        field: &'static str,
+        /// Its cap.
+        max: usize,
+    },
+    /// A number outside its range.
+    #[error("{field} must be between {min} and {max}")]
+    OutOfRange {
+        /// The field's path.
+        field: &'static str,
+        /// Smallest allowed.
+        min: i64,
+        /// Largest allowed.
+        max: i64,
+    },
+    /// A number over its cap.
+    #[error("{field} must be at most {max}")]
+    TooLarge {
+        /// The field's path.
+        field: &'static str,
+        /// Largest allowed.
+        max: i64,
+    },
+    /// A value outside a closed list.
+    #[error("{field} must be one of {}", .allowed.join(", "))]
+    NotOneOf {
+        /// The field's path.
+        field: &'static str,
+        /// The allowed values.
+        allowed: &'static [&'static str],
+    },
+    /// A part the conversation engine needs is missing.
+    #[error("{field} is required when conversationEngine is {}", .engine.as_str())]
+    RequiredFor {
+        /// The field's path.
+        field: &'static str,
+        /// The engine that needs it.
+        engine: ConversationEngine,
+    },
+    /// A keypad without choices.
+    #[error("keypad.options must hold at least one option")]
+    NoKeypadOptions,
+    /// A keypad key that is not a phone key.
+    #[error("keypad.options[].digit must be one of 0-9, * or #")]
+    KeypadDigit,
+    /// The same keypad key twice.
+    #[error("keypad.options[].digit {0} is repeated")]
+    RepeatedDigit(String),
+}
+
+/// `Err(OutOfRange)` unless `value` lies in `min..=max`.
+fn within(field: &'static str, value: i64, min: i64, max: i64) -> Result<(), AgentSpecError> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(AgentSpecError::OutOfRange { field, min, max })
+    }
+}
 
 /// Default bundled rate: ₹6 a minute.
 pub const DEFAULT_RATE_PAISE: i64 = 600;
@@ -251,12 +447,12 @@ impl AgentSpec {
             welcome_message: String::new(),
             prompt: String::new(),
             language: "en-IN".into(),
-            llm_provider: "sim".into(),
+            llm_provider: LlmVendor::Sim,
             llm_model: "sim-1".into(),
-            asr_provider: "sim".into(),
-            tts_provider: "sim".into(),
+            asr_provider: AsrVendor::Sim,
+            tts_provider: TtsVendor::Sim,
             voice: "sim-default".into(),
-            telephony_provider: "sim".into(),
+            telephony_provider: TelephonyProvider::Sim,
             max_duration_seconds: 600,
             silence_timeout_seconds: 20,
             interruptible: true,
@@ -286,81 +482,96 @@ impl AgentSpec {
         set.into_iter().collect()
     }
 
-    /// Checks cross-field rules; the error names the field.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks cross-field rules; the error names the field. Vendor names are
+    /// already known: they are enums.
+    pub fn validate(&self) -> Result<(), AgentSpecError> {
+        use AgentSpecError as E;
         let name = self.name.trim();
         if name.is_empty() {
-            return Err("name is required and must not be blank".into());
+            return Err(E::NameBlank);
         }
         if name.chars().count() > 200 {
-            return Err("name must be at most 200 characters".into());
+            return Err(E::TooLong {
+                field: "name",
+                max: 200,
+            });
         }
         if !is_language_tag(&self.language) {
-            return Err("language must be a BCP 47 tag such as en or en-IN".into());
+            return Err(E::Language);
         }
-        one_of("llmProvider", &self.llm_provider, LLM_PROVIDERS)?;
-        one_of("asrProvider", &self.asr_provider, ASR_PROVIDERS)?;
-        one_of("ttsProvider", &self.tts_provider, TTS_PROVIDERS)?;
-        one_of(
-            "telephonyProvider",
-            &self.telephony_provider,
-            TELEPHONY_PROVIDERS,
-        )?;
         if self.llm_model.trim().is_empty() {
-            return Err("llmModel must not be blank".into());
+            return Err(E::Blank("llmModel"));
         }
-        if !(10..=14_400).contains(&self.max_duration_seconds) {
-            return Err("maxDurationSeconds must be between 10 and 14400".into());
-        }
-        if !(2..=3_600).contains(&self.silence_timeout_seconds) {
-            return Err("silenceTimeoutSeconds must be between 2 and 3600".into());
-        }
+        within(
+            "maxDurationSeconds",
+            i64::from(self.max_duration_seconds),
+            10,
+            14_400,
+        )?;
+        within(
+            "silenceTimeoutSeconds",
+            i64::from(self.silence_timeout_seconds),
+            2,
+            3_600,
+        )?;
         if self.welcome_message.len() > 4_000 {
-            return Err("welcomeMessage must be at most 4000 characters".into());
+            return Err(E::TooLong {
+                field: "welcomeMessage",
+                max: 4_000,
+            });
         }
         if self.prompt.len() > 100_000 {
-            return Err("prompt must be at most 100000 characters".into());
+            return Err(E::TooLong {
+                field: "prompt",
+                max: 100_000,
+            });
         }
         let policy = &self.retry_policy;
-        if !(1..=10).contains(&policy.max_attempts) {
-            return Err("retryPolicy.maxAttempts must be between 1 and 10".into());
-        }
+        within(
+            "retryPolicy.maxAttempts",
+            i64::from(policy.max_attempts),
+            1,
+            10,
+        )?;
         if policy.retry_after_seconds > 7 * 86_400 {
-            return Err("retryPolicy.retryAfterSeconds must be at most 604800".into());
+            return Err(E::TooLarge {
+                field: "retryPolicy.retryAfterSeconds",
+                max: 7 * 86_400,
+            });
         }
-        for outcome in &policy.retry_on {
-            one_of(
-                "retryPolicy.retryOn",
-                outcome,
-                &["no-answer", "busy", "failed"],
-            )?;
+        if policy
+            .retry_on
+            .iter()
+            .any(|o| !RETRY_OUTCOMES.contains(&o.as_str()))
+        {
+            return Err(E::NotOneOf {
+                field: "retryPolicy.retryOn",
+                allowed: RETRY_OUTCOMES,
+            });
         }
-        if !(1..=10).contains(&self.announcement.repeat) {
-            return Err("announcement.repeat must be between 1 and 10".into());
-        }
-        if !(0..=100_000).contains(&self.per_minute_rate_paise) {
-            return Err("perMinuteRatePaise must be between 0 and 100000".into());
-        }
+        within(
+            "announcement.repeat",
+            i64::from(self.announcement.repeat),
+            1,
+            10,
+        )?;
+        within("perMinuteRatePaise", self.per_minute_rate_paise, 0, 100_000)?;
         if let Some(template) = &self.rating_template
             && template.columns.iter().any(|c| c.name.trim().is_empty())
         {
-            return Err("ratingTemplate.columns[].name must not be blank".into());
+            return Err(E::Blank("ratingTemplate.columns[].name"));
         }
-        if let Some(extraction) = &self.extraction {
-            for field in &extraction.fields {
-                if field.name.trim().is_empty() {
-                    return Err("extraction.fields[].name must not be blank".into());
-                }
-                one_of(
-                    "extraction.fields[].type",
-                    &field.kind,
-                    &["string", "number", "boolean", "date"],
-                )?;
-            }
+        if let Some(extraction) = &self.extraction
+            && extraction.fields.iter().any(|f| f.name.trim().is_empty())
+        {
+            return Err(E::Blank("extraction.fields[].name"));
         }
         match (&self.keypad, self.conversation_engine) {
             (None, ConversationEngine::Keypad) => {
-                return Err("keypad is required when conversationEngine is keypad".into());
+                return Err(E::RequiredFor {
+                    field: "keypad",
+                    engine: ConversationEngine::Keypad,
+                });
             }
             (Some(keypad), _) => validate_keypad(keypad)?,
             _ => {}
@@ -368,20 +579,21 @@ impl AgentSpec {
         if self.conversation_engine == ConversationEngine::Announcement
             && self.welcome_message.trim().is_empty()
         {
-            return Err(
-                "welcomeMessage is required when conversationEngine is announcement".into(),
-            );
+            return Err(E::RequiredFor {
+                field: "welcomeMessage",
+                engine: ConversationEngine::Announcement,
+            });
         }
         Ok(())
     }
 }
 
-fn validate_keypad(keypad: &KeypadConfig) -> Result<(), String> {
+fn validate_keypad(keypad: &KeypadConfig) -> Result<(), AgentSpecError> {
     if keypad.prompt.trim().is_empty() {
-        return Err("keypad.prompt must not be blank".into());
+        return Err(AgentSpecError::Blank("keypad.prompt"));
     }
     if keypad.options.is_empty() {
-        return Err("keypad.options must hold at least one option".into());
+        return Err(AgentSpecError::NoKeypadOptions);
     }
     let mut seen = BTreeSet::new();
     for option in &keypad.options {
@@ -391,30 +603,19 @@ fn validate_keypad(keypad: &KeypadConfig) -> Result<(), String> {
                 .chars()
                 .all(|c| c.is_ascii_digit() || c == '*' || c == '#');
         if !valid {
-            return Err("keypad.options[].digit must be one of 0-9, * or #".into());
+            return Err(AgentSpecError::KeypadDigit);
         }
         if !seen.insert(option.digit.clone()) {
-            return Err(format!(
-                "keypad.options[].digit {} is repeated",
-                option.digit
-            ));
+            return Err(AgentSpecError::RepeatedDigit(option.digit.clone()));
         }
     }
-    if !(1..=60).contains(&keypad.timeout_seconds) {
-        return Err("keypad.timeoutSeconds must be between 1 and 60".into());
-    }
-    if !(1..=10).contains(&keypad.attempts) {
-        return Err("keypad.attempts must be between 1 and 10".into());
-    }
-    Ok(())
-}
-
-fn one_of(field: &str, value: &str, allowed: &[&str]) -> Result<(), String> {
-    if allowed.contains(&value) {
-        Ok(())
-    } else {
-        Err(format!("{field} must be one of {}", allowed.join(", ")))
-    }
+    within(
+        "keypad.timeoutSeconds",
+        i64::from(keypad.timeout_seconds),
+        1,
+        60,
+    )?;
+    within("keypad.attempts", i64::from(keypad.attempts), 1, 10)
 }
 
 fn is_language_tag(tag: &str) -> bool {
@@ -487,17 +688,17 @@ pub struct AgentInput {
     /// See [`AgentSpec::language`].
     pub language: Option<String>,
     /// See [`AgentSpec::llm_provider`].
-    pub llm_provider: Option<String>,
+    pub llm_provider: Option<LlmVendor>,
     /// See [`AgentSpec::llm_model`].
     pub llm_model: Option<String>,
     /// See [`AgentSpec::asr_provider`].
-    pub asr_provider: Option<String>,
+    pub asr_provider: Option<AsrVendor>,
     /// See [`AgentSpec::tts_provider`].
-    pub tts_provider: Option<String>,
+    pub tts_provider: Option<TtsVendor>,
     /// See [`AgentSpec::voice`].
     pub voice: Option<String>,
     /// See [`AgentSpec::telephony_provider`].
-    pub telephony_provider: Option<String>,
+    pub telephony_provider: Option<TelephonyProvider>,
     /// See [`AgentSpec::max_duration_seconds`].
     pub max_duration_seconds: Option<u32>,
     /// See [`AgentSpec::silence_timeout_seconds`].
@@ -534,11 +735,8 @@ where
 
 impl AgentInput {
     /// Builds a new agent's spec; `name` is required.
-    pub fn into_new_spec(self) -> Result<AgentSpec, String> {
-        let name = self
-            .name
-            .clone()
-            .ok_or_else(|| "name is required".to_string())?;
+    pub fn into_new_spec(self) -> Result<AgentSpec, AgentSpecError> {
+        let name = self.name.clone().ok_or(AgentSpecError::NameMissing)?;
         let mut spec = AgentSpec::with_name(name);
         self.apply_to(&mut spec);
         spec.validate()?;
@@ -546,7 +744,7 @@ impl AgentInput {
     }
 
     /// Applies a patch to an existing spec and revalidates the result.
-    pub fn patch(self, spec: &AgentSpec) -> Result<AgentSpec, String> {
+    pub fn patch(self, spec: &AgentSpec) -> Result<AgentSpec, AgentSpecError> {
         let mut next = spec.clone();
         self.apply_to(&mut next);
         next.validate()?;
@@ -605,10 +803,59 @@ mod tests {
         let spec = AgentSpec::with_name("A");
         let input: AgentInput =
             serde_json::from_value(json!({"conversationEngine": "keypad"})).unwrap();
-        assert!(input.patch(&spec).unwrap_err().contains("keypad"));
+        assert!(
+            input
+                .patch(&spec)
+                .unwrap_err()
+                .to_string()
+                .contains("keypad")
+        );
         let input: AgentInput = serde_json::from_value(json!({"language": "english!"})).unwrap();
-        assert!(input.patch(&spec).unwrap_err().contains("language"));
+        assert!(
+            input
+                .patch(&spec)
+                .unwrap_err()
+                .to_string()
+                .contains("language")
+        );
         let input: AgentInput = serde_json::from_value(json!({"ratingTemplate": null})).unwrap();
         assert_eq!(input.rating_template, Some(None));
+    }
+
+    #[test]
+    fn refusals_keep_their_messages() {
+        let mut spec = AgentSpec::with_name("A");
+        spec.max_duration_seconds = 1;
+        assert_eq!(
+            spec.validate().unwrap_err().to_string(),
+            "maxDurationSeconds must be between 10 and 14400"
+        );
+        let mut spec = AgentSpec::with_name("A");
+        spec.retry_policy.retry_on = vec!["boredom".into()];
+        assert_eq!(
+            spec.validate().unwrap_err().to_string(),
+            "retryPolicy.retryOn must be one of no-answer, busy, failed"
+        );
+        let mut spec = AgentSpec::with_name("A");
+        spec.conversation_engine = ConversationEngine::Announcement;
+        assert_eq!(
+            spec.validate().unwrap_err().to_string(),
+            "welcomeMessage is required when conversationEngine is announcement"
+        );
+    }
+
+    #[test]
+    fn vendor_names_are_the_wire_names() {
+        let carriers: Vec<&str> = TelephonyProvider::ALL.iter().map(|p| p.as_str()).collect();
+        assert_eq!(carriers, TELEPHONY_PROVIDERS);
+        assert_eq!(
+            serde_json::to_value(TtsVendor::ElevenLabs).unwrap(),
+            json!("elevenlabs")
+        );
+        assert_eq!("openai".parse::<LlmVendor>(), Ok(LlmVendor::OpenAi));
+        let input: Result<AgentInput, _> = serde_json::from_value(json!({"asrProvider": "skynet"}));
+        assert!(input.is_err());
+        let field: ExtractionField = serde_json::from_value(json!({"name": "x"})).unwrap();
+        assert_eq!(field.kind, ExtractionKind::String);
     }
 }

@@ -1,18 +1,25 @@
 //! Pagination parameters shared by every list endpoint.
 
-use serde::Serialize;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// The default number of rows per page (decisions §4).
 pub const DEFAULT_LIMIT: u32 = 20;
 /// The largest page a client may ask for.
 pub const MAX_LIMIT: u32 = 100;
 
-/// A validated page request: `page` ≥ 1, `limit` in 1..=100.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A validated page request: `page` ≥ 1, `limit` in 1..=100; the `page` and
+/// `limit` query parameters of every list endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct PageRequest {
-    /// 1-based page number.
+    /// 1-based page number, default 1.
+    #[serde(default = "first_page", deserialize_with = "page_param")]
+    #[param(minimum = 1)]
     pub page: u32,
-    /// Rows per page.
+    /// Rows per page: 1 to 100, default 20.
+    #[serde(default = "default_limit", deserialize_with = "limit_param")]
+    #[param(minimum = 1, maximum = 100)]
     pub limit: u32,
 }
 
@@ -21,27 +28,54 @@ pub struct PageRequest {
 #[error("{0}")]
 pub struct PageError(pub String);
 
+/// Why a `page` value is refused, said after the parameter's name.
+const PAGE_REASON: &str = "must be an integer of at least 1";
+
+fn limit_reason() -> String {
+    format!("must be an integer from 1 to {MAX_LIMIT}")
+}
+
+fn first_page() -> u32 {
+    1
+}
+
+fn default_limit() -> u32 {
+    DEFAULT_LIMIT
+}
+
+/// A `page` value; blank is the first page.
+fn page_number(raw: &str) -> Option<u32> {
+    if raw.is_empty() {
+        return Some(1);
+    }
+    raw.parse::<u32>().ok().filter(|p| *p >= 1)
+}
+
+/// A `limit` value; blank is [`DEFAULT_LIMIT`].
+fn page_limit(raw: &str) -> Option<u32> {
+    if raw.is_empty() {
+        return Some(DEFAULT_LIMIT);
+    }
+    raw.parse::<u32>()
+        .ok()
+        .filter(|l| (1..=MAX_LIMIT).contains(l))
+}
+
+fn page_param<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    page_number(&String::deserialize(d)?).ok_or_else(|| D::Error::custom(PAGE_REASON))
+}
+
+fn limit_param<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    page_limit(&String::deserialize(d)?).ok_or_else(|| D::Error::custom(limit_reason()))
+}
+
 impl PageRequest {
     /// Parses raw query values, naming the offending parameter on failure.
     pub fn parse(page: Option<&str>, limit: Option<&str>) -> Result<Self, PageError> {
-        let page = match page {
-            None | Some("") => 1,
-            Some(raw) => raw
-                .parse::<u32>()
-                .ok()
-                .filter(|p| *p >= 1)
-                .ok_or_else(|| PageError("page must be an integer of at least 1".into()))?,
-        };
-        let limit = match limit {
-            None | Some("") => DEFAULT_LIMIT,
-            Some(raw) => raw
-                .parse::<u32>()
-                .ok()
-                .filter(|l| (1..=MAX_LIMIT).contains(l))
-                .ok_or_else(|| {
-                    PageError(format!("limit must be an integer from 1 to {MAX_LIMIT}"))
-                })?,
-        };
+        let page = page_number(page.unwrap_or_default())
+            .ok_or_else(|| PageError(format!("page {PAGE_REASON}")))?;
+        let limit = page_limit(limit.unwrap_or_default())
+            .ok_or_else(|| PageError(format!("limit {}", limit_reason())))?;
         Ok(Self { page, limit })
     }
 

@@ -2,10 +2,10 @@
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
-use super::extract::RawQuery;
+use super::extract::ApiQuery;
 use crate::app::state::AppState;
 use crate::domain::clock::{iso, ist_month_key};
-use crate::domain::page::ListEnvelope;
+use crate::domain::page::{ListEnvelope, PageRequest};
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
@@ -124,14 +124,13 @@ pub struct WalletTxView {
 
 /// List wallet movements, newest first.
 #[utoipa::path(get, path = "/api/wallet/transactions", tag = "wallet",
-    params(("page" = Option<u32>, Query, description = "1-based page"), ("limit" = Option<u32>, Query, description = "1 to 100, default 20")),
+    params(PageRequest),
     responses((status = 200, body = ListEnvelope<WalletTxView>)))]
 async fn list_wallet_transactions(
     State(state): State<AppState>,
     caller: Caller,
-    query: RawQuery,
+    ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<ListEnvelope<WalletTxView>>> {
-    let page = query.page()?;
     let (rows, total) = state
         .store
         .wallet_transactions(caller.org_id, i64::from(page.limit), page.offset())
@@ -237,14 +236,13 @@ pub struct RecordingView {
 
 /// List the workspace's retained recordings.
 #[utoipa::path(get, path = "/api/recordings", tag = "recordings",
-    params(("page" = Option<u32>, Query, description = "1-based page"), ("limit" = Option<u32>, Query, description = "1 to 100, default 20")),
+    params(PageRequest),
     responses((status = 200, body = ListEnvelope<RecordingView>)))]
 async fn list_recordings(
     State(state): State<AppState>,
     caller: Caller,
-    query: RawQuery,
+    ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<ListEnvelope<RecordingView>>> {
-    let page = query.page()?;
     let (rows, total) = state
         .store
         .recordings(caller.org_id, i64::from(page.limit), page.offset())

@@ -9,7 +9,7 @@ use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
 use crate::app::state::AppState;
-use crate::domain::agent::{AgentSpec, fill_placeholders};
+use crate::domain::agent::{AgentSpec, AgentSpecError, LlmVendor, fill_placeholders};
 use crate::domain::{AgentId, ChatSessionId, OrgId};
 use crate::providers::drafting::{
     assist_prompt_sim, assist_prompt_with, collect_reply, draft_agent_sim, draft_agent_with,
@@ -132,6 +132,7 @@ fn selector(state: &AppState) -> ProviderSelector {
         state.store.clone(),
         &state.settings.providers,
         Some(&state.secret),
+        state.breakers.clone(),
     )
 }
 
@@ -242,7 +243,7 @@ async fn chat(
         serde_json::from_str(&session.variables).unwrap_or_default();
     history.push(ChatMessage::new(ChatRole::User, message));
     let chosen = selector(&state)
-        .llm(org, &spec.llm_provider, &spec.llm_model, &instant_sim())
+        .llm(org, spec.llm_provider, &spec.llm_model, &instant_sim())
         .await
         .map_err(select_failed)?;
     let context_start = history.len().saturating_sub(MAX_SESSION_MESSAGES);
@@ -285,7 +286,7 @@ async fn text_llm(
         "openai" => {
             let model = model.unwrap_or(&settings.openai_models.text);
             let chosen = selector(state)
-                .llm(org, "openai", model, &instant_sim())
+                .llm(org, LlmVendor::OpenAi, model, &instant_sim())
                 .await
                 .map_err(select_failed)?;
             Ok(Some(chosen.llm))
@@ -328,7 +329,7 @@ async fn generate(
             .map_err(model_failed)?,
     };
     spec.validate().map_err(|reason| match language {
-        Some(_) if reason.starts_with("language") => ApiError::BadRequest(reason),
+        Some(_) if reason == AgentSpecError::Language => ApiError::BadRequest(reason.to_string()),
         _ => ApiError::Unavailable(format!("The drafted agent is not valid: {reason}")),
     })?;
     if !body.create {

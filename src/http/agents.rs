@@ -113,7 +113,7 @@ async fn create_agent(
     caller: Caller,
     ApiJson(input): ApiJson<AgentInput>,
 ) -> ApiResult<(StatusCode, Json<AgentView>)> {
-    let spec = input.into_new_spec().map_err(ApiError::BadRequest)?;
+    let spec = input.into_new_spec()?;
     let id = AgentId::new();
     let now = state.clock.now().timestamp_millis();
     let row = state
@@ -177,7 +177,7 @@ async fn patch_agent(
     ApiJson(input): ApiJson<AgentInput>,
 ) -> ApiResult<Json<AgentView>> {
     let row = load_agent(&state, &caller, &agent_id).await?;
-    let spec = input.patch(&row.spec()?).map_err(ApiError::BadRequest)?;
+    let spec = input.patch(&row.spec()?)?;
     let now = state.clock.now().timestamp_millis();
     if !state
         .store

@@ -6,14 +6,14 @@ use super::MessageBody;
 use super::auth::Caller;
 use super::call_reads::display_status;
 use super::error::{ApiError, ApiResult};
-use super::extract::{ApiJson, RawQuery};
+use super::extract::{ApiJson, ApiQuery, trimmed};
 use crate::app::state::AppState;
 use crate::batches::service::{self, AddReport, ItemInput, NewBatchInput};
 use crate::batches::{BatchAction, BatchKind, Progress};
 use crate::calls::placement;
 use crate::domain::OrgId;
 use crate::domain::clock::iso;
-use crate::domain::page::ListEnvelope;
+use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::store::StoreError;
 use crate::store::batches::{BatchRow, ItemRow};
 use axum::Json;
@@ -21,7 +21,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -173,9 +173,8 @@ pub async fn list(
     state: &AppState,
     org_id: OrgId,
     kind: BatchKind,
-    query: &RawQuery,
+    page: PageRequest,
 ) -> ApiResult<ListEnvelope<BatchView>> {
-    let page = query.page()?;
     let (rows, total) = state
         .store
         .list_batches(org_id, kind.as_str(), i64::from(page.limit), page.offset())
@@ -187,20 +186,33 @@ pub async fn list(
     Ok(ListEnvelope::new(views, total, page))
 }
 
+/// The item list's filter, shared with a campaign's students.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ItemsQuery {
+    /// Only items (a campaign's students) in this raw status.
+    #[serde(default, deserialize_with = "trimmed")]
+    pub status: Option<String>,
+}
+
 /// One page of a batch's items, optionally of one raw status.
 pub async fn items(
     state: &AppState,
     org_id: OrgId,
     kind: BatchKind,
     id: &str,
-    query: &RawQuery,
+    page: PageRequest,
+    query: ItemsQuery,
 ) -> ApiResult<ListEnvelope<ItemView>> {
-    let page = query.page()?;
     let batch = service::load(state, org_id, kind, service::parse_id(kind, id)?).await?;
-    let status = query.get("status").map(str::trim).filter(|s| !s.is_empty());
     let (rows, total) = state
         .store
-        .batch_items_page(batch.id, status, i64::from(page.limit), page.offset())
+        .batch_items_page(
+            batch.id,
+            query.status.as_deref(),
+            i64::from(page.limit),
+            page.offset(),
+        )
         .await?;
     let rows = rows
         .into_iter()
@@ -541,18 +553,15 @@ async fn add_items(
 
 /// List batches, newest first, with progress.
 #[utoipa::path(get, path = "/api/batches", tag = "batches",
-    params(
-        ("page" = Option<u32>, Query, description = "1-based page"),
-        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
-    ),
+    params(PageRequest),
     responses((status = 200, body = ListEnvelope<BatchView>), (status = 400, body = MessageBody)))]
 async fn list_batches(
     State(state): State<AppState>,
     caller: Caller,
-    query: RawQuery,
+    ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<ListEnvelope<BatchView>>> {
     Ok(Json(
-        list(&state, caller.org_id, BatchKind::Batch, &query).await?,
+        list(&state, caller.org_id, BatchKind::Batch, page).await?,
     ))
 }
 
@@ -579,19 +588,19 @@ async fn get_batch(
 #[utoipa::path(get, path = "/api/batches/{batchId}/items", tag = "batches",
     params(
         ("batchId" = String, Path, description = "Batch id"),
-        ("page" = Option<u32>, Query, description = "1-based page"),
-        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
-        ("status" = Option<String>, Query, description = "Only items in this raw status"),
+        PageRequest,
+        ItemsQuery,
     ),
     responses((status = 200, body = ListEnvelope<ItemView>), (status = 400, body = MessageBody), (status = 404, body = MessageBody)))]
 async fn list_items(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-    query: RawQuery,
+    ApiQuery(page): ApiQuery<PageRequest>,
+    ApiQuery(query): ApiQuery<ItemsQuery>,
 ) -> ApiResult<Json<ListEnvelope<ItemView>>> {
     Ok(Json(
-        items(&state, caller.org_id, BatchKind::Batch, &id, &query).await?,
+        items(&state, caller.org_id, BatchKind::Batch, &id, page, query).await?,
     ))
 }
 

@@ -5,7 +5,7 @@ use super::MessageBody;
 use super::auth::Caller;
 use super::csv_download::csv_attachment;
 use super::error::{ApiError, ApiResult};
-use super::extract::RawQuery;
+use super::extract::{ApiQuery, flag, trimmed};
 use crate::app::state::AppState;
 use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
@@ -16,9 +16,10 @@ use axum::extract::{Path, State};
 use axum::response::Response;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use voxline_actors::engine::CallStatus;
@@ -309,57 +310,67 @@ pub fn relative_time(at_ms: i64, now_ms: i64) -> String {
     }
 }
 
-/// Parses the list filters (`status`, `search`, `deep`, `provider`) shared by the list and the export.
-pub fn parse_call_filter(query: &RawQuery, now: DateTime<Utc>) -> ApiResult<CallFilter> {
+/// The list filters shared by the list and the export.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CallFilterQuery {
+    /// Comma-separated raw statuses: queued, ringing, in-progress, completed, failed, no-answer, busy, canceled.
+    #[serde(default, deserialize_with = "call_statuses")]
+    #[param(value_type = Option<String>)]
+    pub status: Vec<CallStatus>,
+    /// Case-insensitive substring of the name, phone or agent name.
+    #[serde(default, deserialize_with = "trimmed")]
+    pub search: Option<String>,
+    /// Also match transcript words of the last 90 days; needs a search of 3+ characters.
+    #[serde(default, deserialize_with = "flag")]
+    #[param(value_type = Option<bool>)]
+    pub deep: bool,
+    /// Telephony provider.
+    #[serde(default, deserialize_with = "trimmed")]
+    pub provider: Option<String>,
+}
+
+/// A comma-separated status list, each known, repeats dropped.
+fn call_statuses<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<CallStatus>, D::Error> {
+    let raw = String::deserialize(d)?;
     let mut statuses = Vec::new();
-    if let Some(raw) = query.get("status") {
-        for value in raw.split(',').map(str::trim).filter(|v| !v.is_empty()) {
-            let status = CallStatus::parse(value).ok_or_else(|| {
-                let known: Vec<&str> = CallStatus::ALL.iter().map(|s| s.as_str()).collect();
-                ApiError::BadRequest(format!(
-                    "status has an unknown value \"{value}\"; use a comma-separated list of {}",
-                    known.join(", ")
-                ))
-            })?;
-            if !statuses.iter().any(|s| s == status.as_str()) {
-                statuses.push(status.as_str().to_string());
-            }
+    for value in raw.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+        let status = CallStatus::parse(value).ok_or_else(|| {
+            let known: Vec<&str> = CallStatus::ALL.iter().map(|s| s.as_str()).collect();
+            D::Error::custom(format!(
+                "has an unknown value \"{value}\"; use a comma-separated list of {}",
+                known.join(", ")
+            ))
+        })?;
+        if !statuses.contains(&status) {
+            statuses.push(status);
         }
     }
-    let search = query
-        .get("search")
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string);
-    let deep = match query.get("deep").map(str::trim) {
-        None | Some("") | Some("false") | Some("0") => false,
-        Some("true") | Some("1") => true,
-        Some(other) => {
+    Ok(statuses)
+}
+
+impl CallFilterQuery {
+    /// The store filter; deep search reaches back from `now`.
+    pub fn into_filter(self, now: DateTime<Utc>) -> ApiResult<CallFilter> {
+        if self.deep
+            && self
+                .search
+                .as_deref()
+                .is_none_or(|s| s.chars().count() < DEEP_SEARCH_MIN_CHARS)
+        {
             return Err(ApiError::BadRequest(format!(
-                "deep must be true or false, not \"{other}\""
+                "search must be at least {DEEP_SEARCH_MIN_CHARS} characters when deep is true"
             )));
         }
-    };
-    if deep
-        && search
-            .as_deref()
-            .is_none_or(|s| s.chars().count() < DEEP_SEARCH_MIN_CHARS)
-    {
-        return Err(ApiError::BadRequest(format!(
-            "search must be at least {DEEP_SEARCH_MIN_CHARS} characters when deep is true"
-        )));
+        Ok(CallFilter {
+            statuses: self.status.iter().map(|s| s.as_str().to_string()).collect(),
+            search: self.search,
+            transcript_since_ms: self
+                .deep
+                .then(|| now.timestamp_millis() - DEEP_SEARCH_DAYS * 86_400_000),
+            provider: self.provider,
+        })
     }
-    let provider = query
-        .get("provider")
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string);
-    Ok(CallFilter {
-        statuses,
-        search,
-        transcript_since_ms: deep.then(|| now.timestamp_millis() - DEEP_SEARCH_DAYS * 86_400_000),
-        provider,
-    })
 }
 
 /// One page of calls and the counts for `filter`, as the list answers it.
@@ -393,22 +404,15 @@ pub async fn call_list(
 
 /// List calls, newest first, with filters and stats for the same filter.
 #[utoipa::path(get, path = "/api/calls", tag = "calls",
-    params(
-        ("page" = Option<u32>, Query, description = "1-based page"),
-        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
-        ("status" = Option<String>, Query, description = "Comma-separated raw statuses: queued, ringing, in-progress, completed, failed, no-answer, busy, canceled"),
-        ("search" = Option<String>, Query, description = "Case-insensitive substring of the name, phone or agent name"),
-        ("deep" = Option<bool>, Query, description = "Also match transcript words of the last 90 days; needs a search of 3+ characters"),
-        ("provider" = Option<String>, Query, description = "Telephony provider"),
-    ),
+    params(PageRequest, CallFilterQuery),
     responses((status = 200, body = CallList), (status = 400, body = MessageBody)))]
 async fn list_calls(
     State(state): State<AppState>,
     caller: Caller,
-    query: RawQuery,
+    ApiQuery(page): ApiQuery<PageRequest>,
+    ApiQuery(query): ApiQuery<CallFilterQuery>,
 ) -> ApiResult<Json<CallList>> {
-    let page = query.page()?;
-    let filter = parse_call_filter(&query, state.clock.now())?;
+    let filter = query.into_filter(state.clock.now())?;
     Ok(Json(call_list(&state, caller.org_id, &filter, page).await?))
 }
 
@@ -509,17 +513,15 @@ async fn get_call_transcript(
 #[utoipa::path(get, path = "/api/calls/{callId}/turns", tag = "calls",
     params(
         ("callId" = String, Path, description = "Call id"),
-        ("page" = Option<u32>, Query, description = "1-based page"),
-        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
+        PageRequest,
     ),
     responses((status = 200, body = ListEnvelope<TurnRowView>), (status = 400, body = MessageBody), (status = 404, body = MessageBody)))]
 async fn list_call_turns(
     State(state): State<AppState>,
     caller: Caller,
     Path(call_id): Path<String>,
-    query: RawQuery,
+    ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<ListEnvelope<TurnRowView>>> {
-    let page = query.page()?;
     let id = parse_call_id(&call_id)?;
     let org = caller.org_id;
     if !state.store.call_exists(org, id).await? {
@@ -611,12 +613,7 @@ async fn next_export_chunk(
 
 /// Download the filtered call list as CSV, streamed page by page.
 #[utoipa::path(get, path = "/api/calls/export.csv", tag = "calls",
-    params(
-        ("status" = Option<String>, Query, description = "Comma-separated raw statuses"),
-        ("search" = Option<String>, Query, description = "Case-insensitive substring of the name, phone or agent name"),
-        ("deep" = Option<bool>, Query, description = "Also match transcript words of the last 90 days; needs a search of 3+ characters"),
-        ("provider" = Option<String>, Query, description = "Telephony provider"),
-    ),
+    params(CallFilterQuery),
     responses(
         (status = 200, description = "CSV with columns id, name, phone, agent, status, duration_seconds, cost_paise, provider, ended_reason, created_at, summary", content_type = "text/csv", body = String),
         (status = 400, body = MessageBody),
@@ -624,9 +621,9 @@ async fn next_export_chunk(
 async fn export_calls_csv(
     State(state): State<AppState>,
     caller: Caller,
-    query: RawQuery,
+    ApiQuery(query): ApiQuery<CallFilterQuery>,
 ) -> ApiResult<Response> {
-    let filter = parse_call_filter(&query, state.clock.now())?;
+    let filter = query.into_filter(state.clock.now())?;
     let cursor = ExportCursor {
         store: state.store.clone(),
         org_id: caller.org_id,

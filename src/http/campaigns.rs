@@ -3,17 +3,19 @@
 
 use super::MessageBody;
 use super::auth::Caller;
-use super::batches::{self as batch_http, BatchView, ItemView, UpdateBatchBody, transition_route};
+use super::batches::{
+    self as batch_http, BatchView, ItemView, ItemsQuery, UpdateBatchBody, transition_route,
+};
 use super::call_reads::{CallList, CallListStats, CallRowView};
 use super::csv_download::csv_attachment;
 use super::error::{ApiError, ApiResult};
-use super::extract::{ApiJson, RawQuery};
+use super::extract::{ApiJson, ApiQuery};
 use crate::app::state::AppState;
 use crate::batches::csv_upload::{CsvRecords, RawRecord, StudentColumns, is_blank};
 use crate::batches::service::{self, NewBatchInput, check_phone, item_variables};
 use crate::batches::{BatchAction, BatchKind, BatchStatus, stored};
 use crate::domain::CampaignId;
-use crate::domain::page::ListEnvelope;
+use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::store::Store;
 use crate::store::batches::{BatchRow, ItemResultRow, NewItem};
 use axum::Json;
@@ -125,18 +127,15 @@ async fn create_campaign(
 
 /// List campaigns, newest first, with progress.
 #[utoipa::path(get, path = "/api/campaigns", tag = "campaigns",
-    params(
-        ("page" = Option<u32>, Query, description = "1-based page"),
-        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
-    ),
+    params(PageRequest),
     responses((status = 200, body = ListEnvelope<BatchView>), (status = 400, body = MessageBody)))]
 async fn list_campaigns(
     State(state): State<AppState>,
     caller: Caller,
-    query: RawQuery,
+    ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<ListEnvelope<BatchView>>> {
     Ok(Json(
-        batch_http::list(&state, caller.org_id, BatchKind::Campaign, &query).await?,
+        batch_http::list(&state, caller.org_id, BatchKind::Campaign, page).await?,
     ))
 }
 
@@ -483,19 +482,19 @@ async fn upload_students(
 #[utoipa::path(get, path = "/api/campaigns/{campaignId}/students", tag = "campaigns",
     params(
         ("campaignId" = String, Path, description = "Campaign id"),
-        ("page" = Option<u32>, Query, description = "1-based page"),
-        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
-        ("status" = Option<String>, Query, description = "Only students in this raw status"),
+        PageRequest,
+        ItemsQuery,
     ),
     responses((status = 200, body = ListEnvelope<ItemView>), (status = 400, body = MessageBody), (status = 404, body = MessageBody)))]
 async fn campaign_students(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-    query: RawQuery,
+    ApiQuery(page): ApiQuery<PageRequest>,
+    ApiQuery(query): ApiQuery<ItemsQuery>,
 ) -> ApiResult<Json<ListEnvelope<ItemView>>> {
     Ok(Json(
-        batch_http::items(&state, caller.org_id, BatchKind::Campaign, &id, &query).await?,
+        batch_http::items(&state, caller.org_id, BatchKind::Campaign, &id, page, query).await?,
     ))
 }
 
@@ -503,17 +502,15 @@ async fn campaign_students(
 #[utoipa::path(get, path = "/api/campaigns/{campaignId}/calls", tag = "campaigns",
     params(
         ("campaignId" = String, Path, description = "Campaign id"),
-        ("page" = Option<u32>, Query, description = "1-based page"),
-        ("limit" = Option<u32>, Query, description = "1 to 100, default 20"),
+        PageRequest,
     ),
     responses((status = 200, body = CallList), (status = 400, body = MessageBody), (status = 404, body = MessageBody)))]
 async fn campaign_calls(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-    query: RawQuery,
+    ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<CallList>> {
-    let page = query.page()?;
     let org = caller.org_id;
     let campaign = service::load(
         &state,

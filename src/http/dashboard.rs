@@ -5,7 +5,7 @@ use super::MessageBody;
 use super::auth::Caller;
 use super::call_reads::{CallRowView, call_list};
 use super::error::{ApiError, ApiResult};
-use super::extract::RawQuery;
+use super::extract::ApiQuery;
 use crate::app::state::AppState;
 use crate::domain::clock::{IST, ist_day, ist_month_key};
 use crate::domain::page::PageRequest;
@@ -13,8 +13,9 @@ use crate::store::{CallAggregateRow, CallFilter, CallGrouping};
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Datelike, Days, NaiveDate, TimeZone, Utc};
-use serde::Serialize;
-use utoipa::ToSchema;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use voxline_actors::engine::CallStatus;
@@ -48,18 +49,49 @@ fn ist_midnight(day: NaiveDate) -> DateTime<Utc> {
         .unwrap_or_default()
 }
 
-/// A `?days=` parameter in `1..=max`, `default` when absent.
-fn days_param(query: &RawQuery, default: u32, max: u32) -> ApiResult<u32> {
-    match query.get("days").map(str::trim) {
-        None | Some("") => Ok(default),
-        Some(raw) => raw
-            .parse::<u32>()
-            .ok()
-            .filter(|days| (1..=max).contains(days))
-            .ok_or_else(|| {
-                ApiError::BadRequest(format!("days must be an integer from 1 to {max}"))
-            }),
+/// A `?days=` window of 1 to `MAX` days, `DEFAULT` when absent or blank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DayWindow<const DEFAULT: u32, const MAX: u32>(pub u32);
+
+impl<const DEFAULT: u32, const MAX: u32> Default for DayWindow<DEFAULT, MAX> {
+    fn default() -> Self {
+        Self(DEFAULT)
     }
+}
+
+impl<'de, const DEFAULT: u32, const MAX: u32> Deserialize<'de> for DayWindow<DEFAULT, MAX> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        match raw.trim() {
+            "" => Ok(Self::default()),
+            raw => raw
+                .parse::<u32>()
+                .ok()
+                .filter(|days| (1..=MAX).contains(days))
+                .map(Self)
+                .ok_or_else(|| D::Error::custom(format!("must be an integer from 1 to {MAX}"))),
+        }
+    }
+}
+
+/// The call-volume chart's query.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CallVolumeQuery {
+    /// Days charted, ending today: 1 to 90, default 14.
+    #[serde(default)]
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 90)]
+    pub days: DayWindow<DEFAULT_VOLUME_DAYS, MAX_VOLUME_DAYS>,
+}
+
+/// The analytics overview's query.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AnalyticsQuery {
+    /// Days covered, ending today: 1 to 365, default 30.
+    #[serde(default)]
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 365)]
+    pub days: DayWindow<DEFAULT_ANALYTICS_DAYS, MAX_ANALYTICS_DAYS>,
 }
 
 /// Answered ÷ finished, 0 when nothing finished.
@@ -189,14 +221,14 @@ pub struct CallVolume {
 
 /// Call counts per IST day for the last `days` days (1–90, default 14), today included.
 #[utoipa::path(get, path = "/api/dashboard/call-volume", tag = "dashboard",
-    params(("days" = Option<u32>, Query, description = "1 to 90, default 14")),
+    params(CallVolumeQuery),
     responses((status = 200, body = CallVolume), (status = 400, body = MessageBody)))]
 async fn call_volume(
     State(state): State<AppState>,
     caller: Caller,
-    query: RawQuery,
+    ApiQuery(query): ApiQuery<CallVolumeQuery>,
 ) -> ApiResult<Json<CallVolume>> {
-    let days = days_param(&query, DEFAULT_VOLUME_DAYS, MAX_VOLUME_DAYS)?;
+    let DayWindow(days) = query.days;
     let today = ist_day(state.clock.now());
     let first = today
         .checked_sub_days(Days::new(u64::from(days - 1)))
@@ -397,14 +429,14 @@ pub struct AnalyticsOverview {
 
 /// Totals, answer rate, average duration, and per-agent, per-provider and ended-reason breakdowns for the last `days` IST days (1–365, default 30).
 #[utoipa::path(get, path = "/api/analytics/overview", tag = "analytics",
-    params(("days" = Option<u32>, Query, description = "1 to 365, default 30")),
+    params(AnalyticsQuery),
     responses((status = 200, body = AnalyticsOverview), (status = 400, body = MessageBody)))]
 async fn analytics_overview(
     State(state): State<AppState>,
     caller: Caller,
-    query: RawQuery,
+    ApiQuery(query): ApiQuery<AnalyticsQuery>,
 ) -> ApiResult<Json<AnalyticsOverview>> {
-    let days = days_param(&query, DEFAULT_ANALYTICS_DAYS, MAX_ANALYTICS_DAYS)?;
+    let DayWindow(days) = query.days;
     let today = ist_day(state.clock.now());
     let first = today
         .checked_sub_days(Days::new(u64::from(days - 1)))

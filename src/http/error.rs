@@ -1,5 +1,8 @@
 //! The HTTP boundary's error type: every failure becomes `{message}` JSON.
 
+use crate::batches::service::BatchError;
+use crate::calls::placement::PlacementError;
+use crate::domain::agent::AgentSpecError;
 use crate::store::StoreError;
 use axum::Json;
 use axum::http::StatusCode;
@@ -77,6 +80,54 @@ impl ApiError {
             Self::BadGateway(_) => StatusCode::BAD_GATEWAY,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Store(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl From<AgentSpecError> for ApiError {
+    fn from(err: AgentSpecError) -> Self {
+        Self::BadRequest(err.to_string())
+    }
+}
+
+impl From<PlacementError> for ApiError {
+    fn from(err: PlacementError) -> Self {
+        use PlacementError as E;
+        match err {
+            E::Store(err) => Self::Store(err),
+            E::AgentNotFound(_) | E::WorkspaceNotFound => Self::NotFound(err.to_string()),
+            E::WalletEmpty => Self::PaymentRequired(err.to_string()),
+            E::QuotaExhausted { .. } => Self::Forbidden(err.to_string()),
+            E::AgentInactive(_)
+            | E::NoNumbers
+            | E::FromMalformed(_)
+            | E::FromNotOwned(_)
+            | E::FromSuspended(_)
+            | E::AllNumbersSuspended => Self::BadRequest(err.to_string()),
+        }
+    }
+}
+
+impl From<BatchError> for ApiError {
+    fn from(err: BatchError) -> Self {
+        use BatchError as E;
+        match err {
+            E::Placement(err) => err.into(),
+            E::Store(err) => Self::Store(err),
+            E::Vanished(_) | E::Ledger(_) => Self::Internal(anyhow::Error::new(err)),
+            E::NotFound { .. } | E::AgentNotFound(_) => Self::NotFound(err.to_string()),
+            E::NameEmpty
+            | E::FromMalformed(_)
+            | E::ScheduleMalformed(_)
+            | E::ScheduleInPast(_)
+            | E::NoItems
+            | E::TooManyItems(_) => Self::BadRequest(err.to_string()),
+            E::ItemsAfterStart { .. }
+            | E::StartedWhileAdding(_)
+            | E::Refused { .. }
+            | E::NothingToDial(_)
+            | E::ScheduleAfterStart { .. }
+            | E::DeleteRunning(_) => Self::conflict(err.to_string()),
         }
     }
 }

@@ -2,12 +2,13 @@
 //! naming the offending field.
 
 use super::error::ApiError;
-use crate::domain::page::PageRequest;
-use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
 use bytes::Bytes;
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// A JSON body parsed with field paths in its error messages.
@@ -69,30 +70,112 @@ fn strip_position(message: &str) -> String {
     }
 }
 
-/// Raw query parameters; handlers parse what they need into domain types.
-#[derive(Debug, Clone, Default)]
-pub struct RawQuery(pub HashMap<String, String>);
+/// A query string deserialized into `T`, so every handler's parameters are a
+/// typed struct that also documents them (`IntoParams`).
+///
+/// A bad value answers 400 with `{message}` "`<parameter> <reason>`": the
+/// field deserializers of query structs phrase their errors as the reason
+/// that follows the name ("must be an integer of at least 1"). A repeated
+/// parameter keeps its last value, as the parameter map handlers read before did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiQuery<T>(pub T);
 
-impl<S: Send + Sync> FromRequestParts<S> for RawQuery {
+impl<S, T> FromRequestParts<S> for ApiQuery<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Query(map) = Query::<HashMap<String, String>>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| ApiError::BadRequest(format!("Invalid query string: {e}")))?;
-        Ok(Self(map))
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parse_query(parts.uri.query().unwrap_or_default()).map(ApiQuery)
     }
 }
 
-impl RawQuery {
-    /// One parameter's value.
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.get(name).map(String::as_str)
+/// Deserializes a raw query string, naming the parameter that failed.
+pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
+    // serde_urlencoded refuses a repeated field; keep the last value instead.
+    let mut pairs: Vec<(Cow<'_, str>, Cow<'_, str>)> = Vec::new();
+    let mut slots: HashMap<Cow<'_, str>, usize> = HashMap::new();
+    for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+        match slots.get(&name) {
+            Some(&slot) => pairs[slot].1 = value,
+            None => {
+                slots.insert(name.clone(), pairs.len());
+                pairs.push((name, value));
+            }
+        }
+    }
+    let once = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(&pairs)
+        .finish();
+    let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(once.as_bytes()));
+    serde_path_to_error::deserialize(de).map_err(|err| {
+        let path = err.path().to_string();
+        let reason = err.into_inner();
+        if path == "." || path.is_empty() {
+            ApiError::BadRequest(format!("Invalid query string: {reason}"))
+        } else {
+            ApiError::BadRequest(format!("{path} {reason}"))
+        }
+    })
+}
+
+/// A query value trimmed, `None` when blank: for free-text filters.
+pub fn trimmed<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let raw = String::deserialize(d)?;
+    let value = raw.trim();
+    Ok((!value.is_empty()).then(|| value.to_string()))
+}
+
+/// A `true`/`false` (or `1`/`0`) query flag; blank reads as false.
+pub fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    let raw = String::deserialize(d)?;
+    match raw.trim() {
+        "" | "false" | "0" => Ok(false),
+        "true" | "1" => Ok(true),
+        other => Err(D::Error::custom(format!(
+            "must be true or false, not \"{other}\""
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::page::PageRequest;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    struct Probe {
+        #[serde(default, deserialize_with = "trimmed")]
+        search: Option<String>,
+        #[serde(default, deserialize_with = "flag")]
+        deep: bool,
     }
 
-    /// The validated `page`/`limit` pair.
-    pub fn page(&self) -> Result<PageRequest, ApiError> {
-        PageRequest::parse(self.get("page"), self.get("limit"))
-            .map_err(|e| ApiError::BadRequest(e.0))
+    fn message(err: ApiError) -> String {
+        match err {
+            ApiError::BadRequest(message) => message,
+            other => panic!("not a 400: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn values_are_decoded_trimmed_and_the_last_repeat_wins() {
+        let probe: Probe = parse_query("search=%20a+b%20&deep=1&search=c").unwrap();
+        assert_eq!(probe.search.as_deref(), Some("c"));
+        assert!(probe.deep);
+        let probe: Probe = parse_query("search=++&unknown=1").unwrap();
+        assert_eq!(probe.search, None);
+        assert!(!probe.deep);
+    }
+
+    #[test]
+    fn a_bad_value_is_named_with_its_reason() {
+        let err = parse_query::<Probe>("deep=maybe").unwrap_err();
+        assert_eq!(message(err), "deep must be true or false, not \"maybe\"");
+        let err = parse_query::<PageRequest>("page=2&limit=ten").unwrap_err();
+        assert_eq!(message(err), "limit must be an integer from 1 to 100");
     }
 }

@@ -5,6 +5,7 @@
 //! unused token for a live call hands the socket to that call's actor.
 //! Anything else is closed without touching a call.
 
+use super::extract::ApiQuery;
 use crate::app::state::AppState;
 use axum::Router;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
@@ -12,6 +13,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::SinkExt;
+use serde::Deserialize;
 use std::time::Duration;
 use voxline_actors::conversation::transport::{MediaTransport, TransportError, TransportMessage};
 use voxline_media::carrier::{
@@ -42,13 +44,22 @@ pub fn router() -> Router<AppState> {
         .route("/media/{carrier}/{token}", get(media_socket_with_token))
 }
 
+/// The media socket's query: the per-call token when the carrier cannot put
+/// it in the path (the codec also reads carrier parameters from the raw query).
+#[derive(Debug, Default, Deserialize)]
+struct MediaQuery {
+    /// The per-call media token.
+    token: Option<String>,
+}
+
 async fn media_socket(
     state: State<AppState>,
     Path(carrier): Path<String>,
     query: RawQuery,
+    ApiQuery(media): ApiQuery<MediaQuery>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    upgrade(state, carrier, None, query, ws)
+    upgrade(state, carrier, media.token, query, ws)
 }
 
 async fn media_socket_with_token(
@@ -63,7 +74,7 @@ async fn media_socket_with_token(
 fn upgrade(
     State(state): State<AppState>,
     carrier: String,
-    path_token: Option<String>,
+    token: Option<String>,
     RawQuery(query): RawQuery,
     ws: WebSocketUpgrade,
 ) -> Response {
@@ -76,11 +87,6 @@ fn upgrade(
         return super::error::ApiError::BadRequest("unsupported media parameters".into())
             .into_response();
     };
-    let query_token = query
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("token="))
-        .map(str::to_string);
-    let token = path_token.or(query_token);
     // tungstenite zero-fills its whole read buffer (128 KiB by default) before every read;
     // carrier messages are a few hundred bytes each, so a small buffer saves that per frame
     // and its memory per call (it still grows for a larger message).

@@ -14,24 +14,19 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use hmac::{Hmac, KeyInit, Mac};
+use http_range_header::{EndPosition, RangeUnsatisfiableError, StartPosition, parse_range_header};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
-use std::io::SeekFrom;
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tower_http::services::ServeFile;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+use voxline_actors::signing::Signer;
 
 /// How long a signed recording link stays valid.
 pub const LINK_LIFETIME_SECONDS: i64 = 15 * 60;
-/// Bytes read from disk per streamed chunk.
-const CHUNK: usize = 64 * 1024;
-
-type HmacSha256 = Hmac<Sha256>;
 
 /// The API-key routes (`/api/calls/{id}/recording-url`, `/api/calls/{id}/recording`).
 pub fn router() -> OpenApiRouter<AppState> {
@@ -47,36 +42,26 @@ pub fn public_router() -> Router<AppState> {
 
 /// Signs and checks recording links with a key derived from the server secret.
 struct LinkSigner {
-    key: Vec<u8>,
+    signer: Signer,
 }
 
 impl LinkSigner {
     fn new(server_secret: &[u8]) -> Self {
-        let mut key = b"voxline/recording-link/v1\0".to_vec();
-        key.extend_from_slice(server_secret);
-        Self { key }
-    }
-
-    fn mac(&self, org_id: &str, call_id: &str, expires: i64) -> HmacSha256 {
-        // HMAC takes keys of any length, so construction cannot fail.
-        let mut mac = match <HmacSha256 as KeyInit>::new_from_slice(&self.key) {
-            Ok(mac) => mac,
-            Err(_) => unreachable!("hmac takes any key length"),
-        };
-        mac.update(format!("{org_id}/{call_id}.{expires}").as_bytes());
-        mac
+        Self {
+            signer: Signer::derived("voxline/recording-link/v1", server_secret),
+        }
     }
 
     fn sign(&self, org_id: &str, call_id: &str, expires: i64) -> String {
-        hex::encode(self.mac(org_id, call_id, expires).finalize().into_bytes())
+        self.signer
+            .sign_hex(&[format!("{org_id}/{call_id}.{expires}").as_bytes()])
     }
 
     fn verify(&self, org_id: &str, call_id: &str, expires: i64, signature: &str) -> bool {
-        hex::decode(signature).is_ok_and(|sig| {
-            self.mac(org_id, call_id, expires)
-                .verify_slice(&sig)
-                .is_ok()
-        })
+        self.signer.verify_hex(
+            &[format!("{org_id}/{call_id}.{expires}").as_bytes()],
+            signature,
+        )
     }
 }
 
@@ -212,59 +197,6 @@ async fn signed_recording(
     serve_file(&recording, &headers).await
 }
 
-/// A `Range` header reduced to what is served.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ByteRange {
-    /// The whole file (no range, or one we do not serve partially).
-    Whole,
-    /// Bytes `start..=end`.
-    Part { start: u64, end: u64 },
-    /// Outside the file: 416.
-    Unsatisfiable,
-}
-
-/// Reads a `Range` header for a file of `len` bytes. Several ranges, other
-/// units or malformed values fall back to the whole file, as RFC 9110 allows.
-fn byte_range(header: Option<&str>, len: u64) -> ByteRange {
-    let Some(spec) = header.and_then(|h| h.trim().strip_prefix("bytes=")) else {
-        return ByteRange::Whole;
-    };
-    if spec.contains(',') {
-        return ByteRange::Whole;
-    }
-    let Some((first, last)) = spec.split_once('-') else {
-        return ByteRange::Whole;
-    };
-    let (first, last) = (first.trim(), last.trim());
-    if first.is_empty() {
-        // A suffix: the last N bytes.
-        return match last.parse::<u64>() {
-            Ok(0) => ByteRange::Unsatisfiable,
-            Ok(_) if len == 0 => ByteRange::Unsatisfiable,
-            Ok(n) => ByteRange::Part {
-                start: len.saturating_sub(n),
-                end: len - 1,
-            },
-            Err(_) => ByteRange::Whole,
-        };
-    }
-    let Ok(start) = first.parse::<u64>() else {
-        return ByteRange::Whole;
-    };
-    let end = if last.is_empty() {
-        len.saturating_sub(1)
-    } else {
-        match last.parse::<u64>() {
-            Ok(end) if end >= start => end.min(len.saturating_sub(1)),
-            _ => return ByteRange::Whole,
-        }
-    };
-    if start >= len {
-        return ByteRange::Unsatisfiable;
-    }
-    ByteRange::Part { start, end }
-}
-
 fn content_type(format: &str) -> &'static str {
     match format {
         "ogg" => "audio/ogg",
@@ -272,115 +204,164 @@ fn content_type(format: &str) -> &'static str {
     }
 }
 
-/// Streams `recording` (or the part `Range` asks for) from disk.
-async fn serve_file(recording: &RecordingFileRow, headers: &HeaderMap) -> ApiResult<Response> {
-    let mut file = match tokio::fs::File::open(&recording.path).await {
-        Ok(file) => file,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            tracing::warn!(call = %recording.call_id, path = %recording.path, "recording file is missing");
-            return Err(ApiError::NotFound(format!(
-                "Call {} has no recording",
-                recording.call_id
-            )));
+/// The `Range` to hand to [`ServeFile`] for a file of `len` bytes, if any.
+///
+/// tower-http answers 416 to ranges that RFC 9110 (§14.2) has a server
+/// ignore (another unit, bad syntax, a last byte before the first), and to a
+/// suffix longer than the file, which selects the whole file; those are
+/// settled here, from the header as tower-http's own parser reads it.
+fn range_to_serve(header: Option<&HeaderValue>, len: u64) -> Option<HeaderValue> {
+    let text = header?.to_str().ok()?.trim();
+    let ranges = match parse_range_header(text) {
+        Ok(parsed) => parsed.ranges,
+        // `bytes=-0` is well formed and selects nothing.
+        Err(RangeUnsatisfiableError::ZeroSuffix) => return header.cloned(),
+        Err(_) => return None,
+    };
+    let [range] = ranges.as_slice() else {
+        // Several ranges: the whole file rather than a multipart answer.
+        return None;
+    };
+    match (range.start, range.end) {
+        (StartPosition::Index(first), EndPosition::Index(last)) if last < first => None,
+        (StartPosition::FromLast(suffix), _) if suffix > len && len > 0 => {
+            Some(HeaderValue::from_static("bytes=0-"))
         }
+        _ => HeaderValue::from_str(text).ok(),
+    }
+}
+
+/// Serves `recording` (or the part `Range` asks for) from disk.
+async fn serve_file(recording: &RecordingFileRow, headers: &HeaderMap) -> ApiResult<Response> {
+    let missing = || {
+        tracing::warn!(call = %recording.call_id, path = %recording.path, "recording file is missing");
+        ApiError::NotFound(format!("Call {} has no recording", recording.call_id))
+    };
+    let len = match tokio::fs::metadata(&recording.path).await {
+        Ok(meta) => meta.len(),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Err(missing()),
         Err(err) => return Err(ApiError::Internal(err.into())),
     };
-    let len = file
-        .metadata()
+    let mut request = Request::new(Body::empty());
+    if let Some(range) = range_to_serve(headers.get(header::RANGE), len) {
+        request.headers_mut().insert(header::RANGE, range);
+    }
+    let response = ServeFile::new(&recording.path)
+        .ignore_multi_range_requests(true)
+        .try_call(request)
         .await
-        .map_err(|e| ApiError::Internal(e.into()))?
-        .len();
-    let range = byte_range(
-        headers.get(header::RANGE).and_then(|v| v.to_str().ok()),
-        len,
-    );
-    let (status, start, count) = match range {
-        ByteRange::Whole => (StatusCode::OK, 0, len),
-        ByteRange::Part { start, end } => (StatusCode::PARTIAL_CONTENT, start, end - start + 1),
-        ByteRange::Unsatisfiable => {
-            let mut response = (
+        .map_err(|e| ApiError::Internal(e.into()))?;
+    match response.status() {
+        StatusCode::NOT_FOUND => Err(missing()),
+        StatusCode::RANGE_NOT_SATISFIABLE => {
+            let mut refused = (
                 StatusCode::RANGE_NOT_SATISFIABLE,
                 Json(MessageBody {
                     message: format!("Range is outside the recording's {len} bytes"),
                 }),
             )
                 .into_response();
-            if let Ok(value) = HeaderValue::from_str(&format!("bytes */{len}")) {
-                response.headers_mut().insert(header::CONTENT_RANGE, value);
+            if let Some(range) = response.headers().get(header::CONTENT_RANGE) {
+                refused
+                    .headers_mut()
+                    .insert(header::CONTENT_RANGE, range.clone());
             }
-            return Ok(response);
+            Ok(refused)
         }
-    };
-    file.seek(SeekFrom::Start(start))
-        .await
-        .map_err(|e| ApiError::Internal(e.into()))?;
-    let body = Body::from_stream(futures::stream::unfold(
-        (file, count),
-        |(mut file, left)| async move {
-            if left == 0 {
-                return None;
-            }
-            let want = usize::try_from(left).unwrap_or(CHUNK).min(CHUNK);
-            let mut buf = vec![0; want];
-            match file.read(&mut buf).await {
-                Ok(0) => None,
-                Ok(n) => {
-                    buf.truncate(n);
-                    Some((Ok(bytes::Bytes::from(buf)), (file, left - n as u64)))
-                }
-                Err(err) => Some((Err(err), (file, 0))),
-            }
-        },
-    ));
-    let mut response = Response::new(body);
-    *response.status_mut() = status;
-    let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(content_type(&recording.format)),
-    );
-    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(count));
-    if status == StatusCode::PARTIAL_CONTENT
-        && let Ok(value) =
-            HeaderValue::from_str(&format!("bytes {start}-{}/{len}", start + count - 1))
-    {
-        h.insert(header::CONTENT_RANGE, value);
+        _ => {
+            let mut response = response.map(Body::new);
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(content_type(&recording.format)),
+            );
+            Ok(response)
+        }
     }
-    Ok(response)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn ranges_are_read_as_rfc_9110_says() {
-        assert_eq!(byte_range(None, 100), ByteRange::Whole);
+    /// Status, `Content-Range` and body of serving a 100-byte file with `range`.
+    async fn serve_100_bytes(range: Option<&str>) -> (StatusCode, Option<String>, Vec<u8>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("call.wav");
+        std::fs::write(&path, (0..100u8).collect::<Vec<_>>()).unwrap();
+        let recording = RecordingFileRow {
+            call_id: CallId::new(),
+            org_id: OrgId::new(),
+            path: path.display().to_string(),
+            format: "wav".into(),
+            bytes: 100,
+        };
+        let mut headers = HeaderMap::new();
+        if let Some(range) = range {
+            headers.insert(header::RANGE, HeaderValue::from_str(range).unwrap());
+        }
+        let response = serve_file(&recording, &headers).await.unwrap();
+        let status = response.status();
+        let content_range = response
+            .headers()
+            .get(header::CONTENT_RANGE)
+            .map(|v| v.to_str().unwrap().to_string());
+        if status != StatusCode::RANGE_NOT_SATISFIABLE {
+            assert_eq!(response.headers()[header::CONTENT_TYPE], "audio/wav");
+            assert_eq!(response.headers()[header::ACCEPT_RANGES], "bytes");
+        }
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap()
+            .to_vec();
+        (status, content_range, body)
+    }
+
+    #[tokio::test]
+    async fn ranges_are_read_as_rfc_9110_says() {
+        let whole = (0..100u8).collect::<Vec<_>>();
+        let part = |from: u8, to: u8| {
+            (
+                StatusCode::PARTIAL_CONTENT,
+                Some(format!("bytes {from}-{to}/100")),
+                (from..=to).collect::<Vec<_>>(),
+            )
+        };
         assert_eq!(
-            byte_range(Some("bytes=0-9"), 100),
-            ByteRange::Part { start: 0, end: 9 }
+            serve_100_bytes(None).await,
+            (StatusCode::OK, None, whole.clone())
         );
-        assert_eq!(
-            byte_range(Some("bytes=90-"), 100),
-            ByteRange::Part { start: 90, end: 99 }
-        );
-        assert_eq!(
-            byte_range(Some("bytes=-10"), 100),
-            ByteRange::Part { start: 90, end: 99 }
-        );
-        assert_eq!(
-            byte_range(Some("bytes=50-500"), 100),
-            ByteRange::Part { start: 50, end: 99 }
-        );
-        assert_eq!(
-            byte_range(Some("bytes=100-"), 100),
-            ByteRange::Unsatisfiable
-        );
-        assert_eq!(byte_range(Some("bytes=-0"), 100), ByteRange::Unsatisfiable);
-        assert_eq!(byte_range(Some("bytes=0-1,5-6"), 100), ByteRange::Whole);
-        assert_eq!(byte_range(Some("items=0-1"), 100), ByteRange::Whole);
-        assert_eq!(byte_range(Some("bytes=9-2"), 100), ByteRange::Whole);
+        assert_eq!(serve_100_bytes(Some("bytes=0-9")).await, part(0, 9));
+        assert_eq!(serve_100_bytes(Some("bytes=90-")).await, part(90, 99));
+        assert_eq!(serve_100_bytes(Some("bytes=-10")).await, part(90, 99));
+        assert_eq!(serve_100_bytes(Some("bytes=50-500")).await, part(50, 99));
+        assert_eq!(serve_100_bytes(Some("bytes=-500")).await, part(0, 99));
+        for unsatisfiable in ["bytes=100-", "bytes=-0"] {
+            let (status, content_range, body) = serve_100_bytes(Some(unsatisfiable)).await;
+            assert_eq!(status, StatusCode::RANGE_NOT_SATISFIABLE, "{unsatisfiable}");
+            assert_eq!(content_range.as_deref(), Some("bytes */100"));
+            let message: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert!(message["message"].is_string(), "{message}");
+        }
+        for ignored in ["bytes=0-1,5-6", "items=0-1", "bytes=9-2", "bytes=x-"] {
+            assert_eq!(
+                serve_100_bytes(Some(ignored)).await,
+                (StatusCode::OK, None, whole.clone()),
+                "{ignored}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_missing_file_is_no_recording() {
+        let recording = RecordingFileRow {
+            call_id: CallId::new(),
+            org_id: OrgId::new(),
+            path: "/nonexistent/voxline/call.wav".into(),
+            format: "wav".into(),
+            bytes: 100,
+        };
+        let err = serve_file(&recording, &HeaderMap::new()).await.unwrap_err();
+        assert!(matches!(err, ApiError::NotFound(_)), "{err:?}");
     }
 
     #[test]

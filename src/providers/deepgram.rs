@@ -10,6 +10,7 @@
 
 use super::HttpPolicy;
 use async_trait::async_trait;
+use backon::Retryable;
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
 use std::time::Duration;
@@ -118,20 +119,15 @@ type DeepgramSocket =
 impl AsrProvider for DeepgramAsr {
     async fn open(&self, context: AsrContext) -> Result<Box<dyn AsrStream>, ProviderError> {
         let url = self.listen_url(&context);
-        let mut backoff = self.policy.backoff;
-        let mut attempt = 0;
-        let socket = loop {
-            match self.connect(&url).await {
-                Ok(socket) => break socket,
-                Err(err) if attempt >= self.policy.retries => return Err(err),
-                Err(err) => {
-                    attempt += 1;
-                    tracing::debug!(call = %context.call_id, attempt, error = %err, "retrying deepgram connect");
-                    tokio::time::sleep(backoff).await;
-                    backoff *= 2;
-                }
-            }
-        };
+        // Nothing reaches the caller before the socket is open, so every
+        // failed connect may be retried.
+        let socket = (|| self.connect(&url))
+            .retry(self.policy.retry_waits())
+            .sleep(tokio::time::sleep)
+            .notify(|err, wait| {
+                tracing::debug!(call = %context.call_id, ?wait, error = %err, "retrying deepgram connect");
+            })
+            .await?;
         let (sink, source) = socket.split();
         let (out_tx, out_rx) = mpsc::unbounded_channel();
         let (event_tx, events) = mpsc::unbounded_channel();

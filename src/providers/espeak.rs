@@ -16,6 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdout, Command};
 use voxline_actors::providers::{ProviderError, ProviderKind, TtsProvider, TtsStream};
 use voxline_media::resample::{SUPPORTED_RATES, StreamResampler};
+use voxline_media::wav::WavInfo;
 
 /// The rate the linear step produces, and the media resampler's input.
 const BRIDGE_RATE: u32 = 24_000;
@@ -189,25 +190,18 @@ struct EspeakStream {
 impl EspeakStream {
     /// Consumes the WAV header from `header`; returns the PCM after it once complete.
     fn take_header(&mut self) -> Result<Option<Vec<u8>>, ProviderError> {
-        let Some(data_at) = find_data_chunk(&self.header) else {
-            if self.header.len() > 4096 {
-                return Err(tts_error("espeak-ng output is not a WAV stream"));
-            }
-            return Ok(None);
+        let not_wav = || tts_error("espeak-ng output is not a WAV stream");
+        let info = match WavInfo::from_prefix(&self.header) {
+            Ok(Some(info)) => info,
+            Ok(None) if self.header.len() > 4096 => return Err(not_wav()),
+            Ok(None) => return Ok(None),
+            Err(_) => return Err(not_wav()),
         };
-        if self.header.len() < 28 || &self.header[..4] != b"RIFF" {
-            return Err(tts_error("espeak-ng output is not a WAV stream"));
-        }
-        let rate = u32::from_le_bytes([
-            self.header[24],
-            self.header[25],
-            self.header[26],
-            self.header[27],
-        ]);
-        if rate == 0 {
+        if info.sample_rate == 0 {
             return Err(tts_error("espeak-ng reported a zero sample rate"));
         }
-        self.input_rate = Some(rate);
+        self.input_rate = Some(info.sample_rate);
+        let data_at = usize::try_from(info.data_offset).map_err(|_| not_wav())?;
         Ok(Some(self.header.split_off(data_at)))
     }
 
@@ -233,25 +227,6 @@ impl EspeakStream {
         }
         Ok(out)
     }
-}
-
-/// Where the samples of the `data` chunk begin, once the header is complete.
-fn find_data_chunk(header: &[u8]) -> Option<usize> {
-    let mut at = 12;
-    while at + 8 <= header.len() {
-        let id = &header[at..at + 4];
-        let len = u32::from_le_bytes([
-            header[at + 4],
-            header[at + 5],
-            header[at + 6],
-            header[at + 7],
-        ]) as usize;
-        if id == b"data" {
-            return Some(at + 8);
-        }
-        at = at.checked_add(8 + len)?;
-    }
-    None
 }
 
 #[async_trait]

@@ -21,6 +21,7 @@ pub mod resilience;
 pub mod select;
 pub mod settings;
 
+use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use settings::ProviderSettings;
@@ -37,7 +38,7 @@ pub struct HttpPolicy {
     pub read_timeout: Duration,
     /// Extra attempts after a retryable failure (before anything was spoken).
     pub retries: u32,
-    /// First backoff; doubles per attempt.
+    /// First backoff; doubles per attempt, plus up to as much again of jitter.
     pub backoff: Duration,
 }
 
@@ -50,6 +51,18 @@ impl HttpPolicy {
             retries: settings.retries,
             backoff: settings.retry_backoff,
         }
+    }
+
+    /// The waits between attempts: `backoff`, doubling, for at most `retries`
+    /// retries, each stretched by a random share of itself so clients that
+    /// failed together do not come back together.
+    pub fn retry_waits(&self) -> ExponentialBuilder {
+        ExponentialBuilder::default()
+            .with_min_delay(self.backoff)
+            .with_factor(2.0)
+            .without_max_delay()
+            .with_max_times(self.retries as usize)
+            .with_jitter()
     }
 
     /// An HTTP client with this policy's connect timeout. There is no total
@@ -102,51 +115,61 @@ fn retryable_status(status: reqwest::StatusCode) -> bool {
     status == reqwest::StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
 }
 
+/// One failed attempt at opening an answer, and whether another could succeed.
+struct FailedAttempt {
+    error: ProviderError,
+    retryable: bool,
+}
+
 /// Sends the request `build` makes, retrying connection failures, timeouts,
-/// 429 and 5xx up to `policy.retries` times with doubling backoff. Only used
-/// to open an answer, so a retry never repeats anything the caller heard.
+/// 429 and 5xx up to `policy.retries` times (see [`HttpPolicy::retry_waits`]).
+/// Only used to open an answer, so a retry never repeats anything the caller heard.
 pub(crate) async fn send_with_retry(
     kind: ProviderKind,
     vendor: &str,
     policy: &HttpPolicy,
     build: impl Fn() -> reqwest::RequestBuilder,
 ) -> Result<reqwest::Response, ProviderError> {
-    let mut backoff = policy.backoff;
-    let mut attempt = 0;
-    loop {
-        let sent =
-            tokio::time::timeout(policy.connect_timeout + policy.read_timeout, build().send())
-                .await;
-        let failure = match sent {
-            Err(_) => ProviderError::Timeout {
+    let limit = policy.connect_timeout + policy.read_timeout;
+    let attempt = || async {
+        let retry = |error| FailedAttempt {
+            error,
+            retryable: true,
+        };
+        match tokio::time::timeout(limit, build().send()).await {
+            Err(_) => Err(retry(ProviderError::Timeout {
                 provider: kind,
-                after: policy.connect_timeout + policy.read_timeout,
-            },
-            Ok(Err(err)) => ProviderError::Request {
+                after: limit,
+            })),
+            Ok(Err(err)) => Err(retry(ProviderError::Request {
                 provider: kind,
                 message: format!("{vendor}: {}", without_url(&err)),
-            },
-            Ok(Ok(response)) if response.status().is_success() => return Ok(response),
+            })),
+            Ok(Ok(response)) if response.status().is_success() => Ok(response),
             Ok(Ok(response)) => {
                 let status = response.status();
-                let failure = ProviderError::Request {
-                    provider: kind,
-                    message: format!("{vendor} answered {status}: {}", error_body(response).await),
-                };
-                if !retryable_status(status) {
-                    return Err(failure);
-                }
-                failure
+                Err(FailedAttempt {
+                    error: ProviderError::Request {
+                        provider: kind,
+                        message: format!(
+                            "{vendor} answered {status}: {}",
+                            error_body(response).await
+                        ),
+                    },
+                    retryable: retryable_status(status),
+                })
             }
-        };
-        if attempt >= policy.retries {
-            return Err(failure);
         }
-        attempt += 1;
-        tracing::debug!(%vendor, attempt, error = %failure, "retrying a provider request");
-        tokio::time::sleep(backoff).await;
-        backoff *= 2;
-    }
+    };
+    attempt
+        .retry(policy.retry_waits())
+        .sleep(tokio::time::sleep)
+        .when(|failed| failed.retryable)
+        .notify(|failed, wait| {
+            tracing::debug!(%vendor, ?wait, error = %failed.error, "retrying a provider request");
+        })
+        .await
+        .map_err(|failed| failed.error)
 }
 
 /// A reqwest error without its URL (query strings may carry vendor options we

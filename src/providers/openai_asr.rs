@@ -9,6 +9,8 @@
 use super::{HttpPolicy, send_with_retry};
 use async_trait::async_trait;
 use bytes::Bytes;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::multipart::{Form, Part};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -99,72 +101,33 @@ impl Drop for OpenAiAsrStream {
     }
 }
 
-/// A 16-bit mono WAV file of `samples`.
-pub fn wav_bytes(samples: &[i16], rate: u32) -> Vec<u8> {
-    let data_len = u32::try_from(samples.len() * 2).unwrap_or(u32::MAX);
-    let mut out = Vec::with_capacity(44 + samples.len() * 2);
-    out.extend_from_slice(b"RIFF");
-    out.extend_from_slice(&(36 + data_len).to_le_bytes());
-    out.extend_from_slice(b"WAVEfmt ");
-    out.extend_from_slice(&16u32.to_le_bytes());
-    out.extend_from_slice(&1u16.to_le_bytes());
-    out.extend_from_slice(&1u16.to_le_bytes());
-    out.extend_from_slice(&rate.to_le_bytes());
-    out.extend_from_slice(&(rate * 2).to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&16u16.to_le_bytes());
-    out.extend_from_slice(b"data");
-    out.extend_from_slice(&data_len.to_le_bytes());
-    for sample in samples {
-        out.extend_from_slice(&sample.to_le_bytes());
-    }
-    out
-}
-
-/// A multipart/form-data body with text fields and one WAV file.
-fn multipart(boundary: &str, fields: &[(&str, &str)], wav: &[u8]) -> Vec<u8> {
-    let mut body = Vec::with_capacity(wav.len() + 512);
-    for (name, value) in fields {
-        body.extend_from_slice(
-            format!(
-                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
-            )
-            .as_bytes(),
-        );
-    }
-    body.extend_from_slice(
-        format!(
-            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"utterance.wav\"\r\nContent-Type: audio/wav\r\n\r\n"
-        )
-        .as_bytes(),
-    );
-    body.extend_from_slice(wav);
-    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    body
-}
-
 async fn transcribe(
     client: &OpenAiAsr,
     language: &str,
     wav: Vec<u8>,
 ) -> Result<String, ProviderError> {
-    let boundary = format!("voxline-{}", uuid::Uuid::new_v4().simple());
-    let mut fields = vec![
-        ("model", client.model.as_str()),
-        ("response_format", "json"),
-    ];
-    if !language.is_empty() {
-        fields.push(("language", language));
-    }
-    let body = Bytes::from(multipart(&boundary, &fields, &wav));
+    let wav = Bytes::from(wav);
     let url = format!("{}/audio/transcriptions", client.base_url);
-    let content_type = format!("multipart/form-data; boundary={boundary}");
+    // A form is consumed by its request, so each attempt builds its own; the
+    // audio is shared, not copied.
+    let form = || {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("audio/wav"));
+        let file = Part::stream_with_length(wav.clone(), wav.len() as u64)
+            .file_name("utterance.wav")
+            .headers(headers);
+        let form = Form::new()
+            .text("model", client.model.clone())
+            .text("response_format", "json");
+        let form = if language.is_empty() {
+            form
+        } else {
+            form.text("language", language.to_string())
+        };
+        form.part("file", file)
+    };
     let response = send_with_retry(ProviderKind::Asr, "openai asr", &client.policy, || {
-        let req = client
-            .http
-            .post(&url)
-            .header("content-type", &content_type)
-            .body(body.clone());
+        let req = client.http.post(&url).multipart(form());
         match &client.api_key {
             Some(key) => req.bearer_auth(key),
             None => req,
@@ -206,7 +169,7 @@ impl AsrStream for OpenAiAsrStream {
 
     fn finalize(&mut self) -> Result<(), ProviderError> {
         let samples = std::mem::take(&mut self.audio);
-        let wav = wav_bytes(&samples, self.rate);
+        let wav = voxline_media::wav::mono_file(&samples, self.rate);
         let client = self.client.clone();
         let language = self.language.clone();
         let tx = self.tx.clone();

@@ -4,14 +4,15 @@
 //! error reason) until `cooldown` has passed; then one trial request decides
 //! whether it closes again.
 //!
-//! The breaker state is process-wide (every call and text request of a
-//! workspace shares it), keyed by vendor and workspace so one workspace's
-//! broken key never blocks another's calls.
+//! The breaker state lives in [`Breakers`], built once per server and handed
+//! to every provider selector, so every call and text request of a workspace
+//! shares it while two servers in one process (tests) do not. It is keyed by
+//! vendor and workspace so one workspace's broken key never blocks another's calls.
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use voxline_actors::providers::{
@@ -25,13 +26,36 @@ struct BreakerState {
     open_until: Option<Instant>,
 }
 
-/// Every breaker's state, by (vendor, workspace).
-static BREAKERS: LazyLock<Mutex<HashMap<(String, String), BreakerState>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+/// Every breaker's state of one server, by (vendor, workspace); cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Breakers {
+    states: Arc<Mutex<HashMap<(String, String), BreakerState>>>,
+}
+
+impl Breakers {
+    /// The breaker of `vendor` (e.g. `openai-llm`) for workspace `org_id`.
+    pub fn breaker(
+        &self,
+        vendor: &str,
+        org_id: &str,
+        kind: ProviderKind,
+        threshold: u32,
+        cooldown: Duration,
+    ) -> CircuitBreaker {
+        CircuitBreaker {
+            states: self.clone(),
+            key: (vendor.to_string(), org_id.to_string()),
+            kind,
+            threshold: threshold.max(1),
+            cooldown,
+        }
+    }
+}
 
 /// The breaker of one vendor for one workspace.
 #[derive(Debug, Clone)]
 pub struct CircuitBreaker {
+    states: Breakers,
     key: (String, String),
     kind: ProviderKind,
     threshold: u32,
@@ -39,26 +63,10 @@ pub struct CircuitBreaker {
 }
 
 impl CircuitBreaker {
-    /// The breaker of `vendor` (e.g. `openai-llm`) for workspace `org_id`.
-    pub fn new(
-        vendor: &str,
-        org_id: &str,
-        kind: ProviderKind,
-        threshold: u32,
-        cooldown: Duration,
-    ) -> Self {
-        Self {
-            key: (vendor.to_string(), org_id.to_string()),
-            kind,
-            threshold: threshold.max(1),
-            cooldown,
-        }
-    }
-
     /// Lets a request through, or refuses it while the circuit is open. After
     /// the cooldown one request passes as the trial; the others keep waiting.
     pub fn admit(&self) -> Result<(), ProviderError> {
-        let mut all = BREAKERS.lock();
+        let mut all = self.states.states.lock();
         let state = all.entry(self.key.clone()).or_default();
         let now = Instant::now();
         match state.open_until {
@@ -81,7 +89,7 @@ impl CircuitBreaker {
 
     /// Records a success: the circuit closes.
     pub fn success(&self) {
-        let mut all = BREAKERS.lock();
+        let mut all = self.states.states.lock();
         let state = all.entry(self.key.clone()).or_default();
         state.failures = 0;
         state.open_until = None;
@@ -89,7 +97,7 @@ impl CircuitBreaker {
 
     /// Records a failure: the circuit opens at the threshold.
     pub fn failure(&self) {
-        let mut all = BREAKERS.lock();
+        let mut all = self.states.states.lock();
         let state = all.entry(self.key.clone()).or_default();
         state.failures = state.failures.saturating_add(1);
         if state.failures >= self.threshold {
@@ -103,7 +111,8 @@ impl CircuitBreaker {
 
     /// Whether requests are being refused now.
     pub fn is_open(&self) -> bool {
-        BREAKERS
+        self.states
+            .states
             .lock()
             .get(&self.key)
             .and_then(|s| s.open_until)
@@ -268,10 +277,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn opens_at_the_threshold_and_lets_one_trial_through_after_cooldown() {
-        let org = uuid::Uuid::new_v4().to_string();
-        let breaker = CircuitBreaker::new(
+        let breakers = Breakers::default();
+        let breaker = breakers.breaker(
             "test-vendor",
-            &org,
+            "org",
             ProviderKind::Llm,
             3,
             Duration::from_secs(30),
@@ -286,7 +295,7 @@ mod tests {
         assert!(breaker.is_open());
         assert!(breaker.admit().is_err());
         // Another workspace is unaffected.
-        let other = CircuitBreaker::new(
+        let other = breakers.breaker(
             "test-vendor",
             "other-org",
             ProviderKind::Llm,
@@ -299,5 +308,25 @@ mod tests {
         assert!(breaker.admit().is_err(), "only one trial passes");
         breaker.success();
         assert!(breaker.admit().is_ok());
+    }
+
+    #[test]
+    fn separate_breakers_share_nothing() {
+        let first = Breakers::default();
+        let second = Breakers::default();
+        let open = first.breaker("v", "org", ProviderKind::Asr, 1, Duration::from_secs(30));
+        open.failure();
+        assert!(open.is_open());
+        assert!(
+            !second
+                .breaker("v", "org", ProviderKind::Asr, 1, Duration::from_secs(30))
+                .is_open()
+        );
+        assert!(
+            first
+                .breaker("v", "org", ProviderKind::Asr, 1, Duration::from_secs(30))
+                .is_open(),
+            "a clone of the same breakers sees the open circuit"
+        );
     }
 }

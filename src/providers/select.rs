@@ -14,11 +14,11 @@ use super::espeak::{self, EspeakTts};
 use super::openai_asr::OpenAiAsr;
 use super::openai_llm::OpenAiLlm;
 use super::openai_tts::OpenAiTts;
-use super::resilience::{CircuitBreaker, GuardedAsr, GuardedLlm, GuardedTts};
+use super::resilience::{Breakers, CircuitBreaker, GuardedAsr, GuardedLlm, GuardedTts};
 use super::settings::{OPENAI_BASE_URL, ProviderSettings, VendorAccount};
-use crate::domain::agent::AgentSpec;
+use crate::domain::agent::{AgentSpec, AsrVendor, LlmVendor, TtsVendor};
 use crate::domain::{CallId, OrgId, Paise};
-use crate::secrets::credentials::CredentialCipher;
+use crate::secrets::credentials::{CredentialCipher, CredentialKind};
 use crate::store::{Store, StoreError};
 use async_trait::async_trait;
 use parking_lot::Mutex;
@@ -144,12 +144,19 @@ pub struct ProviderSelector {
     cipher: Option<CredentialCipher>,
     http: reqwest::Client,
     policy: HttpPolicy,
+    breakers: Breakers,
     espeak_installed: tokio::sync::OnceCell<bool>,
 }
 
 impl ProviderSelector {
-    /// A selector reading credentials from `store`, opened with the server `secret`.
-    pub fn new(store: Store, settings: &ProviderSettings, secret: Option<&[u8]>) -> Self {
+    /// A selector reading credentials from `store`, opened with the server
+    /// `secret`, guarding vendors with the server's `breakers`.
+    pub fn new(
+        store: Store,
+        settings: &ProviderSettings,
+        secret: Option<&[u8]>,
+        breakers: Breakers,
+    ) -> Self {
         let policy = HttpPolicy::from_settings(settings);
         Self {
             store,
@@ -157,6 +164,7 @@ impl ProviderSelector {
             cipher: secret.map(CredentialCipher::new),
             http: policy.client(),
             policy,
+            breakers,
             espeak_installed: tokio::sync::OnceCell::new(),
         }
     }
@@ -167,7 +175,7 @@ impl ProviderSelector {
     }
 
     fn breaker(&self, vendor: &str, org_id: OrgId, kind: ProviderKind) -> CircuitBreaker {
-        CircuitBreaker::new(
+        self.breakers.breaker(
             vendor,
             &org_id.to_string(),
             kind,
@@ -181,7 +189,7 @@ impl ProviderSelector {
         &self,
         org_id: OrgId,
         kind: ProviderKind,
-        credential_kind: &str,
+        credential_kind: CredentialKind,
         platform: &VendorAccount,
     ) -> Result<ResolvedAccount, SelectError> {
         let unavailable = |reason: String| SelectError::Unavailable {
@@ -189,7 +197,11 @@ impl ProviderSelector {
             vendor: credential_kind.to_string(),
             reason,
         };
-        if let Some((nonce, sealed)) = self.store.credential(org_id, credential_kind).await? {
+        if let Some((nonce, sealed)) = self
+            .store
+            .credential(org_id, credential_kind.as_str())
+            .await?
+        {
             let cipher = self
                 .cipher
                 .as_ref()
@@ -233,7 +245,7 @@ impl ProviderSelector {
         kind: ProviderKind,
     ) -> Result<ResolvedAccount, SelectError> {
         let account = self
-            .account(org_id, kind, "openai", &self.settings.openai)
+            .account(org_id, kind, CredentialKind::OpenAi, &self.settings.openai)
             .await?;
         if account.api_key.is_none() && account.base_url == OPENAI_BASE_URL {
             return Err(SelectError::Unavailable {
@@ -250,16 +262,16 @@ impl ProviderSelector {
     pub async fn llm(
         &self,
         org_id: OrgId,
-        provider: &str,
+        provider: LlmVendor,
         model: &str,
         sim: &SimConfig,
     ) -> Result<ChosenLlm, SelectError> {
         match provider {
-            "sim" => Ok(ChosenLlm {
+            LlmVendor::Sim => Ok(ChosenLlm {
                 llm: Arc::new(SimLlm::new(sim.clone())),
                 own: false,
             }),
-            "openai" => {
+            LlmVendor::OpenAi => {
                 let account = self.openai_account(org_id, ProviderKind::Llm).await?;
                 let client = OpenAiLlm::new(
                     self.http.clone(),
@@ -276,11 +288,6 @@ impl ProviderSelector {
                     own: account.own,
                 })
             }
-            other => Err(SelectError::Unavailable {
-                kind: ProviderKind::Llm,
-                vendor: other.to_string(),
-                reason: "unknown LLM provider".into(),
-            }),
         }
     }
 
@@ -292,11 +299,16 @@ impl ProviderSelector {
         sim: &SimConfig,
     ) -> Result<(Arc<dyn AsrProvider>, Option<bool>), SelectError> {
         let kind = ProviderKind::Asr;
-        match spec.asr_provider.as_str() {
-            "sim" => Ok((Arc::new(SimAsr::new(sim.clone())), None)),
-            "deepgram" => {
+        match spec.asr_provider {
+            AsrVendor::Sim => Ok((Arc::new(SimAsr::new(sim.clone())), None)),
+            AsrVendor::Deepgram => {
                 let account = self
-                    .account(org_id, kind, "deepgram", &self.settings.deepgram)
+                    .account(
+                        org_id,
+                        kind,
+                        CredentialKind::Deepgram,
+                        &self.settings.deepgram,
+                    )
                     .await?;
                 let api_key = account.api_key.ok_or_else(|| SelectError::Unavailable {
                     kind,
@@ -317,7 +329,7 @@ impl ProviderSelector {
                     Some(account.own),
                 ))
             }
-            "openai" => {
+            AsrVendor::OpenAi => {
                 let account = self.openai_account(org_id, kind).await?;
                 let client = OpenAiAsr::new(
                     self.http.clone(),
@@ -334,11 +346,6 @@ impl ProviderSelector {
                     Some(account.own),
                 ))
             }
-            other => Err(SelectError::Unavailable {
-                kind,
-                vendor: other.to_string(),
-                reason: "unknown ASR provider".into(),
-            }),
         }
     }
 
@@ -350,9 +357,9 @@ impl ProviderSelector {
         sim: &SimConfig,
     ) -> Result<(Arc<dyn TtsProvider>, Option<bool>), SelectError> {
         let kind = ProviderKind::Tts;
-        match spec.tts_provider.as_str() {
-            "sim" => Ok((Arc::new(SimTts::new(sim.clone())), None)),
-            "openai" => {
+        match spec.tts_provider {
+            TtsVendor::Sim => Ok((Arc::new(SimTts::new(sim.clone())), None)),
+            TtsVendor::OpenAi => {
                 let account = self.openai_account(org_id, kind).await?;
                 let client = OpenAiTts::new(
                     self.http.clone(),
@@ -369,9 +376,14 @@ impl ProviderSelector {
                     Some(account.own),
                 ))
             }
-            "elevenlabs" => {
+            TtsVendor::ElevenLabs => {
                 let account = self
-                    .account(org_id, kind, "elevenlabs", &self.settings.elevenlabs)
+                    .account(
+                        org_id,
+                        kind,
+                        CredentialKind::ElevenLabs,
+                        &self.settings.elevenlabs,
+                    )
                     .await?;
                 let api_key = account.api_key.ok_or_else(|| SelectError::Unavailable {
                     kind,
@@ -393,7 +405,7 @@ impl ProviderSelector {
                     Some(account.own),
                 ))
             }
-            "espeak" => {
+            TtsVendor::Espeak => {
                 let program = &self.settings.espeak_program;
                 let installed = *self
                     .espeak_installed
@@ -415,11 +427,6 @@ impl ProviderSelector {
                     None,
                 ))
             }
-            other => Err(SelectError::Unavailable {
-                kind,
-                vendor: other.to_string(),
-                reason: "unknown TTS provider".into(),
-            }),
         }
     }
 
@@ -432,9 +439,9 @@ impl ProviderSelector {
     ) -> Result<CallProviders, SelectError> {
         let (asr, asr_own) = self.asr(org_id, spec, &sim).await?;
         let chosen = self
-            .llm(org_id, &spec.llm_provider, &spec.llm_model, &sim)
+            .llm(org_id, spec.llm_provider, &spec.llm_model, &sim)
             .await?;
-        let llm_own = (spec.llm_provider != "sim").then_some(chosen.own);
+        let llm_own = (spec.llm_provider != LlmVendor::Sim).then_some(chosen.own);
         let (tts, tts_own) = self.tts(org_id, spec, &sim).await?;
         let paid: Vec<bool> = [asr_own, llm_own, tts_own].into_iter().flatten().collect();
         let own_credentials = !paid.is_empty() && paid.iter().all(|own| *own);

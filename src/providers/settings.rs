@@ -1,7 +1,8 @@
 //! Platform (bundled) provider keys, base URLs, timeouts and the platform fee,
-//! from the `[providers]` table of the config file and the environment
-//! (the environment wins, as everywhere in decisions §1).
+//! from the `[providers]` table of the config file and the flags or their
+//! environment variables (which win, as everywhere in decisions §1).
 
+use clap::Args;
 use serde::Deserialize;
 use std::fmt;
 use std::time::Duration;
@@ -164,24 +165,88 @@ pub struct ProvidersFile {
     pub text_llm: Option<String>,
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+/// Flags (and their variables) for the platform's providers; each overrides
+/// its `[providers]` key in the config file. A blank key, address or model
+/// counts as unset.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Providers")]
+pub struct ProviderArgs {
+    /// The platform's OpenAI-compatible API key.
+    #[arg(long, env = "VOXLINE_OPENAI_API_KEY", hide_env_values = true)]
+    pub openai_api_key: Option<String>,
+    /// OpenAI-compatible base URL, up to and including `/v1`.
+    #[arg(long, env = "VOXLINE_OPENAI_BASE_URL")]
+    pub openai_base_url: Option<String>,
+    /// OpenAI-compatible speech model.
+    #[arg(long, env = "VOXLINE_OPENAI_TTS_MODEL")]
+    pub openai_tts_model: Option<String>,
+    /// OpenAI-compatible transcription model.
+    #[arg(long, env = "VOXLINE_OPENAI_ASR_MODEL")]
+    pub openai_asr_model: Option<String>,
+    /// OpenAI-compatible model for generate and prompt-assist.
+    #[arg(long, env = "VOXLINE_OPENAI_TEXT_MODEL")]
+    pub openai_text_model: Option<String>,
+    /// The platform's Deepgram API key.
+    #[arg(long, env = "VOXLINE_DEEPGRAM_API_KEY", hide_env_values = true)]
+    pub deepgram_api_key: Option<String>,
+    /// Deepgram base URL.
+    #[arg(long, env = "VOXLINE_DEEPGRAM_BASE_URL")]
+    pub deepgram_base_url: Option<String>,
+    /// Deepgram model.
+    #[arg(long, env = "VOXLINE_DEEPGRAM_MODEL")]
+    pub deepgram_model: Option<String>,
+    /// The platform's ElevenLabs API key.
+    #[arg(long, env = "VOXLINE_ELEVENLABS_API_KEY", hide_env_values = true)]
+    pub elevenlabs_api_key: Option<String>,
+    /// ElevenLabs base URL.
+    #[arg(long, env = "VOXLINE_ELEVENLABS_BASE_URL")]
+    pub elevenlabs_base_url: Option<String>,
+    /// ElevenLabs model.
+    #[arg(long, env = "VOXLINE_ELEVENLABS_MODEL")]
+    pub elevenlabs_model: Option<String>,
+    /// The espeak-ng program (a name on PATH or a path).
+    #[arg(long, env = "VOXLINE_ESPEAK_PROGRAM")]
+    pub espeak_program: Option<String>,
+    /// Milliseconds allowed to connect to a vendor.
+    #[arg(long, env = "VOXLINE_PROVIDER_CONNECT_TIMEOUT_MS")]
+    pub provider_connect_timeout_ms: Option<u64>,
+    /// Longest silence (ms) allowed between two pieces of a vendor's answer.
+    #[arg(long, env = "VOXLINE_PROVIDER_READ_TIMEOUT_MS")]
+    pub provider_read_timeout_ms: Option<u64>,
+    /// Extra attempts for a request that failed before anything was spoken (at most 5).
+    #[arg(long, env = "VOXLINE_PROVIDER_RETRIES")]
+    pub provider_retries: Option<u32>,
+    /// Per-minute platform fee (paise) of calls on the workspace's own keys.
+    #[arg(
+        long,
+        env = "VOXLINE_PLATFORM_FEE_PAISE",
+        allow_negative_numbers = true
+    )]
+    pub platform_fee_paise: Option<i64>,
+    /// LLM for generate and prompt-assist: `sim` or `openai`.
+    #[arg(long, env = "VOXLINE_TEXT_LLM")]
+    pub text_llm: Option<String>,
 }
 
-fn env_parse<T: std::str::FromStr>(name: &str) -> Option<T> {
-    env(name).and_then(|v| v.trim().parse().ok())
+/// A text setting unless blank: `VAR=` in a compose file means unset.
+fn given(value: &Option<String>) -> Option<String> {
+    value.clone().filter(|v| !v.trim().is_empty())
 }
 
 fn trimmed_url(url: String) -> String {
     url.trim_end_matches('/').to_string()
 }
 
-fn account(prefix: &str, file: Option<&VendorFile>, default_url: &str) -> VendorAccount {
+fn account(
+    api_key: &Option<String>,
+    base_url: &Option<String>,
+    file: Option<&VendorFile>,
+    default_url: &str,
+) -> VendorAccount {
     VendorAccount {
-        api_key: env(&format!("VOXLINE_{prefix}_API_KEY"))
-            .or_else(|| file.and_then(|f| f.api_key.clone())),
+        api_key: given(api_key).or_else(|| file.and_then(|f| f.api_key.clone())),
         base_url: trimmed_url(
-            env(&format!("VOXLINE_{prefix}_BASE_URL"))
+            given(base_url)
                 .or_else(|| file.and_then(|f| f.base_url.clone()))
                 .unwrap_or_else(|| default_url.to_string()),
         ),
@@ -189,44 +254,62 @@ fn account(prefix: &str, file: Option<&VendorFile>, default_url: &str) -> Vendor
 }
 
 impl ProviderSettings {
-    /// Merges the environment over the file over the defaults.
-    pub fn from_env_and_file(file: Option<&ProvidersFile>) -> Self {
+    /// Merges the flags (and variables) over the file over the defaults.
+    pub fn resolve(args: &ProviderArgs, file: Option<&ProvidersFile>) -> Self {
         let d = Self::default();
         let empty = ProvidersFile::default();
         let file = file.unwrap_or(&empty);
         let openai_file = file.openai.as_ref();
         let models = OpenAiModels {
-            tts: env("VOXLINE_OPENAI_TTS_MODEL")
+            tts: given(&args.openai_tts_model)
                 .or_else(|| openai_file.and_then(|f| f.tts_model.clone()))
                 .unwrap_or(d.openai_models.tts),
-            asr: env("VOXLINE_OPENAI_ASR_MODEL")
+            asr: given(&args.openai_asr_model)
                 .or_else(|| openai_file.and_then(|f| f.asr_model.clone()))
                 .unwrap_or(d.openai_models.asr),
-            text: env("VOXLINE_OPENAI_TEXT_MODEL")
+            text: given(&args.openai_text_model)
                 .or_else(|| openai_file.and_then(|f| f.model.clone()))
                 .unwrap_or(d.openai_models.text),
         };
         Self {
-            openai: account("OPENAI", openai_file, OPENAI_BASE_URL),
+            openai: account(
+                &args.openai_api_key,
+                &args.openai_base_url,
+                openai_file,
+                OPENAI_BASE_URL,
+            ),
             openai_models: models,
-            deepgram: account("DEEPGRAM", file.deepgram.as_ref(), DEEPGRAM_BASE_URL),
-            deepgram_model: env("VOXLINE_DEEPGRAM_MODEL")
+            deepgram: account(
+                &args.deepgram_api_key,
+                &args.deepgram_base_url,
+                file.deepgram.as_ref(),
+                DEEPGRAM_BASE_URL,
+            ),
+            deepgram_model: given(&args.deepgram_model)
                 .or_else(|| file.deepgram.as_ref().and_then(|f| f.model.clone()))
                 .unwrap_or(d.deepgram_model),
-            elevenlabs: account("ELEVENLABS", file.elevenlabs.as_ref(), ELEVENLABS_BASE_URL),
-            elevenlabs_model: env("VOXLINE_ELEVENLABS_MODEL")
+            elevenlabs: account(
+                &args.elevenlabs_api_key,
+                &args.elevenlabs_base_url,
+                file.elevenlabs.as_ref(),
+                ELEVENLABS_BASE_URL,
+            ),
+            elevenlabs_model: given(&args.elevenlabs_model)
                 .or_else(|| file.elevenlabs.as_ref().and_then(|f| f.model.clone()))
                 .unwrap_or(d.elevenlabs_model),
-            espeak_program: env("VOXLINE_ESPEAK_PROGRAM")
+            espeak_program: given(&args.espeak_program)
                 .or_else(|| file.espeak_program.clone())
                 .unwrap_or(d.espeak_program),
-            connect_timeout: env_parse("VOXLINE_PROVIDER_CONNECT_TIMEOUT_MS")
+            connect_timeout: args
+                .provider_connect_timeout_ms
                 .or(file.connect_timeout_ms)
                 .map_or(d.connect_timeout, Duration::from_millis),
-            read_timeout: env_parse("VOXLINE_PROVIDER_READ_TIMEOUT_MS")
+            read_timeout: args
+                .provider_read_timeout_ms
                 .or(file.read_timeout_ms)
                 .map_or(d.read_timeout, Duration::from_millis),
-            retries: env_parse("VOXLINE_PROVIDER_RETRIES")
+            retries: args
+                .provider_retries
                 .or(file.retries)
                 .unwrap_or(d.retries)
                 .min(5),
@@ -235,11 +318,12 @@ impl ProviderSettings {
             breaker_cooldown: file
                 .breaker_cooldown_seconds
                 .map_or(d.breaker_cooldown, Duration::from_secs),
-            platform_fee_paise: env_parse("VOXLINE_PLATFORM_FEE_PAISE")
+            platform_fee_paise: args
+                .platform_fee_paise
                 .or(file.platform_fee_paise)
                 .unwrap_or(d.platform_fee_paise)
                 .max(0),
-            text_llm: env("VOXLINE_TEXT_LLM")
+            text_llm: given(&args.text_llm)
                 .or_else(|| file.text_llm.clone())
                 .unwrap_or(d.text_llm),
         }

@@ -21,6 +21,96 @@ pub const CREDENTIAL_KINDS: &[&str] = &[
     "google",
 ];
 
+/// A vendor a workspace can hold a credential for; the stored `kind`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum CredentialKind {
+    /// OpenAI or an OpenAI-compatible server: `apiKey`, optional `baseUrl`.
+    OpenAi,
+    /// Deepgram: `apiKey`, optional `baseUrl`.
+    Deepgram,
+    /// ElevenLabs: `apiKey`, optional `baseUrl`.
+    ElevenLabs,
+    /// Twilio: `accountSid`, `authToken`.
+    Twilio,
+    /// Plivo: `authId`, `authToken`.
+    Plivo,
+    /// Exotel: `accountSid`, `apiKey`, `apiToken`.
+    Exotel,
+    /// Vonage: `applicationId`, `privateKey`.
+    Vonage,
+    /// Telnyx: `apiKey`.
+    Telnyx,
+    /// Google Sheets: `accessToken`.
+    Google,
+}
+
+impl CredentialKind {
+    /// Every kind, in the order of [`CREDENTIAL_KINDS`].
+    pub const ALL: [Self; 9] = [
+        Self::OpenAi,
+        Self::Deepgram,
+        Self::ElevenLabs,
+        Self::Twilio,
+        Self::Plivo,
+        Self::Exotel,
+        Self::Vonage,
+        Self::Telnyx,
+        Self::Google,
+    ];
+
+    /// The stored name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::Deepgram => "deepgram",
+            Self::ElevenLabs => "elevenlabs",
+            Self::Twilio => "twilio",
+            Self::Plivo => "plivo",
+            Self::Exotel => "exotel",
+            Self::Vonage => "vonage",
+            Self::Telnyx => "telnyx",
+            Self::Google => "google",
+        }
+    }
+
+    /// The string fields its JSON must carry, non-empty.
+    fn required_fields(self) -> &'static [&'static str] {
+        match self {
+            Self::OpenAi | Self::Deepgram | Self::ElevenLabs | Self::Telnyx => &["apiKey"],
+            Self::Twilio => &["accountSid", "authToken"],
+            Self::Plivo => &["authId", "authToken"],
+            Self::Exotel => &["accountSid", "apiKey", "apiToken"],
+            Self::Vonage => &["applicationId", "privateKey"],
+            Self::Google => &["accessToken"],
+        }
+    }
+
+    /// Model vendors, whose credential may point at another server (`baseUrl`).
+    fn takes_base_url(self) -> bool {
+        matches!(self, Self::OpenAi | Self::Deepgram | Self::ElevenLabs)
+    }
+}
+
+impl std::fmt::Display for CredentialKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for CredentialKind {
+    type Err = CredentialError;
+
+    fn from_str(s: &str) -> Result<Self, CredentialError> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| CredentialError::UnknownKind(s.to_string()))
+    }
+}
+
 /// Why a credential could not be sealed or opened.
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialError {
@@ -82,22 +172,11 @@ impl CredentialCipher {
 
 /// Checks a credential's kind and the fields its JSON must carry.
 pub fn validate(kind: &str, value: &serde_json::Value) -> Result<(), CredentialError> {
-    if !CREDENTIAL_KINDS.contains(&kind) {
-        return Err(CredentialError::UnknownKind(kind.to_string()));
-    }
+    let kind: CredentialKind = kind.parse()?;
     let obj = value
         .as_object()
         .ok_or_else(|| CredentialError::Invalid("credential JSON must be an object".into()))?;
-    let required: &[&str] = match kind {
-        "openai" | "deepgram" | "elevenlabs" => &["apiKey"],
-        "twilio" => &["accountSid", "authToken"],
-        "plivo" => &["authId", "authToken"],
-        "exotel" => &["accountSid", "apiKey", "apiToken"],
-        "vonage" => &["applicationId", "privateKey"],
-        "google" => &["accessToken"],
-        _ => &["apiKey"],
-    };
-    if matches!(kind, "openai" | "deepgram" | "elevenlabs")
+    if kind.takes_base_url()
         && let Some(base_url) = obj.get("baseUrl")
     {
         let valid = base_url
@@ -110,7 +189,7 @@ pub fn validate(kind: &str, value: &serde_json::Value) -> Result<(), CredentialE
             )));
         }
     }
-    for field in required {
+    for field in kind.required_fields() {
         let present = obj
             .get(*field)
             .and_then(|v| v.as_str())
@@ -160,5 +239,18 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn kinds_are_the_stored_names() {
+        let names: Vec<&str> = CredentialKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names, CREDENTIAL_KINDS);
+        for kind in CredentialKind::ALL {
+            assert_eq!(
+                serde_json::to_value(kind).unwrap(),
+                serde_json::json!(kind.as_str())
+            );
+            assert_eq!(kind.as_str().parse::<CredentialKind>().unwrap(), kind);
+        }
     }
 }

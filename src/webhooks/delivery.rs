@@ -6,10 +6,10 @@ use crate::app::state::AppState;
 use crate::domain::CallId;
 use crate::store::webhook_outbox::DueDelivery;
 use chrono::{DateTime, Utc};
-use hmac::{KeyInit, Mac};
 use serde_json::{Value, json};
 use std::net::IpAddr;
 use std::time::Duration;
+use voxline_actors::signing::Signer;
 
 /// Attempts before a delivery is given up.
 pub const MAX_ATTEMPTS: i64 = 8;
@@ -58,14 +58,8 @@ impl DeliveryError {
 
 /// The `X-Service-Signature` value: `v1=` hex HMAC-SHA256 of `"<timestamp>.<body>"`.
 pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
-    let mut mac = match hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()) {
-        Ok(mac) => mac,
-        Err(_) => unreachable!("HMAC takes keys of any length"),
-    };
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    format!("v1={}", hex::encode(mac.finalize().into_bytes()))
+    let tag = Signer::sha256(secret).sign_hex(&[timestamp.to_string().as_bytes(), b".", body]);
+    format!("v1={tag}")
 }
 
 /// Whether an address lies where webhooks must not reach by default.

@@ -5,6 +5,7 @@
 use super::scoring::{score, scorecard_request};
 use super::template::effective_template;
 use crate::app::state::AppState;
+use crate::domain::agent::LlmVendor;
 use crate::domain::{CallId, OrgId};
 use crate::store::StoreError;
 use crate::store::ratings::{ClaimedRating, CompletedRating};
@@ -126,8 +127,8 @@ pub async fn rate_claimed(
         .await?
         .and_then(|agent| agent.spec().ok());
     let template = effective_template(spec.as_ref().and_then(|s| s.rating_template.as_ref()));
-    let (provider, model) = spec.as_ref().map_or(("sim", ""), |s| {
-        (s.llm_provider.as_str(), s.llm_model.as_str())
+    let (provider, model) = spec.as_ref().map_or((LlmVendor::Sim, ""), |s| {
+        (s.llm_provider, s.llm_model.as_str())
     });
     let sim = sim_config(&source.variables);
     let llm = match state

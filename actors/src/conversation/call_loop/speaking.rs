@@ -1,0 +1,363 @@
+//! The agent speaking: starting a turn, pacing its audio to the carrier
+//! (kept [`PLAYBACK_LEAD`] ahead on the tick, topped up at once when
+//! starved), the responder's events, recording the turn's latency, closing a
+//! heard turn and moving the engine on, and stopping mid-turn on barge-in.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::{debug, warn};
+use voxline_media::synth::{samples_for_duration, speech_duration_for_text};
+use voxline_media::wav::RECORDING_SAMPLE_RATE;
+
+use super::keypad::KeypadPhase;
+use super::turn::{AgentTurn, PendingLatency, Segment, Speech, TurnKind};
+use super::{CallLoop, FRAME, PLAYBACK_LEAD, STARVED_LEAD};
+use crate::conversation::responder::{Responder, ResponderEvent, ResponsePlan, Voice};
+use crate::conversation::text::{contains_phrase, split_sentences};
+use crate::conversation::transport::MediaTransport;
+use crate::conversation::{ConversationEngine, EndedReason, Speaker, TurnLatency};
+use crate::providers::{ChatMessage, ChatRole, ProviderError, ProviderKind};
+
+/// The next event of the running responder, if any.
+pub(super) async fn next_responder(responder: &mut Option<Responder>) -> Option<ResponderEvent> {
+    match responder {
+        Some(responder) => responder.events.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl<T: MediaTransport> CallLoop<T> {
+    /// Starts an agent turn, replacing any running one without ceremony (callers interrupt
+    /// first when the old one was audible).
+    pub(super) async fn start_speaking(
+        &mut self,
+        kind: TurnKind,
+        speech: Speech,
+        latency: Option<PendingLatency>,
+    ) {
+        self.responder = None;
+        let id = self.next_turn_id;
+        self.next_turn_id += 1;
+        let mut turn = AgentTurn {
+            id,
+            kind,
+            segments: Vec::new(),
+            playing: 0,
+            source_done: false,
+            end_call: false,
+            latency,
+            first_frame_at: None,
+            last_frame_at: None,
+        };
+        let voice = Voice {
+            llm: Arc::clone(&self.providers.llm),
+            tts: Arc::clone(&self.providers.tts),
+            voice: self.voice.clone(),
+            sample_rate: self.playback.rate(),
+        };
+        match speech {
+            Speech::Text(text) => {
+                self.responder = Some(Responder::spawn(
+                    ResponsePlan::Say(split_sentences(&text)),
+                    voice,
+                ));
+            }
+            Speech::Reply(request) => {
+                self.responder = Some(Responder::spawn(ResponsePlan::Reply(request), voice));
+            }
+            Speech::Cached(text, audio) => {
+                let mut segment = Segment {
+                    text,
+                    mark: format!("t{id}s0"),
+                    audio: VecDeque::with_capacity(audio.len()),
+                    synthesized: true,
+                    sent_samples: 0,
+                    expected_samples: 0,
+                    first_sent_at: None,
+                    acked_at: None,
+                };
+                let resampled = self
+                    .playback
+                    .ingest(&audio, RECORDING_SAMPLE_RATE, &mut segment.audio)
+                    .and_then(|()| self.playback.flush(&mut segment.audio));
+                if let Err(error) = resampled {
+                    warn!(%error, "cached welcome audio unusable");
+                }
+                segment.expected_samples = segment.audio.len();
+                turn.segments.push(segment);
+                turn.source_done = true;
+            }
+        }
+        self.turn = Some(turn);
+        // The first audio goes out at once; the clock keeps the carrier's buffer topped up.
+        self.fill_playback().await;
+    }
+
+    /// Sends the current turn's audio until the carrier holds [`PLAYBACK_LEAD`] of it (and a
+    /// segment's mark after its last frame), all in one write.
+    pub(super) async fn fill_playback(&mut self) {
+        let now = Instant::now();
+        // The carrier's buffer ran dry: playback resumes with the next frame.
+        self.playout_end = self.playout_end.max(now);
+        let horizon = now + PLAYBACK_LEAD;
+        let mut first_frame_of_turn = false;
+        while self.playout_end < horizon && self.queue_frame(now, &mut first_frame_of_turn) {}
+        if first_frame_of_turn {
+            self.record_turn_latency(now);
+        }
+        if !self.outbound.is_empty() {
+            self.flush_outbound().await;
+        }
+    }
+
+    /// The carrier holds less than [`STARVED_LEAD`] of agent audio: new TTS audio should go
+    /// out now rather than at the next tick.
+    fn playback_starved(&self) -> bool {
+        self.playout_end.saturating_duration_since(Instant::now()) < STARVED_LEAD
+    }
+
+    /// Queues the current turn's next 20 ms frame; false when no whole frame is ready.
+    fn queue_frame(&mut self, now: Instant, first_frame_of_turn: &mut bool) -> bool {
+        let Some(turn) = self.turn.as_mut() else {
+            return false;
+        };
+        let frame_len = self.playback.frame.len();
+        while let Some(segment) = turn.segments.get_mut(turn.playing) {
+            if segment.audio.len() >= frame_len
+                || (segment.synthesized && !segment.audio.is_empty())
+            {
+                let take = segment.audio.len().min(frame_len);
+                for (slot, sample) in self
+                    .playback
+                    .frame
+                    .iter_mut()
+                    .zip(segment.audio.drain(..take))
+                {
+                    *slot = sample;
+                }
+                self.playback.frame[take..].fill(0);
+                segment.sent_samples += take;
+                segment.first_sent_at.get_or_insert(self.playout_end);
+                let wire = self.playback.encode_frame();
+                self.codec.encode_media(wire, &mut self.outbound);
+                if segment.synthesized && segment.audio.is_empty() {
+                    self.codec.encode_mark(&segment.mark, &mut self.outbound);
+                    turn.playing += 1;
+                }
+                if turn.first_frame_at.is_none() {
+                    turn.first_frame_at = Some(now);
+                    *first_frame_of_turn = true;
+                }
+                self.playout_end += FRAME;
+                turn.last_frame_at = Some(self.playout_end);
+                if let Some(recorder) = self.recorder.as_mut() {
+                    match self.playback.recording_frame() {
+                        Ok(frame) => recorder.agent(frame),
+                        Err(error) => debug!(%error, "agent audio not recorded"),
+                    }
+                }
+                return true;
+            } else if segment.synthesized {
+                // A sentence that produced no audio still gets its mark, in order.
+                self.codec.encode_mark(&segment.mark, &mut self.outbound);
+                turn.playing += 1;
+            } else {
+                // Waiting for TTS.
+                return false;
+            }
+        }
+        false
+    }
+
+    /// The turn's first audio went out at `now`: the greeting or reply latency is known.
+    fn record_turn_latency(&mut self, now: Instant) {
+        if self.greeting_latency.is_none() {
+            self.greeting_latency = Some(now.saturating_duration_since(self.started));
+        }
+        let Some(pending) = self.turn.as_mut().and_then(|turn| turn.latency.take()) else {
+            return;
+        };
+        let total = now.saturating_duration_since(pending.speech_end_at);
+        let endpointing = pending
+            .endpoint_at
+            .saturating_duration_since(pending.speech_end_at);
+        let asr = pending
+            .transcript_at
+            .saturating_duration_since(pending.endpoint_at);
+        let latency = TurnLatency {
+            total,
+            endpointing,
+            asr,
+            llm_first_token: pending.llm_first_token,
+            tts_first_byte: pending.tts_first_byte,
+            engine_overhead: total.saturating_sub(
+                endpointing + asr + pending.llm_first_token + pending.tts_first_byte,
+            ),
+        };
+        self.observer.on_latency(&latency);
+        self.latencies.push(latency);
+    }
+
+    pub(super) async fn on_responder(&mut self, event: Option<ResponderEvent>) {
+        let Some(turn) = self.turn.as_mut() else {
+            self.responder = None;
+            return;
+        };
+        let Some(event) = event else {
+            // The task ended without `Finished` (it panicked): say what was synthesized.
+            warn!(call_id = %self.call_id, "responder task ended early");
+            self.responder = None;
+            turn.source_done = true;
+            return;
+        };
+        match event {
+            ResponderEvent::FirstToken(elapsed) => {
+                if let Some(latency) = turn.latency.as_mut() {
+                    latency.llm_first_token = elapsed;
+                }
+            }
+            ResponderEvent::FirstAudio(elapsed) => {
+                if let Some(latency) = turn.latency.as_mut() {
+                    latency.tts_first_byte = elapsed;
+                }
+            }
+            ResponderEvent::Segment(text) => {
+                let index = turn.segments.len();
+                let expected_samples =
+                    samples_for_duration(self.playback.rate(), speech_duration_for_text(&text));
+                turn.segments.push(Segment {
+                    text,
+                    mark: format!("t{}s{index}", turn.id),
+                    audio: VecDeque::new(),
+                    synthesized: false,
+                    sent_samples: 0,
+                    expected_samples,
+                    first_sent_at: None,
+                    acked_at: None,
+                });
+            }
+            ResponderEvent::Audio { samples, rate } => {
+                let Some(segment) = turn.segments.last_mut() else {
+                    return;
+                };
+                if let Err(error) = self.playback.ingest(&samples, rate, &mut segment.audio) {
+                    self.fail(ProviderError::Stream {
+                        provider: ProviderKind::Tts,
+                        message: error.to_string(),
+                    });
+                    return;
+                }
+                if turn.first_frame_at.is_none() || self.playback_starved() {
+                    self.fill_playback().await;
+                }
+            }
+            ResponderEvent::SegmentDone => {
+                if let Some(segment) = turn.segments.last_mut() {
+                    if let Err(error) = self.playback.flush(&mut segment.audio) {
+                        debug!(%error, "resampler tail lost");
+                    }
+                    segment.synthesized = true;
+                }
+                if self.playback_starved() {
+                    self.fill_playback().await;
+                }
+            }
+            ResponderEvent::EndCall => turn.end_call = true,
+            ResponderEvent::Finished => {
+                turn.source_done = true;
+                self.responder = None;
+                self.check_turn_complete(Instant::now()).await;
+            }
+            ResponderEvent::Failed(error) => self.fail(error),
+        }
+    }
+
+    /// Closes the current turn once it has been heard, and moves the engine on.
+    pub(super) async fn check_turn_complete(&mut self, now: Instant) {
+        if !self.turn.as_ref().is_some_and(|turn| turn.all_heard(now)) {
+            return;
+        }
+        let Some(turn) = self.turn.take() else {
+            return;
+        };
+        self.responder = None;
+        let text = turn.text();
+        let says_end_phrase = turn.kind == TurnKind::Reply
+            && self
+                .end_call_phrases
+                .iter()
+                .any(|phrase| contains_phrase(&text, phrase));
+        if !text.is_empty() {
+            if matches!(turn.kind, TurnKind::Welcome | TurnKind::Reply) {
+                self.history
+                    .push(ChatMessage::new(ChatRole::Assistant, text.clone()));
+            }
+            self.push_turn(Speaker::Assistant, text, now);
+        }
+        self.last_activity = now;
+        if turn.end_call
+            || says_end_phrase
+            || (turn.kind == TurnKind::Reply && self.hangup_after_reply)
+        {
+            self.end(EndedReason::AgentHangup, None);
+            return;
+        }
+        match turn.kind {
+            TurnKind::Welcome if self.engine == ConversationEngine::Keypad => {
+                self.keypad_prompt(false).await;
+            }
+            TurnKind::Welcome | TurnKind::Reply => {}
+            TurnKind::Announcement => match self.welcome_speech() {
+                Some(message) if self.announcements_left > 0 => {
+                    self.announcements_left -= 1;
+                    self.start_speaking(TurnKind::Announcement, message, None)
+                        .await;
+                }
+                _ => self.end(EndedReason::AgentHangup, None),
+            },
+            TurnKind::KeypadPrompt => {
+                let wait = self
+                    .keypad_menu
+                    .as_ref()
+                    .map_or(Duration::from_secs(5), |menu| menu.timeout);
+                self.keypad = KeypadPhase::Waiting {
+                    deadline: now + wait,
+                };
+            }
+            TurnKind::KeypadChoice => self.end(EndedReason::AgentHangup, None),
+        }
+    }
+
+    /// Stops the agent mid-turn: clears the carrier's buffer, cancels the responder and keeps
+    /// what the caller heard in the transcript and the LLM history.
+    pub(super) async fn interrupt(&mut self, send_clear: bool) {
+        let now = Instant::now();
+        let Some(turn) = self.turn.take() else {
+            return;
+        };
+        self.responder = None;
+        self.playback.reset();
+        if send_clear && turn.first_frame_at.is_some() {
+            self.codec.encode_clear(&mut self.outbound);
+            self.flush_outbound().await;
+            // The carrier dropped what it had not played; so does the recording.
+            self.playout_end = now;
+            if let Some(recorder) = self.recorder.as_mut() {
+                recorder.drop_agent_backlog();
+            }
+        }
+        let heard = turn.heard_text(now, self.playback.rate());
+        debug!(call_id = %self.call_id, heard = %heard, "agent interrupted");
+        if !heard.is_empty() {
+            if matches!(turn.kind, TurnKind::Welcome | TurnKind::Reply) {
+                self.history
+                    .push(ChatMessage::new(ChatRole::Assistant, heard.clone()));
+            }
+            self.push_turn(Speaker::Assistant, heard, now);
+        }
+        self.last_activity = now;
+    }
+}

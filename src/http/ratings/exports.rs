@@ -1,0 +1,254 @@
+//! Ratings out of the service: every rating as a CSV download streamed page
+//! by page, and the done ratings appended to a Google Sheet; `each_rating`
+//! is the pager both (and the analytics) read through.
+
+use super::query::{RatingFilterQuery, optional_bound, parse_agent};
+use crate::app::state::AppState;
+use crate::domain::{CallId, OrgId};
+use crate::http::MessageBody;
+use crate::http::auth::Caller;
+use crate::http::csv_download::csv_attachment;
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::{ApiJson, ApiQuery};
+use crate::postcall::ratings::export::{EXPORT_HEADER, export_record};
+use crate::postcall::ratings::sheets::{SheetTarget, append_rows, valid_spreadsheet_id};
+use crate::secrets::credentials::CredentialCipher;
+use crate::store::{RatingFilter, RatingRow, Store, StoreError};
+use axum::Json;
+use axum::extract::State;
+use axum::response::Response;
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// Rows read per page while streaming exports.
+const EXPORT_PAGE_ROWS: i64 = 500;
+
+/// Body of `POST /api/ratings/export-sheet`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExportSheetRequest {
+    /// The spreadsheet id from its URL (required).
+    pub spreadsheet_id: Option<String>,
+    /// A1 range rows are appended after (default `Sheet1!A1`).
+    pub range: Option<String>,
+    /// OAuth token with the spreadsheets scope; default: the workspace's `google` credential.
+    pub access_token: Option<String>,
+    /// Only this agent's calls.
+    pub agent_id: Option<String>,
+    /// Calls from this date or instant.
+    pub from: Option<String>,
+    /// Calls up to this date (inclusive) or before this instant.
+    pub to: Option<String>,
+    /// Write a header row first (default true).
+    pub header: Option<bool>,
+}
+
+/// Every row of `filter`, page by page.
+pub(super) async fn each_rating(
+    store: &Store,
+    org_id: OrgId,
+    filter: &RatingFilter,
+    mut visit: impl FnMut(Vec<RatingRow>),
+) -> Result<(), StoreError> {
+    let mut after = None;
+    loop {
+        let rows = store
+            .ratings_after(org_id, filter, after, EXPORT_PAGE_ROWS)
+            .await?;
+        let Some(last) = rows.last() else {
+            return Ok(());
+        };
+        after = Some((last.call_created_at, last.call_id));
+        let full = rows.len() as i64 == EXPORT_PAGE_ROWS;
+        visit(rows);
+        if !full {
+            return Ok(());
+        }
+    }
+}
+
+/// A CSV chunk of `rows`, with the header first when `header` is set.
+fn csv_chunk(rows: &[RatingRow], header: bool) -> Result<Bytes, csv::Error> {
+    let mut out = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    if header {
+        out.write_record(EXPORT_HEADER)?;
+    }
+    for row in rows {
+        out.write_record(export_record(row))?;
+    }
+    out.into_inner()
+        .map(Bytes::from)
+        .map_err(|e| csv::Error::from(e.into_error()))
+}
+
+/// Where a streamed export is.
+struct ExportCursor {
+    store: Store,
+    org_id: OrgId,
+    filter: RatingFilter,
+    after: Option<(i64, CallId)>,
+    header_written: bool,
+    finished: bool,
+}
+
+async fn next_export_chunk(
+    mut cursor: ExportCursor,
+) -> Result<Option<(Bytes, ExportCursor)>, std::io::Error> {
+    if cursor.finished {
+        return Ok(None);
+    }
+    let rows = cursor
+        .store
+        .ratings_after(
+            cursor.org_id,
+            &cursor.filter,
+            cursor.after,
+            EXPORT_PAGE_ROWS,
+        )
+        .await
+        .map_err(std::io::Error::other)?;
+    cursor.finished = (rows.len() as i64) < EXPORT_PAGE_ROWS;
+    if let Some(last) = rows.last() {
+        cursor.after = Some((last.call_created_at, last.call_id));
+    }
+    let chunk = csv_chunk(&rows, !cursor.header_written).map_err(std::io::Error::other)?;
+    cursor.header_written = true;
+    Ok(Some((chunk, cursor)))
+}
+
+/// Every rating as a CSV download, streamed page by page (`status` defaults
+/// to `all`; other filters as in the list).
+#[utoipa::path(get, path = "/api/ratings/export-all", tag = "ratings",
+    params(RatingFilterQuery),
+    responses((status = 200, description = "text/csv attachment", content_type = "text/csv"),
+        (status = 400, body = MessageBody)))]
+pub(super) async fn export_all(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<RatingFilterQuery>,
+) -> ApiResult<Response> {
+    let cursor = ExportCursor {
+        store: state.store.clone(),
+        org_id: caller.org_id,
+        filter: query.into_filter("all")?,
+        after: None,
+        header_written: false,
+        finished: false,
+    };
+    let stream = futures::stream::try_unfold(cursor, next_export_chunk);
+    Ok(csv_attachment("ratings.csv", stream))
+}
+
+/// The workspace's stored Google token, if it has one.
+async fn stored_google_token(state: &AppState, org_id: OrgId) -> ApiResult<Option<String>> {
+    let Some((nonce, sealed)) = state.store.credential(org_id, "google").await? else {
+        return Ok(None);
+    };
+    let plain = CredentialCipher::new(&state.secret)
+        .open(&nonce, &sealed)
+        .map_err(|e| anyhow::anyhow!("google credential: {e}"))?;
+    let value: Value =
+        serde_json::from_slice(&plain).map_err(|e| anyhow::anyhow!("google credential: {e}"))?;
+    Ok(value
+        .get("accessToken")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string))
+}
+
+/// Appends the done ratings (filters `agentId`, `from`, `to`) to a Google
+/// Sheet with the Sheets API v4 `values:append`, a header row first.
+#[utoipa::path(post, path = "/api/ratings/export-sheet", tag = "ratings",
+    request_body = ExportSheetRequest,
+    responses((status = 200, body = MessageBody), (status = 400, body = MessageBody),
+        (status = 502, body = MessageBody)))]
+pub(super) async fn export_sheet(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<ExportSheetRequest>,
+) -> ApiResult<Json<MessageBody>> {
+    let spreadsheet_id = body
+        .spreadsheet_id
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| ApiError::BadRequest("spreadsheetId is required".into()))?;
+    if !valid_spreadsheet_id(spreadsheet_id) {
+        return Err(ApiError::BadRequest(
+            "spreadsheetId must be the id from the spreadsheet's URL (letters, digits, - and _)"
+                .into(),
+        ));
+    }
+    let range = body
+        .range
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .unwrap_or("Sheet1!A1")
+        .to_string();
+    if range.chars().any(char::is_control) || range.len() > 200 {
+        return Err(ApiError::BadRequest(
+            "range must be an A1 range such as Sheet1!A1".into(),
+        ));
+    }
+    let org = caller.org_id;
+    let token = match body
+        .access_token
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
+        Some(token) => token.to_string(),
+        None => stored_google_token(&state, org).await?.ok_or_else(|| {
+            ApiError::BadRequest(
+                "accessToken is required: pass it in the body or store a google workspace credential ({\"accessToken\": …})".into(),
+            )
+        })?,
+    };
+    let filter = RatingFilter {
+        status: "done".into(),
+        agent_id: parse_agent(body.agent_id.as_deref()),
+        from_ms: optional_bound("from", body.from.as_deref(), false)?,
+        to_ms: optional_bound("to", body.to.as_deref(), true)?,
+        min_score: None,
+        max_score: None,
+    };
+    let mut pages = Vec::new();
+    each_rating(&state.store, org, &filter, |rows| pages.push(rows)).await?;
+    let count: usize = pages.iter().map(Vec::len).sum();
+    if count == 0 {
+        return Ok(MessageBody::json(
+            "No done ratings match; nothing was appended",
+        ));
+    }
+    let target = SheetTarget {
+        spreadsheet_id: spreadsheet_id.to_string(),
+        range,
+    };
+    let http = reqwest::Client::new();
+    let mut header = body.header.unwrap_or(true);
+    for page in pages {
+        let mut values: Vec<Vec<String>> = Vec::with_capacity(page.len() + 1);
+        if header {
+            values.push(EXPORT_HEADER.iter().map(|h| (*h).to_string()).collect());
+            header = false;
+        }
+        values.extend(page.iter().map(export_record));
+        append_rows(
+            &http,
+            &state.settings.ratings.sheets_base_url,
+            &token,
+            &target,
+            values,
+        )
+        .await
+        .map_err(|e| ApiError::BadGateway(e.to_string()))?;
+    }
+    Ok(MessageBody::json(format!(
+        "Appended {count} rating(s) to spreadsheet {spreadsheet_id}"
+    )))
+}

@@ -1,0 +1,232 @@
+//! Scoring again: one call now (rate-now, regenerate, answered when done),
+//! many calls back into the queue (bulk-regenerate), and pending and failed
+//! ratings re-queued after the templates are re-read (reload).
+
+use super::query::{call_id_param, optional_bound, parse_agent};
+use crate::app::state::AppState;
+use crate::domain::{CallId, OrgId};
+use crate::http::MessageBody;
+use crate::http::auth::Caller;
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::ApiJson;
+use crate::postcall::ratings::template::effective_template;
+use crate::postcall::ratings::worker::{RatingOutcome, rate_claimed, take_now};
+use crate::store::RatingFilter;
+use axum::Json;
+use axum::extract::{Path, State};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use voxline_actors::engine::CallStatus;
+
+/// Call ids one bulk request may name.
+const MAX_BULK_IDS: usize = 1_000;
+
+/// `{message, queued}` of the re-queueing operations.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueuedBody {
+    /// What was done.
+    pub message: String,
+    /// Ratings put back in the queue.
+    pub queued: u64,
+}
+
+/// Body of `POST /api/ratings/bulk-regenerate`; at least one field.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BulkRegenerateRequest {
+    /// These calls' ratings.
+    pub call_ids: Option<Vec<String>>,
+    /// Ratings of this agent's calls.
+    pub agent_id: Option<String>,
+    /// Calls from this date or instant.
+    pub from: Option<String>,
+    /// Calls up to this date (inclusive) or before this instant.
+    pub to: Option<String>,
+}
+
+/// Whether a call can be scored: it ended, and (without a rating yet) it
+/// completed with the callee speaking.
+async fn check_rateable(state: &AppState, org: OrgId, call_id: CallId) -> ApiResult<()> {
+    let status = state
+        .store
+        .call_status(org, call_id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("Call {call_id} not found")))?;
+    if !CallStatus::parse(&status).is_some_and(CallStatus::is_terminal) {
+        return Err(ApiError::conflict(format!(
+            "Call {call_id} has not ended yet ({status}); it is rated when it does"
+        )));
+    }
+    if !state.store.call_conversed(org, call_id).await? {
+        return Err(ApiError::conflict(format!(
+            "Call {call_id} has no conversation to rate: it did not complete with the callee speaking"
+        )));
+    }
+    Ok(())
+}
+
+/// Scores a call now and answers with the outcome.
+async fn rate_synchronously(
+    state: &AppState,
+    org: OrgId,
+    call_id: CallId,
+    done: &str,
+) -> ApiResult<Json<MessageBody>> {
+    let claim = take_now(state, org, call_id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("Call {call_id} not found")))?;
+    match rate_claimed(state, &claim).await? {
+        RatingOutcome::Done { overall } => Ok(MessageBody::json(format!(
+            "{done} call {call_id}: overall {overall}"
+        ))),
+        RatingOutcome::Failed { reason } => Err(ApiError::BadGateway(format!(
+            "Rating call {call_id} failed: {reason}"
+        ))),
+        RatingOutcome::Stale => Err(ApiError::conflict(format!(
+            "The rating of call {call_id} was re-queued while it was being scored; try again"
+        ))),
+    }
+}
+
+/// Scores a call now instead of waiting for the queue; answers when done.
+/// An already-rated call is left as it is (use regenerate to replace it).
+#[utoipa::path(post, path = "/api/ratings/{callId}/rate-now", tag = "ratings",
+    params(("callId" = String, Path, description = "Call id")),
+    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody),
+        (status = 409, body = MessageBody), (status = 502, body = MessageBody)))]
+pub(super) async fn rate_now(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(raw): Path<String>,
+) -> ApiResult<Json<MessageBody>> {
+    let call_id = call_id_param(&raw)?;
+    let org = caller.org_id;
+    match state.store.rating(org, call_id).await? {
+        Some(row) if row.status == "done" => {
+            return Ok(MessageBody::json(format!(
+                "Call {call_id} is already rated (overall {}); use regenerate to score it again",
+                row.overall.unwrap_or_default()
+            )));
+        }
+        Some(_) => {}
+        None => check_rateable(&state, org, call_id).await?,
+    }
+    rate_synchronously(&state, org, call_id, "Rated").await
+}
+
+/// Scores a rated call again with its agent's current template and LLM; the
+/// new scorecard replaces the old one (which stays readable meanwhile).
+#[utoipa::path(post, path = "/api/ratings/{callId}/regenerate", tag = "ratings",
+    params(("callId" = String, Path, description = "Call id")),
+    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody),
+        (status = 502, body = MessageBody)))]
+pub(super) async fn regenerate(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(raw): Path<String>,
+) -> ApiResult<Json<MessageBody>> {
+    let call_id = call_id_param(&raw)?;
+    let org = caller.org_id;
+    if state.store.rating(org, call_id).await?.is_none() {
+        return Err(ApiError::NotFound(format!(
+            "Call {call_id} has no rating to regenerate"
+        )));
+    }
+    rate_synchronously(&state, org, call_id, "Regenerated the scorecard of").await
+}
+
+/// Puts many ratings back in the queue: the named `callIds`, or those whose
+/// calls match `agentId`/`from`/`to`. The worker re-scores them.
+#[utoipa::path(post, path = "/api/ratings/bulk-regenerate", tag = "ratings",
+    request_body = BulkRegenerateRequest,
+    responses((status = 200, body = QueuedBody), (status = 400, body = MessageBody)))]
+pub(super) async fn bulk_regenerate(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<BulkRegenerateRequest>,
+) -> ApiResult<Json<QueuedBody>> {
+    let org = caller.org_id;
+    let now = state.clock.now().timestamp_millis();
+    let queued = if let Some(ids) = &body.call_ids {
+        if body.agent_id.is_some() || body.from.is_some() || body.to.is_some() {
+            return Err(ApiError::BadRequest(
+                "callIds cannot be combined with agentId, from or to".into(),
+            ));
+        }
+        if ids.is_empty() || ids.len() > MAX_BULK_IDS {
+            return Err(ApiError::BadRequest(format!(
+                "callIds must hold 1 to {MAX_BULK_IDS} call ids"
+            )));
+        }
+        let mut parsed = Vec::with_capacity(ids.len());
+        for (i, id) in ids.iter().enumerate() {
+            let id: CallId = id
+                .parse()
+                .map_err(|_| ApiError::BadRequest(format!("callIds[{i}] is not a call id")))?;
+            parsed.push(id);
+        }
+        state.store.requeue_rating_ids(org, &parsed, now).await?
+    } else {
+        let filter = RatingFilter {
+            status: "all".into(),
+            agent_id: parse_agent(body.agent_id.as_deref()),
+            from_ms: optional_bound("from", body.from.as_deref(), false)?,
+            to_ms: optional_bound("to", body.to.as_deref(), true)?,
+            min_score: None,
+            max_score: None,
+        };
+        if filter.agent_id.is_none() && filter.from_ms.is_none() && filter.to_ms.is_none() {
+            return Err(ApiError::BadRequest(
+                "give callIds, or at least one of agentId, from and to".into(),
+            ));
+        }
+        state.store.requeue_ratings(org, &filter, now).await?
+    };
+    Ok(Json(QueuedBody {
+        message: format!("Queued {queued} rating(s) for re-scoring"),
+        queued,
+    }))
+}
+
+/// Re-reads the rating templates of the workspace's agents and puts pending
+/// and failed ratings back in the queue at once (failed ones get a fresh
+/// set of attempts).
+#[utoipa::path(post, path = "/api/ratings/reload", tag = "ratings",
+    responses((status = 200, body = QueuedBody)))]
+pub(super) async fn reload(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<Json<QueuedBody>> {
+    let org = caller.org_id;
+    let mut own = 0;
+    let mut default = 0;
+    for agent_id in state.store.rated_agent_ids(org).await? {
+        let spec = state
+            .store
+            .agent(org, agent_id)
+            .await?
+            .and_then(|a| a.spec().ok());
+        let agent_template = spec.as_ref().and_then(|s| s.rating_template.as_ref());
+        if effective_template(agent_template) == effective_template(None) {
+            default += 1;
+        } else {
+            own += 1;
+        }
+    }
+    let now = state.clock.now().timestamp_millis();
+    let mut queued = 0;
+    for status in ["pending", "failed"] {
+        let filter = RatingFilter {
+            status: status.into(),
+            ..RatingFilter::default()
+        };
+        queued += state.store.requeue_ratings(org, &filter, now).await?;
+    }
+    Ok(Json(QueuedBody {
+        message: format!(
+            "Re-read the templates of {} agent(s) ({own} with their own, {default} on the default); re-queued {queued} pending or failed rating(s)",
+            own + default
+        ),
+        queued,
+    }))
+}

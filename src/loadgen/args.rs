@@ -1,0 +1,78 @@
+//! The options of `voxline loadgen`: the run's size and bound, the server it
+//! goes against, how calls are placed, the sweep and its targets, and the
+//! sim providers' timings.
+
+use super::fleet::PlaceMode;
+
+/// `voxline loadgen` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoadgenArgs {
+    /// Calls to place in all (per step with --sweep: the step's concurrency).
+    #[arg(long, default_value_t = 10)]
+    pub calls: u64,
+    /// Calls in flight at once.
+    #[arg(long, default_value_t = 10)]
+    pub concurrency: u64,
+    /// Bound on each run in seconds: no call is placed after it and calls still up are hung up.
+    #[arg(long, default_value_t = 120)]
+    pub duration: u64,
+    /// A running server's base URL (loopback); without it a server is started in-process.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// API key for --target.
+    #[arg(long, env = "VOXLINE_API_KEY", hide_env_values = true)]
+    pub key: Option<String>,
+    /// Agent to place calls with (default: one is created).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// PID of the --target server, to sample its CPU and RSS from /proc.
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// How calls are placed.
+    #[arg(long, value_enum, default_value_t = PlaceMode::TestCall)]
+    pub mode: PlaceMode,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Raise concurrency step by step until a target breaks; report the highest that held.
+    #[arg(long)]
+    pub sweep: bool,
+    /// First sweep concurrency.
+    #[arg(long, default_value_t = 100)]
+    pub sweep_start: u64,
+    /// Sweep increment.
+    #[arg(long, default_value_t = 100)]
+    pub sweep_step: u64,
+    /// Highest sweep concurrency tried.
+    #[arg(long, default_value_t = 2000)]
+    pub sweep_max: u64,
+    /// Sweep target: most frames allowed later than 40 ms per step.
+    #[arg(long, default_value_t = 0)]
+    pub max_late_frames: u64,
+    /// Sweep target: highest turn-latency p99 (default: the designed budget + 50 ms).
+    #[arg(long)]
+    pub max_turn_p99_ms: Option<f64>,
+    /// Sim ASR latency of the in-process server (ms); with --target, what the server uses.
+    #[arg(long, default_value_t = 150)]
+    pub sim_asr_ms: u64,
+    /// Sim LLM time to first token (ms).
+    #[arg(long, default_value_t = 200)]
+    pub sim_llm_ms: u64,
+    /// Sim LLM time between tokens (ms); 0 makes the budget exact.
+    #[arg(long, default_value_t = 0)]
+    pub sim_llm_token_ms: u64,
+    /// Sim TTS time to first byte (ms).
+    #[arg(long, default_value_t = 120)]
+    pub sim_tts_ms: u64,
+    /// Ringing time before the sim callee answers (ms).
+    #[arg(long, default_value_t = 1000)]
+    pub sim_answer_ms: u64,
+    /// The caller script every callee plays (the `simScript` variable: a JSON array of lines
+    /// and steps); default: the sim carrier's three-line script.
+    #[arg(long)]
+    pub script: Option<String>,
+    /// Worker threads of the callee fleet (in-process). Two, so a thousand callees sending
+    /// 50 frames a second each are not queued behind one another on one thread.
+    #[arg(long, default_value_t = 2)]
+    pub fleet_threads: usize,
+}

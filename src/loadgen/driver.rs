@@ -1,0 +1,453 @@
+//! Driving a run: one step, or a sweep of steps until a target breaks. A
+//! step places its calls (one by one, as alerts, or as one batch) under the
+//! concurrency limit and the `--duration` bound, watches each call to its
+//! end, samples the server's usage and shows progress.
+
+use super::LoadgenOutput;
+use super::args::LoadgenArgs;
+use super::fleet::{Api, Fleet, PlaceMode, callee_number};
+use super::metrics::{self, CallObservation, StepMetrics, StepSummary, TurnBudget, UsageSample};
+use super::observation::{failure_of, fill_from_detail, fill_from_report};
+use super::procstat::ProcessProbe;
+use super::sweep::{self, SweepReport, SweepStep, Targets};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::time::{Instant, MissedTickBehavior, interval, sleep, sleep_until, timeout_at};
+
+pub(super) async fn drive(run: Arc<LoadRun>, args: &LoadgenArgs) -> LoadgenOutput {
+    if !args.sweep {
+        let summary = Arc::clone(&run).step(args.calls, args.concurrency).await;
+        return LoadgenOutput::Step(Box::new(summary));
+    }
+    let targets = Targets {
+        max_late_frames: args.max_late_frames,
+        max_turn_p99_ms: args
+            .max_turn_p99_ms
+            .unwrap_or(run.budget.fixed().as_secs_f64() * 1000.0 + 50.0),
+        max_failed: 0,
+    };
+    let mut steps = Vec::new();
+    for level in sweep::levels(args.sweep_start, args.sweep_step, args.sweep_max) {
+        run.settle().await;
+        let summary = Arc::clone(&run).step(level, level).await;
+        let broken = sweep::broken_targets(&summary, &targets);
+        let stop = !broken.is_empty();
+        steps.push(SweepStep { summary, broken });
+        if stop {
+            break;
+        }
+    }
+    let ceiling = sweep::ceiling(&steps);
+    LoadgenOutput::Sweep(SweepReport {
+        targets,
+        steps,
+        ceiling,
+    })
+}
+
+/// Everything the steps of one load run share.
+pub(super) struct LoadRun {
+    pub(super) api: Api,
+    pub(super) agent_id: String,
+    pub(super) variables: Value,
+    pub(super) mode: PlaceMode,
+    pub(super) fleet: Option<Arc<Fleet>>,
+    pub(super) answered_rx: Mutex<mpsc::UnboundedReceiver<String>>,
+    pub(super) probe: Option<ProcessProbe>,
+    pub(super) usage_source: String,
+    pub(super) budget: TurnBudget,
+    pub(super) next_number: AtomicU64,
+    pub(super) duration: Duration,
+    pub(super) show_progress: bool,
+}
+
+/// Counters the progress line and the usage sampler read while a step runs.
+#[derive(Default)]
+struct Live {
+    in_flight: AtomicU64,
+    answered: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl LoadRun {
+    /// Calls on the line now: callees playing (in-process) or calls placed and not ended.
+    fn active_calls(&self, live: &Live) -> u64 {
+        match &self.fleet {
+            Some(fleet) => fleet.active_calls(),
+            None => live.in_flight.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Waits (bounded) until no callee is left from a previous step.
+    pub(super) async fn settle(&self) {
+        if let Some(fleet) = &self.fleet {
+            let until = Instant::now() + Duration::from_secs(30);
+            while fleet.active_calls() > 0 && Instant::now() < until {
+                sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+
+    /// The server's idle CPU (cores) and RSS, over one quiet second.
+    async fn idle_baseline(&self) -> (f64, u64) {
+        let Some(probe) = &self.probe else {
+            return (0.0, 0);
+        };
+        let (Ok(first), started) = (probe.sample(), Instant::now()) else {
+            return (0.0, 0);
+        };
+        sleep(Duration::from_secs(1)).await;
+        match probe.sample() {
+            Ok(second) => (
+                (second.cpu_seconds - first.cpu_seconds).max(0.0) / started.elapsed().as_secs_f64(),
+                second.rss_kib,
+            ),
+            Err(_) => (0.0, first.rss_kib),
+        }
+    }
+
+    /// Places `calls` calls with at most `concurrency` in flight and measures them.
+    pub(super) async fn step(self: Arc<Self>, calls: u64, concurrency: u64) -> StepSummary {
+        // Answers left over from an earlier step belong to no watcher of this one.
+        while self.answered_rx.lock().await.try_recv().is_ok() {}
+        let (idle_cpu, idle_rss) = self.idle_baseline().await;
+        let started = Instant::now();
+        let deadline = started + self.duration;
+        let live = Arc::new(Live::default());
+        let (observed_tx, mut observed_rx) = mpsc::unbounded_channel::<CallObservation>();
+
+        let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let sampler = tokio::spawn(Arc::clone(&self).sample_usage(
+            Arc::clone(&live),
+            Arc::clone(&sampling),
+            started,
+        ));
+        tokio::spawn(Arc::clone(&self).place_all(
+            calls,
+            concurrency,
+            deadline,
+            Arc::clone(&live),
+            observed_tx,
+        ));
+
+        let bar = self.progress_bar(calls);
+        let mut metrics = StepMetrics::default();
+        let mut received = 0;
+        let mut tick = interval(Duration::from_millis(250));
+        tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        while received < calls {
+            tokio::select! {
+                observed = observed_rx.recv() => match observed {
+                    Some(call) => {
+                        metrics.add(&call, &self.budget);
+                        received += 1;
+                        bar.inc(1);
+                    }
+                    None => break,
+                },
+                _ = tick.tick() => bar.set_message(format!(
+                    "on the line {} · answered {} · failed {}",
+                    self.active_calls(&live),
+                    live.answered.load(Ordering::Relaxed),
+                    live.failed.load(Ordering::Relaxed),
+                )),
+            }
+        }
+        bar.finish_and_clear();
+        let elapsed = started.elapsed();
+        sampling.store(false, Ordering::Relaxed);
+        let samples = sampler.await.unwrap_or_default();
+        let usage = metrics::per_call_usage(&samples, idle_cpu, idle_rss);
+        StepSummary::new(
+            calls,
+            concurrency,
+            self.mode.as_str(),
+            elapsed,
+            &metrics,
+            self.budget,
+            usage,
+            &self.usage_source,
+        )
+    }
+
+    fn progress_bar(&self, calls: u64) -> ProgressBar {
+        if !self.show_progress {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::with_draw_target(Some(calls), ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} calls done · {msg}",
+        ) {
+            bar.set_style(style);
+        }
+        bar
+    }
+
+    /// Samples the server's usage four times a second until `sampling` turns false.
+    async fn sample_usage(
+        self: Arc<Self>,
+        live: Arc<Live>,
+        sampling: Arc<std::sync::atomic::AtomicBool>,
+        started: Instant,
+    ) -> Vec<UsageSample> {
+        let Some(probe) = self.probe.clone() else {
+            return Vec::new();
+        };
+        let mut samples = Vec::new();
+        let mut tick = interval(Duration::from_millis(250));
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        while sampling.load(Ordering::Relaxed) {
+            tick.tick().await;
+            if let Ok(usage) = probe.sample() {
+                samples.push(UsageSample {
+                    at_seconds: started.elapsed().as_secs_f64(),
+                    cpu_seconds: usage.cpu_seconds,
+                    rss_kib: usage.rss_kib,
+                    active_calls: self.active_calls(&live),
+                });
+            }
+        }
+        samples
+    }
+
+    /// Places every call of a step, keeping at most `concurrency` in flight.
+    async fn place_all(
+        self: Arc<Self>,
+        calls: u64,
+        concurrency: u64,
+        deadline: Instant,
+        live: Arc<Live>,
+        observed: mpsc::UnboundedSender<CallObservation>,
+    ) {
+        if self.mode == PlaceMode::Batch {
+            self.place_batch(calls, deadline, live, observed).await;
+            return;
+        }
+        let permits = Arc::new(Semaphore::new(
+            usize::try_from(concurrency).unwrap_or(usize::MAX),
+        ));
+        let mut remaining = calls;
+        while remaining > 0 {
+            let first = tokio::select! {
+                permit = Arc::clone(&permits).acquire_owned() => permit.ok(),
+                () = sleep_until(deadline) => None,
+            };
+            let Some(first) = first else {
+                not_placed(&observed, &live, remaining, "not placed within --duration");
+                return;
+            };
+            let mut held = vec![first];
+            if self.mode == PlaceMode::Alert {
+                let most = usize::try_from(remaining.min(1000)).unwrap_or(1000);
+                while held.len() < most {
+                    match Arc::clone(&permits).try_acquire_owned() {
+                        Ok(permit) => held.push(permit),
+                        Err(_) => break,
+                    }
+                }
+            }
+            remaining -= held.len() as u64;
+            let numbers: Vec<String> = held
+                .iter()
+                .map(|_| callee_number(self.next_number.fetch_add(1, Ordering::Relaxed)))
+                .collect();
+            live.in_flight
+                .fetch_add(held.len() as u64, Ordering::Relaxed);
+            let run = Arc::clone(&self);
+            let live = Arc::clone(&live);
+            let observed = observed.clone();
+            tokio::spawn(async move {
+                match run
+                    .api
+                    .place(run.mode, &run.agent_id, &numbers, &run.variables)
+                    .await
+                {
+                    Ok(ids) => {
+                        let missing = held.len().saturating_sub(ids.len()) as u64;
+                        for (call_id, permit) in ids.into_iter().zip(held) {
+                            tokio::spawn(Arc::clone(&run).watch(
+                                call_id,
+                                deadline,
+                                Arc::clone(&live),
+                                observed.clone(),
+                                Some(permit),
+                            ));
+                        }
+                        live.in_flight.fetch_sub(missing, Ordering::Relaxed);
+                        not_placed(
+                            &observed,
+                            &live,
+                            missing,
+                            "placing: fewer calls than numbers",
+                        );
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "placing calls failed");
+                        let count = held.len() as u64;
+                        live.in_flight.fetch_sub(count, Ordering::Relaxed);
+                        not_placed(&observed, &live, count, &error.reason());
+                    }
+                }
+            });
+        }
+    }
+
+    /// Batch mode: one batch of `calls` items; watchers start as the fleet answers.
+    async fn place_batch(
+        self: Arc<Self>,
+        calls: u64,
+        deadline: Instant,
+        live: Arc<Live>,
+        observed: mpsc::UnboundedSender<CallObservation>,
+    ) {
+        if self.fleet.is_none() {
+            not_placed(
+                &observed,
+                &live,
+                calls,
+                "batch mode needs the in-process fleet",
+            );
+            return;
+        }
+        let numbers: Vec<String> = (0..calls)
+            .map(|_| callee_number(self.next_number.fetch_add(1, Ordering::Relaxed)))
+            .collect();
+        if let Err(error) = self
+            .api
+            .place(PlaceMode::Batch, &self.agent_id, &numbers, &self.variables)
+            .await
+        {
+            not_placed(&observed, &live, calls, &error.reason());
+            return;
+        }
+        let mut answered_rx = self.answered_rx.lock().await;
+        let mut watched = 0;
+        while watched < calls {
+            let call_id = tokio::select! {
+                id = answered_rx.recv() => id,
+                () = sleep_until(deadline) => None,
+            };
+            let Some(call_id) = call_id else { break };
+            watched += 1;
+            live.in_flight.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(Arc::clone(&self).watch(
+                call_id,
+                deadline,
+                Arc::clone(&live),
+                observed.clone(),
+                None,
+            ));
+        }
+        not_placed(
+            &observed,
+            &live,
+            calls - watched,
+            "batch call not answered within --duration",
+        );
+    }
+
+    /// Follows one placed call to its end and reports what was seen.
+    async fn watch(
+        self: Arc<Self>,
+        call_id: String,
+        deadline: Instant,
+        live: Arc<Live>,
+        observed: mpsc::UnboundedSender<CallObservation>,
+        _permit: Option<OwnedSemaphorePermit>,
+    ) {
+        let mut call = CallObservation {
+            placed: true,
+            ..CallObservation::default()
+        };
+        let mut cut_off = false;
+        let report = match &self.fleet {
+            Some(fleet) => match timeout_at(deadline, fleet.report(&call_id)).await {
+                Ok(report) => report,
+                Err(_) => {
+                    cut_off = true;
+                    self.api.cancel(&call_id).await;
+                    let grace = Instant::now() + Duration::from_secs(5);
+                    let report = timeout_at(grace, fleet.report(&call_id))
+                        .await
+                        .ok()
+                        .flatten();
+                    if report.is_none() {
+                        fleet.forget(&call_id);
+                    }
+                    report
+                }
+            },
+            None => None,
+        };
+        let settle = match (&self.fleet, cut_off) {
+            (Some(_), false) => Instant::now() + Duration::from_secs(20),
+            _ => deadline.max(Instant::now()) + Duration::from_secs(10),
+        };
+        let detail = self.await_terminal(&call_id, settle).await;
+        if let Some(report) = &report {
+            fill_from_report(&mut call, report);
+        }
+        if let Some(detail) = &detail {
+            fill_from_detail(&mut call, detail, report.is_none());
+        }
+        if call.answered {
+            live.answered.fetch_add(1, Ordering::Relaxed);
+        }
+        call.failure = if cut_off {
+            Some("still on the line at --duration".to_owned())
+        } else {
+            failure_of(&call, report.as_ref(), self.fleet.is_some())
+        };
+        if call.failure.is_some() {
+            live.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        live.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let _ = observed.send(call);
+    }
+
+    /// Polls the call until the server reports a terminal status, or `until`.
+    async fn await_terminal(&self, call_id: &str, until: Instant) -> Option<Value> {
+        let every = if self.fleet.is_some() {
+            Duration::from_millis(200)
+        } else {
+            Duration::from_secs(2)
+        };
+        let mut last = None;
+        loop {
+            if let Ok(detail) = self.api.get(&format!("/api/calls/{call_id}")).await {
+                let terminal = detail["rawStatus"]
+                    .as_str()
+                    .and_then(voxline_actors::engine::CallStatus::parse)
+                    .is_some_and(voxline_actors::engine::CallStatus::is_terminal);
+                if terminal {
+                    return Some(detail);
+                }
+                last = Some(detail);
+            }
+            if Instant::now() + every > until {
+                return last;
+            }
+            sleep(every).await;
+        }
+    }
+}
+
+/// Reports `count` calls that never reached the line.
+fn not_placed(
+    observed: &mpsc::UnboundedSender<CallObservation>,
+    live: &Live,
+    count: u64,
+    reason: &str,
+) {
+    for _ in 0..count {
+        live.failed.fetch_add(1, Ordering::Relaxed);
+        let _ = observed.send(CallObservation {
+            failure: Some(reason.to_owned()),
+            ..CallObservation::default()
+        });
+    }
+}

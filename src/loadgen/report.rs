@@ -1,0 +1,73 @@
+//! The human-readable summary on stdout (`--json` prints the output as it is).
+
+use super::LoadgenOutput;
+use super::metrics::{self, StepSummary};
+
+pub(super) fn print_human(output: &LoadgenOutput) {
+    match output {
+        LoadgenOutput::Step(step) => print_step(step),
+        LoadgenOutput::Sweep(sweep) => {
+            for step in &sweep.steps {
+                print_step(&step.summary);
+                if step.broken.is_empty() {
+                    println!("  held");
+                } else {
+                    println!("  broke: {}", step.broken.join("; "));
+                }
+                println!();
+            }
+            match sweep.ceiling {
+                Some(ceiling) => println!("ceiling: {ceiling} concurrent calls held"),
+                None => println!("ceiling: no step held"),
+            }
+        }
+    }
+}
+
+fn print_step(step: &StepSummary) {
+    let latency = |name: &str, p: &Option<metrics::Percentiles>| match p {
+        Some(p) => println!(
+            "  {name:<24} p50 {:>8.1} ms  p95 {:>8.1} ms  p99 {:>8.1} ms  max {:>8.1} ms  (n={})",
+            p.p50_ms, p.p95_ms, p.p99_ms, p.max_ms, p.count
+        ),
+        None => println!("  {name:<24} -"),
+    };
+    println!(
+        "{} calls at concurrency {} ({}) in {:.1} s: placed {}, answered {}, ended {}, failed {}",
+        step.calls,
+        step.concurrency,
+        step.mode,
+        step.elapsed_seconds,
+        step.placed,
+        step.answered,
+        step.ended,
+        step.failed
+    );
+    for (reason, count) in &step.failures {
+        println!("  failure: {count} × {reason}");
+    }
+    latency("greeting latency", &step.greeting_latency);
+    latency("turn latency", &step.turn_latency);
+    latency("engine share (callee)", &step.engine_share);
+    latency("engine overhead (server)", &step.server_engine_overhead);
+    println!(
+        "  frames {}: late >40 ms {}, jitter mean {:.2} ms, max {:.1} ms",
+        step.frames.frames,
+        step.frames.late_frames,
+        step.frames.mean_jitter_ms,
+        step.frames.max_jitter_ms
+    );
+    match &step.usage {
+        Some(u) => println!(
+            "  server: {:.3} % of a core and {:.0} KiB per concurrent call ({:.1} calls on the plateau, {:.2} cores, idle {:.3} cores, peak RSS {} KiB) [{}]",
+            u.cpu_percent_of_core_per_call,
+            u.rss_kib_per_call,
+            u.plateau_active_calls,
+            u.plateau_cpu_cores,
+            u.idle_cpu_cores,
+            u.peak_rss_kib,
+            step.usage_source
+        ),
+        None => println!("  server usage: - [{}]", step.usage_source),
+    }
+}

@@ -1,0 +1,197 @@
+//! What a run goes against and with what: a `--target` server, or one
+//! started in-process on a throwaway data dir with a load workspace (key,
+//! number, credit) and the callee fleet as its sim carrier; the process
+//! probe, the agent, and the driver started on the fleet runtime.
+
+use super::LoadgenOutput;
+use super::args::LoadgenArgs;
+use super::driver::{LoadRun, drive};
+use super::fleet::{self, Api, Fleet};
+use super::metrics::TurnBudget;
+use super::procstat::ProcessProbe;
+use crate::access::api_key::GeneratedKey;
+use crate::admin::ops;
+use crate::app::config::{Settings, SimSettings};
+use crate::app::server::Server;
+use crate::domain::clock::SystemClock;
+use crate::domain::{ApiKeyId, Paise};
+use crate::store::keys::NewApiKey;
+use anyhow::Context;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+use tokio::sync::{Mutex, mpsc};
+use voxline_actors::carrier::Carrier;
+use voxline_actors::carrier::sim::{SimCarrier, SimCarrierConfig};
+use voxline_media::endpoint::EndpointerConfig;
+
+/// Runs the load generator with its fleet on `fleet` and returns the summary (used by tests).
+pub async fn run_with_fleet_runtime(
+    args: &LoadgenArgs,
+    fleet_runtime: &tokio::runtime::Handle,
+) -> anyhow::Result<LoadgenOutput> {
+    anyhow::ensure!(args.calls > 0, "--calls must be at least 1");
+    anyhow::ensure!(args.concurrency > 0, "--concurrency must be at least 1");
+    anyhow::ensure!(args.duration > 0, "--duration must be at least 1 second");
+    let variables = match &args.script {
+        Some(script) => {
+            let script: Value = serde_json::from_str(script).context("--script is not JSON")?;
+            voxline_actors::callee::parse_sim_script(&script).context("--script")?;
+            serde_json::json!({ "simScript": script })
+        }
+        None => serde_json::json!({}),
+    };
+    let budget = TurnBudget {
+        endpointing_ms: u64::from(EndpointerConfig::default().end_silence_ms),
+        asr_ms: args.sim_asr_ms,
+        llm_first_token_ms: args.sim_llm_ms,
+        llm_token_interval_ms: args.sim_llm_token_ms,
+        tts_first_byte_ms: args.sim_tts_ms,
+    };
+    let (answered_tx, answered_rx) = mpsc::unbounded_channel();
+    let (server, fleet, api, probe, usage_source, data_dir) = match &args.target {
+        Some(target) => {
+            let key = args
+                .key
+                .as_deref()
+                .context("--key (or VOXLINE_API_KEY) is required with --target")?;
+            let probe = args.server_pid.map(ProcessProbe::process);
+            let source = match args.server_pid {
+                Some(pid) => format!("/proc/{pid} (the --target server)"),
+                None => "not measured: pass --server-pid".to_owned(),
+            };
+            (None, None, Api::new(target, key)?, probe, source, None)
+        }
+        None => {
+            let fleet = Fleet::new(fleet_runtime.clone(), answered_tx);
+            let max_concurrency = if args.sweep {
+                args.sweep_max.max(args.sweep_start)
+            } else {
+                args.concurrency
+            };
+            let data_dir = std::env::temp_dir()
+                .join(format!("voxline-loadgen-{}", uuid::Uuid::new_v4().simple()));
+            let (server, key) =
+                start_in_process(args, &fleet, max_concurrency, data_dir.clone()).await?;
+            let api = Api::new(&server.base_url(), &key)?;
+            let probe = ProcessProbe::current_process(fleet::FLEET_THREAD);
+            let source = format!(
+                "/proc/self without the {} threads (server in-process; RSS includes the fleet)",
+                fleet::FLEET_THREAD
+            );
+            (
+                Some(server),
+                Some(fleet),
+                api,
+                Some(probe),
+                source,
+                Some(data_dir),
+            )
+        }
+    };
+    let agent_id = match &args.agent {
+        Some(agent) => agent.clone(),
+        None => api
+            .create_agent()
+            .await
+            .context("creating the load agent")?,
+    };
+    let run = Arc::new(LoadRun {
+        api,
+        agent_id,
+        variables,
+        mode: args.mode,
+        fleet,
+        answered_rx: Mutex::new(answered_rx),
+        probe,
+        usage_source,
+        budget,
+        next_number: AtomicU64::new(0),
+        duration: Duration::from_secs(args.duration),
+        show_progress: true,
+    });
+    let driver = {
+        let run = Arc::clone(&run);
+        let args = args.clone();
+        fleet_runtime.spawn(async move { drive(run, &args).await })
+    };
+    let output = driver.await.context("the load driver panicked")?;
+    if let Some(server) = server {
+        server.shutdown().await;
+    }
+    if let Some(dir) = data_dir {
+        // The data dir only held this run's throwaway database and recordings.
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    Ok(output)
+}
+
+/// Minute quota and request caps of the load workspace: far beyond any run.
+const LARGE_QUOTA: i64 = 1_000_000_000;
+/// Wallet credit of the load workspace (₹10 crore).
+const LARGE_CREDIT_PAISE: Paise = Paise(10_000_000_000);
+
+/// Starts a server in a temporary directory with a load workspace; returns it and the key.
+async fn start_in_process(
+    args: &LoadgenArgs,
+    fleet: &Arc<Fleet>,
+    max_concurrency: u64,
+    data_dir: std::path::PathBuf,
+) -> anyhow::Result<(Server, String)> {
+    let mut settings = Settings::for_tests(data_dir, None);
+    settings.storage.secret = Some(uuid::Uuid::new_v4().simple().to_string());
+    settings.janitor_interval = Duration::from_secs(60);
+    settings.dispatch_interval = Duration::from_secs(1);
+    settings.sim = SimSettings {
+        ring_seconds: 3,
+        answer_after_ms: args.sim_answer_ms,
+        asr_latency_ms: args.sim_asr_ms,
+        llm_first_token_ms: args.sim_llm_ms,
+        llm_token_interval_ms: args.sim_llm_token_ms,
+        tts_first_byte_ms: args.sim_tts_ms,
+    };
+    let sim = SimCarrier::new(
+        SimCarrierConfig {
+            answer_after: Duration::from_millis(settings.sim.answer_after_ms),
+            ring_timeout: Duration::from_secs(u64::from(settings.sim.ring_seconds)),
+            ..SimCarrierConfig::default()
+        },
+        fleet.launcher(),
+    );
+    let mut carriers: HashMap<String, Arc<dyn Carrier>> = HashMap::new();
+    carriers.insert("sim".into(), sim);
+    let server = Server::start_with_carriers(settings, Arc::new(SystemClock), carriers).await?;
+    let store = &server.state().store;
+    let now = chrono::Utc::now();
+    let concurrency = i64::try_from(max_concurrency).unwrap_or(i64::MAX);
+    let org = ops::create_org(store, "Loadgen", Some(concurrency), Some(LARGE_QUOTA), now).await?;
+    let generated = GeneratedKey::generate();
+    store
+        .insert_api_key(&NewApiKey {
+            id: ApiKeyId::new(),
+            org_id: org.id,
+            name: "loadgen",
+            prefix: &generated.prefix,
+            key_hash: &generated.hash,
+            daily_limit: LARGE_QUOTA,
+            monthly_limit: LARGE_QUOTA,
+            now_ms: now.timestamp_millis(),
+        })
+        .await?;
+    ops::add_number(
+        store,
+        org.id,
+        "+918035740101",
+        "sim",
+        true,
+        Some(Paise::ZERO),
+        now,
+    )
+    .await?;
+    store
+        .credit_wallet(org.id, LARGE_CREDIT_PAISE, now.timestamp_millis())
+        .await?;
+    Ok((server, generated.full))
+}

@@ -1,0 +1,175 @@
+//! `/openapi.json`, `/docs`, `/healthz`, `/readyz` (decisions §13).
+
+use crate::support::TestApp;
+use reqwest::Method;
+use serde_json::Value;
+
+/// Routes issue 2 ships; each must be in the document.
+const KNOWN_ROUTES: &[(&str, &str)] = &[
+    ("get", "/api/agents"),
+    ("post", "/api/agents"),
+    ("get", "/api/agents/{agentId}"),
+    ("patch", "/api/agents/{agentId}"),
+    ("delete", "/api/agents/{agentId}"),
+    ("post", "/api/agents/{agentId}/restore"),
+    ("post", "/api/agents/{agentId}/activate"),
+    ("post", "/api/agents/{agentId}/deactivate"),
+    ("get", "/api/numbers"),
+    ("get", "/api/wallet"),
+    ("get", "/api/wallet/transactions"),
+    ("get", "/api/balances"),
+    ("get", "/api/recordings"),
+];
+
+const METHODS: &[&str] = &["get", "post", "put", "patch", "delete"];
+
+fn concrete(path: &str) -> String {
+    // Fill every {param} with an id no workspace owns.
+    let mut out = String::new();
+    let mut rest = path;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = rest[open..].find('}').expect("closed param") + open;
+        out.push_str(&uuid::Uuid::now_v7().to_string());
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[tokio::test]
+async fn openapi_document_describes_every_route() {
+    let app = TestApp::spawn().await;
+    let ws = app.workspace("A").await;
+    app.set_limits(ws.key_id, 100_000, 1_000_000).await;
+    let doc = app.get("", "/openapi.json").await.expect(200).body;
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."), "{doc}");
+    let paths = doc["paths"].as_object().expect("paths");
+
+    for (method, path) in KNOWN_ROUTES {
+        let op = &paths
+            .get(*path)
+            .unwrap_or_else(|| panic!("{path} is not documented"))[*method];
+        assert!(op.is_object(), "{method} {path} is not documented");
+        assert!(
+            op["responses"].is_object(),
+            "{method} {path} has no responses"
+        );
+    }
+    // Request and response schemas are described.
+    let post_agents = &paths["/api/agents"]["post"];
+    assert!(post_agents["requestBody"]["content"]["application/json"]["schema"].is_object());
+    let schemas = doc["components"]["schemas"].as_object().expect("schemas");
+    for name in [
+        "AgentInput",
+        "AgentView",
+        "MessageBody",
+        "NumberList",
+        "WalletView",
+        "BalancesView",
+    ] {
+        assert!(schemas.contains_key(name), "schema {name} missing");
+    }
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"]
+            .as_str()
+            .map(str::to_ascii_lowercase)
+            .as_deref(),
+        Some("bearer")
+    );
+
+    // Query parameters come from the typed query structs.
+    let query_params = |method: &str, path: &str| -> Vec<String> {
+        paths[path][method]["parameters"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{method} {path} has no parameters"))
+            .iter()
+            .filter(|p| p["in"] == "query")
+            .map(|p| p["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(
+        query_params("get", "/api/calls"),
+        ["page", "limit", "status", "search", "deep", "provider"]
+    );
+    let limit = paths["/api/calls"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "limit")
+        .unwrap();
+    assert_eq!(limit["required"], false, "{limit}");
+    assert_eq!(limit["schema"]["maximum"], 100, "{limit}");
+    assert!(
+        limit["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("default 20")),
+        "{limit}"
+    );
+    assert_eq!(
+        query_params("get", "/api/campaigns/{campaignId}/students"),
+        ["page", "limit", "status"]
+    );
+    assert_eq!(query_params("get", "/api/dashboard/call-volume"), ["days"]);
+
+    // The router serves what the document lists, and nothing else on those paths.
+    for (path, item) in paths {
+        for method in METHODS {
+            let documented = item.get(*method).is_some_and(Value::is_object);
+            let url = concrete(path);
+            let m = Method::from_bytes(method.to_ascii_uppercase().as_bytes()).unwrap();
+            let mut req = app.request(&ws.key, m.clone(), &url);
+            if matches!(*method, "post" | "patch" | "put") {
+                req = req.header("content-type", "application/json").body("{}");
+            }
+            let r = crate::support::reply(req.send().await.unwrap()).await;
+            if documented {
+                let cannot = r.status == 404
+                    && r.body["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("Cannot "));
+                assert!(!cannot, "documented {m} {path} is not routed: {}", r.text);
+                assert_ne!(r.status, 405, "documented {m} {path} answers 405");
+                assert_ne!(r.status, 403, "documented {m} {path} is outside the mounts");
+                assert!(r.status.as_u16() < 500, "{m} {path}: {}", r.text);
+            } else {
+                assert_eq!(
+                    r.status, 405,
+                    "{m} {path} is served but not documented: {}",
+                    r.text
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn docs_health_and_readiness_need_no_key() {
+    let app = TestApp::spawn().await;
+    let docs = app.get("", "/docs").await.expect(200);
+    assert!(
+        docs.header("content-type")
+            .unwrap()
+            .starts_with("text/html"),
+        "{docs:?}"
+    );
+    assert!(docs.text.contains("/openapi.json"));
+
+    let health = app.get("", "/healthz").await.expect(200);
+    assert_eq!(health.body["status"], "ok");
+    let ready = app.get("", "/readyz").await.expect(200);
+    assert_eq!(ready.body["status"], "ready");
+    assert_eq!(ready.body["database"], app.store().dialect());
+    // A request id comes back for log correlation.
+    assert!(health.header("x-request-id").is_some());
+
+    // Prometheus metrics live on the separate admin listener.
+    let metrics = app
+        .http
+        .get(format!("http://{}/metrics", app.server().admin_addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(metrics.status(), 200);
+    app.get("", "/metrics").await.expect(404);
+}

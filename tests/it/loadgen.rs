@@ -1,0 +1,52 @@
+//! `voxline loadgen` end to end: the real binary starts a server in-process, places calls
+//! through the API, answers them over real websockets and prints a JSON summary.
+
+use crate::support::VOXLINE_BIN;
+use serde_json::Value;
+use std::process::Command;
+
+#[test]
+fn loadgen_runs_three_calls_in_process_and_counts_them() {
+    let output = Command::new(VOXLINE_BIN)
+        .args([
+            "loadgen",
+            "--calls",
+            "3",
+            "--concurrency",
+            "3",
+            "--duration",
+            "60",
+            "--sim-answer-ms",
+            "100",
+            "--script",
+            r#"["Yes, I have a minute.", "Thank you, goodbye!"]"#,
+            "--json",
+        ])
+        .env_remove("VOXLINE_API_KEY")
+        .output()
+        .expect("the voxline binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "loadgen failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: Value = serde_json::from_str(&stdout).expect("stdout is the JSON summary");
+    assert_eq!(summary["calls"], 3, "{summary:#}");
+    assert_eq!(summary["placed"], 3, "{summary:#}");
+    assert_eq!(summary["answered"], 3, "{summary:#}");
+    assert_eq!(summary["ended"], 3, "{summary:#}");
+    assert_eq!(summary["failed"], 0, "{summary:#}");
+    assert_eq!(summary["failures"], serde_json::json!({}), "{summary:#}");
+    // Every call had a greeting and two caller turns answered by the agent.
+    assert_eq!(summary["greetingLatency"]["count"], 3, "{summary:#}");
+    assert_eq!(summary["turnLatency"]["count"], 6, "{summary:#}");
+    assert!(
+        summary["frames"]["frames"].as_u64().unwrap_or(0) > 0,
+        "{summary:#}"
+    );
+    assert!(
+        summary["usage"]["peakActiveCalls"].as_u64().unwrap_or(0) >= 1,
+        "{summary:#}"
+    );
+}

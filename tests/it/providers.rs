@@ -1,0 +1,1213 @@
+//! Real provider clients against local fakes that speak each vendor's
+//! documented protocol (small axum and tungstenite servers in the test), and
+//! end-to-end calls on the sim carrier whose agents use the OpenAI-compatible
+//! LLM and TTS clients pointed at a fake: transcript, recording, workspace
+//! credentials and billing.
+
+use crate::support::{TestApp, logs};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::handshake::server::{Request, Response as WsResponse};
+use voxline::providers::HttpPolicy;
+use voxline::providers::deepgram::DeepgramAsr;
+use voxline::providers::elevenlabs::ElevenLabsTts;
+use voxline::providers::espeak::{self, EspeakTts};
+use voxline::providers::openai_asr::OpenAiAsr;
+use voxline::providers::openai_llm::OpenAiLlm;
+use voxline::providers::openai_tts::OpenAiTts;
+use voxline::providers::settings::VendorAccount;
+use voxline_actors::providers::{
+    AsrContext, AsrEvent, AsrProvider, ChatMessage, ChatRole, LlmEvent, LlmProvider, LlmRequest,
+    LlmUsage, ProviderError, ProviderKind, ToolSpec, TtsProvider,
+};
+
+fn policy() -> HttpPolicy {
+    HttpPolicy {
+        connect_timeout: Duration::from_secs(2),
+        read_timeout: Duration::from_secs(5),
+        retries: 2,
+        backoff: Duration::from_millis(20),
+    }
+}
+
+async fn serve(app: Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    addr
+}
+
+/// A body that streams `chunks` with a pause between them, so the client
+/// sees them arrive separately.
+fn chunked_body(chunks: Vec<Vec<u8>>, pause: Duration) -> Body {
+    let stream = futures::stream::iter(chunks).then(move |chunk| async move {
+        tokio::time::sleep(pause).await;
+        Ok::<_, std::io::Error>(Bytes::from(chunk))
+    });
+    Body::from_stream(stream)
+}
+
+fn sse(events: &[Value]) -> Vec<Vec<u8>> {
+    let mut chunks: Vec<Vec<u8>> = events
+        .iter()
+        .map(|e| format!("data: {e}\n\n").into_bytes())
+        .collect();
+    chunks.push(b"data: [DONE]\n\n".to_vec());
+    chunks
+}
+
+fn content_chunk(text: &str) -> Value {
+    json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]})
+}
+
+/// Content deltas, an `end_call` tool call streamed in two argument
+/// fragments, the finish reason and a usage chunk, as OpenAI sends them.
+fn completion_events(words: &[&str], end_call: bool) -> Vec<Value> {
+    let mut events =
+        vec![json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})];
+    events.extend(words.iter().map(|w| content_chunk(w)));
+    if end_call {
+        events.push(
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1",
+            "type": "function", "function": {"name": "end_call", "arguments": ""}}]}}]}),
+        );
+        events.push(
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0,
+            "function": {"arguments": "{\"reason\":"}}]}}]}),
+        );
+        events.push(
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0,
+            "function": {"arguments": "\"done\"}"}}]}}]}),
+        );
+    }
+    events.push(json!({"choices": [{"index": 0, "delta": {},
+        "finish_reason": if end_call { "tool_calls" } else { "stop" }}]}));
+    events.push(json!({"choices": [], "usage": {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49}}));
+    events
+}
+
+/// What a fake vendor saw.
+#[derive(Clone, Default)]
+struct Seen {
+    requests: Arc<Mutex<Vec<(String, HeaderMap, Bytes)>>>,
+}
+
+impl Seen {
+    fn push(&self, path: &str, headers: &HeaderMap, body: &Bytes) {
+        self.requests
+            .lock()
+            .unwrap()
+            .push((path.to_string(), headers.clone(), body.clone()));
+    }
+    fn all(&self) -> Vec<(String, HeaderMap, Bytes)> {
+        self.requests.lock().unwrap().clone()
+    }
+    fn auth_headers(&self) -> Vec<String> {
+        self.all()
+            .iter()
+            .filter_map(|(_, h, _)| h.get("authorization")?.to_str().ok().map(str::to_string))
+            .collect()
+    }
+}
+
+fn request(history: &[(&str, ChatRole)]) -> LlmRequest {
+    LlmRequest {
+        system_prompt: "You are a test agent.".into(),
+        history: history
+            .iter()
+            .map(|(text, role)| ChatMessage::new(*role, *text))
+            .collect(),
+        tools: vec![ToolSpec::end_call()],
+        sim_script: Vec::new().into(),
+        json_mode: false,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// OpenAI-compatible LLM
+
+#[tokio::test]
+async fn openai_llm_streams_content_a_streamed_tool_call_and_usage() {
+    let seen = Seen::default();
+    let app = Router::new()
+        .route(
+            "/v1/chat/completions",
+            post(
+                |State(seen): State<Seen>, headers: HeaderMap, body: Bytes| async move {
+                    seen.push("/v1/chat/completions", &headers, &body);
+                    Response::builder()
+                        .header("content-type", "text/event-stream")
+                        .body(chunked_body(
+                            sse(&completion_events(&["Thank", " you.", " Goodbye!"], true)),
+                            Duration::from_millis(5),
+                        ))
+                        .unwrap()
+                },
+            ),
+        )
+        .with_state(seen.clone());
+    let addr = serve(app).await;
+    let llm = OpenAiLlm::new(
+        reqwest::Client::new(),
+        &format!("http://{addr}/v1"),
+        Some("sk-test".into()),
+        "gpt-test",
+        policy(),
+    );
+    let mut stream = llm
+        .stream(request(&[
+            ("Hi", ChatRole::Assistant),
+            ("ok bye", ChatRole::User),
+        ]))
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    while let Some(event) = stream.next_event().await {
+        events.push(event.unwrap());
+    }
+    assert_eq!(
+        events,
+        vec![
+            LlmEvent::Token("Thank".into()),
+            LlmEvent::Token(" you.".into()),
+            LlmEvent::Token(" Goodbye!".into()),
+            LlmEvent::ToolCall {
+                name: "end_call".into(),
+                arguments_json: "{\"reason\":\"done\"}".into()
+            },
+            LlmEvent::Done {
+                usage: LlmUsage {
+                    prompt_tokens: 42,
+                    completion_tokens: 7
+                }
+            },
+        ]
+    );
+    let (_, headers, body) = seen.all().remove(0);
+    assert_eq!(headers["authorization"], "Bearer sk-test");
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["model"], "gpt-test");
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["messages"][0]["role"], "system");
+    assert_eq!(
+        body["messages"][2],
+        json!({"role": "user", "content": "ok bye"})
+    );
+    assert_eq!(body["tools"][0]["type"], "function");
+    assert_eq!(body["tools"][0]["function"]["name"], "end_call");
+}
+
+#[tokio::test]
+async fn dropping_an_llm_stream_closes_the_connection() {
+    let (closed_tx, closed_rx) = oneshot::channel::<()>();
+    let closed_tx = Arc::new(Mutex::new(Some(closed_tx)));
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        post(move || {
+            let closed_tx = closed_tx.clone();
+            async move {
+                let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+                tokio::spawn(async move {
+                    let first = format!("data: {}\n\n", content_chunk("Hello"));
+                    tx.send(Ok(Bytes::from(first))).await.unwrap();
+                    // A model that keeps generating: the body stays open until the
+                    // client goes away, which drops the body and closes `tx`.
+                    tx.closed().await;
+                    if let Some(done) = closed_tx.lock().unwrap().take() {
+                        let _ = done.send(());
+                    }
+                });
+                let body = futures::stream::unfold(rx, |mut rx| async move {
+                    rx.recv().await.map(|item| (item, rx))
+                });
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from_stream(body))
+                    .unwrap()
+            }
+        }),
+    );
+    let addr = serve(app).await;
+    let llm = OpenAiLlm::new(
+        reqwest::Client::new(),
+        &format!("http://{addr}/v1"),
+        None,
+        "local-model",
+        policy(),
+    );
+    let mut stream = llm
+        .stream(request(&[("Hi", ChatRole::User)]))
+        .await
+        .unwrap();
+    assert_eq!(
+        stream.next_event().await.unwrap().unwrap(),
+        LlmEvent::Token("Hello".into())
+    );
+    drop(stream);
+    tokio::time::timeout(Duration::from_secs(3), closed_rx)
+        .await
+        .expect("the server saw the connection close after the stream was dropped")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn llm_requests_are_retried_before_anything_was_spoken_and_auth_errors_are_not() {
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let counter = attempts.clone();
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        post(move |headers: HeaderMap| {
+            let counter = counter.clone();
+            async move {
+                if headers
+                    .get("authorization")
+                    .is_some_and(|h| h == "Bearer wrong")
+                {
+                    return (
+                        StatusCode::UNAUTHORIZED,
+                        "{\"error\":{\"message\":\"Incorrect API key provided: wr***ng\"}}",
+                    )
+                        .into_response();
+                }
+                if counter.fetch_add(1, Ordering::SeqCst) == 0 {
+                    return (StatusCode::SERVICE_UNAVAILABLE, "overloaded").into_response();
+                }
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(chunked_body(
+                        sse(&completion_events(&["Fine."], false)),
+                        Duration::ZERO,
+                    ))
+                    .unwrap()
+            }
+        }),
+    );
+    let addr = serve(app).await;
+    let base = format!("http://{addr}/v1");
+    let llm = OpenAiLlm::new(reqwest::Client::new(), &base, None, "m", policy());
+    let mut stream = llm
+        .stream(request(&[("Hi", ChatRole::User)]))
+        .await
+        .unwrap();
+    assert_eq!(
+        stream.next_event().await.unwrap().unwrap(),
+        LlmEvent::Token("Fine.".into())
+    );
+    assert_eq!(
+        attempts.load(Ordering::SeqCst),
+        2,
+        "one retry after the 503"
+    );
+
+    let refused = OpenAiLlm::new(
+        reqwest::Client::new(),
+        &base,
+        Some("wrong".into()),
+        "m",
+        policy(),
+    );
+    let err = match refused.stream(request(&[("Hi", ChatRole::User)])).await {
+        Err(err) => err,
+        Ok(_) => panic!("a refused key must fail"),
+    };
+    assert_eq!(err.provider(), ProviderKind::Llm);
+    assert!(err.to_string().contains("401"), "{err}");
+    assert!(
+        !err.to_string().contains("wr***ng"),
+        "vendor text about keys is not repeated: {err}"
+    );
+    assert_eq!(attempts.load(Ordering::SeqCst), 2, "a 401 is not retried");
+}
+
+#[tokio::test]
+async fn an_unreachable_llm_fails_as_an_llm_error_within_the_timeouts() {
+    // A bound but never-accepting port would hang; a closed port refuses at once.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let llm = OpenAiLlm::new(
+        reqwest::Client::new(),
+        &format!("http://{addr}/v1"),
+        None,
+        "m",
+        policy(),
+    );
+    let started = std::time::Instant::now();
+    let err = match llm.stream(request(&[("Hi", ChatRole::User)])).await {
+        Err(err) => err,
+        Ok(_) => panic!("nothing listens there"),
+    };
+    assert!(
+        matches!(
+            err,
+            ProviderError::Request {
+                provider: ProviderKind::Llm,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+// ---------------------------------------------------------------------------
+// TTS
+
+/// 16-bit little-endian PCM of a tone.
+fn tone_pcm(rate: u32, millis: u32) -> Vec<u8> {
+    let n = rate * millis / 1000;
+    (0..n)
+        .flat_map(|i| {
+            let t = f64::from(i) / f64::from(rate);
+            let v = (t * 440.0 * std::f64::consts::TAU).sin() * 8000.0;
+            (v as i16).to_le_bytes()
+        })
+        .collect()
+}
+
+/// Splits bytes into chunks of odd size, so samples straddle chunk boundaries.
+fn odd_chunks(bytes: &[u8], size: usize) -> Vec<Vec<u8>> {
+    bytes.chunks(size).map(<[u8]>::to_vec).collect()
+}
+
+fn samples_of(bytes: &[u8]) -> Vec<i16> {
+    bytes
+        .chunks_exact(2)
+        .map(|p| i16::from_le_bytes([p[0], p[1]]))
+        .collect()
+}
+
+#[tokio::test]
+async fn openai_speech_is_streamed_as_pcm_chunks() {
+    let seen = Seen::default();
+    let pcm = tone_pcm(24_000, 300);
+    let served = pcm.clone();
+    let app = Router::new()
+        .route(
+            "/v1/audio/speech",
+            post(
+                move |State(seen): State<Seen>, headers: HeaderMap, body: Bytes| {
+                    let served = served.clone();
+                    async move {
+                        seen.push("/v1/audio/speech", &headers, &body);
+                        Response::builder()
+                            .header("content-type", "audio/pcm")
+                            .body(chunked_body(
+                                odd_chunks(&served, 4_801),
+                                Duration::from_millis(5),
+                            ))
+                            .unwrap()
+                    }
+                },
+            ),
+        )
+        .with_state(seen.clone());
+    let addr = serve(app).await;
+    let tts = OpenAiTts::new(
+        reqwest::Client::new(),
+        &format!("http://{addr}/v1"),
+        Some("sk-tts".into()),
+        "gpt-4o-mini-tts",
+        policy(),
+    );
+    let mut stream = tts
+        .synthesize("Hello there.", "sim-default", 8_000)
+        .await
+        .unwrap();
+    assert_eq!(stream.sample_rate(), 24_000);
+    let mut chunks = 0;
+    let mut samples = Vec::new();
+    while let Some(chunk) = stream.next_chunk().await {
+        chunks += 1;
+        samples.extend(chunk.unwrap());
+    }
+    assert!(chunks >= 3, "audio arrived in {chunks} chunk(s)");
+    assert_eq!(samples, samples_of(&pcm));
+    let (_, headers, body) = seen.all().remove(0);
+    assert_eq!(headers["authorization"], "Bearer sk-tts");
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        body,
+        json!({"model": "gpt-4o-mini-tts", "input": "Hello there.", "voice": "alloy", "response_format": "pcm"})
+    );
+}
+
+#[tokio::test]
+async fn elevenlabs_streams_pcm_at_the_rate_the_call_needs() {
+    let seen = Seen::default();
+    let pcm = tone_pcm(8_000, 400);
+    let served = pcm.clone();
+    let app = Router::new()
+        .route(
+            "/v1/text-to-speech/{voice}/stream",
+            post(
+                move |State(seen): State<Seen>,
+                      Path(voice): Path<String>,
+                      Query(query): Query<HashMap<String, String>>,
+                      headers: HeaderMap,
+                      body: Bytes| {
+                    let served = served.clone();
+                    async move {
+                        seen.push(
+                            &format!("{voice}?{}", query["output_format"]),
+                            &headers,
+                            &body,
+                        );
+                        if headers.get("xi-api-key").is_none_or(|k| k != "el-key") {
+                            return StatusCode::UNAUTHORIZED.into_response();
+                        }
+                        Response::builder()
+                            .header("content-type", "audio/pcm")
+                            .body(chunked_body(
+                                odd_chunks(&served, 1_601),
+                                Duration::from_millis(5),
+                            ))
+                            .unwrap()
+                    }
+                },
+            ),
+        )
+        .with_state(seen.clone());
+    let addr = serve(app).await;
+    let tts = ElevenLabsTts::new(
+        reqwest::Client::new(),
+        &format!("http://{addr}"),
+        "el-key".into(),
+        "eleven_flash_v2_5",
+        policy(),
+    );
+    let mut stream = tts
+        .synthesize("Namaste.", "voice-123", 8_000)
+        .await
+        .unwrap();
+    assert_eq!(stream.sample_rate(), 8_000);
+    let mut chunks = 0;
+    let mut samples = Vec::new();
+    while let Some(chunk) = stream.next_chunk().await {
+        chunks += 1;
+        samples.extend(chunk.unwrap());
+    }
+    assert!(chunks >= 2);
+    assert_eq!(samples, samples_of(&pcm));
+    let (path, _, body) = seen.all().remove(0);
+    assert_eq!(path, "voice-123?pcm_8000");
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        body,
+        json!({"text": "Namaste.", "model_id": "eleven_flash_v2_5"})
+    );
+}
+
+#[tokio::test]
+async fn espeak_produces_real_speech_when_installed() {
+    if !espeak::installed("espeak-ng").await {
+        eprintln!("SKIPPED espeak_produces_real_speech_when_installed: espeak-ng is not installed");
+        return;
+    }
+    let tts = EspeakTts::new("espeak-ng", "en-US", Duration::from_secs(10));
+    let mut stream = tts
+        .synthesize(
+            "Hello, this is a test of the local voice.",
+            "sim-default",
+            8_000,
+        )
+        .await
+        .unwrap();
+    assert_eq!(stream.sample_rate(), 8_000);
+    let mut samples = Vec::new();
+    while let Some(chunk) = stream.next_chunk().await {
+        samples.extend(chunk.unwrap());
+    }
+    let seconds = samples.len() as f64 / 8_000.0;
+    assert!((1.0..10.0).contains(&seconds), "{seconds} s of speech");
+    let rms =
+        (samples.iter().map(|s| f64::from(*s).powi(2)).sum::<f64>() / samples.len() as f64).sqrt();
+    assert!(rms > 300.0, "speech has energy (rms {rms})");
+}
+
+// ---------------------------------------------------------------------------
+// ASR
+
+#[tokio::test]
+// The handshake callback's error type is tungstenite's, not ours.
+#[allow(clippy::result_large_err)]
+async fn deepgram_live_stream_sends_audio_and_maps_interim_final_and_utterance_end() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (report_tx, report_rx) = oneshot::channel::<(String, String, usize, Vec<String>)>();
+    tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let handshake = Arc::new(Mutex::new((String::new(), String::new())));
+        let seen = handshake.clone();
+        let mut ws =
+            tokio_tungstenite::accept_hdr_async(tcp, move |req: &Request, resp: WsResponse| {
+                let auth = req
+                    .headers()
+                    .get("authorization")
+                    .map(|v| v.to_str().unwrap().to_string());
+                *seen.lock().unwrap() = (auth.unwrap_or_default(), req.uri().to_string());
+                Ok(resp)
+            })
+            .await
+            .unwrap();
+        let mut audio_bytes = 0;
+        let mut controls = Vec::new();
+        let mut sent_interim = false;
+        while let Some(Ok(message)) = ws.next().await {
+            match message {
+                Message::Binary(bytes) => {
+                    audio_bytes += bytes.len();
+                    if audio_bytes >= 3_200 && !sent_interim {
+                        sent_interim = true;
+                        ws.send(Message::text(
+                            json!({"type": "SpeechStarted", "channel": [0], "timestamp": 0.1})
+                                .to_string(),
+                        ))
+                        .await
+                        .unwrap();
+                        ws.send(Message::text(json!({"type": "Results", "is_final": false, "speech_final": false,
+                            "channel": {"alternatives": [{"transcript": "I want to", "confidence": 0.8}]}}).to_string())).await.unwrap();
+                    }
+                }
+                Message::Text(text) => {
+                    let control: Value = serde_json::from_str(text.as_str()).unwrap();
+                    let kind = control["type"].as_str().unwrap().to_string();
+                    controls.push(kind.clone());
+                    match kind.as_str() {
+                        "Finalize" => {
+                            ws.send(Message::text(json!({"type": "Results", "is_final": true, "speech_final": false,
+                                "from_finalize": true,
+                                "channel": {"alternatives": [{"transcript": "I want to book a demo", "confidence": 0.97}]}}).to_string())).await.unwrap();
+                        }
+                        "CloseStream" => {
+                            ws.send(Message::text(
+                                json!({"type": "Metadata", "request_id": "r1"}).to_string(),
+                            ))
+                            .await
+                            .unwrap();
+                            ws.close(None).await.unwrap();
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        let (auth, uri) = handshake.lock().unwrap().clone();
+        let _ = report_tx.send((auth, uri, audio_bytes, controls));
+    });
+    let asr = DeepgramAsr::new(
+        &format!("http://{addr}/v1"),
+        "dg-key".into(),
+        "nova-2",
+        policy(),
+    );
+    let mut stream = asr
+        .open(AsrContext {
+            call_id: "call-1".into(),
+            language: "en-IN".into(),
+            sample_rate: 8_000,
+            sim_script: Vec::new().into(),
+        })
+        .await
+        .unwrap();
+    let frame = vec![1000i16; 160];
+    for _ in 0..15 {
+        stream.push_audio(&frame, 8_000).unwrap();
+    }
+    assert_eq!(
+        stream.next_event().await.unwrap().unwrap(),
+        AsrEvent::SpeechStarted
+    );
+    assert_eq!(
+        stream.next_event().await.unwrap().unwrap(),
+        AsrEvent::Interim("I want to".into())
+    );
+    stream.finalize().unwrap();
+    assert_eq!(
+        stream.next_event().await.unwrap().unwrap(),
+        AsrEvent::Final {
+            text: "I want to book a demo".into()
+        }
+    );
+    assert_eq!(
+        stream.next_event().await.unwrap().unwrap(),
+        AsrEvent::UtteranceEnd
+    );
+    tokio::time::timeout(Duration::from_secs(3), stream.close())
+        .await
+        .unwrap()
+        .unwrap();
+    let (auth, uri, audio_bytes, controls) =
+        tokio::time::timeout(Duration::from_secs(3), report_rx)
+            .await
+            .unwrap()
+            .unwrap();
+    assert_eq!(auth, "Token dg-key");
+    assert!(uri.starts_with("/v1/listen?"), "{uri}");
+    for part in [
+        "encoding=linear16",
+        "sample_rate=8000",
+        "language=en-IN",
+        "interim_results=true",
+        "utterance_end_ms=",
+        "model=nova-2",
+    ] {
+        assert!(uri.contains(part), "{uri} lacks {part}");
+    }
+    assert_eq!(audio_bytes, 15 * 320, "every frame went out as linear16");
+    assert_eq!(controls, vec!["Finalize", "CloseStream"]);
+}
+
+#[tokio::test]
+async fn openai_transcription_posts_each_utterance_as_wav() {
+    let seen = Seen::default();
+    let app = Router::new()
+        .route(
+            "/v1/audio/transcriptions",
+            post(
+                |State(seen): State<Seen>, headers: HeaderMap, body: Bytes| async move {
+                    seen.push("/v1/audio/transcriptions", &headers, &body);
+                    axum::Json(json!({"text": " Yes, tomorrow works. "}))
+                },
+            ),
+        )
+        .with_state(seen.clone());
+    let addr = serve(app).await;
+    let asr = OpenAiAsr::new(
+        reqwest::Client::new(),
+        &format!("http://{addr}/v1"),
+        Some("sk-asr".into()),
+        "whisper-1",
+        policy(),
+    );
+    let mut stream = asr
+        .open(AsrContext {
+            call_id: "call-2".into(),
+            language: "en-IN".into(),
+            sample_rate: 8_000,
+            sim_script: Vec::new().into(),
+        })
+        .await
+        .unwrap();
+    let samples = samples_of(&tone_pcm(8_000, 500));
+    for frame in samples.chunks(160) {
+        stream.push_audio(frame, 8_000).unwrap();
+    }
+    stream.finalize().unwrap();
+    assert_eq!(
+        stream.next_event().await.unwrap().unwrap(),
+        AsrEvent::Final {
+            text: "Yes, tomorrow works.".into()
+        }
+    );
+    assert_eq!(
+        stream.next_event().await.unwrap().unwrap(),
+        AsrEvent::UtteranceEnd
+    );
+    let (_, headers, body) = seen.all().remove(0);
+    assert_eq!(headers["authorization"], "Bearer sk-asr");
+    let content_type = headers["content-type"].to_str().unwrap().to_string();
+    let boundary = content_type
+        .strip_prefix("multipart/form-data; boundary=")
+        .expect("multipart body");
+    let text = String::from_utf8_lossy(&body);
+    assert!(text.contains(&format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-1\r\n"
+    )));
+    assert!(text.contains("name=\"language\"\r\n\r\nen\r\n"));
+    assert!(text.ends_with(&format!("--{boundary}--\r\n")));
+    let wav_at = body
+        .windows(4)
+        .position(|w| w == b"RIFF")
+        .expect("a WAV file");
+    let wav = &body[wav_at..];
+    assert_eq!(
+        u32::from_le_bytes([wav[24], wav[25], wav[26], wav[27]]),
+        8_000
+    );
+    let data_len = u32::from_le_bytes([wav[40], wav[41], wav[42], wav[43]]) as usize;
+    assert_eq!(data_len, samples.len() * 2);
+}
+
+// ---------------------------------------------------------------------------
+// End to end: a sim-carrier call on the OpenAI-compatible LLM and TTS.
+
+/// A fake OpenAI-compatible server for whole calls: the reply numbers the
+/// caller's turns and ends the call on the second; speech is a tone as long
+/// as the text.
+fn fake_openai(seen: Seen) -> Router {
+    Router::new()
+        .route(
+            "/v1/chat/completions",
+            post(
+                |State(seen): State<Seen>, headers: HeaderMap, body: Bytes| async move {
+                    seen.push("/v1/chat/completions", &headers, &body);
+                    let request: Value = serde_json::from_slice(&body).unwrap_or_default();
+                    let user_turns = request["messages"]
+                        .as_array()
+                        .map_or(0, |m| m.iter().filter(|m| m["role"] == "user").count());
+                    let (words, end): (Vec<String>, bool) = if user_turns >= 2 {
+                        (
+                            vec!["Thanks,".into(), " that's all.".into(), " Goodbye!".into()],
+                            true,
+                        )
+                    } else {
+                        (
+                            vec!["Fake".into(), format!(" reply number {user_turns}.")],
+                            false,
+                        )
+                    };
+                    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+                    Response::builder()
+                        .header("content-type", "text/event-stream")
+                        .body(chunked_body(
+                            sse(&completion_events(&words, end)),
+                            Duration::from_millis(2),
+                        ))
+                        .unwrap()
+                },
+            ),
+        )
+        .route(
+            "/v1/audio/speech",
+            post(
+                |State(seen): State<Seen>, headers: HeaderMap, body: Bytes| async move {
+                    seen.push("/v1/audio/speech", &headers, &body);
+                    let request: Value = serde_json::from_slice(&body).unwrap_or_default();
+                    let words = request["input"]
+                        .as_str()
+                        .unwrap_or("")
+                        .split_whitespace()
+                        .count() as u32;
+                    let pcm = tone_pcm(24_000, 200 + 60 * words);
+                    Response::builder()
+                        .header("content-type", "audio/pcm")
+                        .body(chunked_body(
+                            odd_chunks(&pcm, 9_601),
+                            Duration::from_millis(2),
+                        ))
+                        .unwrap()
+                },
+            ),
+        )
+        .with_state(seen)
+}
+
+/// The app with the platform's OpenAI account pointed at a fake, and the
+/// calls these tests make on it as (status, body) pairs.
+struct CallTestApp {
+    server: TestApp,
+}
+
+impl CallTestApp {
+    async fn start(openai_base: &str) -> Self {
+        logs();
+        let server = TestApp::spawn_with_settings(|settings| {
+            settings.providers.openai = VendorAccount {
+                api_key: Some("sk-platform-key".into()),
+                base_url: openai_base.to_string(),
+            };
+            settings.providers.platform_fee_paise = 100;
+        })
+        .await;
+        Self { server }
+    }
+
+    /// `voxline admin …` on this app's database; returns its one JSON line and stdout.
+    async fn admin(&self, args: &[&str]) -> (Value, String) {
+        let out = self.server.admin(args).await;
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "admin {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (serde_json::from_str(stdout.trim()).unwrap(), stdout)
+    }
+
+    async fn api(
+        &self,
+        method: reqwest::Method,
+        key: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, String) {
+        let mut req = self
+            .server
+            .http
+            .request(method, format!("{}{path}", self.server.base))
+            .bearer_auth(key);
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.text().await.unwrap())
+    }
+
+    async fn get(&self, key: &str, path: &str) -> (u16, String) {
+        self.api(reqwest::Method::GET, key, path, None).await
+    }
+
+    /// A funded workspace with a sim number; returns (org id, API key).
+    async fn workspace(&self) -> (String, String) {
+        let (org, _) = self.admin(&["org", "create", "--name", "Providers"]).await;
+        let org = org["id"].as_str().unwrap().to_string();
+        let (key, _) = self
+            .admin(&["key", "create", "--org", &org, "--name", "k"])
+            .await;
+        self.admin(&["wallet", "credit", "--org", &org, "--paise", "100000"])
+            .await;
+        self.admin(&[
+            "number",
+            "add",
+            "--org",
+            &org,
+            "--phone",
+            "+918035740111",
+            "--provider",
+            "sim",
+        ])
+        .await;
+        (org, key["key"].as_str().unwrap().to_string())
+    }
+
+    /// Places a call with a two-line caller script and waits for it to complete.
+    async fn call_and_wait(&self, key: &str, agent_id: &str) -> Value {
+        let (status, body) = self
+            .api(
+                reqwest::Method::POST,
+                key,
+                "/api/calls",
+                Some(
+                    json!({"agentId": agent_id, "to": "+918035740142", "variables": {
+                    "name": "Asha", "simScript": ["Hello, who is this?", "Okay, thank you"]}}),
+                ),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+        let call_id = serde_json::from_str::<Value>(&body).unwrap()["callId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(45);
+        loop {
+            let (_, body) = self.get(key, &format!("/api/calls/{call_id}")).await;
+            let call: Value = serde_json::from_str(&body).unwrap();
+            if call["status"] == "Completed" || call["status"] == "Failed" {
+                return call;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "call never finished: {call}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+fn openai_agent() -> Value {
+    json!({"name": "Fake OpenAI agent", "welcomeMessage": "Hello {name}, this is the fake agent.",
+        "prompt": "Talk to {name}.", "llmProvider": "openai", "llmModel": "fake-model",
+        "ttsProvider": "openai", "asrProvider": "sim", "perMinuteRatePaise": 600})
+}
+
+/// Root-mean-square of the agent (right) channel of a stereo 16-bit WAV.
+fn agent_channel_rms(wav: &[u8]) -> f64 {
+    let data = &wav[44..];
+    let right: Vec<f64> = data
+        .chunks_exact(4)
+        .map(|f| f64::from(i16::from_le_bytes([f[2], f[3]])))
+        .collect();
+    (right.iter().map(|s| s * s).sum::<f64>() / right.len().max(1) as f64).sqrt()
+}
+
+#[tokio::test]
+async fn a_sim_call_runs_on_the_openai_compatible_llm_and_tts() {
+    let seen = Seen::default();
+    let fake = serve(fake_openai(seen.clone())).await;
+    let app = CallTestApp::start(&format!("http://{fake}/v1")).await;
+    let (org, key) = app.workspace().await;
+    let (status, body) = app
+        .api(
+            reqwest::Method::POST,
+            &key,
+            "/api/agents",
+            Some(openai_agent()),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let agent: Value = serde_json::from_str(&body).unwrap();
+    let call = app.call_and_wait(&key, agent["id"].as_str().unwrap()).await;
+    let call_id = call["id"].as_str().unwrap();
+    assert_eq!(call["status"], "Completed", "{call}");
+
+    let (_, transcript) = app
+        .get(&key, &format!("/api/calls/{call_id}/transcript"))
+        .await;
+    let transcript: Value = serde_json::from_str(&transcript).unwrap();
+    let text = transcript["transcriptText"].as_str().unwrap();
+    assert!(
+        text.starts_with("Bot: Hello Asha, this is the fake agent."),
+        "{text}"
+    );
+    assert!(
+        text.contains("Candidate: Hello, who is this?\nBot: Fake reply number 1."),
+        "{text}"
+    );
+    assert!(
+        text.contains("Candidate: Okay, thank you\nBot: Thanks, that's all. Goodbye!"),
+        "{text}"
+    );
+
+    // The LLM saw the filled prompt and the conversation; speech was asked for each sentence.
+    let requests = seen.all();
+    // The completed call's scorecard may also have been asked for (in JSON mode) by now.
+    let chat: Vec<Value> = requests
+        .iter()
+        .filter(|(p, _, _)| p == "/v1/chat/completions")
+        .map(|(_, _, b)| serde_json::from_slice::<Value>(b).unwrap())
+        .filter(|body| body.get("response_format").is_none())
+        .collect();
+    assert_eq!(chat.len(), 2);
+    assert_eq!(chat[0]["model"], "fake-model");
+    assert_eq!(
+        chat[0]["messages"][0],
+        json!({"role": "system", "content": "Talk to Asha."})
+    );
+    let speech = requests
+        .iter()
+        .filter(|(p, _, _)| p == "/v1/audio/speech")
+        .count();
+    assert!(
+        speech >= 3,
+        "welcome and both replies were synthesized ({speech})"
+    );
+    assert!(
+        seen.auth_headers()
+            .iter()
+            .all(|h| h == "Bearer sk-platform-key")
+    );
+
+    // The recording holds the agent's synthesized audio on its channel.
+    let wav = std::fs::read(
+        app.server
+            .data_dir
+            .join("recordings")
+            .join(&org)
+            .join(format!("{call_id}.wav")),
+    )
+    .expect("the call was recorded");
+    let rms = agent_channel_rms(&wav);
+    assert!(
+        rms > 500.0,
+        "agent channel carries the fake TTS tone (rms {rms})"
+    );
+    let (_, recordings) = app.get(&key, "/api/recordings").await;
+    assert!(recordings.contains(call_id), "{recordings}");
+
+    // Platform keys: the bundled rate, and the usage the fake reported.
+    let billing = app
+        .server
+        .state()
+        .store
+        .call_provider_billing(call_id.parse().expect("call id"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(billing.rate_paise, voxline::domain::Paise(600));
+    assert!(!billing.own_credentials);
+    assert_eq!(
+        (billing.llm_prompt_tokens, billing.llm_completion_tokens),
+        (84, 14)
+    );
+    let (_, wallet) = app.get(&key, "/api/wallet").await;
+    let wallet: Value = serde_json::from_str(&wallet).unwrap();
+    assert_eq!(wallet["balancePaise"], 100_000 - 600);
+    app.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_workspace_credential_replaces_the_platform_key_stays_secret_and_bills_the_platform_fee()
+{
+    let seen = Seen::default();
+    let fake = serve(fake_openai(seen.clone())).await;
+    let base = format!("http://{fake}/v1");
+    let app = CallTestApp::start("http://127.0.0.1:9/unused-platform-url").await;
+    let (org, key) = app.workspace().await;
+    let secret = "sk-workspace-0123456789-very-secret";
+    let credential = json!({"apiKey": secret, "baseUrl": base}).to_string();
+    let (stored, stdout) = app
+        .admin(&[
+            "credential",
+            "set",
+            "--org",
+            &org,
+            "--kind",
+            "openai",
+            "--json",
+            &credential,
+        ])
+        .await;
+    assert_eq!(stored["stored"], true);
+    assert!(!stdout.contains(secret));
+
+    let (_, body) = app
+        .api(
+            reqwest::Method::POST,
+            &key,
+            "/api/agents",
+            Some(openai_agent()),
+        )
+        .await;
+    let agent: Value = serde_json::from_str(&body).unwrap();
+    let agent_id = agent["id"].as_str().unwrap().to_string();
+    let call = app.call_and_wait(&key, &agent_id).await;
+    let call_id = call["id"].as_str().unwrap().to_string();
+    assert_eq!(call["status"], "Completed", "{call}");
+
+    // Every vendor request carried the workspace's key, none the platform's.
+    let auth = seen.auth_headers();
+    assert!(auth.len() >= 4, "{auth:?}");
+    assert!(
+        auth.iter().all(|h| *h == format!("Bearer {secret}")),
+        "{auth:?}"
+    );
+
+    // Billed at the platform fee: one started minute at 100 paise.
+    let billing = app
+        .server
+        .state()
+        .store
+        .call_provider_billing(call_id.parse().expect("call id"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(billing.own_credentials);
+    assert_eq!(billing.rate_paise, voxline::domain::Paise(100));
+    let (_, wallet) = app.get(&key, "/api/wallet").await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&wallet).unwrap()["balancePaise"],
+        100_000 - 100
+    );
+
+    // The text endpoints use it too.
+    let (status, chat) = app
+        .api(
+            reqwest::Method::POST,
+            &key,
+            &format!("/api/agents/{agent_id}/chat"),
+            Some(json!({"message": "Hi there", "variables": {"name": "Ravi"}})),
+        )
+        .await;
+    assert_eq!(status, 200, "{chat}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&chat).unwrap()["message"],
+        "Fake reply number 1."
+    );
+
+    // The key appears in no API answer and no log line.
+    let reads = [
+        format!("/api/calls/{call_id}"),
+        format!("/api/calls/{call_id}/transcript"),
+        format!("/api/calls/{call_id}/turns"),
+        "/api/calls".to_string(),
+        format!("/api/agents/{agent_id}"),
+        "/api/agents".to_string(),
+        "/api/balances".to_string(),
+        "/api/wallet".to_string(),
+        "/api/wallet/transactions".to_string(),
+        "/api/numbers".to_string(),
+    ];
+    for path in reads {
+        let (status, body) = app.get(&key, &path).await;
+        assert!(status < 500, "{path}: {status}");
+        assert!(!body.contains(secret), "{path} leaks the key");
+        assert!(
+            !body.contains("sk-workspace"),
+            "{path} leaks part of the key"
+        );
+    }
+    let (_, openapi) = app.get("", "/openapi.json").await;
+    assert!(!openapi.contains(secret));
+    let logged = String::from_utf8_lossy(&logs().0.lock().unwrap()).to_string();
+    assert!(
+        logged.contains(&call_id),
+        "the capture sees the server's logs"
+    );
+    assert!(
+        !logged.contains(secret),
+        "a log line holds the workspace key"
+    );
+    assert!(
+        !logged.contains("sk-workspace"),
+        "a log line holds part of the workspace key"
+    );
+    app.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_dead_llm_ends_the_call_with_llm_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = listener.local_addr().unwrap();
+    drop(listener);
+    let app = CallTestApp::start(&format!("http://{dead}/v1")).await;
+    let (org, key) = app.workspace().await;
+    let mut agent = openai_agent();
+    agent["ttsProvider"] = json!("sim");
+    let (_, body) = app
+        .api(reqwest::Method::POST, &key, "/api/agents", Some(agent))
+        .await;
+    let agent: Value = serde_json::from_str(&body).unwrap();
+    let call = app.call_and_wait(&key, agent["id"].as_str().unwrap()).await;
+    let call_id = call["id"].as_str().unwrap();
+    let ended: Option<String> = sqlx_ended_reason(&app, &org, call_id).await;
+    assert_eq!(ended.as_deref(), Some("llm-error"), "{call}");
+    let (_, transcript) = app
+        .get(&key, &format!("/api/calls/{call_id}/transcript"))
+        .await;
+    assert!(
+        transcript.contains("Bot: Hello Asha, this is the fake agent."),
+        "the welcome played before the LLM was needed: {transcript}"
+    );
+    let logged = String::from_utf8_lossy(&logs().0.lock().unwrap()).to_string();
+    assert!(
+        logged
+            .lines()
+            .any(|l| l.contains(call_id) && l.contains("llm")),
+        "the failure is logged with the call id"
+    );
+    app.server.shutdown().await;
+}
+
+/// The call's `endedReason`, as the webhook would carry it.
+async fn sqlx_ended_reason(app: &CallTestApp, org_id: &str, call_id: &str) -> Option<String> {
+    app.server
+        .state()
+        .store
+        .call_detail(
+            org_id.parse().expect("org id"),
+            call_id.parse().expect("call id"),
+        )
+        .await
+        .unwrap()
+        .and_then(|row| row.call.ended_reason)
+}
