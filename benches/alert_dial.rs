@@ -82,12 +82,12 @@ async fn run(numbers: usize, rounds: u64) {
     let org = ops::create_org(store, "bench", Some(10), None, clock.now())
         .await
         .expect("org");
-    let key = ops::create_key(store, &org.id, "bench", clock.now())
+    let key = ops::create_key(store, org.id, "bench", clock.now())
         .await
         .expect("key");
     ops::add_number(
         store,
-        &org.id,
+        org.id,
         "+918035740101",
         "sim",
         true,
@@ -97,7 +97,11 @@ async fn run(numbers: usize, rounds: u64) {
     .await
     .expect("number");
     store
-        .credit_wallet(&org.id, 100_000_000, clock.now().timestamp_millis())
+        .credit_wallet(
+            org.id,
+            voxline::domain::Paise(100_000_000),
+            clock.now().timestamp_millis(),
+        )
         .await
         .expect("credit");
     let base = server.base_url();

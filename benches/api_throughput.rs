@@ -133,19 +133,19 @@ async fn run(seconds: u64, warmup: u64, connections: u64) {
     let org = ops::create_org(store, "bench", None, None, clock.now())
         .await
         .expect("org");
-    let key = ops::create_key(store, &org.id, "bench", clock.now())
+    let key = ops::create_key(store, org.id, "bench", clock.now())
         .await
         .expect("key");
     store
-        .set_api_key_limits(&key.id, 1_000_000_000, 1_000_000_000)
+        .set_api_key_limits(key.id, 1_000_000_000, 1_000_000_000)
         .await
         .expect("limits");
-    let agent_id = voxline::domain::AgentId::new().to_string();
+    let agent_id = voxline::domain::AgentId::new();
     let mut spec = AgentSpec::with_name("Bench agent");
     spec.welcome_message = "Hello {name}, this is a call about {topic}.".into();
     spec.prompt = "You are a polite assistant. Confirm {name}'s appointment.".into();
     store
-        .insert_agent(&agent_id, &org.id, &spec, clock.now().timestamp_millis())
+        .insert_agent(agent_id, org.id, &spec, clock.now().timestamp_millis())
         .await
         .expect("agent");
 

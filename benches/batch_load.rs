@@ -94,16 +94,16 @@ async fn run(items: u64, concurrency: u64) {
     )
     .await
     .expect("org");
-    let key = ops::create_key(store, &org.id, "bench", clock.now())
+    let key = ops::create_key(store, org.id, "bench", clock.now())
         .await
         .expect("key");
     store
-        .set_api_key_limits(&key.id, 1_000_000_000, 1_000_000_000)
+        .set_api_key_limits(key.id, 1_000_000_000, 1_000_000_000)
         .await
         .expect("limits");
     ops::add_number(
         store,
-        &org.id,
+        org.id,
         "+918035740111",
         "sim",
         true,
@@ -113,14 +113,18 @@ async fn run(items: u64, concurrency: u64) {
     .await
     .expect("number");
     store
-        .credit_wallet(&org.id, 100_000_000, clock.now().timestamp_millis())
+        .credit_wallet(
+            org.id,
+            voxline::domain::Paise(100_000_000),
+            clock.now().timestamp_millis(),
+        )
         .await
         .expect("credit");
-    let agent_id = voxline::domain::AgentId::new().to_string();
+    let agent_id = voxline::domain::AgentId::new();
     store
         .insert_agent(
-            &agent_id,
-            &org.id,
+            agent_id,
+            org.id,
             &AgentSpec::with_name("Bench agent"),
             clock.now().timestamp_millis(),
         )

@@ -331,7 +331,10 @@ async fn run() {
     let org_id = match &previous {
         Some(m) => {
             println!("reusing {total} calls in {}", data_dir.display());
-            m["org"].as_str().expect("org in marker").to_string()
+            m["org"]
+                .as_str()
+                .and_then(|id| id.parse::<voxline::domain::OrgId>().ok())
+                .expect("org id in marker")
         }
         None => {
             let org = ops::create_org(&store, "Bench", None, None, now)
@@ -339,7 +342,7 @@ async fn run() {
                 .expect("create org");
             println!("filling {total} calls into {}", data_dir.display());
             let started = Instant::now();
-            fill(&store, &corpus, &org.id, total).await;
+            fill(&store, &corpus, &org.id.to_string(), total).await;
             println!("filled in {:.1}s", started.elapsed().as_secs_f64());
             std::fs::write(
                 &marker,
@@ -349,11 +352,11 @@ async fn run() {
             org.id
         }
     };
-    let key = ops::create_key(&store, &org_id, "bench", now)
+    let key = ops::create_key(&store, org_id, "bench", now)
         .await
         .expect("create key");
     store
-        .set_api_key_limits(&key.id, 100_000_000, 1_000_000_000)
+        .set_api_key_limits(key.id, 100_000_000, 1_000_000_000)
         .await
         .expect("raise key caps");
 

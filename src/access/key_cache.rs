@@ -46,11 +46,12 @@ impl KeyCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::{ApiKeyId, OrgId};
 
-    fn row(id: &str, revoked: bool) -> KeyAuthRow {
+    fn row(id: ApiKeyId, revoked: bool) -> KeyAuthRow {
         KeyAuthRow {
-            id: id.into(),
-            org_id: "org".into(),
+            id,
+            org_id: OrgId::new(),
             daily_limit: 10,
             monthly_limit: 100,
             revoked_at: revoked.then_some(1),
@@ -67,11 +68,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let store = sqlite_store(&dir).await;
         let cache = KeyCache::new(&store);
+        let k1 = ApiKeyId::new();
         let miss = cache.get("h1").expect_err("empty").expect("enabled");
-        cache.put(miss, "h1", &row("k1", false));
-        assert_eq!(cache.get("h1").map(|r| r.id).ok(), Some("k1".to_string()));
+        cache.put(miss, "h1", &row(k1, false));
+        assert_eq!(cache.get("h1").map(|r| r.id).ok(), Some(k1));
         // A revocation through the store (as the admin CLI does) marks a change.
-        store.revoke_api_key("k1", 5).await.expect("revoke");
+        store.revoke_api_key(k1, 5).await.expect("revoke");
         assert!(cache.get("h1").is_err(), "the entry must be dropped");
     }
 
@@ -80,12 +82,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let store = sqlite_store(&dir).await;
         let cache = KeyCache::new(&store);
+        let (k1, k2) = (ApiKeyId::new(), ApiKeyId::new());
         let miss = cache.get("h1").expect_err("empty").expect("enabled");
         // Another request notices a change while this one reads the database.
-        store.set_api_key_limits("k1", 1, 2).await.expect("limits");
+        store.set_api_key_limits(k1, 1, 2).await.expect("limits");
         let other = cache.get("h2").expect_err("empty").expect("enabled");
-        cache.put(other, "h2", &row("k2", false));
-        cache.put(miss, "h1", &row("k1", false));
+        cache.put(other, "h2", &row(k2, false));
+        cache.put(miss, "h1", &row(k1, false));
         assert!(cache.get("h1").is_err(), "a stale read must not be cached");
         assert!(cache.get("h2").is_ok());
     }

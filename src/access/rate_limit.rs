@@ -8,6 +8,7 @@
 //! never exceeded; after a clean shutdown the exact count is written back.
 //! Outcome categories and last-used times are buffered and flushed each second.
 
+use crate::domain::ApiKeyId;
 use crate::domain::clock::{
     SharedClock, ist_day, ist_month_key, next_ist_midnight, next_ist_month_start,
 };
@@ -106,15 +107,15 @@ struct KeyWindow {
 
 #[derive(Debug, Default)]
 struct Pending {
-    deltas: HashMap<(String, String), UsageDelta>,
-    last_used: HashMap<String, i64>,
+    deltas: HashMap<(ApiKeyId, String), UsageDelta>,
+    last_used: HashMap<ApiKeyId, i64>,
 }
 
 /// The process-wide rate limiter.
 pub struct RateLimiter {
     store: Store,
     clock: SharedClock,
-    windows: parking_lot::Mutex<HashMap<String, Arc<AsyncMutex<KeyWindow>>>>,
+    windows: parking_lot::Mutex<HashMap<ApiKeyId, Arc<AsyncMutex<KeyWindow>>>>,
     pending: parking_lot::Mutex<Pending>,
 }
 
@@ -129,12 +130,12 @@ impl RateLimiter {
         })
     }
 
-    fn window(&self, key_id: &str) -> Arc<AsyncMutex<KeyWindow>> {
+    fn window(&self, key_id: ApiKeyId) -> Arc<AsyncMutex<KeyWindow>> {
         let mut windows = self.windows.lock();
-        if let Some(window) = windows.get(key_id) {
+        if let Some(window) = windows.get(&key_id) {
             return window.clone();
         }
-        windows.entry(key_id.to_string()).or_default().clone()
+        windows.entry(key_id).or_default().clone()
     }
 
     /// Counts one request against `key`'s caps, or refuses it.
@@ -143,10 +144,10 @@ impl RateLimiter {
         let day = ist_day(now).to_string();
         let month = ist_month_key(now);
         let reset = next_ist_midnight(now).timestamp();
-        let window_lock = self.window(&key.id);
+        let window_lock = self.window(key.id);
         let mut w = window_lock.lock().await;
         if w.day != day {
-            self.roll(&key.id, &day, &month, &mut w).await?;
+            self.roll(key.id, &day, &month, &mut w).await?;
         }
         let quota = |daily: i64| Quota {
             limit: key.daily_limit,
@@ -178,7 +179,7 @@ impl RateLimiter {
         if w.daily > w.reserved {
             // The lease ran out: this request must not answer before it is durable.
             let target = w.daily + chunk - 1;
-            self.store.reserve_usage(&key.id, &day, target).await?;
+            self.store.reserve_usage(key.id, &day, target).await?;
             w.reserved = target;
         } else if w.daily + chunk / 2 > w.reserved && !w.extending {
             w.extending = true;
@@ -193,11 +194,11 @@ impl RateLimiter {
             w.extended_at = Some(now);
             let target = w.reserved + w.chunk;
             let this = Arc::clone(self);
-            let key_id = key.id.clone();
+            let key_id = key.id;
             let lease_day = day.clone();
             tokio::spawn(async move {
-                let written = this.store.reserve_usage(&key_id, &lease_day, target).await;
-                let lock = this.window(&key_id);
+                let written = this.store.reserve_usage(key_id, &lease_day, target).await;
+                let lock = this.window(key_id);
                 let mut w = lock.lock().await;
                 w.extending = false;
                 match written {
@@ -212,9 +213,9 @@ impl RateLimiter {
         self.pending
             .lock()
             .deltas
-            .entry((key.id.clone(), day.clone()))
+            .entry((key.id, day.clone()))
             .or_insert_with(|| UsageDelta {
-                key_id: key.id.clone(),
+                key_id: key.id,
                 day,
                 ..UsageDelta::default()
             })
@@ -229,7 +230,7 @@ impl RateLimiter {
     /// so a lease never inflates the monthly total.
     async fn roll(
         &self,
-        key_id: &str,
+        key_id: ApiKeyId,
         day: &str,
         month: &str,
         w: &mut KeyWindow,
@@ -237,7 +238,7 @@ impl RateLimiter {
         let previous = (!w.day.is_empty()).then(|| (w.day.clone(), w.daily));
         if let Some((old_day, exact)) = &previous {
             self.store
-                .settle_usage_leases(&[(key_id.to_string(), old_day.clone(), *exact)])
+                .settle_usage_leases(&[(key_id, old_day.clone(), *exact)])
                 .await?;
         }
         let rows = self.store.key_usage_in_month(key_id, month).await?;
@@ -257,18 +258,16 @@ impl RateLimiter {
     }
 
     /// Records how an identified request was answered.
-    pub fn record(&self, key_id: &str, outcome: Outcome) {
+    pub fn record(&self, key_id: ApiKeyId, outcome: Outcome) {
         let now = self.clock.now();
         let day = ist_day(now).to_string();
         let mut pending = self.pending.lock();
-        pending
-            .last_used
-            .insert(key_id.to_string(), now.timestamp_millis());
+        pending.last_used.insert(key_id, now.timestamp_millis());
         let delta = pending
             .deltas
-            .entry((key_id.to_string(), day.clone()))
+            .entry((key_id, day.clone()))
             .or_insert_with(|| UsageDelta {
-                key_id: key_id.to_string(),
+                key_id,
                 day,
                 ..UsageDelta::default()
             });
@@ -284,10 +283,10 @@ impl RateLimiter {
         let now = self.clock.now();
         let day = ist_day(now).to_string();
         let month = ist_month_key(now);
-        let lock = self.window(&key.id);
+        let lock = self.window(key.id);
         let mut w = lock.lock().await;
         if w.day != day {
-            self.roll(&key.id, &day, &month, &mut w).await?;
+            self.roll(key.id, &day, &month, &mut w).await?;
         }
         Ok(KeyUsage {
             daily: w.daily,
@@ -302,11 +301,7 @@ impl RateLimiter {
             return Ok(());
         }
         let deltas: Vec<UsageDelta> = taken.deltas.values().cloned().collect();
-        let seen: Vec<(String, i64)> = taken
-            .last_used
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect();
+        let seen: Vec<(ApiKeyId, i64)> = taken.last_used.iter().map(|(k, v)| (*k, *v)).collect();
         let result = async {
             self.store.add_usage(&deltas).await?;
             self.store.touch_api_keys(&seen).await
@@ -316,7 +311,7 @@ impl RateLimiter {
             let mut pending = self.pending.lock();
             for (k, d) in taken.deltas {
                 let e = pending.deltas.entry(k).or_insert_with(|| UsageDelta {
-                    key_id: d.key_id.clone(),
+                    key_id: d.key_id,
                     day: d.day.clone(),
                     ..UsageDelta::default()
                 });
@@ -337,11 +332,11 @@ impl RateLimiter {
     /// Flushes and gives back unused leases; called on clean shutdown.
     pub async fn shutdown(&self) -> Result<(), StoreError> {
         self.flush().await?;
-        let windows: Vec<(String, Arc<AsyncMutex<KeyWindow>>)> = self
+        let windows: Vec<(ApiKeyId, Arc<AsyncMutex<KeyWindow>>)> = self
             .windows
             .lock()
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, v)| (*k, v.clone()))
             .collect();
         let mut exact = Vec::with_capacity(windows.len());
         for (key_id, lock) in windows {

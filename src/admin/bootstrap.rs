@@ -3,7 +3,7 @@
 
 use crate::admin::ops::{self, NewKey};
 use crate::domain::agent::{AgentSpec, ConversationEngine, KeypadConfig, KeypadOption};
-use crate::domain::{AgentId, PhoneNumber};
+use crate::domain::{AgentId, OrgId, Paise, PhoneNumber};
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, Utc};
 
@@ -11,19 +11,19 @@ use chrono::{DateTime, Utc};
 #[derive(Debug, Clone)]
 pub struct Bootstrapped {
     /// Demo workspace id.
-    pub org_id: String,
+    pub org_id: OrgId,
     /// The full API key.
     pub api_key: String,
     /// The simulated caller number.
     pub phone: String,
     /// Agent ids by engine: pipeline, announcement, keypad.
-    pub agents: Vec<(ConversationEngine, String)>,
+    pub agents: Vec<(ConversationEngine, AgentId)>,
 }
 
 /// The Demo workspace's simulated caller ID.
 pub const DEMO_NUMBER: &str = "+918035740101";
 /// Wallet credit given to the Demo workspace: ₹5,000.
-pub const DEMO_CREDIT_PAISE: i64 = 500_000;
+pub const DEMO_CREDIT_PAISE: Paise = Paise(500_000);
 
 /// Creates the Demo workspace when the database holds no workspace yet.
 pub async fn bootstrap_if_empty(
@@ -35,18 +35,18 @@ pub async fn bootstrap_if_empty(
     }
     let now_ms = now.timestamp_millis();
     let org = ops::create_org(store, "Demo", None, None, now).await?;
-    let NewKey { key, .. } = ops::create_key(store, &org.id, "bootstrap", now).await?;
+    let NewKey { key, .. } = ops::create_key(store, org.id, "bootstrap", now).await?;
     let phone = PhoneNumber::parse(DEMO_NUMBER)
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|_| DEMO_NUMBER.to_string());
-    ops::add_number(store, &org.id, &phone, "sim", true, Some(0), now).await?;
+    ops::add_number(store, org.id, &phone, "sim", true, Some(Paise::ZERO), now).await?;
     store
-        .credit_wallet(&org.id, DEMO_CREDIT_PAISE, now_ms)
+        .credit_wallet(org.id, DEMO_CREDIT_PAISE, now_ms)
         .await?;
     let mut agents = Vec::new();
     for spec in demo_agents() {
-        let id = AgentId::new().to_string();
-        store.insert_agent(&id, &org.id, &spec, now_ms).await?;
+        let id = AgentId::new();
+        store.insert_agent(id, org.id, &spec, now_ms).await?;
         agents.push((spec.conversation_engine, id));
     }
     Ok(Some(Bootstrapped {

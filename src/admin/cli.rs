@@ -3,9 +3,9 @@
 
 use crate::admin::ops;
 use crate::app::config::{StorageArgs, StorageSettings};
-use crate::domain::PhoneNumber;
 use crate::domain::agent::TELEPHONY_PROVIDERS;
 use crate::domain::clock::{iso, ist_day, ist_month_key};
+use crate::domain::{ApiKeyId, OrgId, Paise, PhoneNumber};
 use crate::secrets::credentials::{self, CredentialCipher};
 use crate::store::Store;
 use anyhow::{Context, anyhow, bail};
@@ -180,12 +180,18 @@ pub async fn run(storage: &StorageArgs, command: AdminCommand) -> anyhow::Result
     result
 }
 
-async fn require_org(store: &Store, org: &str) -> anyhow::Result<()> {
-    store
-        .org(org)
-        .await?
-        .map(|_| ())
-        .ok_or_else(|| anyhow!("no workspace with id {org}"))
+/// The workspace `org` names; a text that is no workspace id names none.
+async fn require_org(store: &Store, org: &str) -> anyhow::Result<OrgId> {
+    let missing = || anyhow!("no workspace with id {org}");
+    let id: OrgId = org.parse().map_err(|_| missing())?;
+    store.org(id).await?.map(|row| row.id).ok_or_else(missing)
+}
+
+/// The key id `key_id` names; a text that is no key id names no key.
+fn parse_key_id(key_id: &str) -> anyhow::Result<ApiKeyId> {
+    key_id
+        .parse()
+        .map_err(|_| anyhow!("no key with id {key_id}"))
 }
 
 async fn execute(
@@ -216,17 +222,17 @@ async fn execute(
             )
         }
         AdminCommand::Key(KeyCommand::Create { org, name }) => {
-            require_org(store, &org).await?;
-            let key = ops::create_key(store, &org, &name, now).await?;
+            let org_id = require_org(store, &org).await?;
+            let key = ops::create_key(store, org_id, &name, now).await?;
             Ok(json!({"id": key.id, "key": key.key, "prefix": key.prefix}))
         }
         AdminCommand::Key(KeyCommand::List { org }) => {
-            require_org(store, &org).await?;
+            let org_id = require_org(store, &org).await?;
             let day = ist_day(now).to_string();
             let month = ist_month_key(now);
             let mut keys = Vec::new();
-            for k in store.api_keys(&org).await? {
-                let usage = store.key_usage_in_month(&k.id, &month).await?;
+            for k in store.api_keys(org_id).await? {
+                let usage = store.key_usage_in_month(k.id, &month).await?;
                 let today = usage.iter().find(|u| u.day == day);
                 keys.push(json!({
                     "id": k.id,
@@ -257,7 +263,7 @@ async fn execute(
             Ok(json!({"org": org, "keys": keys}))
         }
         AdminCommand::Key(KeyCommand::Revoke { key_id }) => {
-            if !store.revoke_api_key(&key_id, now_ms).await? {
+            if !store.revoke_api_key(parse_key_id(&key_id)?, now_ms).await? {
                 bail!("no key with id {key_id}");
             }
             Ok(json!({"id": key_id, "revoked": true}))
@@ -267,8 +273,9 @@ async fn execute(
             daily,
             monthly,
         })) => {
+            let id = parse_key_id(&key_id)?;
             let key = store
-                .api_key(&key_id)
+                .api_key(id)
                 .await?
                 .ok_or_else(|| anyhow!("no key with id {key_id}"))?;
             let daily = daily.unwrap_or(key.daily_limit);
@@ -276,17 +283,19 @@ async fn execute(
             if daily < 0 || monthly < 0 {
                 bail!("--daily and --monthly must not be negative");
             }
-            store.set_api_key_limits(&key_id, daily, monthly).await?;
+            store.set_api_key_limits(id, daily, monthly).await?;
             Ok(json!({"id": key_id, "dailyLimit": daily, "monthlyLimit": monthly}))
         }
         AdminCommand::Wallet(WalletCommand::Credit { org, paise }) => {
             if paise <= 0 {
                 bail!("--paise must be a positive integer");
             }
+            let missing = || anyhow!("no workspace with id {org}");
+            let org_id: OrgId = org.parse().map_err(|_| missing())?;
             let balance = store
-                .credit_wallet(&org, paise, now_ms)
+                .credit_wallet(org_id, Paise(paise), now_ms)
                 .await?
-                .ok_or_else(|| anyhow!("no workspace with id {org}"))?;
+                .ok_or_else(missing)?;
             Ok(json!({"org": org, "creditedPaise": paise, "balancePaise": balance}))
         }
         AdminCommand::Number(NumberCommand::Add {
@@ -296,7 +305,7 @@ async fn execute(
             default,
             rent_paise,
         }) => {
-            require_org(store, &org).await?;
+            let org_id = require_org(store, &org).await?;
             let phone = PhoneNumber::parse(&phone).map_err(|e| anyhow!("--phone {phone} {e}"))?;
             if !TELEPHONY_PROVIDERS.contains(&provider.as_str()) {
                 bail!(
@@ -309,11 +318,11 @@ async fn execute(
             }
             let n = ops::add_number(
                 store,
-                &org,
+                org_id,
                 phone.as_str(),
                 &provider,
                 default,
-                rent_paise,
+                rent_paise.map(Paise),
                 now,
             )
             .await?;
@@ -327,18 +336,18 @@ async fn execute(
             kind,
             json: raw,
         }) => {
-            require_org(store, &org).await?;
+            let org_id = require_org(store, &org).await?;
             let value: Value = serde_json::from_str(&raw).context("--json is not valid JSON")?;
             credentials::validate(&kind, &value)?;
             let secret = settings.load_secret()?;
             let (nonce, sealed) = CredentialCipher::new(&secret).seal(raw.as_bytes());
             store
-                .upsert_credential(&org, &kind, &nonce, &sealed, now_ms)
+                .upsert_credential(org_id, &kind, &nonce, &sealed, now_ms)
                 .await?;
             Ok(json!({"org": org, "kind": kind, "stored": true}))
         }
         AdminCommand::Webhook(WebhookCommand::Add { org, url, events }) => {
-            require_org(store, &org).await?;
+            let org_id = require_org(store, &org).await?;
             let parsed =
                 reqwest::Url::parse(&url).map_err(|e| anyhow!("--url is not a URL: {e}"))?;
             if !matches!(parsed.scheme(), "http" | "https") {
@@ -359,7 +368,7 @@ async fn execute(
                     .trim_start_matches("acai_")
             );
             let id = store
-                .insert_webhook(&org, &url, &events, &secret, now_ms)
+                .insert_webhook(org_id, &url, &events, &secret, now_ms)
                 .await?;
             Ok(json!({"id": id, "secret": secret, "url": url, "events": events}))
         }

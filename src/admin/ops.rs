@@ -1,7 +1,7 @@
 //! Platform-administrator operations, shared by the `admin` CLI and bootstrap.
 
 use crate::access::api_key::GeneratedKey;
-use crate::domain::ApiKeyId;
+use crate::domain::{ApiKeyId, OrgId, Paise};
 use crate::store::{NumberRow, OrgRow, Store, StoreError, keys::NewApiKey, numbers::NewNumber};
 use chrono::{DateTime, Months, Utc};
 
@@ -14,13 +14,13 @@ pub const DEFAULT_DAILY_LIMIT: i64 = 5_000;
 /// Default monthly request cap per key.
 pub const DEFAULT_MONTHLY_LIMIT: i64 = 100_000;
 /// Default monthly rent of a carrier number: ₹500.
-pub const DEFAULT_RENT_PAISE: i64 = 50_000;
+pub const DEFAULT_RENT_PAISE: Paise = Paise(50_000);
 
 /// A created key with its one-time full text.
 #[derive(Debug, Clone)]
 pub struct NewKey {
     /// Key id.
-    pub id: String,
+    pub id: ApiKeyId,
     /// The full key, shown once.
     pub key: String,
     /// Display prefix.
@@ -48,15 +48,15 @@ pub async fn create_org(
 /// Creates an API key for a workspace with the default caps.
 pub async fn create_key(
     store: &Store,
-    org_id: &str,
+    org_id: OrgId,
     name: &str,
     now: DateTime<Utc>,
 ) -> Result<NewKey, StoreError> {
     let generated = GeneratedKey::generate();
-    let id = ApiKeyId::new().to_string();
+    let id = ApiKeyId::new();
     store
         .insert_api_key(&NewApiKey {
-            id: &id,
+            id,
             org_id,
             name,
             prefix: &generated.prefix,
@@ -76,15 +76,15 @@ pub async fn create_key(
 /// Rents a number for a workspace; the first month counts as paid online.
 pub async fn add_number(
     store: &Store,
-    org_id: &str,
+    org_id: OrgId,
     phone: &str,
     provider: &str,
     is_default: bool,
-    rent_paise: Option<i64>,
+    rent_paise: Option<Paise>,
     now: DateTime<Utc>,
 ) -> Result<NumberRow, StoreError> {
     let rent = rent_paise.unwrap_or(if provider == "sim" {
-        0
+        Paise::ZERO
     } else {
         DEFAULT_RENT_PAISE
     });

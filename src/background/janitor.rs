@@ -123,7 +123,7 @@ async fn delete_old_recordings(
             }
         }
         if store
-            .mark_recording_deleted(&recording.call_id, now_ms)
+            .mark_recording_deleted(recording.call_id, now_ms)
             .await?
         {
             deleted += 1;

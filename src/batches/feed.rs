@@ -6,7 +6,7 @@ use super::{BatchKind, BatchStatus};
 use crate::app::state::AppState;
 use crate::calls::job::job_for;
 use crate::calls::placement::{self, DialPlan, PlacementError};
-use crate::domain::ids::CallId;
+use crate::domain::{BatchId, CallId};
 use crate::store::batches::{BatchRow, ItemCall};
 use crate::store::calls::NewCall;
 use async_trait::async_trait;
@@ -35,7 +35,10 @@ impl StoreBatchFeed {
 
     /// The batch and its dial plan, refreshed at most every [`PLAN_TTL`];
     /// None when the batch is gone or not running.
-    async fn plan(&self, batch_id: &str) -> Result<Option<(BatchRow, DialPlan)>, PlacementError> {
+    async fn plan(
+        &self,
+        batch_id: BatchId,
+    ) -> Result<Option<(BatchRow, DialPlan)>, PlacementError> {
         if let Some((at, batch, plan)) = self.cached.lock().as_ref()
             && at.elapsed() < PLAN_TTL
         {
@@ -49,8 +52,8 @@ impl StoreBatchFeed {
         }
         let plan = placement::plan(
             &self.state,
-            &batch.org_id,
-            &batch.agent_id,
+            batch.org_id,
+            batch.agent_id,
             batch.from_number.as_deref(),
         )
         .await?;
@@ -66,12 +69,12 @@ fn ledger_err(e: impl std::fmt::Display) -> LedgerError {
 /// The stored call an item of `batch` is dialed with, before the item fills in the person.
 pub fn item_call(batch: &BatchRow, plan: &DialPlan, now_ms: i64) -> ItemCall {
     let campaign = batch.kind == BatchKind::Campaign.as_str();
-    let call_id = CallId::new().to_string();
+    let call_id = CallId::new();
     ItemCall {
         call: NewCall {
-            id: call_id.clone(),
-            org_id: plan.org.id.clone(),
-            agent_id: plan.agent.id.clone(),
+            id: call_id,
+            org_id: plan.org.id,
+            agent_id: plan.agent.id,
             agent_name: plan.spec.name.clone(),
             engine: plan.spec.conversation_engine.as_str().to_string(),
             phone: String::new(),
@@ -82,8 +85,8 @@ pub fn item_call(batch: &BatchRow, plan: &DialPlan, now_ms: i64) -> ItemCall {
             source: batch.kind.clone(),
             attempt: 1,
             retry_of: None,
-            batch_id: Some(batch.id.clone()),
-            campaign_id: campaign.then(|| batch.id.clone()),
+            batch_id: Some(batch.id),
+            campaign_id: campaign.then_some(batch.id),
             campaign_name: campaign.then(|| batch.name.clone()),
             rate_paise: plan.rate_paise,
             not_before: now_ms,
@@ -97,6 +100,11 @@ pub fn item_call(batch: &BatchRow, plan: &DialPlan, now_ms: i64) -> ItemCall {
 #[async_trait]
 impl BatchFeed for StoreBatchFeed {
     async fn next_call(&self, batch_id: &str) -> Result<Option<CallJob>, LedgerError> {
+        // The engine names the batch by the text the service gave it; a text
+        // that is no batch id names no batch, so there is nothing to dial.
+        let Ok(batch_id) = batch_id.parse::<BatchId>() else {
+            return Ok(None);
+        };
         let (batch, plan) = match self.plan(batch_id).await {
             Ok(Some(found)) => found,
             Ok(None) => return Ok(None),
@@ -132,8 +140,8 @@ impl BatchFeed for StoreBatchFeed {
             .map_err(ledger_err)?;
         Ok(claimed.map(|(_, call)| {
             job_for(
-                &call.id,
-                &call.org_id,
+                call.id,
+                call.org_id,
                 plan.org.concurrency,
                 &call.phone,
                 &call.from_number,

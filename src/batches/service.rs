@@ -6,14 +6,14 @@ use super::feed::StoreBatchFeed;
 use super::{BatchAction, BatchKind, BatchStatus, Progress, stored};
 use crate::app::state::AppState;
 use crate::calls::placement::{self, PlacementError};
-use crate::domain::PhoneNumber;
 use crate::domain::phone::PhoneError;
+use crate::domain::{AgentId, BatchId, OrgId, PhoneNumber};
 use crate::store::StoreError;
 use crate::store::batches::{BatchRow, NewBatch, NewItem};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
-use uuid::Uuid;
+use std::fmt::Display;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus, LedgerError};
 
 /// Most items one request may add.
@@ -27,7 +27,8 @@ pub const MAX_LISTED_SKIPS: usize = 20;
 pub struct NewBatchInput {
     /// Display name.
     pub name: String,
-    /// Agent placing the calls.
+    /// Agent placing the calls, as the client gave it (checked by [`create`]
+    /// after the name, so a request with both wrong answers about the name).
     pub agent_id: String,
     /// Caller ID override.
     pub from_number: Option<String>,
@@ -165,11 +166,17 @@ fn allowed_from(action: &BatchAction) -> String {
 }
 
 /// A batch of another kind, workspace, or none at all.
-fn not_found(kind: BatchKind, id: &str) -> BatchError {
+fn not_found(kind: BatchKind, id: impl Display) -> BatchError {
     BatchError::NotFound {
         kind,
         id: id.to_string(),
     }
+}
+
+/// The batch of `kind` a request names by `raw`: a text that is no batch id
+/// is a 404, like a batch the workspace does not have.
+pub fn parse_id(kind: BatchKind, raw: &str) -> Result<BatchId, BatchError> {
+    raw.parse().map_err(|_| not_found(kind, raw))
 }
 
 /// Parses `scheduledStartAt`; it must lie in the future.
@@ -186,20 +193,19 @@ pub fn parse_schedule(raw: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, Ba
 /// The batch `id` of `kind` in the workspace, or 404.
 pub async fn load(
     state: &AppState,
-    org_id: &str,
+    org_id: OrgId,
     kind: BatchKind,
-    id: &str,
+    id: BatchId,
 ) -> Result<BatchRow, BatchError> {
-    let parsed: Uuid = id.parse().map_err(|_| not_found(kind, id))?;
     state
         .store
-        .batch(org_id, kind.as_str(), &parsed.to_string())
+        .batch(org_id, kind.as_str(), id)
         .await?
         .ok_or_else(|| not_found(kind, id))
 }
 
 /// Progress of a batch.
-pub async fn progress(state: &AppState, batch_id: &str) -> Result<Progress, BatchError> {
+pub async fn progress(state: &AppState, batch_id: BatchId) -> Result<Progress, BatchError> {
     Ok(Progress::from_counts(
         &state.store.batch_item_counts(batch_id).await?,
     ))
@@ -208,7 +214,7 @@ pub async fn progress(state: &AppState, batch_id: &str) -> Result<Progress, Batc
 /// Creates a draft (or scheduled) batch for an agent of the workspace.
 pub async fn create(
     state: &AppState,
-    org_id: &str,
+    org_id: OrgId,
     kind: BatchKind,
     input: NewBatchInput,
 ) -> Result<BatchRow, BatchError> {
@@ -217,10 +223,10 @@ pub async fn create(
         return Err(BatchError::NameEmpty);
     }
     let agent_missing = || BatchError::AgentNotFound(input.agent_id.clone());
-    let agent_uuid: Uuid = input.agent_id.parse().map_err(|_| agent_missing())?;
+    let agent_id: AgentId = input.agent_id.parse().map_err(|_| agent_missing())?;
     let agent = state
         .store
-        .agent(org_id, &agent_uuid.to_string())
+        .agent(org_id, agent_id)
         .await?
         .filter(|a| a.status() != crate::domain::agent::AgentStatus::Deleted)
         .ok_or_else(agent_missing)?;
@@ -234,7 +240,7 @@ pub async fn create(
                 .to_string(),
         ),
     };
-    let id = Uuid::now_v7().to_string();
+    let id = BatchId::new();
     let status = if input.scheduled_start_at.is_some() {
         BatchStatus::Scheduled
     } else {
@@ -244,11 +250,11 @@ pub async fn create(
     state
         .store
         .insert_batch(&NewBatch {
-            id: &id,
+            id,
             org_id,
             kind: kind.as_str(),
             name,
-            agent_id: &agent.id,
+            agent_id: agent.id,
             agent_name: &spec.name,
             from_number: from_number.as_deref(),
             status: status.as_str(),
@@ -258,9 +264,9 @@ pub async fn create(
         .await?;
     state
         .store
-        .batch(org_id, kind.as_str(), &id)
+        .batch(org_id, kind.as_str(), id)
         .await?
-        .ok_or(BatchError::Vanished(id))
+        .ok_or_else(|| BatchError::Vanished(id.to_string()))
 }
 
 /// Why a number cannot be dialed as part of this batch, if it cannot.
@@ -300,7 +306,7 @@ pub async fn add_items(
     }
     let mut seen: HashSet<String> = state
         .store
-        .batch_phones(&batch.id)
+        .batch_phones(batch.id)
         .await?
         .into_iter()
         .collect();
@@ -341,7 +347,7 @@ pub async fn add_items(
     let appended = state
         .store
         .append_items(
-            &batch.id,
+            batch.id,
             &stored(&[BatchStatus::Draft, BatchStatus::Scheduled]),
             &rows,
             state.clock.now().timestamp_millis(),
@@ -377,7 +383,7 @@ pub async fn act(
             state
                 .store
                 .transition_batch(
-                    &batch.id,
+                    batch.id,
                     &from,
                     to.as_str(),
                     None,
@@ -390,21 +396,21 @@ pub async fn act(
     };
     let message = match action {
         BatchAction::Start => {
-            let p = progress(state, &batch.id).await?;
+            let p = progress(state, batch.id).await?;
             if p.pending == 0 {
                 return Err(BatchError::NothingToDial(kind));
             }
             placement::plan(
                 state,
-                &batch.org_id,
-                &batch.agent_id,
+                batch.org_id,
+                batch.agent_id,
                 batch.from_number.as_deref(),
             )
             .await?;
             if !moved(BatchStatus::Running, true, false).await? {
                 return Err(raced(state, kind, batch, action).await);
             }
-            feed(state, &batch.id, &batch.org_id).await?;
+            feed(state, batch.id, batch.org_id).await?;
             format!("{noun} started: {} item(s) to dial", p.pending)
         }
         BatchAction::Pause => {
@@ -416,25 +422,25 @@ pub async fn act(
         BatchAction::Resume => {
             placement::plan(
                 state,
-                &batch.org_id,
-                &batch.agent_id,
+                batch.org_id,
+                batch.agent_id,
                 batch.from_number.as_deref(),
             )
             .await?;
             if !moved(BatchStatus::Running, true, false).await? {
                 return Err(raced(state, kind, batch, action).await);
             }
-            feed(state, &batch.id, &batch.org_id).await?;
+            feed(state, batch.id, batch.org_id).await?;
             format!("{noun} resumed")
         }
         BatchAction::Stop => {
             if !moved(BatchStatus::Stopped, false, true).await? {
                 return Err(raced(state, kind, batch, action).await);
             }
-            let dropped = state.store.drop_pending_items(&batch.id).await?;
-            for call_id in state.store.undispatched_batch_calls(&batch.id).await? {
+            let dropped = state.store.drop_pending_items(batch.id).await?;
+            for call_id in state.store.undispatched_batch_calls(batch.id).await? {
                 let end = CallEnd {
-                    call_id,
+                    call_id: call_id.to_string(),
                     status: CallStatus::Canceled,
                     ended_reason: "canceled".into(),
                     answered_at: None,
@@ -445,7 +451,7 @@ pub async fn act(
             format!("{noun} stopped: {dropped} pending item(s) dropped; live calls finish")
         }
         BatchAction::Retry => {
-            let reset = state.store.reset_failed_items(&batch.id).await?;
+            let reset = state.store.reset_failed_items(batch.id).await?;
             if reset == 0 {
                 return Ok(format!(
                     "{noun} has no failed, unanswered or busy items to re-dial"
@@ -462,7 +468,7 @@ pub async fn act(
                     state
                         .store
                         .transition_batch(
-                            &batch.id,
+                            batch.id,
                             &stored(&[BatchStatus::Completed, BatchStatus::Stopped]),
                             BatchStatus::Running.as_str(),
                             None,
@@ -474,7 +480,7 @@ pub async fn act(
                 }
                 _ => {}
             }
-            feed(state, &batch.id, &batch.org_id).await?;
+            feed(state, batch.id, batch.org_id).await?;
             format!("{reset} item(s) will be re-dialed")
         }
     };
@@ -488,13 +494,13 @@ async fn raced(
     batch: &BatchRow,
     action: BatchAction,
 ) -> BatchError {
-    match state.store.batch_by_id(&batch.id).await {
+    match state.store.batch_by_id(batch.id).await {
         Ok(Some(now)) => BatchError::Refused {
             kind,
             action,
             status: BatchStatus::from_stored(&now.status),
         },
-        Ok(None) => not_found(kind, &batch.id),
+        Ok(None) => not_found(kind, batch.id),
         Err(err) => err.into(),
     }
 }
@@ -532,7 +538,7 @@ pub async fn update(
     state
         .store
         .update_batch(
-            &batch.id,
+            batch.id,
             &name,
             status.as_str(),
             scheduled,
@@ -541,16 +547,16 @@ pub async fn update(
         .await?;
     state
         .store
-        .batch_by_id(&batch.id)
+        .batch_by_id(batch.id)
         .await?
-        .ok_or_else(|| not_found(kind, &batch.id))
+        .ok_or_else(|| not_found(kind, batch.id))
 }
 
 /// Deletes a batch that is not running.
 pub async fn delete(state: &AppState, kind: BatchKind, batch: &BatchRow) -> Result<(), BatchError> {
     if !state
         .store
-        .delete_batch(&batch.id, &[BatchStatus::Running.as_str()])
+        .delete_batch(batch.id, &[BatchStatus::Running.as_str()])
         .await?
     {
         return Err(BatchError::DeleteRunning(kind));
@@ -559,13 +565,13 @@ pub async fn delete(state: &AppState, kind: BatchKind, batch: &BatchRow) -> Resu
 }
 
 /// Puts a running batch into its workspace's round-robin.
-pub async fn feed(state: &AppState, batch_id: &str, org_id: &str) -> Result<(), StoreError> {
+pub async fn feed(state: &AppState, batch_id: BatchId, org_id: OrgId) -> Result<(), StoreError> {
     let concurrency = state.store.org(org_id).await?.map_or(1, |org| {
         u32::try_from(org.concurrency.max(1)).unwrap_or(u32::MAX)
     });
     if let Err(err) = state.engine.feed_batch(
-        org_id,
-        batch_id,
+        &org_id.to_string(),
+        &batch_id.to_string(),
         concurrency,
         StoreBatchFeed::new(state.clone()),
     ) {
@@ -588,7 +594,7 @@ pub async fn tick(state: &AppState) -> Result<(), StoreError> {
         tracing::info!(batch = %id, "batch completed");
     }
     for (batch_id, org_id) in state.store.running_batches_with_pending().await? {
-        feed(state, &batch_id, &org_id).await?;
+        feed(state, batch_id, org_id).await?;
     }
     Ok(())
 }

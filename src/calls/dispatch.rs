@@ -3,6 +3,7 @@
 
 use super::job::job_for;
 use crate::app::state::AppState;
+use crate::domain::CallId;
 use crate::store::StoreError;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus};
 
@@ -11,26 +12,26 @@ pub async fn dispatch_due(state: &AppState) -> Result<usize, StoreError> {
     let now = state.clock.now().timestamp_millis();
     let mut handed = 0;
     for row in state.store.due_calls(now, 500).await? {
-        if !state.store.claim_call(&row.id).await? {
+        if !state.store.claim_call(row.id).await? {
             continue;
         }
         let (Some(org), Some(agent)) = (
-            state.store.org(&row.org_id).await?,
-            state.store.agent(&row.org_id, &row.agent_id).await?,
+            state.store.org(row.org_id).await?,
+            state.store.agent(row.org_id, row.agent_id).await?,
         ) else {
-            fail(state, &row.id, "agent-unavailable").await;
+            fail(state, row.id, "agent-unavailable").await;
             continue;
         };
         let spec = match agent.spec() {
             Ok(spec) if agent.status() == crate::domain::agent::AgentStatus::Active => spec,
             _ => {
-                fail(state, &row.id, "agent-unavailable").await;
+                fail(state, row.id, "agent-unavailable").await;
                 continue;
             }
         };
         let job = job_for(
-            &row.id,
-            &row.org_id,
+            row.id,
+            row.org_id,
             org.concurrency,
             &row.phone,
             &row.from_number,
@@ -41,7 +42,7 @@ pub async fn dispatch_due(state: &AppState) -> Result<usize, StoreError> {
         );
         if let Err(err) = state.engine.enqueue(job) {
             tracing::error!(call = %row.id, error = %err, "engine refused a due call");
-            state.store.release_queued_calls(Some(&row.org_id)).await?;
+            state.store.release_queued_calls(Some(row.org_id)).await?;
             break;
         }
         handed += 1;
@@ -49,7 +50,7 @@ pub async fn dispatch_due(state: &AppState) -> Result<usize, StoreError> {
     Ok(handed)
 }
 
-async fn fail(state: &AppState, call_id: &str, reason: &str) {
+async fn fail(state: &AppState, call_id: CallId, reason: &str) {
     let end = CallEnd {
         call_id: call_id.to_string(),
         status: CallStatus::Failed,
@@ -71,7 +72,7 @@ pub async fn recover_after_restart(state: &AppState) -> Result<(usize, u64), Sto
     for (id, status, answered_at, last_activity) in &orphans {
         let answered = status == "in-progress";
         let end = CallEnd {
-            call_id: id.clone(),
+            call_id: id.to_string(),
             status: if answered {
                 CallStatus::Completed
             } else {

@@ -1,14 +1,19 @@
 //! The engine's job for a stored call: what the call actor needs to dial and
 //! run it, built from the call row and its agent.
+//!
+//! The engine crate names calls and workspaces by plain strings; this is
+//! where the typed ids become those strings (the runner and the ledger parse
+//! them back).
 
 use crate::domain::agent::AgentSpec;
+use crate::domain::{CallId, OrgId};
 use voxline_actors::engine::CallJob;
 
 /// Builds the engine's job for a stored call.
 #[allow(clippy::too_many_arguments)]
 pub fn job_for(
-    call_id: &str,
-    org_id: &str,
+    call_id: CallId,
+    org_id: OrgId,
     concurrency: i64,
     to: &str,
     from: &str,

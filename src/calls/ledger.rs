@@ -2,7 +2,7 @@
 //! terminal outcome, and scheduling of retries by the agent's policy.
 
 use crate::domain::clock::{SharedClock, ist_month_key};
-use crate::domain::ids::CallId;
+use crate::domain::{CallId, OrgId};
 use crate::store::Store;
 use crate::store::calls::{CallOutcome, NewCall};
 use async_trait::async_trait;
@@ -31,6 +31,13 @@ fn err(e: impl std::fmt::Display) -> LedgerError {
     LedgerError(e.to_string())
 }
 
+/// The call the engine names by `raw`. The engine only knows ids the service
+/// gave it, so a text that is no call id names no stored call: the report is
+/// ignored, as one about an unknown call is.
+fn stored_call(raw: &str) -> Option<CallId> {
+    raw.parse().ok()
+}
+
 #[async_trait]
 impl CallLedger for StoreLedger {
     async fn transition(
@@ -39,6 +46,9 @@ impl CallLedger for StoreLedger {
         status: CallStatus,
         at_ms: i64,
     ) -> Result<(), LedgerError> {
+        let Some(call_id) = stored_call(call_id) else {
+            return Ok(());
+        };
         self.store
             .call_transition(call_id, status.as_str(), at_ms)
             .await
@@ -51,6 +61,9 @@ impl CallLedger for StoreLedger {
         call_id: &str,
         carrier_call_id: &str,
     ) -> Result<(), LedgerError> {
+        let Some(call_id) = stored_call(call_id) else {
+            return Ok(());
+        };
         self.store
             .set_carrier_call_id(call_id, carrier_call_id)
             .await
@@ -58,9 +71,12 @@ impl CallLedger for StoreLedger {
     }
 
     async fn finish(&self, end: CallEnd) -> Result<(), LedgerError> {
+        let Some(call_id) = stored_call(&end.call_id) else {
+            return Ok(());
+        };
         let month = ist_month_key(self.clock.now());
         let outcome = CallOutcome {
-            call_id: &end.call_id,
+            call_id,
             status: end.status.as_str(),
             ended_reason: &end.ended_reason,
             answered_at: end.answered_at,
@@ -76,7 +92,7 @@ impl CallLedger for StoreLedger {
         // Retries: unanswered outcomes are re-dialed by the engine itself, later.
         let Some(agent) = self
             .store
-            .agent(&done.org_id, &done.agent_id)
+            .agent(done.org_id, done.agent_id)
             .await
             .map_err(err)?
         else {
@@ -93,7 +109,7 @@ impl CallLedger for StoreLedger {
             let not_before = end.ended_at + i64::from(policy.retry_after_seconds) * 1000;
             let now_ms = self.clock.now().timestamp_millis();
             let next = NewCall {
-                id: CallId::new().to_string(),
+                id: CallId::new(),
                 org_id: done.org_id,
                 agent_id: done.agent_id,
                 agent_name: done.agent_name,
@@ -105,7 +121,7 @@ impl CallLedger for StoreLedger {
                 variables: done.variables,
                 source: done.source,
                 attempt: done.attempt + 1,
-                retry_of: Some(done.retry_of.unwrap_or_else(|| end.call_id.clone())),
+                retry_of: Some(done.retry_of.unwrap_or(call_id)),
                 batch_id: done.batch_id,
                 campaign_id: done.campaign_id,
                 campaign_name: done.campaign_name,
@@ -120,6 +136,10 @@ impl CallLedger for StoreLedger {
     }
 
     async fn release_queued(&self, org_id: &str) -> Result<(), LedgerError> {
+        // Like a call id, a text that is no workspace id has no queued calls.
+        let Ok(org_id) = org_id.parse::<OrgId>() else {
+            return Ok(());
+        };
         self.store
             .release_queued_calls(Some(org_id))
             .await

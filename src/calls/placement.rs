@@ -3,14 +3,13 @@
 //! handed to the engine in the same request.
 
 use crate::app::state::AppState;
-use crate::domain::PhoneNumber;
 use crate::domain::agent::{AgentSpec, AgentStatus};
 use crate::domain::clock::ist_month_key;
 use crate::domain::phone::PhoneError;
+use crate::domain::{AgentId, CallId, OrgId, Paise, PhoneNumber};
 use crate::store::calls::NewCall;
 use crate::store::{AgentRow, NumberRow, OrgRow, StoreError};
 use serde_json::{Map, Value};
-use uuid::Uuid;
 
 /// Why a call cannot be placed; each message says what to fix.
 #[derive(Debug, thiserror::Error)]
@@ -66,8 +65,8 @@ pub struct DialPlan {
     pub spec: AgentSpec,
     /// Caller ID.
     pub from: NumberRow,
-    /// Per-minute rate in paise.
-    pub rate_paise: i64,
+    /// Per-minute rate.
+    pub rate_paise: Paise,
 }
 
 /// One person to call.
@@ -102,18 +101,24 @@ impl CallSource {
     }
 }
 
+/// The agent a request names by `raw`: a text that is no agent id is
+/// refused like an agent the workspace does not have.
+pub fn agent_id(raw: &str) -> Result<AgentId, PlacementError> {
+    raw.parse()
+        .map_err(|_| PlacementError::AgentNotFound(raw.to_string()))
+}
+
 /// Checks everything that must hold before a call is enqueued.
 pub async fn plan(
     state: &AppState,
-    org_id: &str,
-    agent_id: &str,
+    org_id: OrgId,
+    agent_id: AgentId,
     from_override: Option<&str>,
 ) -> Result<DialPlan, PlacementError> {
     let agent_missing = || PlacementError::AgentNotFound(agent_id.to_string());
-    let agent_uuid: Uuid = agent_id.parse().map_err(|_| agent_missing())?;
     let agent = state
         .store
-        .agent(org_id, &agent_uuid.to_string())
+        .agent(org_id, agent_id)
         .await?
         .ok_or_else(agent_missing)?;
     match agent.status() {
@@ -129,7 +134,7 @@ pub async fn plan(
         .org(org_id)
         .await?
         .ok_or(PlacementError::WorkspaceNotFound)?;
-    if org.wallet_paise <= 0 {
+    if org.wallet_paise <= Paise::ZERO {
         return Err(PlacementError::WalletEmpty);
     }
     let used = state
@@ -143,7 +148,7 @@ pub async fn plan(
         });
     }
     let from = resolve_from(state, org_id, &spec, from_override).await?;
-    let rate_paise = spec.per_minute_rate_paise;
+    let rate_paise = Paise(spec.per_minute_rate_paise);
     Ok(DialPlan {
         org,
         agent,
@@ -157,7 +162,7 @@ pub async fn plan(
 /// else any active number: always one the workspace owns and is not suspended.
 async fn resolve_from(
     state: &AppState,
-    org_id: &str,
+    org_id: OrgId,
     spec: &AgentSpec,
     from_override: Option<&str>,
 ) -> Result<NumberRow, PlacementError> {
@@ -197,14 +202,14 @@ pub async fn place(
     plan: &DialPlan,
     targets: Vec<CallTarget>,
     source: CallSource,
-) -> Result<Vec<(String, String)>, StoreError> {
+) -> Result<Vec<(CallId, String)>, StoreError> {
     let now_ms = state.clock.now().timestamp_millis();
     let calls: Vec<NewCall> = targets
         .into_iter()
         .map(|t| NewCall {
-            id: crate::domain::ids::CallId::new().to_string(),
-            org_id: plan.org.id.clone(),
-            agent_id: plan.agent.id.clone(),
+            id: CallId::new(),
+            org_id: plan.org.id,
+            agent_id: plan.agent.id,
             agent_name: plan.spec.name.clone(),
             engine: plan.spec.conversation_engine.as_str().to_string(),
             phone: t.phone.as_str().to_string(),
@@ -228,8 +233,8 @@ pub async fn place(
     let mut placed = Vec::with_capacity(calls.len());
     for call in &calls {
         let job = super::job::job_for(
-            &call.id,
-            &call.org_id,
+            call.id,
+            call.org_id,
             plan.org.concurrency,
             &call.phone,
             &call.from_number,
@@ -241,9 +246,9 @@ pub async fn place(
         if let Err(err) = state.engine.enqueue(job) {
             // The call stays queued in the database; the dispatcher retries it.
             tracing::error!(call = %call.id, error = %err, "engine refused a call; left for the dispatcher");
-            state.store.release_queued_calls(Some(&call.org_id)).await?;
+            state.store.release_queued_calls(Some(call.org_id)).await?;
         }
-        placed.push((call.id.clone(), call.phone.clone()));
+        placed.push((call.id, call.phone.clone()));
     }
     Ok(placed)
 }

@@ -6,6 +6,7 @@ use super::welcome_cache::WelcomeCache;
 use crate::app::config::Settings;
 use crate::domain::agent::{AgentSpec, ConversationEngine as AgentEngine, fill_placeholders};
 use crate::domain::clock::SharedClock;
+use crate::domain::{CallId, OrgId};
 use crate::http::media::MediaStream;
 use crate::providers::resilience::Breakers;
 use crate::providers::select::{ProviderSelector, prepare_call, record_usage};
@@ -102,7 +103,7 @@ fn script_lines(script: &Option<Value>) -> Vec<String> {
 
 /// The loop's configuration for an agent and a call's variables.
 pub fn conversation_config(
-    call_id: &str,
+    call_id: CallId,
     carrier: CarrierSession,
     spec: &AgentSpec,
     variables: &Map<String, Value>,
@@ -213,12 +214,19 @@ impl ConversationRunner for CallRunner {
             transport,
             start,
         } = *stream;
-        let Ok(Some((agent_id, variables_json))) =
-            self.store.call_agent_and_variables(&job.call_id).await
+        // The engine carries the ids the service gave it as text; one that
+        // does not parse names no stored call, like an unknown one.
+        let (Ok(call_id), Ok(org_id)) =
+            (job.call_id.parse::<CallId>(), job.org_id.parse::<OrgId>())
         else {
             return "engine-error".into();
         };
-        let Ok(Some(agent)) = self.store.agent(&job.org_id, &agent_id).await else {
+        let Ok(Some((agent_id, variables_json))) =
+            self.store.call_agent_and_variables(call_id).await
+        else {
+            return "engine-error".into();
+        };
+        let Ok(Some(agent)) = self.store.agent(org_id, agent_id).await else {
             return "engine-error".into();
         };
         let Ok(spec) = agent.spec() else {
@@ -240,7 +248,7 @@ impl ConversationRunner for CallRunner {
             }
         };
         let mut config = conversation_config(
-            &job.call_id,
+            call_id,
             CarrierSession::started(codec, Box::new(start)),
             &spec,
             &variables,
@@ -250,33 +258,30 @@ impl ConversationRunner for CallRunner {
         config.welcome_audio = super::welcome_cache::speaks_with_sim_tts(&spec)
             .then(|| {
                 self.welcome_cache
-                    .get(&agent.id, &config.welcome_message, &config.voice)
+                    .get(agent.id, &config.welcome_message, &config.voice)
             })
             .flatten();
         if config.welcome_audio.is_none() && !agent.dormant {
             // Cold after a restart or an eviction: warm it for the next call.
-            self.welcome_cache.warm(&job.org_id, &agent.id, &spec);
+            self.welcome_cache.warm(org_id, agent.id, &spec);
         }
         let sim = self.sim_config(&variables);
-        let selected =
-            match prepare_call(&self.selector, &job.call_id, &job.org_id, &spec, sim).await {
-                Ok(selected) => selected,
-                Err(reason) => return reason,
-            };
+        let selected = match prepare_call(&self.selector, call_id, org_id, &spec, sim).await {
+            Ok(selected) => selected,
+            Err(reason) => return reason,
+        };
         let providers = selected.providers;
 
         let (tx, mut rx) = mpsc::unbounded_channel::<Turn>();
         let store = self.store.clone();
-        let call_id = job.call_id.clone();
-        let org_id = job.org_id.clone();
         let seq = Arc::new(AtomicI64::new(0));
         let writer = tokio::spawn(async move {
             while let Some(turn) = rx.recv().await {
                 let n = seq.fetch_add(1, Ordering::Relaxed);
                 if let Err(err) = store
                     .insert_turn(
-                        &call_id,
-                        &org_id,
+                        call_id,
+                        org_id,
                         n,
                         turn.speaker.as_str(),
                         &turn.text,
@@ -291,7 +296,7 @@ impl ConversationRunner for CallRunner {
         let observer: Arc<dyn ConversationObserver> = Arc::new(TurnWriter { tx });
         let outcome = run_conversation(config, providers, transport, observer, cancel).await;
         let _ = writer.await;
-        record_usage(&self.store, &job.call_id, &selected.usage).await;
+        record_usage(&self.store, call_id, &selected.usage).await;
 
         let reason = outcome.ended_reason.as_str().to_string();
         if let Some(err) = &outcome.error {
@@ -301,7 +306,7 @@ impl ConversationRunner for CallRunner {
         if let Err(err) = self
             .store
             .set_call_results(
-                &job.call_id,
+                call_id,
                 &transcript_text(&outcome.transcript),
                 &summary(&outcome.transcript, &reason),
                 &Value::Object(outcome.extracted.clone()).to_string(),
@@ -316,8 +321,8 @@ impl ConversationRunner for CallRunner {
             let now = self.clock.now().timestamp_millis();
             let path = rec.path.to_string_lossy();
             let record = NewRecording {
-                call_id: &job.call_id,
-                org_id: &job.org_id,
+                call_id,
+                org_id,
                 path: &path,
                 format: "wav",
                 duration_ms: i64::try_from(rec.duration.as_millis()).unwrap_or(i64::MAX),

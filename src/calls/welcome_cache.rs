@@ -11,6 +11,7 @@
 
 use crate::app::config::SimSettings;
 use crate::domain::agent::{AgentSpec, AgentStatus, TtsVendor, placeholder_names};
+use crate::domain::{AgentId, OrgId};
 use crate::store::{Store, StoreResult};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -36,7 +37,7 @@ pub fn sim_tts_for_agents(sim: &SimSettings) -> TtsForAgent {
 
 /// One agent's entry.
 struct Entry {
-    org_id: String,
+    org_id: OrgId,
     text: String,
     voice: String,
     /// `None` while the synthesis runs.
@@ -48,7 +49,7 @@ struct Entry {
 /// The cache of warm welcome audio, shared by the API, the runner and the janitor.
 pub struct WelcomeCache {
     tts_for: TtsForAgent,
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Mutex<HashMap<AgentId, Entry>>,
     next_generation: Mutex<u64>,
 }
 
@@ -78,7 +79,7 @@ impl WelcomeCache {
     /// Warms an awake agent's welcome in the background; an agent whose
     /// welcome has placeholders (or none) is dropped instead. Nothing happens
     /// when the same text and voice are already warm or warming.
-    pub fn warm(self: &Arc<Self>, org_id: &str, agent_id: &str, spec: &AgentSpec) {
+    pub fn warm(self: &Arc<Self>, org_id: OrgId, agent_id: AgentId, spec: &AgentSpec) {
         let Some(text) = cacheable_welcome(spec).filter(|_| speaks_with_sim_tts(spec)) else {
             self.forget(agent_id);
             return;
@@ -91,15 +92,15 @@ impl WelcomeCache {
         {
             let mut entries = self.entries.lock();
             if entries
-                .get(agent_id)
+                .get(&agent_id)
                 .is_some_and(|e| e.text == text && e.voice == spec.voice)
             {
                 return;
             }
             entries.insert(
-                agent_id.to_string(),
+                agent_id,
                 Entry {
-                    org_id: org_id.to_string(),
+                    org_id,
                     text: text.to_string(),
                     voice: spec.voice.clone(),
                     audio: None,
@@ -109,7 +110,6 @@ impl WelcomeCache {
         }
         let tts = (self.tts_for)(spec);
         let cache = Arc::clone(self);
-        let agent_id = agent_id.to_string();
         let text = text.to_string();
         let voice = spec.voice.clone();
         tokio::spawn(async move {
@@ -135,44 +135,44 @@ impl WelcomeCache {
 
     /// The warm audio of `agent_id`'s welcome, if it was made from exactly
     /// `text` and `voice`.
-    pub fn get(&self, agent_id: &str, text: &str, voice: &str) -> Option<Arc<[i16]>> {
+    pub fn get(&self, agent_id: AgentId, text: &str, voice: &str) -> Option<Arc<[i16]>> {
         let entries = self.entries.lock();
-        let entry = entries.get(agent_id)?;
+        let entry = entries.get(&agent_id)?;
         (entry.text == text.trim() && entry.voice == voice)
             .then(|| entry.audio.clone())
             .flatten()
     }
 
     /// Whether `agent_id` has warm audio (not merely warming).
-    pub fn is_warm(&self, agent_id: &str) -> bool {
+    pub fn is_warm(&self, agent_id: AgentId) -> bool {
         self.entries
             .lock()
-            .get(agent_id)
+            .get(&agent_id)
             .is_some_and(|e| e.audio.is_some())
     }
 
     /// Drops `agent_id`'s entry.
-    pub fn forget(&self, agent_id: &str) {
-        self.entries.lock().remove(agent_id);
+    pub fn forget(&self, agent_id: AgentId) {
+        self.entries.lock().remove(&agent_id);
     }
 
     /// Drops the entries of agents that are no longer awake (dormant,
     /// inactive, deleted or gone); returns how many went.
     pub async fn drop_sleeping(&self, store: &Store) -> StoreResult<usize> {
-        let cached: Vec<(String, String)> = self
+        let cached: Vec<(OrgId, AgentId)> = self
             .entries
             .lock()
             .iter()
-            .map(|(agent, e)| (e.org_id.clone(), agent.clone()))
+            .map(|(agent, e)| (e.org_id, *agent))
             .collect();
         let mut dropped = 0;
         for (org_id, agent_id) in cached {
             let awake = store
-                .agent(&org_id, &agent_id)
+                .agent(org_id, agent_id)
                 .await?
                 .is_some_and(|row| row.status() == AgentStatus::Active && !row.dormant);
             if !awake {
-                self.forget(&agent_id);
+                self.forget(agent_id);
                 dropped += 1;
             }
         }
@@ -234,7 +234,7 @@ mod tests {
         input.into_new_spec().unwrap()
     }
 
-    async fn settle(cache: &WelcomeCache, agent: &str) {
+    async fn settle(cache: &WelcomeCache, agent: AgentId) {
         for _ in 0..200 {
             if cache.is_warm(agent) {
                 return;
@@ -251,22 +251,23 @@ mod tests {
         ));
         let provider: Arc<dyn TtsProvider> = tts.clone();
         let cache = WelcomeCache::new(Arc::new(move |_| Arc::clone(&provider)));
+        let (org, a2) = (OrgId::new(), AgentId::new());
         let mut vendor = spec("Hello from Voxline.");
         vendor.tts_provider = TtsVendor::ElevenLabs;
-        cache.warm("org", "a2", &vendor);
+        cache.warm(org, a2, &vendor);
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(!cache.is_warm("a2"));
+        assert!(!cache.is_warm(a2));
         assert!(
             cache
-                .get("a2", "Hello from Voxline.", &vendor.voice)
+                .get(a2, "Hello from Voxline.", &vendor.voice)
                 .is_none()
         );
         assert_eq!(tts.0.load(Ordering::SeqCst), 0);
         // Switching back to the sim voice warms it.
         vendor.tts_provider = TtsVendor::Sim;
-        cache.warm("org", "a2", &vendor);
-        settle(&cache, "a2").await;
-        assert!(cache.is_warm("a2"));
+        cache.warm(org, a2, &vendor);
+        settle(&cache, a2).await;
+        assert!(cache.is_warm(a2));
     }
 
     #[tokio::test]
@@ -277,29 +278,30 @@ mod tests {
         ));
         let provider: Arc<dyn TtsProvider> = tts.clone();
         let cache = WelcomeCache::new(Arc::new(move |_| Arc::clone(&provider)));
+        let (org, a1) = (OrgId::new(), AgentId::new());
         let greeter = spec("Hello from Voxline.");
-        cache.warm("org", "a1", &greeter);
-        cache.warm("org", "a1", &greeter);
-        settle(&cache, "a1").await;
+        cache.warm(org, a1, &greeter);
+        cache.warm(org, a1, &greeter);
+        settle(&cache, a1).await;
         assert_eq!(tts.0.load(Ordering::SeqCst), 1);
         let audio = cache
-            .get("a1", "Hello from Voxline.", &greeter.voice)
+            .get(a1, "Hello from Voxline.", &greeter.voice)
             .unwrap();
         assert!(audio.len() >= 8000 / 2, "{} samples", audio.len());
-        assert!(cache.get("a1", "Something else.", &greeter.voice).is_none());
-        assert!(cache.get("a1", "Hello from Voxline.", "other").is_none());
+        assert!(cache.get(a1, "Something else.", &greeter.voice).is_none());
+        assert!(cache.get(a1, "Hello from Voxline.", "other").is_none());
 
         // An edit re-warms with the new text; placeholders drop it.
-        cache.warm("org", "a1", &spec("Hi again."));
+        cache.warm(org, a1, &spec("Hi again."));
         assert!(
             cache
-                .get("a1", "Hello from Voxline.", &greeter.voice)
+                .get(a1, "Hello from Voxline.", &greeter.voice)
                 .is_none()
         );
-        settle(&cache, "a1").await;
-        assert!(cache.get("a1", "Hi again.", &greeter.voice).is_some());
-        cache.warm("org", "a1", &spec("Hi {name}."));
-        assert!(!cache.is_warm("a1"));
+        settle(&cache, a1).await;
+        assert!(cache.get(a1, "Hi again.", &greeter.voice).is_some());
+        cache.warm(org, a1, &spec("Hi {name}."));
+        assert!(!cache.is_warm(a1));
         assert_eq!(tts.0.load(Ordering::SeqCst), 2);
     }
 }

@@ -5,6 +5,7 @@
 use super::callbacks::CallbackHost;
 use super::{CarrierCredentials, CarrierKind};
 use crate::app::state::AppState;
+use crate::domain::{CallId, OrgId};
 use crate::secrets::credentials::CredentialCipher;
 use crate::store::Store;
 use async_trait::async_trait;
@@ -27,18 +28,18 @@ impl StoreCredentials {
     }
 
     /// The decrypted credential JSON of `kind`, or `None` when absent or unreadable.
-    pub async fn load(&self, org_id: &str, kind: &str) -> Option<serde_json::Value> {
+    pub async fn load(&self, org_id: OrgId, kind: &str) -> Option<serde_json::Value> {
         let sealed = match self.store.credential(org_id, kind).await {
             Ok(sealed) => sealed?,
             Err(err) => {
-                tracing::warn!(org_id, kind, error = %err, "reading a credential failed");
+                tracing::warn!(%org_id, kind, error = %err, "reading a credential failed");
                 return None;
             }
         };
         let plain = match self.cipher.open(&sealed.0, &sealed.1) {
             Ok(plain) => plain,
             Err(err) => {
-                tracing::warn!(org_id, kind, error = %err, "a stored credential does not open");
+                tracing::warn!(%org_id, kind, error = %err, "a stored credential does not open");
                 return None;
             }
         };
@@ -49,7 +50,8 @@ impl StoreCredentials {
 #[async_trait]
 impl CarrierCredentials for StoreCredentials {
     async fn for_org(&self, org_id: &str, kind: CarrierKind) -> Option<serde_json::Value> {
-        self.load(org_id, kind.as_str()).await
+        // The engine names workspaces by text; one that is no workspace id has no account.
+        self.load(org_id.parse().ok()?, kind.as_str()).await
     }
 }
 
@@ -78,14 +80,16 @@ impl CallbackHost for ServiceCallbackHost {
         call_id: &str,
         kind: CarrierKind,
     ) -> Option<serde_json::Value> {
+        // A callback path that names no call id names no stored call.
+        let call_id: CallId = call_id.parse().ok()?;
         let org_id = match self.state.store.call_org(call_id).await {
             Ok(org) => org?,
             Err(err) => {
-                tracing::warn!(call_id, error = %err, "looking up a callback's call failed");
+                tracing::warn!(%call_id, error = %err, "looking up a callback's call failed");
                 return None;
             }
         };
-        self.credentials.load(&org_id, kind.as_str()).await
+        self.credentials.load(org_id, kind.as_str()).await
     }
 
     fn carrier_status(&self, call_id: &str, status: CarrierStatus) {

@@ -1,6 +1,13 @@
 //! Identifier newtypes. Every id is a UUIDv7, so ids sort by creation time.
+//!
+//! Both databases keep ids in `TEXT` columns as the lowercase hyphenated form
+//! (migrations 0001–0004), so the sqlx impls below read and write them as
+//! text: binds and rows use the types directly, and a stored value that is not
+//! a UUID fails to decode instead of travelling on as an arbitrary string.
 
 use serde::{Deserialize, Serialize};
+use sqlx::encode::IsNull;
+use sqlx::error::BoxDynError;
 use std::fmt;
 use std::str::FromStr;
 use uuid::Uuid;
@@ -37,6 +44,45 @@ macro_rules! id_type {
                 Uuid::parse_str(s).map(Self)
             }
         }
+
+        impl<DB: sqlx::Database> sqlx::Type<DB> for $name
+        where
+            String: sqlx::Type<DB>,
+        {
+            fn type_info() -> DB::TypeInfo {
+                <String as sqlx::Type<DB>>::type_info()
+            }
+
+            fn compatible(ty: &DB::TypeInfo) -> bool {
+                <String as sqlx::Type<DB>>::compatible(ty)
+            }
+        }
+
+        impl<'q, DB: sqlx::Database> sqlx::Encode<'q, DB> for $name
+        where
+            String: sqlx::Encode<'q, DB>,
+        {
+            fn encode_by_ref(
+                &self,
+                buf: &mut <DB as sqlx::Database>::ArgumentBuffer,
+            ) -> Result<IsNull, BoxDynError> {
+                <String as sqlx::Encode<'q, DB>>::encode(self.to_string(), buf)
+            }
+
+            fn size_hint(&self) -> usize {
+                uuid::fmt::Hyphenated::LENGTH
+            }
+        }
+
+        impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for $name
+        where
+            &'r str: sqlx::Decode<'r, DB>,
+        {
+            fn decode(value: <DB as sqlx::Database>::ValueRef<'r>) -> Result<Self, BoxDynError> {
+                let text = <&'r str as sqlx::Decode<'r, DB>>::decode(value)?;
+                Ok(Self(Uuid::parse_str(text)?))
+            }
+        }
     };
 }
 
@@ -68,3 +114,56 @@ id_type!(
     /// A call (each attempt is its own call).
     CallId
 );
+id_type!(
+    /// A batch or a campaign: both live in the `batches` table, told apart by
+    /// `kind`, so one id type serves both (see [`CampaignId`]).
+    BatchId
+);
+id_type!(
+    /// A text chat session with an agent.
+    ChatSessionId
+);
+id_type!(
+    /// One webhook delivery (an event for one subscription).
+    DeliveryId
+);
+
+/// A campaign's id: a [`BatchId`] of a `batches` row of kind `campaign`. The
+/// alias names the role where a campaign is meant (a call's `campaign_id`).
+pub type CampaignId = BatchId;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::Row;
+
+    #[test]
+    fn ids_print_and_parse_as_hyphenated_lowercase() {
+        let id: CallId = "0190F2C4-8B7A-7C3D-9E1F-2A3B4C5D6E7F".parse().unwrap();
+        assert_eq!(id.to_string(), "0190f2c4-8b7a-7c3d-9e1f-2a3b4c5d6e7f");
+        assert_eq!(
+            serde_json::to_string(&id).unwrap(),
+            "\"0190f2c4-8b7a-7c3d-9e1f-2a3b4c5d6e7f\""
+        );
+        assert!("not-a-uuid".parse::<CallId>().is_err());
+    }
+
+    #[tokio::test]
+    async fn ids_bind_and_decode_as_uuid_text() {
+        let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
+        let id = OrgId::new();
+        let row = sqlx::query("SELECT $1 AS id, typeof($1) AS kind")
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(row.get::<String, _>("kind"), "text");
+        assert_eq!(row.get::<String, _>("id"), id.to_string());
+        assert_eq!(row.get::<OrgId, _>("id"), id);
+        let bad = sqlx::query("SELECT 'org-1' AS id")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert!(bad.try_get::<OrgId, _>("id").is_err());
+    }
+}

@@ -8,6 +8,9 @@ pub mod money;
 pub mod page;
 pub mod phone;
 
-pub use ids::{AgentId, ApiKeyId, NumberId, OrgId};
+pub use ids::{
+    AgentId, ApiKeyId, BatchId, CallId, CampaignId, ChatSessionId, DeliveryId, NumberId, OrgId,
+    WalletTxId, WebhookId,
+};
 pub use money::Paise;
 pub use phone::PhoneNumber;

@@ -58,17 +58,17 @@ async fn list_numbers(
     State(state): State<AppState>,
     caller: Caller,
 ) -> ApiResult<Json<NumberList>> {
-    let rows = state.store.numbers(&caller.org()).await?;
+    let rows = state.store.numbers(caller.org_id).await?;
     Ok(Json(NumberList {
         rows: rows
             .into_iter()
             .map(|n| NumberView {
-                id: n.id,
+                id: n.id.to_string(),
                 phone: n.phone,
                 provider: n.provider,
                 status: n.status,
                 is_default: n.is_default,
-                monthly_rent_paise: n.monthly_rent_paise,
+                monthly_rent_paise: n.monthly_rent_paise.get(),
                 rented_at: iso(n.rented_at),
                 renews_at: iso(n.renews_at),
             })
@@ -91,11 +91,11 @@ pub struct WalletView {
 async fn get_wallet(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<WalletView>> {
     let org = state
         .store
-        .org(&caller.org())
+        .org(caller.org_id)
         .await?
         .ok_or_else(|| ApiError::NotFound("Workspace not found".into()))?;
     Ok(Json(WalletView {
-        balance_paise: org.wallet_paise,
+        balance_paise: org.wallet_paise.get(),
         currency: "INR",
     }))
 }
@@ -133,17 +133,17 @@ async fn list_wallet_transactions(
 ) -> ApiResult<Json<ListEnvelope<WalletTxView>>> {
     let (rows, total) = state
         .store
-        .wallet_transactions(&caller.org(), i64::from(page.limit), page.offset())
+        .wallet_transactions(caller.org_id, i64::from(page.limit), page.offset())
         .await?;
     let rows = rows
         .into_iter()
         .map(|t| WalletTxView {
-            id: t.id,
+            id: t.id.to_string(),
             kind: t.kind,
-            amount_paise: t.amount_paise,
-            balance_after_paise: t.balance_after_paise,
-            call_id: t.call_id,
-            number_id: t.number_id,
+            amount_paise: t.amount_paise.get(),
+            balance_after_paise: t.balance_after_paise.get(),
+            call_id: t.call_id.map(|id| id.to_string()),
+            number_id: t.number_id.map(|id| id.to_string()),
             created_at: iso(t.created_at),
         })
         .collect();
@@ -186,18 +186,18 @@ async fn get_balances(
     State(state): State<AppState>,
     caller: Caller,
 ) -> ApiResult<Json<BalancesView>> {
-    let org_id = caller.org();
+    let org_id = caller.org_id;
     let org = state
         .store
-        .org(&org_id)
+        .org(org_id)
         .await?
         .ok_or_else(|| ApiError::NotFound("Workspace not found".into()))?;
     let minutes_used = state
         .store
-        .minutes_used(&org_id, &ist_month_key(state.clock.now()))
+        .minutes_used(org_id, &ist_month_key(state.clock.now()))
         .await?;
     let key = crate::store::KeyAuthRow {
-        id: caller.key_id.clone(),
+        id: caller.key_id,
         org_id,
         daily_limit: caller.daily_limit,
         monthly_limit: caller.monthly_limit,
@@ -205,7 +205,7 @@ async fn get_balances(
     };
     let usage = state.limiter.usage(&key).await?;
     Ok(Json(BalancesView {
-        wallet_paise: org.wallet_paise,
+        wallet_paise: org.wallet_paise.get(),
         minute_quota: org.minute_quota,
         minutes_used,
         minutes_remaining: (org.minute_quota - minutes_used).max(0),
@@ -245,12 +245,12 @@ async fn list_recordings(
 ) -> ApiResult<Json<ListEnvelope<RecordingView>>> {
     let (rows, total) = state
         .store
-        .recordings(&caller.org(), i64::from(page.limit), page.offset())
+        .recordings(caller.org_id, i64::from(page.limit), page.offset())
         .await?;
     let rows = rows
         .into_iter()
         .map(|r| RecordingView {
-            call_id: r.call_id,
+            call_id: r.call_id.to_string(),
             format: r.format,
             duration_seconds: r.duration_ms as f64 / 1000.0,
             bytes: r.bytes,

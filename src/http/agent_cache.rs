@@ -8,6 +8,7 @@
 //! to the very next read. Postgres deployments span machines that share no
 //! file, so there the cache is off.
 
+use crate::domain::AgentId;
 use crate::store::marked_cache::{MarkedCache, Miss};
 use crate::store::{AgentRow, Store};
 use bytes::Bytes;
@@ -32,7 +33,7 @@ pub struct CachedAgent {
 
 /// Agent reads by agent id, invalidated by the store's agents marker.
 pub struct AgentCache {
-    entries: MarkedCache<String, Arc<CachedAgent>>,
+    entries: MarkedCache<AgentId, Arc<CachedAgent>>,
 }
 
 impl AgentCache {
@@ -44,12 +45,12 @@ impl AgentCache {
     }
 
     /// The cached read of agent `id`, or a [`Miss`] to fill it with.
-    pub fn get(&self, id: &str) -> Result<Arc<CachedAgent>, Option<Miss>> {
-        self.entries.get(id)
+    pub fn get(&self, id: AgentId) -> Result<Arc<CachedAgent>, Option<Miss>> {
+        self.entries.get(&id)
     }
 
     /// Keeps `agent` unless a change was marked since `miss` was taken.
     pub fn put(&self, miss: Miss, agent: Arc<CachedAgent>) {
-        self.entries.put(miss, agent.row.id.clone(), agent);
+        self.entries.put(miss, agent.row.id, agent);
     }
 }

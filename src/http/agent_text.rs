@@ -9,8 +9,8 @@ use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
 use crate::app::state::AppState;
-use crate::domain::AgentId;
 use crate::domain::agent::{AgentSpec, AgentSpecError, LlmVendor, fill_placeholders};
+use crate::domain::{AgentId, ChatSessionId, OrgId};
 use crate::providers::drafting::{
     assist_prompt_sim, assist_prompt_with, collect_reply, draft_agent_sim, draft_agent_with,
 };
@@ -25,7 +25,6 @@ use std::time::Duration;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 use voxline_actors::providers::{
     ChatMessage, ChatRole, LlmProvider, LlmRequest, ProviderError, SimConfig, ToolSpec,
 };
@@ -181,7 +180,7 @@ async fn chat(
     check_len("message", &body.message, MAX_MESSAGE_CHARS)?;
     let agent = load_agent(&state, &caller, &agent_id).await?;
     let spec = agent.spec()?;
-    let org = caller.org();
+    let org = caller.org_id;
     let now = state.clock.now().timestamp_millis();
     let message = body.message.trim().to_string();
 
@@ -193,10 +192,10 @@ async fn chat(
                 ));
             }
             let not_found = || ApiError::NotFound(format!("Chat session {raw} not found"));
-            let id = Uuid::parse_str(raw).map_err(|_| not_found())?;
+            let id: ChatSessionId = raw.parse().map_err(|_| not_found())?;
             let row = state
                 .store
-                .chat_session(&org, &id.to_string())
+                .chat_session(org, id)
                 .await?
                 .filter(|row| row.agent_id == agent.id)
                 .ok_or_else(not_found)?;
@@ -213,13 +212,13 @@ async fn chat(
                 vec![ChatMessage::new(ChatRole::Assistant, welcome)]
             };
             let row = ChatSessionRow {
-                id: Uuid::now_v7().to_string(),
-                agent_id: agent.id.clone(),
+                id: ChatSessionId::new(),
+                agent_id: agent.id,
                 variables: Value::Object(variables).to_string(),
                 messages: serde_json::to_string(&history)
                     .map_err(|e| ApiError::Internal(e.into()))?,
             };
-            state.store.insert_chat_session(&row, &org, now).await?;
+            state.store.insert_chat_session(&row, org, now).await?;
             if message.is_empty() {
                 // The conversation opens with the agent's welcome message.
                 let reply = history
@@ -228,7 +227,7 @@ async fn chat(
                     .unwrap_or_default();
                 return Ok(Json(ChatReply {
                     message: reply,
-                    session_id: row.id,
+                    session_id: row.id.to_string(),
                     ended: false,
                 }));
             }
@@ -244,7 +243,7 @@ async fn chat(
         serde_json::from_str(&session.variables).unwrap_or_default();
     history.push(ChatMessage::new(ChatRole::User, message));
     let chosen = selector(&state)
-        .llm(&org, spec.llm_provider, &spec.llm_model, &instant_sim())
+        .llm(org, spec.llm_provider, &spec.llm_model, &instant_sim())
         .await
         .map_err(select_failed)?;
     let context_start = history.len().saturating_sub(MAX_SESSION_MESSAGES);
@@ -264,11 +263,11 @@ async fn chat(
         serde_json::to_string(&history[keep_from..]).map_err(|e| ApiError::Internal(e.into()))?;
     state
         .store
-        .update_chat_messages(&org, &session.id, &stored, now)
+        .update_chat_messages(org, session.id, &stored, now)
         .await?;
     Ok(Json(ChatReply {
         message: reply.text,
-        session_id: session.id,
+        session_id: session.id.to_string(),
         ended: reply.end_call,
     }))
 }
@@ -276,7 +275,7 @@ async fn chat(
 /// The LLM for generate and prompt-assist: the request's choice, else the server default.
 async fn text_llm(
     state: &AppState,
-    org: &str,
+    org: OrgId,
     provider: Option<&str>,
     model: Option<&str>,
 ) -> ApiResult<Option<std::sync::Arc<dyn LlmProvider>>> {
@@ -314,10 +313,10 @@ async fn generate(
         ));
     }
     check_len("brief", brief, MAX_BRIEF_CHARS)?;
-    let org = caller.org();
+    let org = caller.org_id;
     let llm = text_llm(
         &state,
-        &org,
+        org,
         body.llm_provider.as_deref(),
         body.llm_model.as_deref(),
     )
@@ -345,9 +344,9 @@ async fn generate(
             }),
         ));
     }
-    let id = AgentId::new().to_string();
+    let id = AgentId::new();
     let now = state.clock.now().timestamp_millis();
-    let row = state.store.insert_agent(&id, &org, &spec, now).await?;
+    let row = state.store.insert_agent(id, org, &spec, now).await?;
     let view = AgentView::from_row(&row)?;
     Ok((
         StatusCode::CREATED,
@@ -383,10 +382,10 @@ async fn prompt_assist(
     if let Some(instruction) = instruction {
         check_len("instruction", instruction, MAX_BRIEF_CHARS)?;
     }
-    let org = caller.org();
+    let org = caller.org_id;
     let llm = text_llm(
         &state,
-        &org,
+        org,
         body.llm_provider.as_deref(),
         body.llm_model.as_deref(),
     )

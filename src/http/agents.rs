@@ -47,7 +47,7 @@ impl AgentView {
     pub fn from_row(row: &AgentRow) -> ApiResult<Self> {
         let spec = row.spec()?;
         Ok(Self {
-            id: row.id.clone(),
+            id: row.id.to_string(),
             status: row.status(),
             dormant: row.dormant,
             placeholders: spec.placeholders(),
@@ -77,7 +77,7 @@ pub async fn load_agent_any(state: &AppState, caller: &Caller, id: &str) -> ApiR
     let parsed: AgentId = id.parse().map_err(|_| not_found(id))?;
     state
         .store
-        .agent(&caller.org(), &parsed.to_string())
+        .agent(caller.org_id, parsed)
         .await?
         .ok_or_else(|| not_found(id))
 }
@@ -98,7 +98,7 @@ async fn list_agents(
     State(state): State<AppState>,
     caller: Caller,
 ) -> ApiResult<Json<Vec<AgentView>>> {
-    let rows = state.store.agents(&caller.org()).await?;
+    let rows = state.store.agents(caller.org_id).await?;
     rows.iter()
         .map(AgentView::from_row)
         .collect::<ApiResult<Vec<_>>>()
@@ -114,13 +114,13 @@ async fn create_agent(
     ApiJson(input): ApiJson<AgentInput>,
 ) -> ApiResult<(StatusCode, Json<AgentView>)> {
     let spec = input.into_new_spec()?;
-    let id = AgentId::new().to_string();
+    let id = AgentId::new();
     let now = state.clock.now().timestamp_millis();
     let row = state
         .store
-        .insert_agent(&id, &caller.org(), &spec, now)
+        .insert_agent(id, caller.org_id, &spec, now)
         .await?;
-    state.welcome_cache.warm(&caller.org(), &id, &spec);
+    state.welcome_cache.warm(caller.org_id, id, &spec);
     Ok((StatusCode::CREATED, Json(AgentView::from_row(&row)?)))
 }
 
@@ -133,12 +133,11 @@ async fn get_agent(
     caller: Caller,
     Path(agent_id): Path<String>,
 ) -> ApiResult<Response> {
-    let parsed: AgentId = agent_id.parse().map_err(|_| not_found(&agent_id))?;
-    let id = parsed.to_string();
-    let agent = match state.agent_cache.get(&id) {
+    let id: AgentId = agent_id.parse().map_err(|_| not_found(&agent_id))?;
+    let agent = match state.agent_cache.get(id) {
         Ok(hit) => hit,
         Err(miss) => {
-            let Some(row) = state.store.agent(&caller.org(), &id).await? else {
+            let Some(row) = state.store.agent(caller.org_id, id).await? else {
                 return Err(not_found(&agent_id));
             };
             let body = serde_json::to_vec(&AgentView::from_row(&row)?)
@@ -154,7 +153,7 @@ async fn get_agent(
         }
     };
     // The cache is keyed by id alone: another workspace's agent is not found.
-    if agent.row.org_id != caller.org() || agent.row.status() == AgentStatus::Deleted {
+    if agent.row.org_id != caller.org_id || agent.row.status() == AgentStatus::Deleted {
         return Err(not_found(&agent_id));
     }
     Ok((
@@ -182,16 +181,16 @@ async fn patch_agent(
     let now = state.clock.now().timestamp_millis();
     if !state
         .store
-        .update_agent_spec(&caller.org(), &row.id, &spec, now)
+        .update_agent_spec(caller.org_id, row.id, &spec, now)
         .await?
     {
         return Err(not_found(&agent_id));
     }
     let row = load_agent(&state, &caller, &agent_id).await?;
     if row.status() == AgentStatus::Active && !row.dormant {
-        state.welcome_cache.warm(&caller.org(), &row.id, &spec);
+        state.welcome_cache.warm(caller.org_id, row.id, &spec);
     } else {
-        state.welcome_cache.forget(&row.id);
+        state.welcome_cache.forget(row.id);
     }
     Ok(Json(AgentView::from_row(&row)?))
 }
@@ -209,9 +208,9 @@ async fn delete_agent(
     let now = state.clock.now().timestamp_millis();
     state
         .store
-        .set_agent_status(&caller.org(), &row.id, AgentStatus::Deleted, false, now)
+        .set_agent_status(caller.org_id, row.id, AgentStatus::Deleted, false, now)
         .await?;
-    state.welcome_cache.forget(&row.id);
+    state.welcome_cache.forget(row.id);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -233,7 +232,7 @@ async fn restore_agent(
     let now = state.clock.now().timestamp_millis();
     state
         .store
-        .set_agent_status(&caller.org(), &row.id, AgentStatus::Active, false, now)
+        .set_agent_status(caller.org_id, row.id, AgentStatus::Active, false, now)
         .await?;
     Ok(MessageBody::json("Agent restored"))
 }
@@ -251,11 +250,11 @@ async fn activate_agent(
     let now = state.clock.now().timestamp_millis();
     state
         .store
-        .set_agent_status(&caller.org(), &row.id, AgentStatus::Active, true, now)
+        .set_agent_status(caller.org_id, row.id, AgentStatus::Active, true, now)
         .await?;
     state
         .welcome_cache
-        .warm(&caller.org(), &row.id, &row.spec()?);
+        .warm(caller.org_id, row.id, &row.spec()?);
     Ok(MessageBody::json("Agent activated"))
 }
 
@@ -272,8 +271,8 @@ async fn deactivate_agent(
     let now = state.clock.now().timestamp_millis();
     state
         .store
-        .set_agent_status(&caller.org(), &row.id, AgentStatus::Inactive, false, now)
+        .set_agent_status(caller.org_id, row.id, AgentStatus::Inactive, false, now)
         .await?;
-    state.welcome_cache.forget(&row.id);
+    state.welcome_cache.forget(row.id);
     Ok(MessageBody::json("Agent deactivated"))
 }

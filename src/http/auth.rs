@@ -4,7 +4,7 @@ use super::error::ApiError;
 use crate::access::api_key::{hash_key, looks_like_key};
 use crate::access::rate_limit::{Admission, Outcome, Quota};
 use crate::app::state::AppState;
-use crate::domain::OrgId;
+use crate::domain::{ApiKeyId, OrgId};
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -34,18 +34,11 @@ pub struct Caller {
     /// The key's workspace; every query is scoped to it.
     pub org_id: OrgId,
     /// The key's id.
-    pub key_id: String,
+    pub key_id: ApiKeyId,
     /// The key's caps.
     pub daily_limit: i64,
     /// The key's monthly cap.
     pub monthly_limit: i64,
-}
-
-impl Caller {
-    /// The workspace id as stored.
-    pub fn org(&self) -> String {
-        self.org_id.to_string()
-    }
 }
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
@@ -106,9 +99,6 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
             return ApiError::Unauthorized("Invalid or revoked API key".into()).into_response();
         }
     };
-    let Ok(org_id) = key.org_id.parse::<OrgId>() else {
-        return ApiError::Internal(anyhow::anyhow!("stored org id is not a uuid")).into_response();
-    };
     let admission = match state.limiter.admit(&key).await {
         Ok(a) => a,
         Err(err) => return ApiError::Store(err).into_response(),
@@ -122,7 +112,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
             retry_after,
             quota,
         } => {
-            state.limiter.record(&key.id, Outcome::RateLimited);
+            state.limiter.record(key.id, Outcome::RateLimited);
             let body = json!({
                 "message": format!("Rate limit exceeded: {used} of {limit} {scope} requests used"),
                 "scope": scope,
@@ -136,9 +126,9 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
             return resp;
         }
     };
-    let key_id = key.id.clone();
+    let key_id = key.id;
     req.extensions_mut().insert(Caller {
-        org_id,
+        org_id: key.org_id,
         key_id: key.id,
         daily_limit: key.daily_limit,
         monthly_limit: key.monthly_limit,
@@ -146,7 +136,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     let mut resp = next.run(req).await;
     state
         .limiter
-        .record(&key_id, Outcome::of_status(resp.status().as_u16()));
+        .record(key_id, Outcome::of_status(resp.status().as_u16()));
     set_quota_headers(resp.headers_mut(), quota);
     resp
 }

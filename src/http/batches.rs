@@ -11,6 +11,7 @@ use crate::app::state::AppState;
 use crate::batches::service::{self, AddReport, ItemInput, NewBatchInput};
 use crate::batches::{BatchAction, BatchKind, Progress};
 use crate::calls::placement;
+use crate::domain::OrgId;
 use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::store::StoreError;
@@ -89,9 +90,9 @@ impl BatchView {
     /// The view of a stored batch with its progress.
     pub fn new(row: BatchRow, p: Progress) -> Self {
         Self {
-            id: row.id,
+            id: row.id.to_string(),
             name: row.name,
-            agent_id: row.agent_id,
+            agent_id: row.agent_id.to_string(),
             agent_name: row.agent_name,
             status: row.status,
             total: p.total,
@@ -154,7 +155,7 @@ impl ItemView {
             variables: serde_json::from_str(&row.variables)?,
             status: row.status,
             display_status: display,
-            call_id: row.call_id,
+            call_id: row.call_id.map(|id| id.to_string()),
             attempts: row.attempts,
             reason: row.reason,
         })
@@ -163,14 +164,14 @@ impl ItemView {
 
 /// The view of a batch with fresh progress.
 pub async fn view(state: &AppState, row: BatchRow) -> ApiResult<BatchView> {
-    let p = service::progress(state, &row.id).await?;
+    let p = service::progress(state, row.id).await?;
     Ok(BatchView::new(row, p))
 }
 
 /// One page of batches of `kind`, newest first.
 pub async fn list(
     state: &AppState,
-    org_id: &str,
+    org_id: OrgId,
     kind: BatchKind,
     page: PageRequest,
 ) -> ApiResult<ListEnvelope<BatchView>> {
@@ -197,17 +198,17 @@ pub struct ItemsQuery {
 /// One page of a batch's items, optionally of one raw status.
 pub async fn items(
     state: &AppState,
-    org_id: &str,
+    org_id: OrgId,
     kind: BatchKind,
     id: &str,
     page: PageRequest,
     query: ItemsQuery,
 ) -> ApiResult<ListEnvelope<ItemView>> {
-    let batch = service::load(state, org_id, kind, id).await?;
+    let batch = service::load(state, org_id, kind, service::parse_id(kind, id)?).await?;
     let (rows, total) = state
         .store
         .batch_items_page(
-            &batch.id,
+            batch.id,
             query.status.as_deref(),
             i64::from(page.limit),
             page.offset(),
@@ -223,12 +224,12 @@ pub async fn items(
 /// Runs a state-machine action on a batch of `kind`.
 pub async fn action(
     state: &AppState,
-    org_id: &str,
+    org_id: OrgId,
     kind: BatchKind,
     id: &str,
     action: BatchAction,
 ) -> ApiResult<Json<MessageBody>> {
-    let batch = service::load(state, org_id, kind, id).await?;
+    let batch = service::load(state, org_id, kind, service::parse_id(kind, id)?).await?;
     let message = service::act(state, kind, &batch, action).await?;
     Ok(MessageBody::json(message))
 }
@@ -257,7 +258,7 @@ macro_rules! transition_route {
             caller: $crate::http::auth::Caller,
             axum::extract::Path(id): axum::extract::Path<String>,
         ) -> $crate::http::error::ApiResult<axum::Json<$crate::http::MessageBody>> {
-            $crate::http::batches::action(&state, &caller.org(), $kind, &id, $action).await
+            $crate::http::batches::action(&state, caller.org_id, $kind, &id, $action).await
         }
     };
 }
@@ -284,12 +285,12 @@ pub struct UpdateBatchBody {
 /// Applies a PATCH to a batch of `kind`.
 pub async fn patch(
     state: &AppState,
-    org_id: &str,
+    org_id: OrgId,
     kind: BatchKind,
     id: &str,
     body: UpdateBatchBody,
 ) -> ApiResult<Json<BatchView>> {
-    let batch = service::load(state, org_id, kind, id).await?;
+    let batch = service::load(state, org_id, kind, service::parse_id(kind, id)?).await?;
     let row = service::update(state, kind, &batch, body.name, body.scheduled_start_at).await?;
     Ok(Json(view(state, row).await?))
 }
@@ -297,11 +298,11 @@ pub async fn patch(
 /// Deletes a batch of `kind` unless it runs.
 pub async fn remove(
     state: &AppState,
-    org_id: &str,
+    org_id: OrgId,
     kind: BatchKind,
     id: &str,
 ) -> ApiResult<StatusCode> {
-    let batch = service::load(state, org_id, kind, id).await?;
+    let batch = service::load(state, org_id, kind, service::parse_id(kind, id)?).await?;
     service::delete(state, kind, &batch).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -419,7 +420,7 @@ async fn create_batch(
     caller: Caller,
     ApiJson(body): ApiJson<CreateBatchBody>,
 ) -> ApiResult<(StatusCode, Json<CreatedBatch>)> {
-    let org = caller.org();
+    let org = caller.org_id;
     let now = state.clock.now();
     let scheduled = body
         .scheduled_start_at
@@ -433,7 +434,7 @@ async fn create_batch(
             .ok_or_else(|| ApiError::BadRequest("name is required".into()))?;
         let row = service::create(
             &state,
-            &org,
+            org,
             BatchKind::Batch,
             NewBatchInput {
                 name,
@@ -459,14 +460,15 @@ async fn create_batch(
         ));
     }
     // Refusals (wallet, quota, caller ID, agent) come before anything is stored.
-    placement::plan(&state, &org, &body.agent_id, body.from_number.as_deref()).await?;
+    let agent_id = placement::agent_id(&body.agent_id)?;
+    placement::plan(&state, org, agent_id, body.from_number.as_deref()).await?;
     let name = body
         .name
         .filter(|n| !n.trim().is_empty())
         .unwrap_or_else(|| format!("Batch {}", now.format("%Y-%m-%d %H:%M")));
     let row = service::create(
         &state,
-        &org,
+        org,
         BatchKind::Batch,
         NewBatchInput {
             name,
@@ -500,7 +502,7 @@ async fn create_batch(
             report.added, report.skipped
         )
     };
-    let row = service::load(&state, &org, BatchKind::Batch, &row.id).await?;
+    let row = service::load(&state, org, BatchKind::Batch, row.id).await?;
     let response = AddItemsResponse::new(String::new(), report);
     Ok((
         StatusCode::CREATED,
@@ -531,7 +533,13 @@ async fn add_items(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<AddItemsBody>,
 ) -> ApiResult<Json<AddItemsResponse>> {
-    let batch = service::load(&state, &caller.org(), BatchKind::Batch, &id).await?;
+    let batch = service::load(
+        &state,
+        caller.org_id,
+        BatchKind::Batch,
+        service::parse_id(BatchKind::Batch, &id)?,
+    )
+    .await?;
     let report = service::add_items(
         &state,
         BatchKind::Batch,
@@ -553,7 +561,7 @@ async fn list_batches(
     ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<ListEnvelope<BatchView>>> {
     Ok(Json(
-        list(&state, &caller.org(), BatchKind::Batch, page).await?,
+        list(&state, caller.org_id, BatchKind::Batch, page).await?,
     ))
 }
 
@@ -566,7 +574,13 @@ async fn get_batch(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<BatchView>> {
-    let row = service::load(&state, &caller.org(), BatchKind::Batch, &id).await?;
+    let row = service::load(
+        &state,
+        caller.org_id,
+        BatchKind::Batch,
+        service::parse_id(BatchKind::Batch, &id)?,
+    )
+    .await?;
     Ok(Json(view(&state, row).await?))
 }
 
@@ -586,7 +600,7 @@ async fn list_items(
     ApiQuery(query): ApiQuery<ItemsQuery>,
 ) -> ApiResult<Json<ListEnvelope<ItemView>>> {
     Ok(Json(
-        items(&state, &caller.org(), BatchKind::Batch, &id, page, query).await?,
+        items(&state, caller.org_id, BatchKind::Batch, &id, page, query).await?,
     ))
 }
 
@@ -601,7 +615,7 @@ async fn update_batch(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<UpdateBatchBody>,
 ) -> ApiResult<Json<BatchView>> {
-    patch(&state, &caller.org(), BatchKind::Batch, &id, body).await
+    patch(&state, caller.org_id, BatchKind::Batch, &id, body).await
 }
 
 /// Delete a batch that is not running.
@@ -613,7 +627,7 @@ async fn delete_batch(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    remove(&state, &caller.org(), BatchKind::Batch, &id).await
+    remove(&state, caller.org_id, BatchKind::Batch, &id).await
 }
 
 transition_route!(

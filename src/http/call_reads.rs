@@ -8,8 +8,8 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{ApiQuery, flag, trimmed};
 use crate::app::state::AppState;
 use crate::domain::clock::iso;
-use crate::domain::ids::CallId;
 use crate::domain::page::{ListEnvelope, PageRequest};
+use crate::domain::{CallId, OrgId};
 use crate::store::{CallFilter, CallReadRow, Store, StoreError};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -147,14 +147,14 @@ impl CallRowView {
             transcript: Vec::new(),
             raw_status: row.status,
             duration_seconds: row.duration_seconds,
-            cost_paise: row.cost_paise,
+            cost_paise: row.cost_paise.get(),
             ended_reason: row.ended_reason,
             created_at: iso(row.created_at),
             agent_id: row.agent_id,
             attempt: row.attempt,
-            batch_id: row.batch_id,
+            batch_id: row.batch_id.map(|id| id.to_string()),
             campaign_id: row.campaign_id,
-            id: row.id,
+            id: row.id.to_string(),
         }
     }
 }
@@ -376,7 +376,7 @@ impl CallFilterQuery {
 /// One page of calls and the counts for `filter`, as the list answers it.
 pub async fn call_list(
     state: &AppState,
-    org_id: &str,
+    org_id: OrgId,
     filter: &CallFilter,
     page: PageRequest,
 ) -> ApiResult<CallList> {
@@ -413,18 +413,16 @@ async fn list_calls(
     ApiQuery(query): ApiQuery<CallFilterQuery>,
 ) -> ApiResult<Json<CallList>> {
     let filter = query.into_filter(state.clock.now())?;
-    Ok(Json(call_list(&state, &caller.org(), &filter, page).await?))
+    Ok(Json(call_list(&state, caller.org_id, &filter, page).await?))
 }
 
 fn call_not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("Call {id} not found"))
 }
 
-/// The stored form of a call id, or 404 when it is not an id.
-fn parse_call_id(id: &str) -> ApiResult<String> {
-    id.parse::<CallId>()
-        .map(|parsed| parsed.to_string())
-        .map_err(|_| call_not_found(id))
+/// The call a path names, or 404 when it is not an id.
+fn parse_call_id(id: &str) -> ApiResult<CallId> {
+    id.parse::<CallId>().map_err(|_| call_not_found(id))
 }
 
 /// Parses a stored JSON column.
@@ -442,18 +440,16 @@ async fn get_call(
     Path(call_id): Path<String>,
 ) -> ApiResult<Json<CallDetailView>> {
     let id = parse_call_id(&call_id)?;
-    let org = caller.org();
+    let org = caller.org_id;
     let detail = state
         .store
-        .call_detail(&org, &id)
+        .call_detail(org, id)
         .await?
         .ok_or_else(|| call_not_found(&call_id))?;
-    let (turns, events) = tokio::try_join!(
-        state.store.call_turns(&org, &id),
-        state.store.call_events(&id),
-    )?;
+    let (turns, events) =
+        tokio::try_join!(state.store.call_turns(org, id), state.store.call_events(id),)?;
     let from_number = detail.call.from_number.clone();
-    let retry_of = detail.call.retry_of.clone();
+    let retry_of = detail.call.retry_of.map(|id| id.to_string());
     let answered_at = detail.call.answered_at.map(iso);
     let ended_at = detail.call.ended_at.map(iso);
     let mut call = CallRowView::from_row(detail.call, state.clock.now());
@@ -493,13 +489,13 @@ async fn get_call_transcript(
     Path(call_id): Path<String>,
 ) -> ApiResult<Json<TranscriptView>> {
     let id = parse_call_id(&call_id)?;
-    let org = caller.org();
+    let org = caller.org_id;
     let transcript_text = state
         .store
-        .call_transcript_text(&org, &id)
+        .call_transcript_text(org, id)
         .await?
         .ok_or_else(|| call_not_found(&call_id))?;
-    let turns = state.store.call_turns(&org, &id).await?;
+    let turns = state.store.call_turns(org, id).await?;
     Ok(Json(TranscriptView {
         transcript_text,
         turns: turns
@@ -527,13 +523,13 @@ async fn list_call_turns(
     ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<ListEnvelope<TurnRowView>>> {
     let id = parse_call_id(&call_id)?;
-    let org = caller.org();
-    if !state.store.call_exists(&org, &id).await? {
+    let org = caller.org_id;
+    if !state.store.call_exists(org, id).await? {
         return Err(call_not_found(&call_id));
     }
     let (rows, total) = state
         .store
-        .call_turns_page(&org, &id, i64::from(page.limit), page.offset())
+        .call_turns_page(org, id, i64::from(page.limit), page.offset())
         .await?;
     let rows = rows
         .into_iter()
@@ -550,10 +546,10 @@ async fn list_call_turns(
 /// Where the CSV export stream is.
 struct ExportCursor {
     store: Store,
-    org_id: String,
+    org_id: OrgId,
     filter: CallFilter,
     /// `(created_at, id)` of the last row written.
-    after: Option<(i64, String)>,
+    after: Option<(i64, CallId)>,
     header_written: bool,
     finished: bool,
 }
@@ -566,7 +562,7 @@ fn csv_chunk(rows: &[CallReadRow], with_header: bool) -> Result<Bytes, csv::Erro
     }
     for row in rows {
         writer.write_record([
-            row.id.as_str(),
+            &row.id.to_string(),
             row.target_name.as_str(),
             row.phone.as_str(),
             row.agent_name.as_str(),
@@ -592,10 +588,14 @@ async fn next_export_chunk(
     if cursor.finished {
         return Ok(None);
     }
-    let after = cursor.after.as_ref().map(|(at, id)| (*at, id.as_str()));
     let rows = cursor
         .store
-        .calls_after(&cursor.org_id, &cursor.filter, after, EXPORT_PAGE_ROWS)
+        .calls_after(
+            cursor.org_id,
+            &cursor.filter,
+            cursor.after,
+            EXPORT_PAGE_ROWS,
+        )
         .await
         .map_err(|err| {
             tracing::error!(error = %err, "call export stopped: storage failure");
@@ -607,7 +607,7 @@ async fn next_export_chunk(
     })?;
     cursor.header_written = true;
     cursor.finished = i64::try_from(rows.len()).unwrap_or(i64::MAX) < EXPORT_PAGE_ROWS;
-    cursor.after = rows.last().map(|row| (row.created_at, row.id.clone()));
+    cursor.after = rows.last().map(|row| (row.created_at, row.id));
     Ok(Some((chunk, cursor)))
 }
 
@@ -626,7 +626,7 @@ async fn export_calls_csv(
     let filter = query.into_filter(state.clock.now())?;
     let cursor = ExportCursor {
         store: state.store.clone(),
-        org_id: caller.org(),
+        org_id: caller.org_id,
         filter,
         after: None,
         header_written: false,
@@ -679,7 +679,7 @@ mod tests {
     #[test]
     fn csv_chunks_quote_fields() {
         let row = CallReadRow {
-            id: "c1".into(),
+            id: "0190f2c4-8b7a-7c3d-9e1f-2a3b4c5d6e7f".parse().unwrap(),
             agent_id: "a".into(),
             agent_name: "Agent, \"Smith\"".into(),
             phone: "+919876543210".into(),
@@ -695,7 +695,7 @@ mod tests {
             campaign_id: None,
             campaign_name: None,
             duration_seconds: 61,
-            cost_paise: 200,
+            cost_paise: crate::domain::Paise(200),
             summary: "line one\nline two".into(),
             created_at: 0,
             answered_at: None,
@@ -705,7 +705,7 @@ mod tests {
         assert_eq!(
             text,
             "id,name,phone,agent,status,duration_seconds,cost_paise,provider,ended_reason,created_at,summary\n\
-             c1,Asha,+919876543210,\"Agent, \"\"Smith\"\"\",completed,61,200,sim,,1970-01-01T00:00:00.000Z,\"line one\nline two\"\n"
+             0190f2c4-8b7a-7c3d-9e1f-2a3b4c5d6e7f,Asha,+919876543210,\"Agent, \"\"Smith\"\"\",completed,61,200,sim,,1970-01-01T00:00:00.000Z,\"line one\nline two\"\n"
         );
     }
 }

@@ -86,13 +86,9 @@ async fn place_call(
 ) -> ApiResult<(StatusCode, Json<PlacedCall>)> {
     let phone =
         PhoneNumber::parse(&body.to).map_err(|e| ApiError::BadRequest(format!("to {e}")))?;
-    let plan = placement::plan(
-        &state,
-        &caller.org(),
-        &body.agent_id,
-        body.from_number.as_deref(),
-    )
-    .await?;
+    let agent_id = placement::agent_id(&body.agent_id)?;
+    let plan =
+        placement::plan(&state, caller.org_id, agent_id, body.from_number.as_deref()).await?;
     let variables = body.variables.unwrap_or_default();
     let name = target_name(&variables, body.name);
     let placed = placement::place(
@@ -109,7 +105,7 @@ async fn place_call(
     let call_id = placed
         .into_iter()
         .next()
-        .map(|(id, _)| id)
+        .map(|(id, _)| id.to_string())
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("no call was placed")))?;
     Ok((
         StatusCode::CREATED,
@@ -157,10 +153,11 @@ async fn test_call(
 ) -> ApiResult<(StatusCode, Json<TestCallResponse>)> {
     let phone = PhoneNumber::parse(&body.phone_number)
         .map_err(|e| ApiError::BadRequest(format!("phoneNumber {e}")))?;
-    let plan = placement::plan(&state, &caller.org(), &agent_id, None).await?;
+    let agent_id = placement::agent_id(&agent_id)?;
+    let plan = placement::plan(&state, caller.org_id, agent_id, None).await?;
     if let Some(live) = state
         .store
-        .live_call_to(&caller.org(), phone.as_str())
+        .live_call_to(caller.org_id, phone.as_str())
         .await?
     {
         return Err(ApiError::Conflict {
@@ -184,7 +181,7 @@ async fn test_call(
     let call_id = placed
         .into_iter()
         .next()
-        .map(|(id, _)| id)
+        .map(|(id, _)| id.to_string())
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("no call was placed")))?;
     Ok((
         StatusCode::CREATED,
@@ -287,20 +284,19 @@ async fn alert(
             "phones holds no valid E.164 number; every entry was malformed or a placeholder".into(),
         ));
     }
-    let plan = placement::plan(
-        &state,
-        &caller.org(),
-        &body.agent_id,
-        body.from_number.as_deref(),
-    )
-    .await?;
+    let agent_id = placement::agent_id(&body.agent_id)?;
+    let plan =
+        placement::plan(&state, caller.org_id, agent_id, body.from_number.as_deref()).await?;
     let placed = placement::place(&state, &plan, targets, CallSource::Alert).await?;
     let dialed = placed.len();
     Ok(Json(AlertResponse {
         message: format!("Alert queued: {dialed} call(s), {skipped} number(s) skipped"),
         calls: placed
             .into_iter()
-            .map(|(call_id, phone)| AlertCall { call_id, phone })
+            .map(|(call_id, phone)| AlertCall {
+                call_id: call_id.to_string(),
+                phone,
+            })
             .collect(),
         dialed,
         skipped,
@@ -317,12 +313,11 @@ async fn cancel_call(
     Path(call_id): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
     let not_found = || ApiError::NotFound(format!("Call {call_id} not found"));
-    let parsed: CallId = call_id.parse().map_err(|_| not_found())?;
-    let id = parsed.to_string();
-    let org = caller.org();
+    let id: CallId = call_id.parse().map_err(|_| not_found())?;
+    let org = caller.org_id;
     let status = state
         .store
-        .call_status(&org, &id)
+        .call_status(org, id)
         .await?
         .ok_or_else(not_found)?;
     if CallStatus::parse(&status).is_some_and(CallStatus::is_terminal) {
@@ -332,7 +327,7 @@ async fn cancel_call(
     }
     match state
         .engine
-        .cancel(&org, &id)
+        .cancel(&org.to_string(), &id.to_string())
         .await
         .map_err(|e| ApiError::Internal(e.into()))?
     {
@@ -341,7 +336,7 @@ async fn cancel_call(
         CancelOutcome::NotFound => {
             // Not held by the engine: a scheduled retry or a call awaiting dispatch.
             let end = CallEnd {
-                call_id: id.clone(),
+                call_id: id.to_string(),
                 status: CallStatus::Canceled,
                 ended_reason: "canceled".into(),
                 answered_at: None,
@@ -367,12 +362,11 @@ async fn redeliver_webhook(
     Path(call_id): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
     let not_found = || ApiError::NotFound(format!("Call {call_id} not found"));
-    let parsed: CallId = call_id.parse().map_err(|_| not_found())?;
-    let id = parsed.to_string();
-    let org = caller.org();
+    let id: CallId = call_id.parse().map_err(|_| not_found())?;
+    let org = caller.org_id;
     let status = state
         .store
-        .call_status(&org, &id)
+        .call_status(org, id)
         .await?
         .ok_or_else(not_found)?;
     if !CallStatus::parse(&status).is_some_and(CallStatus::is_terminal) {
@@ -383,8 +377,8 @@ async fn redeliver_webhook(
     let queued = state
         .store
         .queue_call_event(
-            &org,
-            &id,
+            org,
+            id,
             "call.completed",
             state.clock.now().timestamp_millis(),
         )

@@ -14,6 +14,7 @@ use crate::app::state::AppState;
 use crate::batches::csv_upload::{CsvRecords, RawRecord, StudentColumns, is_blank};
 use crate::batches::service::{self, NewBatchInput, check_phone, item_variables};
 use crate::batches::{BatchAction, BatchKind, BatchStatus, stored};
+use crate::domain::CampaignId;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::store::Store;
 use crate::store::batches::{BatchRow, ItemResultRow, NewItem};
@@ -108,7 +109,7 @@ async fn create_campaign(
         .transpose()?;
     let row = service::create(
         &state,
-        &caller.org(),
+        caller.org_id,
         BatchKind::Campaign,
         NewBatchInput {
             name: body.name,
@@ -134,7 +135,7 @@ async fn list_campaigns(
     ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<ListEnvelope<BatchView>>> {
     Ok(Json(
-        batch_http::list(&state, &caller.org(), BatchKind::Campaign, page).await?,
+        batch_http::list(&state, caller.org_id, BatchKind::Campaign, page).await?,
     ))
 }
 
@@ -147,7 +148,13 @@ async fn get_campaign(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<BatchView>> {
-    let row = service::load(&state, &caller.org(), BatchKind::Campaign, &id).await?;
+    let row = service::load(
+        &state,
+        caller.org_id,
+        BatchKind::Campaign,
+        service::parse_id(BatchKind::Campaign, &id)?,
+    )
+    .await?;
     Ok(Json(batch_http::view(&state, row).await?))
 }
 
@@ -162,7 +169,7 @@ async fn update_campaign(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<UpdateBatchBody>,
 ) -> ApiResult<Json<BatchView>> {
-    batch_http::patch(&state, &caller.org(), BatchKind::Campaign, &id, body).await
+    batch_http::patch(&state, caller.org_id, BatchKind::Campaign, &id, body).await
 }
 
 /// Delete a campaign that is not running.
@@ -174,7 +181,7 @@ async fn delete_campaign(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    batch_http::remove(&state, &caller.org(), BatchKind::Campaign, &id).await
+    batch_http::remove(&state, caller.org_id, BatchKind::Campaign, &id).await
 }
 
 transition_route!(
@@ -355,7 +362,7 @@ impl StudentIngest<'_> {
         let open = stored(&[BatchStatus::Draft, BatchStatus::Scheduled]);
         if !self
             .store
-            .append_items(&self.campaign.id, &open, &rows, self.now_ms)
+            .append_items(self.campaign.id, &open, &rows, self.now_ms)
             .await?
         {
             return Err(ApiError::conflict(
@@ -409,7 +416,13 @@ async fn upload_students(
     Path(id): Path<String>,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<Json<UploadReport>> {
-    let campaign = service::load(&state, &caller.org(), BatchKind::Campaign, &id).await?;
+    let campaign = service::load(
+        &state,
+        caller.org_id,
+        BatchKind::Campaign,
+        service::parse_id(BatchKind::Campaign, &id)?,
+    )
+    .await?;
     let status = BatchStatus::from_stored(&campaign.status);
     if !status.is_unstarted() {
         return Err(ApiError::conflict(format!(
@@ -419,7 +432,7 @@ async fn upload_students(
     let mut multipart = multipart.map_err(bad_multipart)?;
     let seen: HashSet<String> = state
         .store
-        .batch_phones(&campaign.id)
+        .batch_phones(campaign.id)
         .await?
         .into_iter()
         .collect();
@@ -481,7 +494,7 @@ async fn campaign_students(
     ApiQuery(query): ApiQuery<ItemsQuery>,
 ) -> ApiResult<Json<ListEnvelope<ItemView>>> {
     Ok(Json(
-        batch_http::items(&state, &caller.org(), BatchKind::Campaign, &id, page, query).await?,
+        batch_http::items(&state, caller.org_id, BatchKind::Campaign, &id, page, query).await?,
     ))
 }
 
@@ -498,11 +511,17 @@ async fn campaign_calls(
     Path(id): Path<String>,
     ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<CallList>> {
-    let org = caller.org();
-    let campaign = service::load(&state, &org, BatchKind::Campaign, &id).await?;
+    let org = caller.org_id;
+    let campaign = service::load(
+        &state,
+        org,
+        BatchKind::Campaign,
+        service::parse_id(BatchKind::Campaign, &id)?,
+    )
+    .await?;
     let (rows, counts) = state
         .store
-        .campaign_calls(&org, &campaign.id, i64::from(page.limit), page.offset())
+        .campaign_calls(org, campaign.id, i64::from(page.limit), page.offset())
         .await?;
     let now = state.clock.now();
     Ok(Json(CallList {
@@ -535,7 +554,7 @@ fn export_chunk(rows: &[ItemResultRow], with_header: bool) -> Result<Bytes, csv:
             item.phone.as_str(),
             item.status.as_str(),
             &item.attempts.to_string(),
-            item.call_id.as_deref().unwrap_or_default(),
+            &item.call_id.map(|id| id.to_string()).unwrap_or_default(),
             &row.duration_seconds.unwrap_or_default().to_string(),
             row.ended_reason.as_deref().unwrap_or_default(),
             row.summary.as_deref().unwrap_or_default(),
@@ -552,7 +571,7 @@ fn export_chunk(rows: &[ItemResultRow], with_header: bool) -> Result<Bytes, csv:
 /// Where the export stream is.
 struct ExportCursor {
     store: Store,
-    campaign_id: String,
+    campaign_id: CampaignId,
     after_seq: i64,
     header_written: bool,
     finished: bool,
@@ -566,7 +585,7 @@ async fn next_export_chunk(
     }
     let rows = cursor
         .store
-        .batch_results_after(&cursor.campaign_id, cursor.after_seq, EXPORT_PAGE_ROWS)
+        .batch_results_after(cursor.campaign_id, cursor.after_seq, EXPORT_PAGE_ROWS)
         .await
         .map_err(|err| {
             tracing::error!(error = %err, "campaign export stopped: storage failure");
@@ -597,7 +616,13 @@ async fn export_campaign(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let campaign = service::load(&state, &caller.org(), BatchKind::Campaign, &id).await?;
+    let campaign = service::load(
+        &state,
+        caller.org_id,
+        BatchKind::Campaign,
+        service::parse_id(BatchKind::Campaign, &id)?,
+    )
+    .await?;
     let cursor = ExportCursor {
         store: state.store.clone(),
         campaign_id: campaign.id,

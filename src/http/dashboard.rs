@@ -151,21 +151,21 @@ async fn dashboard_overview(
     State(state): State<AppState>,
     caller: Caller,
 ) -> ApiResult<Json<DashboardOverview>> {
-    let org_id = caller.org();
+    let org_id = caller.org_id;
     let now = state.clock.now();
     let today = ist_day(now);
     let month_start = ist_midnight(today.with_day(1).unwrap_or(today));
     let month = ist_month_key(now);
     let (org, totals, per_status, minutes) = tokio::try_join!(
-        state.store.org(&org_id),
+        state.store.org(org_id),
         state.store.call_aggregates(
-            &org_id,
+            org_id,
             month_start.timestamp_millis(),
             ist_midnight(today).timestamp_millis(),
             CallGrouping::Total,
         ),
-        state.store.call_status_counts(&org_id, None),
-        state.store.minutes_used(&org_id, &month),
+        state.store.call_status_counts(org_id, None),
+        state.store.minutes_used(org_id, &month),
     )?;
     let org = org.ok_or_else(|| ApiError::NotFound("Workspace not found".into()))?;
     let totals = totals.into_iter().next().unwrap_or_default();
@@ -185,10 +185,10 @@ async fn dashboard_overview(
         minutes_this_month: minutes,
         minute_quota: org.minute_quota,
         talk_seconds_this_month: totals.talk_seconds,
-        spend_paise_this_month: totals.spend_paise,
+        spend_paise_this_month: totals.spend_paise.get(),
         live_calls: count_of(&["ringing", "in-progress"]),
         queued_calls: count_of(&["queued"]),
-        wallet_paise: org.wallet_paise,
+        wallet_paise: org.wallet_paise.get(),
         month,
     }))
 }
@@ -235,7 +235,7 @@ async fn call_volume(
         .unwrap_or(today);
     let rows = state
         .store
-        .calls_per_ist_day(&caller.org(), ist_midnight(first).timestamp_millis())
+        .calls_per_ist_day(caller.org_id, ist_midnight(first).timestamp_millis())
         .await?;
     let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
     let series = first
@@ -288,7 +288,7 @@ async fn status_breakdown(
     State(state): State<AppState>,
     caller: Caller,
 ) -> ApiResult<Json<StatusBreakdown>> {
-    let per_status = state.store.call_status_counts(&caller.org(), None).await?;
+    let per_status = state.store.call_status_counts(caller.org_id, None).await?;
     let statuses: Vec<StatusCount> = CallStatus::ALL
         .iter()
         .map(|status| StatusCount {
@@ -325,7 +325,7 @@ async fn recent_calls(
         page: 1,
         limit: RECENT_CALLS,
     };
-    let list = call_list(&state, &caller.org(), &CallFilter::default(), page).await?;
+    let list = call_list(&state, caller.org_id, &CallFilter::default(), page).await?;
     Ok(Json(RecentCalls { rows: list.rows }))
 }
 
@@ -370,7 +370,7 @@ impl CallTotals {
             answer_rate: answer_rate(row.answered, row.finished),
             talk_seconds: row.talk_seconds,
             average_duration_seconds: average_seconds(row.talk_seconds, row.answered),
-            spend_paise: row.spend_paise,
+            spend_paise: row.spend_paise.get(),
         }
     }
 }
@@ -443,13 +443,13 @@ async fn analytics_overview(
         .unwrap_or(today);
     let since = ist_midnight(first).timestamp_millis();
     let today_ms = ist_midnight(today).timestamp_millis();
-    let org_id = caller.org();
+    let org_id = caller.org_id;
     let store = &state.store;
     let (totals, agents, providers, reasons) = tokio::try_join!(
-        store.call_aggregates(&org_id, since, today_ms, CallGrouping::Total),
-        store.call_aggregates(&org_id, since, today_ms, CallGrouping::Agent),
-        store.call_aggregates(&org_id, since, today_ms, CallGrouping::Provider),
-        store.call_aggregates(&org_id, since, today_ms, CallGrouping::EndedReason),
+        store.call_aggregates(org_id, since, today_ms, CallGrouping::Total),
+        store.call_aggregates(org_id, since, today_ms, CallGrouping::Agent),
+        store.call_aggregates(org_id, since, today_ms, CallGrouping::Provider),
+        store.call_aggregates(org_id, since, today_ms, CallGrouping::EndedReason),
     )?;
     let totals = totals.into_iter().next().unwrap_or_default();
     Ok(Json(AnalyticsOverview {

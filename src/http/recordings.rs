@@ -7,7 +7,7 @@ use super::MessageBody;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use crate::app::state::AppState;
-use crate::domain::ids::CallId;
+use crate::domain::{CallId, OrgId};
 use crate::store::RecordingFileRow;
 use axum::Json;
 use axum::Router;
@@ -79,10 +79,8 @@ fn call_not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("Call {id} not found"))
 }
 
-fn parse_call_id(id: &str) -> ApiResult<String> {
-    id.parse::<CallId>()
-        .map(|parsed| parsed.to_string())
-        .map_err(|_| call_not_found(id))
+fn parse_call_id(id: &str) -> ApiResult<CallId> {
+    id.parse::<CallId>().map_err(|_| call_not_found(id))
 }
 
 /// The base of links to this service: the configured public URL, else the
@@ -109,20 +107,24 @@ async fn recording_url(
     headers: HeaderMap,
 ) -> ApiResult<Json<RecordingUrlView>> {
     let id = parse_call_id(&call_id)?;
-    let org = caller.org();
-    if !state.store.call_exists(&org, &id).await? {
+    let org = caller.org_id;
+    if !state.store.call_exists(org, id).await? {
         return Err(call_not_found(&call_id));
     }
-    let url = state.store.recording_file(&org, &id).await?.map(|file| {
+    let url = state.store.recording_file(org, id).await?.map(|file| {
         let expires = state.clock.now().timestamp() + LINK_LIFETIME_SECONDS;
-        let signature = LinkSigner::new(&state.secret).sign(&org, &id, expires);
+        let signature =
+            LinkSigner::new(&state.secret).sign(&org.to_string(), &id.to_string(), expires);
         format!(
             "{}/recordings/{org}/{id}.{}?expires={expires}&signature={signature}",
             public_base(&state, &headers),
             file.format
         )
     });
-    Ok(Json(RecordingUrlView { url, call_id: id }))
+    Ok(Json(RecordingUrlView {
+        url,
+        call_id: id.to_string(),
+    }))
 }
 
 /// Stream a call's recording; honours `Range`.
@@ -139,13 +141,13 @@ async fn recording_audio(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let id = parse_call_id(&call_id)?;
-    let org = caller.org();
-    if !state.store.call_exists(&org, &id).await? {
+    let org = caller.org_id;
+    if !state.store.call_exists(org, id).await? {
         return Err(call_not_found(&call_id));
     }
     let file = state
         .store
-        .recording_file(&org, &id)
+        .recording_file(org, id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("Call {call_id} has no recording")))?;
     serve_file(&file, &headers).await
@@ -181,12 +183,17 @@ async fn signed_recording(
     if state.clock.now().timestamp() > link.expires {
         return Err(ApiError::Forbidden("Recording link has expired".into()));
     }
+    let no_recording = || ApiError::NotFound(format!("Call {call_id} has no recording"));
+    // A signed path names ids the service signed; any other text names no recording.
+    let (Ok(org), Ok(id)) = (org_id.parse::<OrgId>(), call_id.parse::<CallId>()) else {
+        return Err(no_recording());
+    };
     let recording = state
         .store
-        .recording_file(&org_id, call_id)
+        .recording_file(org, id)
         .await?
         .filter(|r| r.format == format)
-        .ok_or_else(|| ApiError::NotFound(format!("Call {call_id} has no recording")))?;
+        .ok_or_else(no_recording)?;
     serve_file(&recording, &headers).await
 }
 
@@ -282,8 +289,8 @@ mod tests {
         let path = dir.path().join("call.wav");
         std::fs::write(&path, (0..100u8).collect::<Vec<_>>()).unwrap();
         let recording = RecordingFileRow {
-            call_id: "call".into(),
-            org_id: "org".into(),
+            call_id: crate::domain::CallId::new(),
+            org_id: crate::domain::OrgId::new(),
             path: path.display().to_string(),
             format: "wav".into(),
             bytes: 100,
@@ -347,8 +354,8 @@ mod tests {
     #[tokio::test]
     async fn a_missing_file_is_no_recording() {
         let recording = RecordingFileRow {
-            call_id: "call".into(),
-            org_id: "org".into(),
+            call_id: crate::domain::CallId::new(),
+            org_id: crate::domain::OrgId::new(),
             path: "/nonexistent/voxline/call.wav".into(),
             format: "wav".into(),
             bytes: 100,

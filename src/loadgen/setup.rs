@@ -13,8 +13,8 @@ use crate::access::api_key::GeneratedKey;
 use crate::admin::ops;
 use crate::app::config::{Settings, SimSettings};
 use crate::app::server::Server;
-use crate::domain::ApiKeyId;
 use crate::domain::clock::SystemClock;
+use crate::domain::{ApiKeyId, Paise};
 use crate::store::keys::NewApiKey;
 use anyhow::Context;
 use serde_json::Value;
@@ -131,7 +131,7 @@ pub async fn run_with_fleet_runtime(
 /// Minute quota and request caps of the load workspace: far beyond any run.
 const LARGE_QUOTA: i64 = 1_000_000_000;
 /// Wallet credit of the load workspace (₹10 crore).
-const LARGE_CREDIT_PAISE: i64 = 10_000_000_000;
+const LARGE_CREDIT_PAISE: Paise = Paise(10_000_000_000);
 
 /// Starts a server in a temporary directory with a load workspace; returns it and the key.
 async fn start_in_process(
@@ -170,8 +170,8 @@ async fn start_in_process(
     let generated = GeneratedKey::generate();
     store
         .insert_api_key(&NewApiKey {
-            id: &ApiKeyId::new().to_string(),
-            org_id: &org.id,
+            id: ApiKeyId::new(),
+            org_id: org.id,
             name: "loadgen",
             prefix: &generated.prefix,
             key_hash: &generated.hash,
@@ -180,9 +180,18 @@ async fn start_in_process(
             now_ms: now.timestamp_millis(),
         })
         .await?;
-    ops::add_number(store, &org.id, "+918035740101", "sim", true, Some(0), now).await?;
+    ops::add_number(
+        store,
+        org.id,
+        "+918035740101",
+        "sim",
+        true,
+        Some(Paise::ZERO),
+        now,
+    )
+    .await?;
     store
-        .credit_wallet(&org.id, LARGE_CREDIT_PAISE, now.timestamp_millis())
+        .credit_wallet(org.id, LARGE_CREDIT_PAISE, now.timestamp_millis())
         .await?;
     Ok((server, generated.full))
 }

@@ -17,6 +17,7 @@ use super::openai_tts::OpenAiTts;
 use super::resilience::{Breakers, CircuitBreaker, GuardedAsr, GuardedLlm, GuardedTts};
 use super::settings::{OPENAI_BASE_URL, ProviderSettings, VendorAccount};
 use crate::domain::agent::{AgentSpec, AsrVendor, LlmVendor, TtsVendor};
+use crate::domain::{CallId, OrgId, Paise};
 use crate::secrets::credentials::{CredentialCipher, CredentialKind};
 use crate::store::{Store, StoreError};
 use async_trait::async_trait;
@@ -173,10 +174,10 @@ impl ProviderSelector {
         &self.settings
     }
 
-    fn breaker(&self, vendor: &str, org_id: &str, kind: ProviderKind) -> CircuitBreaker {
+    fn breaker(&self, vendor: &str, org_id: OrgId, kind: ProviderKind) -> CircuitBreaker {
         self.breakers.breaker(
             vendor,
-            org_id,
+            &org_id.to_string(),
             kind,
             self.settings.breaker_threshold,
             self.settings.breaker_cooldown,
@@ -186,7 +187,7 @@ impl ProviderSelector {
     /// The workspace's credential of `credential_kind`, else the platform account.
     async fn account(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         kind: ProviderKind,
         credential_kind: CredentialKind,
         platform: &VendorAccount,
@@ -240,7 +241,7 @@ impl ProviderSelector {
     /// (local servers take none).
     async fn openai_account(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         kind: ProviderKind,
     ) -> Result<ResolvedAccount, SelectError> {
         let account = self
@@ -260,7 +261,7 @@ impl ProviderSelector {
     /// The LLM `provider`/`model` for a workspace (chat, generate, calls).
     pub async fn llm(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         provider: LlmVendor,
         model: &str,
         sim: &SimConfig,
@@ -293,7 +294,7 @@ impl ProviderSelector {
     /// Returns (client, paid vendor, own credential).
     async fn asr(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         spec: &AgentSpec,
         sim: &SimConfig,
     ) -> Result<(Arc<dyn AsrProvider>, Option<bool>), SelectError> {
@@ -351,7 +352,7 @@ impl ProviderSelector {
     /// Returns (client, paid vendor's own-credential flag when paid).
     async fn tts(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         spec: &AgentSpec,
         sim: &SimConfig,
     ) -> Result<(Arc<dyn TtsProvider>, Option<bool>), SelectError> {
@@ -432,7 +433,7 @@ impl ProviderSelector {
     /// The providers a call of `spec` in workspace `org_id` runs on.
     pub async fn for_call(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         spec: &AgentSpec,
         sim: SimConfig,
     ) -> Result<CallProviders, SelectError> {
@@ -470,8 +471,8 @@ impl ProviderSelector {
 /// the call id.
 pub async fn prepare_call(
     selector: &ProviderSelector,
-    call_id: &str,
-    org_id: &str,
+    call_id: CallId,
+    org_id: OrgId,
     spec: &AgentSpec,
     sim: SimConfig,
 ) -> Result<CallProviders, String> {
@@ -491,7 +492,11 @@ pub async fn prepare_call(
     };
     if selected.own_credentials {
         let fee = selector.settings.platform_fee_paise;
-        if let Err(err) = selector.store.bill_call_at_platform_fee(call_id, fee).await {
+        if let Err(err) = selector
+            .store
+            .bill_call_at_platform_fee(call_id, Paise(fee))
+            .await
+        {
             tracing::error!(call = %call_id, error = %err, "could not switch the call to the platform fee");
         }
     }
@@ -501,7 +506,7 @@ pub async fn prepare_call(
 }
 
 /// Stores a finished call's LLM usage.
-pub async fn record_usage(store: &Store, call_id: &str, usage: &UsageMeter) {
+pub async fn record_usage(store: &Store, call_id: CallId, usage: &UsageMeter) {
     let total = usage.total();
     if total == LlmUsage::default() {
         return;

@@ -5,14 +5,15 @@
 
 use super::{Store, StoreResult, with_pool};
 use crate::domain::agent::{AgentSpec, AgentStatus};
+use crate::domain::{AgentId, OrgId};
 
 /// An agent as stored.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct AgentRow {
     /// Agent id.
-    pub id: String,
+    pub id: AgentId,
     /// Owning workspace.
-    pub org_id: String,
+    pub org_id: OrgId,
     /// active, inactive or deleted.
     pub status: String,
     /// JSON of [`AgentSpec`].
@@ -43,8 +44,8 @@ impl Store {
     /// Stores a new active agent.
     pub async fn insert_agent(
         &self,
-        id: &str,
-        org_id: &str,
+        id: AgentId,
+        org_id: OrgId,
         spec: &AgentSpec,
         now_ms: i64,
     ) -> StoreResult<AgentRow> {
@@ -63,8 +64,8 @@ impl Store {
             .await?;
         });
         Ok(AgentRow {
-            id: id.to_string(),
-            org_id: org_id.to_string(),
+            id,
+            org_id,
             status: "active".into(),
             spec: json,
             dormant: false,
@@ -75,7 +76,7 @@ impl Store {
     }
 
     /// One agent of a workspace, deleted ones included.
-    pub async fn agent(&self, org_id: &str, id: &str) -> StoreResult<Option<AgentRow>> {
+    pub async fn agent(&self, org_id: OrgId, id: AgentId) -> StoreResult<Option<AgentRow>> {
         let row = with_pool!(self, pool => {
             sqlx::query_as::<_, AgentRow>(
                 "SELECT id, org_id, status, spec, dormant, last_active_at, created_at, updated_at
@@ -90,7 +91,7 @@ impl Store {
     }
 
     /// A workspace's agents that are not deleted, newest first.
-    pub async fn agents(&self, org_id: &str) -> StoreResult<Vec<AgentRow>> {
+    pub async fn agents(&self, org_id: OrgId) -> StoreResult<Vec<AgentRow>> {
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, AgentRow>(
                 "SELECT id, org_id, status, spec, dormant, last_active_at, created_at, updated_at
@@ -107,8 +108,8 @@ impl Store {
     /// Replaces an agent's spec.
     pub async fn update_agent_spec(
         &self,
-        org_id: &str,
-        id: &str,
+        org_id: OrgId,
+        id: AgentId,
         spec: &AgentSpec,
         now_ms: i64,
     ) -> StoreResult<bool> {
@@ -136,8 +137,8 @@ impl Store {
     /// Moves an agent to `status`; `dormant` is cleared when `wake` is set.
     pub async fn set_agent_status(
         &self,
-        org_id: &str,
-        id: &str,
+        org_id: OrgId,
+        id: AgentId,
         status: AgentStatus,
         wake: bool,
         now_ms: i64,

@@ -7,6 +7,7 @@
 
 use super::calls::{NewCall, insert_calls_in};
 use super::{Db, Store, StoreResult, with_pool};
+use crate::domain::{AgentId, BatchId, CallId, OrgId};
 
 /// Advisory lock key of the Postgres item count fold ("vxbc").
 const BATCH_COUNT_FOLD_LOCK: i64 = 0x7678_6263;
@@ -18,15 +19,15 @@ pub const OPEN_ITEM_STATUSES: [&str; 4] = ["pending", "queued", "ringing", "in-p
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct BatchRow {
     /// Batch id.
-    pub id: String,
+    pub id: BatchId,
     /// Workspace.
-    pub org_id: String,
+    pub org_id: OrgId,
     /// `batch` or `campaign`.
     pub kind: String,
     /// Display name.
     pub name: String,
     /// Agent that places the calls.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// Agent name at creation.
     pub agent_name: String,
     /// Caller ID override.
@@ -51,15 +52,15 @@ pub struct BatchRow {
 #[derive(Debug, Clone)]
 pub struct NewBatch<'a> {
     /// Batch id.
-    pub id: &'a str,
+    pub id: BatchId,
     /// Workspace.
-    pub org_id: &'a str,
+    pub org_id: OrgId,
     /// `batch` or `campaign`.
     pub kind: &'a str,
     /// Display name.
     pub name: &'a str,
     /// Agent.
-    pub agent_id: &'a str,
+    pub agent_id: AgentId,
     /// Agent name.
     pub agent_name: &'a str,
     /// Caller ID override.
@@ -103,7 +104,7 @@ pub struct ItemRow {
     /// Why it was skipped.
     pub reason: Option<String>,
     /// Latest call.
-    pub call_id: Option<String>,
+    pub call_id: Option<CallId>,
     /// Calls made for it.
     pub attempts: i64,
 }
@@ -128,7 +129,7 @@ pub struct ItemResultRow {
 #[derive(Debug, Clone)]
 pub struct ItemCall {
     /// The new call's id.
-    pub call_id: String,
+    pub call_id: CallId,
     /// Everything but phone, name and variables, which come from the item.
     pub call: NewCall,
 }
@@ -172,7 +173,12 @@ impl Store {
     }
 
     /// One batch of a workspace, of one kind.
-    pub async fn batch(&self, org_id: &str, kind: &str, id: &str) -> StoreResult<Option<BatchRow>> {
+    pub async fn batch(
+        &self,
+        org_id: OrgId,
+        kind: &str,
+        id: BatchId,
+    ) -> StoreResult<Option<BatchRow>> {
         let row = with_pool!(self, pool => {
             sqlx::query_as::<_, BatchRow>(
                 "SELECT id, org_id, kind, name, agent_id, agent_name, from_number, status, status_reason,
@@ -189,7 +195,7 @@ impl Store {
     }
 
     /// A batch by id alone (for the feed, which has no workspace context).
-    pub async fn batch_by_id(&self, id: &str) -> StoreResult<Option<BatchRow>> {
+    pub async fn batch_by_id(&self, id: BatchId) -> StoreResult<Option<BatchRow>> {
         let row = with_pool!(self, pool => {
             sqlx::query_as::<_, BatchRow>(
                 "SELECT id, org_id, kind, name, agent_id, agent_name, from_number, status, status_reason,
@@ -206,7 +212,7 @@ impl Store {
     /// One page of a workspace's batches of one kind, newest first, and the total.
     pub async fn list_batches(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         kind: &str,
         limit: i64,
         offset: i64,
@@ -242,7 +248,7 @@ impl Store {
     /// its folded counters plus the deltas not folded yet (migration 0031). So
     /// the read costs a few rows however many items the batch has and however
     /// busy the dialer is.
-    pub async fn batch_item_counts(&self, batch_id: &str) -> StoreResult<Vec<(String, i64)>> {
+    pub async fn batch_item_counts(&self, batch_id: BatchId) -> StoreResult<Vec<(String, i64)>> {
         let rows =
             match &self.db {
                 Db::Sqlite(pool) => sqlx::query_as::<_, (String, i64)>(
@@ -322,7 +328,7 @@ impl Store {
     /// batch): [`Store::batch_items_page`] relies on it.
     pub async fn append_items(
         &self,
-        batch_id: &str,
+        batch_id: BatchId,
         open_statuses: &[&str],
         items: &[NewItem],
         now_ms: i64,
@@ -370,7 +376,7 @@ impl Store {
     }
 
     /// The numbers already in a batch (valid ones), for de-duplication.
-    pub async fn batch_phones(&self, batch_id: &str) -> StoreResult<Vec<String>> {
+    pub async fn batch_phones(&self, batch_id: BatchId) -> StoreResult<Vec<String>> {
         let rows = with_pool!(self, pool => {
             sqlx::query_scalar::<_, String>(
                 "SELECT phone FROM batch_items WHERE batch_id = $1 AND status <> 'skipped'",
@@ -390,7 +396,7 @@ impl Store {
     /// items the dialer is updating (on Postgres that count read every item).
     pub async fn batch_items_page(
         &self,
-        batch_id: &str,
+        batch_id: BatchId,
         status: Option<&str>,
         limit: i64,
         offset: i64,
@@ -440,7 +446,7 @@ impl Store {
     /// Items after `after_seq` with their latest call's results, in order.
     pub async fn batch_results_after(
         &self,
-        batch_id: &str,
+        batch_id: BatchId,
         after_seq: i64,
         limit: i64,
     ) -> StoreResult<Vec<ItemResultRow>> {
@@ -466,7 +472,7 @@ impl Store {
     #[allow(clippy::too_many_arguments)]
     pub async fn transition_batch(
         &self,
-        id: &str,
+        id: BatchId,
         from: &[&str],
         to: &str,
         reason: Option<&str>,
@@ -499,7 +505,7 @@ impl Store {
     /// Renames a batch and/or changes its schedule (and with it draft ↔ scheduled).
     pub async fn update_batch(
         &self,
-        id: &str,
+        id: BatchId,
         name: &str,
         status: &str,
         scheduled_start_at: Option<i64>,
@@ -522,7 +528,7 @@ impl Store {
 
     /// Deletes a batch and its items unless it is in one of `busy` statuses;
     /// false when it was.
-    pub async fn delete_batch(&self, id: &str, busy: &[&str]) -> StoreResult<bool> {
+    pub async fn delete_batch(&self, id: BatchId, busy: &[&str]) -> StoreResult<bool> {
         let busy = busy.join(",");
         let n = with_pool!(self, pool => {
             let mut tx = pool.begin().await?;
@@ -547,7 +553,7 @@ impl Store {
     }
 
     /// Marks every pending item of a batch canceled (a stop); returns how many.
-    pub async fn drop_pending_items(&self, batch_id: &str) -> StoreResult<u64> {
+    pub async fn drop_pending_items(&self, batch_id: BatchId) -> StoreResult<u64> {
         let n = with_pool!(self, pool => {
             sqlx::query(
                 "UPDATE batch_items SET status = 'canceled', reason = 'batch-stopped'
@@ -562,9 +568,9 @@ impl Store {
     }
 
     /// Calls of a batch waiting for a later dial (scheduled retries) that no engine holds.
-    pub async fn undispatched_batch_calls(&self, batch_id: &str) -> StoreResult<Vec<String>> {
+    pub async fn undispatched_batch_calls(&self, batch_id: BatchId) -> StoreResult<Vec<CallId>> {
         let rows = with_pool!(self, pool => {
-            sqlx::query_scalar::<_, String>(
+            sqlx::query_scalar::<_, CallId>(
                 "SELECT id FROM calls WHERE batch_id = $1 AND status = 'queued' AND dispatched = FALSE",
             )
             .bind(batch_id)
@@ -576,7 +582,7 @@ impl Store {
 
     /// Puts items whose latest call failed, went unanswered or was busy back
     /// to pending; returns how many.
-    pub async fn reset_failed_items(&self, batch_id: &str) -> StoreResult<u64> {
+    pub async fn reset_failed_items(&self, batch_id: BatchId) -> StoreResult<u64> {
         let n = with_pool!(self, pool => {
             sqlx::query(
                 "UPDATE batch_items SET status = 'pending'
@@ -594,7 +600,7 @@ impl Store {
     /// in one transaction; None when the batch is not running or nothing is pending.
     pub async fn claim_next_item(
         &self,
-        batch_id: &str,
+        batch_id: BatchId,
         template: &ItemCall,
     ) -> StoreResult<Option<(ClaimedItem, NewCall)>> {
         let claimed = with_pool!(self, pool => {
@@ -607,7 +613,7 @@ impl Store {
                    AND EXISTS (SELECT 1 FROM batches WHERE id = $2 AND status = 'running')
                  RETURNING seq, name, phone, variables",
             )
-            .bind(&template.call_id)
+            .bind(template.call_id)
             .bind(batch_id)
             .fetch_optional(&mut *tx)
             .await?;
@@ -616,7 +622,7 @@ impl Store {
                 return Ok(None);
             };
             let mut call = template.call.clone();
-            call.id = template.call_id.clone();
+            call.id = template.call_id;
             call.phone = item.phone.clone();
             call.target_name = item.name.clone();
             call.variables = item.variables.clone();
@@ -644,9 +650,9 @@ impl Store {
     }
 
     /// Marks running batches with no open item completed; returns their ids.
-    pub async fn complete_finished_batches(&self, now_ms: i64) -> StoreResult<Vec<String>> {
+    pub async fn complete_finished_batches(&self, now_ms: i64) -> StoreResult<Vec<BatchId>> {
         let ids = with_pool!(self, pool => {
-            sqlx::query_scalar::<_, String>(
+            sqlx::query_scalar::<_, BatchId>(
                 "UPDATE batches SET status = 'completed', finished_at = $1, updated_at = $1
                  WHERE status = 'running' AND NOT EXISTS (
                    SELECT 1 FROM batch_items i WHERE i.batch_id = batches.id
@@ -661,9 +667,9 @@ impl Store {
     }
 
     /// Running batches that still have items waiting to be dialed: `(id, org_id)`.
-    pub async fn running_batches_with_pending(&self) -> StoreResult<Vec<(String, String)>> {
+    pub async fn running_batches_with_pending(&self) -> StoreResult<Vec<(BatchId, OrgId)>> {
         let rows = with_pool!(self, pool => {
-            sqlx::query_as::<_, (String, String)>(
+            sqlx::query_as::<_, (BatchId, OrgId)>(
                 "SELECT b.id, b.org_id FROM batches b WHERE b.status = 'running' AND EXISTS (
                    SELECT 1 FROM batch_items i WHERE i.batch_id = b.id AND i.status = 'pending')",
             )

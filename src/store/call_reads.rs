@@ -22,12 +22,16 @@ pub use detail::{CallDetailRow, CallEventRow, CallTurnRow};
 pub use filter::CallFilter;
 pub use fixtures::CallFixture;
 pub use pages::CallCounts;
+
+use crate::domain::{BatchId, CallId, Paise};
+
 /// The columns of a call that list rows and exports show.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct CallReadRow {
     /// Call id.
-    pub id: String,
-    /// Agent id.
+    pub id: CallId,
+    /// Agent id as copied onto the call, read back verbatim: the column has
+    /// no foreign key, and call fixtures store readable names in it.
     pub agent_id: String,
     /// Agent name when the call was placed.
     pub agent_name: String,
@@ -48,17 +52,17 @@ pub struct CallReadRow {
     /// Attempt number, 1 for the first.
     pub attempt: i64,
     /// The first attempt this call retries.
-    pub retry_of: Option<String>,
+    pub retry_of: Option<CallId>,
     /// Batch the call belongs to.
-    pub batch_id: Option<String>,
-    /// Campaign the call belongs to.
+    pub batch_id: Option<BatchId>,
+    /// Campaign the call belongs to, read back verbatim like `agent_id`.
     pub campaign_id: Option<String>,
     /// Campaign name at placing time.
     pub campaign_name: Option<String>,
     /// Talk time in seconds.
     pub duration_seconds: i64,
-    /// Charge in paise.
-    pub cost_paise: i64,
+    /// Charge.
+    pub cost_paise: Paise,
     /// Post-call summary.
     pub summary: String,
     /// Creation time, Unix ms.

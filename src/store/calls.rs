@@ -2,7 +2,7 @@
 //! its charge, and the durable dispatch queue.
 
 use super::{Store, StoreResult, with_pool};
-use crate::domain::ids::WalletTxId;
+use crate::domain::{AgentId, BatchId, CallId, CampaignId, OrgId, Paise, WalletTxId};
 use crate::store::BeginWrite;
 use sqlx::QueryBuilder;
 
@@ -21,6 +21,12 @@ where
     for<'a> Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     for<'a> bool: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> CallId: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> OrgId: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> AgentId: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Option<CallId>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Option<BatchId>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Paise: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
 {
     let mut sql = QueryBuilder::new(
         "INSERT INTO calls (id, org_id, agent_id, agent_name, engine, phone, target_name, from_number,
@@ -28,9 +34,9 @@ where
                dispatched, not_before, queued_at, rate_paise, created_at) ",
     );
     sql.push_values(chunk, |mut row, c| {
-        row.push_bind(c.id.as_str())
-            .push_bind(c.org_id.as_str())
-            .push_bind(c.agent_id.as_str())
+        row.push_bind(c.id)
+            .push_bind(c.org_id)
+            .push_bind(c.agent_id)
             .push_bind(c.agent_name.as_str())
             .push_bind(c.engine.as_str())
             .push_bind(c.phone.as_str())
@@ -41,9 +47,9 @@ where
             .push_bind(c.variables.as_str())
             .push_bind(c.source.as_str())
             .push_bind(c.attempt)
-            .push_bind(c.retry_of.as_deref())
-            .push_bind(c.batch_id.as_deref())
-            .push_bind(c.campaign_id.as_deref())
+            .push_bind(c.retry_of)
+            .push_bind(c.batch_id)
+            .push_bind(c.campaign_id)
             .push_bind(c.campaign_name.as_deref())
             .push_bind(c.dispatched)
             .push_bind(c.not_before)
@@ -58,14 +64,12 @@ where
 fn insert_queued_events_sql<DB>(chunk: &[NewCall]) -> QueryBuilder<DB>
 where
     DB: sqlx::Database,
-    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> CallId: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
 {
     let mut sql = QueryBuilder::new("INSERT INTO call_events (call_id, status, at) ");
     sql.push_values(chunk, |mut row, c| {
-        row.push_bind(c.id.as_str())
-            .push("'queued'")
-            .push_bind(c.now_ms);
+        row.push_bind(c.id).push("'queued'").push_bind(c.now_ms);
     });
     sql
 }
@@ -74,11 +78,11 @@ where
 #[derive(Debug, Clone)]
 pub struct NewCall {
     /// Call id.
-    pub id: String,
+    pub id: CallId,
     /// Workspace.
-    pub org_id: String,
+    pub org_id: OrgId,
     /// Agent.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// Agent name at creation.
     pub agent_name: String,
     /// pipeline, announcement or keypad.
@@ -98,15 +102,15 @@ pub struct NewCall {
     /// 1 for the first attempt.
     pub attempt: i64,
     /// First attempt's id for retries.
-    pub retry_of: Option<String>,
+    pub retry_of: Option<CallId>,
     /// Owning batch.
-    pub batch_id: Option<String>,
+    pub batch_id: Option<BatchId>,
     /// Owning campaign.
-    pub campaign_id: Option<String>,
+    pub campaign_id: Option<CampaignId>,
     /// Campaign name for display.
     pub campaign_name: Option<String>,
-    /// Per-minute rate in paise.
-    pub rate_paise: i64,
+    /// Per-minute rate.
+    pub rate_paise: Paise,
     /// Earliest dial time, Unix ms.
     pub not_before: i64,
     /// Already handed to the engine.
@@ -119,9 +123,9 @@ pub struct NewCall {
 #[derive(Debug, Clone)]
 pub struct NewRecording<'a> {
     /// The recorded call.
-    pub call_id: &'a str,
+    pub call_id: CallId,
     /// Its workspace.
-    pub org_id: &'a str,
+    pub org_id: OrgId,
     /// File path.
     pub path: &'a str,
     /// wav or ogg.
@@ -138,11 +142,11 @@ pub struct NewRecording<'a> {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct DispatchRow {
     /// Call id.
-    pub id: String,
+    pub id: CallId,
     /// Workspace.
-    pub org_id: String,
+    pub org_id: OrgId,
     /// Agent.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// Engine at creation.
     pub engine: String,
     /// Number dialed.
@@ -159,13 +163,13 @@ pub struct DispatchRow {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct FinishedCall {
     /// Workspace.
-    pub org_id: String,
+    pub org_id: OrgId,
     /// Agent.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// Attempt number.
     pub attempt: i64,
     /// First attempt's id, if this was a retry.
-    pub retry_of: Option<String>,
+    pub retry_of: Option<CallId>,
     /// Number dialed.
     pub phone: String,
     /// Person called.
@@ -183,24 +187,24 @@ pub struct FinishedCall {
     /// Source of the call.
     pub source: String,
     /// Batch.
-    pub batch_id: Option<String>,
+    pub batch_id: Option<BatchId>,
     /// Campaign.
-    pub campaign_id: Option<String>,
+    pub campaign_id: Option<CampaignId>,
     /// Campaign name.
     pub campaign_name: Option<String>,
     /// Rate.
-    pub rate_paise: i64,
+    pub rate_paise: Paise,
     /// Billed seconds.
     pub duration_seconds: i64,
     /// Charge.
-    pub cost_paise: i64,
+    pub cost_paise: Paise,
 }
 
 /// The terminal outcome to record.
 #[derive(Debug, Clone)]
 pub struct CallOutcome<'a> {
     /// Call id.
-    pub call_id: &'a str,
+    pub call_id: CallId,
     /// Terminal raw status.
     pub status: &'a str,
     /// Why it ended.
@@ -240,6 +244,12 @@ where
     for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     for<'a> Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> CallId: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> OrgId: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> AgentId: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Option<CallId>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Option<BatchId>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Paise: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     for<'a> bool: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
 {
     // Multi-row statements: two round trips per chunk instead of two per
@@ -272,9 +282,9 @@ impl Store {
     }
 
     /// The live (queued, ringing or in-progress) call to `phone`, if any.
-    pub async fn live_call_to(&self, org_id: &str, phone: &str) -> StoreResult<Option<String>> {
+    pub async fn live_call_to(&self, org_id: OrgId, phone: &str) -> StoreResult<Option<CallId>> {
         let id = with_pool!(self, pool => {
-            sqlx::query_scalar::<_, String>(
+            sqlx::query_scalar::<_, CallId>(
                 "SELECT id FROM calls WHERE org_id = $1 AND phone = $2
                    AND status IN ('queued', 'ringing', 'in-progress')
                  ORDER BY created_at DESC LIMIT 1",
@@ -288,7 +298,7 @@ impl Store {
     }
 
     /// The raw status of a call of a workspace.
-    pub async fn call_status(&self, org_id: &str, call_id: &str) -> StoreResult<Option<String>> {
+    pub async fn call_status(&self, org_id: OrgId, call_id: CallId) -> StoreResult<Option<String>> {
         let status = with_pool!(self, pool => {
             sqlx::query_scalar::<_, String>("SELECT status FROM calls WHERE id = $1 AND org_id = $2")
                 .bind(call_id)
@@ -300,9 +310,9 @@ impl Store {
     }
 
     /// The workspace that owns a call (carrier callbacks carry only the call id).
-    pub async fn call_org(&self, call_id: &str) -> StoreResult<Option<String>> {
+    pub async fn call_org(&self, call_id: CallId) -> StoreResult<Option<OrgId>> {
         let org = with_pool!(self, pool => {
-            sqlx::query_scalar::<_, String>("SELECT org_id FROM calls WHERE id = $1")
+            sqlx::query_scalar::<_, OrgId>("SELECT org_id FROM calls WHERE id = $1")
                 .bind(call_id)
                 .fetch_optional(pool)
                 .await?
@@ -313,7 +323,7 @@ impl Store {
     /// Records a non-terminal transition; ignored once the call is terminal.
     pub async fn call_transition(
         &self,
-        call_id: &str,
+        call_id: CallId,
         status: &str,
         at_ms: i64,
     ) -> StoreResult<bool> {
@@ -347,7 +357,7 @@ impl Store {
     /// Records the carrier's id for a call.
     pub async fn set_carrier_call_id(
         &self,
-        call_id: &str,
+        call_id: CallId,
         carrier_call_id: &str,
     ) -> StoreResult<()> {
         with_pool!(self, pool => {
@@ -364,10 +374,10 @@ impl Store {
     /// minute usage in one transaction. Returns None when the call was already
     /// terminal, so a twice-reported end is billed once.
     pub async fn finish_call(&self, o: &CallOutcome<'_>) -> StoreResult<Option<FinishedCall>> {
-        let tx_id = WalletTxId::new().to_string();
+        let tx_id = WalletTxId::new();
         let finished = with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let claimed: Option<(i64, Option<i64>)> = sqlx::query_as(
+            let claimed: Option<(Paise, Option<i64>)> = sqlx::query_as(
                 "UPDATE calls SET status = $1
                  WHERE id = $2 AND status NOT IN ('completed', 'failed', 'no-answer', 'busy', 'canceled')
                  RETURNING rate_paise, answered_at",
@@ -383,7 +393,7 @@ impl Store {
             let answered_at = stored_answer.or(o.answered_at);
             let duration = if o.status == "completed" { billable_seconds(answered_at, o.ended_at) } else { 0 };
             let minutes = billed_minutes(duration);
-            let cost = minutes * rate;
+            let cost = rate.times(minutes);
             let row: FinishedCall = sqlx::query_as(
                 "UPDATE calls SET ended_reason = $1, ended_at = $2, answered_at = $3,
                    duration_seconds = $4, cost_paise = $5
@@ -407,20 +417,20 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             if minutes > 0 {
-                let balance: i64 = sqlx::query_scalar(
+                let balance: Paise = sqlx::query_scalar(
                     "UPDATE orgs SET wallet_paise = wallet_paise - $1 WHERE id = $2 RETURNING wallet_paise",
                 )
                 .bind(cost)
-                .bind(&row.org_id)
+                .bind(row.org_id)
                 .fetch_one(&mut *tx)
                 .await?;
-                if cost > 0 {
+                if cost > Paise::ZERO {
                     sqlx::query(
                         "INSERT INTO wallet_transactions (id, org_id, kind, amount_paise, balance_after_paise, call_id, created_at)
                          VALUES ($1, $2, 'call-charge', $3, $4, $5, $6)",
                     )
-                    .bind(&tx_id)
-                    .bind(&row.org_id)
+                    .bind(tx_id)
+                    .bind(row.org_id)
                     .bind(-cost)
                     .bind(balance)
                     .bind(o.call_id)
@@ -432,7 +442,7 @@ impl Store {
                     "INSERT INTO org_minute_usage (org_id, month, minutes) VALUES ($1, $2, $3)
                      ON CONFLICT (org_id, month) DO UPDATE SET minutes = org_minute_usage.minutes + excluded.minutes",
                 )
-                .bind(&row.org_id)
+                .bind(row.org_id)
                 .bind(o.month)
                 .bind(minutes)
                 .execute(&mut *tx)
@@ -465,7 +475,7 @@ impl Store {
             let due = if conversed { deadline } else { o.ended_at };
             let event_id = super::webhook_outbox::event_id(o.call_id, "call.completed");
             super::webhook_outbox::queue_in_tx!(
-                &mut *tx, &row.org_id, o.call_id, "call.completed", o.ended_at, due, conversed, &event_id
+                &mut *tx, row.org_id, o.call_id, "call.completed", o.ended_at, due, conversed, &event_id
             );
             tx.commit().await?;
             Some(row)
@@ -490,7 +500,7 @@ impl Store {
     }
 
     /// Claims a queued call for the engine; false if another pass took it.
-    pub async fn claim_call(&self, call_id: &str) -> StoreResult<bool> {
+    pub async fn claim_call(&self, call_id: CallId) -> StoreResult<bool> {
         let n = with_pool!(self, pool => {
             sqlx::query("UPDATE calls SET dispatched = TRUE WHERE id = $1 AND dispatched = FALSE AND status = 'queued'")
                 .bind(call_id)
@@ -502,7 +512,7 @@ impl Store {
     }
 
     /// Hands queued calls back to the dispatcher (all, or one workspace's).
-    pub async fn release_queued_calls(&self, org_id: Option<&str>) -> StoreResult<u64> {
+    pub async fn release_queued_calls(&self, org_id: Option<OrgId>) -> StoreResult<u64> {
         let n = with_pool!(self, pool => {
             match org_id {
                 Some(org) => sqlx::query("UPDATE calls SET dispatched = FALSE WHERE status = 'queued' AND org_id = $1")
@@ -523,9 +533,9 @@ impl Store {
     /// `(id, status, answered_at, last activity)`.
     pub async fn orphaned_live_calls(
         &self,
-    ) -> StoreResult<Vec<(String, String, Option<i64>, Option<i64>)>> {
+    ) -> StoreResult<Vec<(CallId, String, Option<i64>, Option<i64>)>> {
         let rows = with_pool!(self, pool => {
-            sqlx::query_as::<_, (String, String, Option<i64>, Option<i64>)>(
+            sqlx::query_as::<_, (CallId, String, Option<i64>, Option<i64>)>(
                 "SELECT c.id, c.status, c.answered_at,
                    (SELECT MAX(t.created_at) FROM call_turns t WHERE t.call_id = c.id)
                  FROM calls c WHERE c.status IN ('ringing', 'in-progress')",
@@ -539,8 +549,8 @@ impl Store {
     /// Appends one transcript turn.
     pub async fn insert_turn(
         &self,
-        call_id: &str,
-        org_id: &str,
+        call_id: CallId,
+        org_id: OrgId,
         seq: i64,
         speaker: &str,
         text: &str,
@@ -566,7 +576,7 @@ impl Store {
     /// Stores what the conversation produced, before the terminal outcome.
     pub async fn set_call_results(
         &self,
-        call_id: &str,
+        call_id: CallId,
         transcript_text: &str,
         summary: &str,
         extracted: &str,
@@ -614,10 +624,10 @@ impl Store {
     /// The agent and variables a call runs with.
     pub async fn call_agent_and_variables(
         &self,
-        call_id: &str,
-    ) -> StoreResult<Option<(String, String)>> {
+        call_id: CallId,
+    ) -> StoreResult<Option<(AgentId, String)>> {
         let row = with_pool!(self, pool => {
-            sqlx::query_as::<_, (String, String)>("SELECT agent_id, variables FROM calls WHERE id = $1")
+            sqlx::query_as::<_, (AgentId, String)>("SELECT agent_id, variables FROM calls WHERE id = $1")
                 .bind(call_id)
                 .fetch_optional(pool)
                 .await?
@@ -640,11 +650,11 @@ mod tests {
         assert_eq!(billable_seconds(None, 62_999), 0);
     }
 
-    fn new_call(id: &str) -> NewCall {
+    fn new_call() -> NewCall {
         NewCall {
-            id: id.to_string(),
-            org_id: "org".to_string(),
-            agent_id: "agent".to_string(),
+            id: CallId::new(),
+            org_id: OrgId::new(),
+            agent_id: AgentId::new(),
             agent_name: "Agent".to_string(),
             engine: "pipeline".to_string(),
             phone: "+919800000000".to_string(),
@@ -658,7 +668,7 @@ mod tests {
             batch_id: None,
             campaign_id: None,
             campaign_name: None,
-            rate_paise: 100,
+            rate_paise: Paise(100),
             not_before: 5,
             dispatched: false,
             now_ms: 5,
@@ -667,7 +677,7 @@ mod tests {
 
     #[test]
     fn multi_row_inserts_number_each_rows_binds_after_the_last() {
-        let chunk = [new_call("a"), new_call("b")];
+        let chunk = [new_call(), new_call()];
         let calls = insert_calls_sql::<sqlx::Postgres>(&chunk).into_string();
         let first: Vec<String> = (1..=21).map(|k| format!("${k}")).collect();
         let second: Vec<String> = (22..=42).map(|k| format!("${k}")).collect();

@@ -2,13 +2,14 @@
 //! call list's row shape. Campaigns themselves live in `batches` (kind `campaign`).
 
 use super::{CallCounts, CallReadRow, Store, StoreResult, with_pool};
+use crate::domain::{CampaignId, OrgId};
 
 impl Store {
     /// One page of a campaign's calls (every attempt), newest first, with counts.
     pub async fn campaign_calls(
         &self,
-        org_id: &str,
-        campaign_id: &str,
+        org_id: OrgId,
+        campaign_id: CampaignId,
         limit: i64,
         offset: i64,
     ) -> StoreResult<(Vec<CallReadRow>, CallCounts)> {

@@ -2,14 +2,15 @@
 //! LLM usage and whether the call ran on the workspace's own keys.
 
 use super::{Store, StoreResult, with_pool};
+use crate::domain::{AgentId, CallId, ChatSessionId, OrgId, Paise};
 
 /// A stored chat session.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ChatSessionRow {
     /// Session id.
-    pub id: String,
+    pub id: ChatSessionId,
     /// The agent chatted with.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// Variables JSON object given when the session started.
     pub variables: String,
     /// JSON array of `{role, content}` messages, oldest first.
@@ -20,7 +21,7 @@ pub struct ChatSessionRow {
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct CallProviderBilling {
     /// Per-minute rate the call is billed at.
-    pub rate_paise: i64,
+    pub rate_paise: Paise,
     /// Every paid provider ran on the workspace's own credential.
     pub own_credentials: bool,
     /// LLM prompt tokens over the call.
@@ -34,7 +35,7 @@ impl Store {
     pub async fn insert_chat_session(
         &self,
         row: &ChatSessionRow,
-        org_id: &str,
+        org_id: OrgId,
         now_ms: i64,
     ) -> StoreResult<()> {
         with_pool!(self, pool => {
@@ -42,9 +43,9 @@ impl Store {
                 "INSERT INTO chat_sessions (id, org_id, agent_id, variables, messages, created_at, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $6)",
             )
-            .bind(&row.id)
+            .bind(row.id)
             .bind(org_id)
-            .bind(&row.agent_id)
+            .bind(row.agent_id)
             .bind(&row.variables)
             .bind(&row.messages)
             .bind(now_ms)
@@ -57,8 +58,8 @@ impl Store {
     /// A chat session of the workspace.
     pub async fn chat_session(
         &self,
-        org_id: &str,
-        id: &str,
+        org_id: OrgId,
+        id: ChatSessionId,
     ) -> StoreResult<Option<ChatSessionRow>> {
         let row = with_pool!(self, pool => {
             sqlx::query_as::<_, ChatSessionRow>(
@@ -75,8 +76,8 @@ impl Store {
     /// Replaces a session's messages.
     pub async fn update_chat_messages(
         &self,
-        org_id: &str,
-        id: &str,
+        org_id: OrgId,
+        id: ChatSessionId,
         messages: &str,
         now_ms: i64,
     ) -> StoreResult<()> {
@@ -96,8 +97,8 @@ impl Store {
     /// at `fee_paise` a minute when that is below its bundled rate (decisions §5).
     pub async fn bill_call_at_platform_fee(
         &self,
-        call_id: &str,
-        fee_paise: i64,
+        call_id: CallId,
+        fee_paise: Paise,
     ) -> StoreResult<()> {
         with_pool!(self, pool => {
             sqlx::query(
@@ -116,7 +117,7 @@ impl Store {
     /// Records a call's LLM token usage.
     pub async fn set_call_llm_usage(
         &self,
-        call_id: &str,
+        call_id: CallId,
         prompt_tokens: i64,
         completion_tokens: i64,
     ) -> StoreResult<()> {
@@ -134,7 +135,7 @@ impl Store {
     /// How a call's providers were billed.
     pub async fn call_provider_billing(
         &self,
-        call_id: &str,
+        call_id: CallId,
     ) -> StoreResult<Option<CallProviderBilling>> {
         let row = with_pool!(self, pool => {
             sqlx::query_as::<_, CallProviderBilling>(

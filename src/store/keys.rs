@@ -1,15 +1,16 @@
 //! API keys: only the SHA-256 hash and a display prefix are stored.
 
 use super::{Store, StoreResult, with_pool};
+use crate::domain::{ApiKeyId, OrgId};
 use crate::store::BeginWrite;
 
 /// What the auth layer needs to know about a presented key.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct KeyAuthRow {
     /// Key id.
-    pub id: String,
+    pub id: ApiKeyId,
     /// Owning workspace.
-    pub org_id: String,
+    pub org_id: OrgId,
     /// Daily request cap.
     pub daily_limit: i64,
     /// Monthly request cap.
@@ -22,9 +23,9 @@ pub struct KeyAuthRow {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ApiKeyRow {
     /// Key id.
-    pub id: String,
+    pub id: ApiKeyId,
     /// Owning workspace.
-    pub org_id: String,
+    pub org_id: OrgId,
     /// Descriptive name.
     pub name: String,
     /// Leading characters of the key, for recognition.
@@ -45,9 +46,9 @@ pub struct ApiKeyRow {
 #[derive(Debug, Clone)]
 pub struct NewApiKey<'a> {
     /// Key id.
-    pub id: &'a str,
+    pub id: ApiKeyId,
     /// Owning workspace.
-    pub org_id: &'a str,
+    pub org_id: OrgId,
     /// Descriptive name.
     pub name: &'a str,
     /// Display prefix.
@@ -99,7 +100,7 @@ impl Store {
     }
 
     /// Every key of a workspace, newest first.
-    pub async fn api_keys(&self, org_id: &str) -> StoreResult<Vec<ApiKeyRow>> {
+    pub async fn api_keys(&self, org_id: OrgId) -> StoreResult<Vec<ApiKeyRow>> {
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, ApiKeyRow>(
                 "SELECT id, org_id, name, prefix, daily_limit, monthly_limit, revoked_at, last_used_at, created_at
@@ -113,7 +114,7 @@ impl Store {
     }
 
     /// One key's metadata.
-    pub async fn api_key(&self, id: &str) -> StoreResult<Option<ApiKeyRow>> {
+    pub async fn api_key(&self, id: ApiKeyId) -> StoreResult<Option<ApiKeyRow>> {
         let row = with_pool!(self, pool => {
             sqlx::query_as::<_, ApiKeyRow>(
                 "SELECT id, org_id, name, prefix, daily_limit, monthly_limit, revoked_at, last_used_at, created_at
@@ -127,7 +128,7 @@ impl Store {
     }
 
     /// Revokes a key; false when no such key exists.
-    pub async fn revoke_api_key(&self, id: &str, now_ms: i64) -> StoreResult<bool> {
+    pub async fn revoke_api_key(&self, id: ApiKeyId, now_ms: i64) -> StoreResult<bool> {
         let done = with_pool!(self, pool => {
             sqlx::query("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2")
                 .bind(now_ms)
@@ -143,7 +144,7 @@ impl Store {
     /// Overrides a key's caps; false when no such key exists.
     pub async fn set_api_key_limits(
         &self,
-        id: &str,
+        id: ApiKeyId,
         daily: i64,
         monthly: i64,
     ) -> StoreResult<bool> {
@@ -161,7 +162,7 @@ impl Store {
     }
 
     /// Records last-used times gathered since the previous flush, in one transaction.
-    pub async fn touch_api_keys(&self, seen: &[(String, i64)]) -> StoreResult<()> {
+    pub async fn touch_api_keys(&self, seen: &[(ApiKeyId, i64)]) -> StoreResult<()> {
         if seen.is_empty() {
             return Ok(());
         }
@@ -173,7 +174,7 @@ impl Store {
                      WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)",
                 )
                 .bind(*at)
-                .bind(id)
+                .bind(*id)
                 .execute(&mut *tx)
                 .await?;
             }

@@ -1,16 +1,16 @@
 //! Rented phone numbers and their monthly renewal from the wallet.
 
 use super::{Store, StoreResult, conflict_or, with_pool};
-use crate::domain::{NumberId, ids::WalletTxId};
+use crate::domain::{NumberId, OrgId, Paise, WalletTxId};
 use crate::store::BeginWrite;
 
 /// A rented number as stored.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct NumberRow {
     /// Number id.
-    pub id: String,
+    pub id: NumberId,
     /// Owning workspace.
-    pub org_id: String,
+    pub org_id: OrgId,
     /// E.164 number.
     pub phone: String,
     /// Carrier: sim, twilio, plivo, exotel, vonage or telnyx.
@@ -20,7 +20,7 @@ pub struct NumberRow {
     /// The workspace's default caller ID.
     pub is_default: bool,
     /// Rent taken from the wallet each month.
-    pub monthly_rent_paise: i64,
+    pub monthly_rent_paise: Paise,
     /// First rented, Unix ms.
     pub rented_at: i64,
     /// Next renewal, Unix ms.
@@ -31,7 +31,7 @@ pub struct NumberRow {
 #[derive(Debug, Clone)]
 pub struct NewNumber<'a> {
     /// Owning workspace.
-    pub org_id: &'a str,
+    pub org_id: OrgId,
     /// E.164 number.
     pub phone: &'a str,
     /// Carrier.
@@ -39,7 +39,7 @@ pub struct NewNumber<'a> {
     /// Make it the default caller ID.
     pub is_default: bool,
     /// Monthly rent.
-    pub monthly_rent_paise: i64,
+    pub monthly_rent_paise: Paise,
     /// Rental time, Unix ms.
     pub now_ms: i64,
     /// First renewal, Unix ms.
@@ -60,7 +60,7 @@ pub enum RenewalOutcome {
 impl Store {
     /// Records a rented number; the first month counts as paid.
     pub async fn insert_number(&self, n: &NewNumber<'_>) -> StoreResult<NumberRow> {
-        let id = NumberId::new().to_string();
+        let id = NumberId::new();
         with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
             if n.is_default {
@@ -73,7 +73,7 @@ impl Store {
                 "INSERT INTO phone_numbers (id, org_id, phone, provider, status, is_default, monthly_rent_paise, rented_at, renews_at, created_at)
                  VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, $7)",
             )
-            .bind(&id)
+            .bind(id)
             .bind(n.org_id)
             .bind(n.phone)
             .bind(n.provider)
@@ -88,7 +88,7 @@ impl Store {
         });
         Ok(NumberRow {
             id,
-            org_id: n.org_id.to_string(),
+            org_id: n.org_id,
             phone: n.phone.to_string(),
             provider: n.provider.to_string(),
             status: "active".into(),
@@ -100,7 +100,7 @@ impl Store {
     }
 
     /// A workspace's numbers, default first.
-    pub async fn numbers(&self, org_id: &str) -> StoreResult<Vec<NumberRow>> {
+    pub async fn numbers(&self, org_id: OrgId) -> StoreResult<Vec<NumberRow>> {
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, NumberRow>(
                 "SELECT id, org_id, phone, provider, status, is_default, monthly_rent_paise, rented_at, renews_at
@@ -135,14 +135,14 @@ impl Store {
         next_renewal_ms: i64,
         now_ms: i64,
     ) -> StoreResult<RenewalOutcome> {
-        let tx_id = WalletTxId::new().to_string();
+        let tx_id = WalletTxId::new();
         let outcome = with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let claimed = sqlx::query(
                 "UPDATE phone_numbers SET status = 'active', renews_at = $1 WHERE id = $2 AND renews_at = $3",
             )
             .bind(next_renewal_ms)
-            .bind(&number.id)
+            .bind(number.id)
             .bind(number.renews_at)
             .execute(&mut *tx)
             .await?
@@ -151,12 +151,12 @@ impl Store {
                 tx.rollback().await?;
                 return Ok(RenewalOutcome::AlreadyRenewed);
             }
-            let balance: Option<i64> = sqlx::query_scalar(
+            let balance: Option<Paise> = sqlx::query_scalar(
                 "UPDATE orgs SET wallet_paise = wallet_paise - $1
                  WHERE id = $2 AND wallet_paise >= $1 RETURNING wallet_paise",
             )
             .bind(number.monthly_rent_paise)
-            .bind(&number.org_id)
+            .bind(number.org_id)
             .fetch_optional(&mut *tx)
             .await?;
             match balance {
@@ -165,11 +165,11 @@ impl Store {
                         "INSERT INTO wallet_transactions (id, org_id, kind, amount_paise, balance_after_paise, number_id, created_at)
                          VALUES ($1, $2, 'number-renewal', $3, $4, $5, $6)",
                     )
-                    .bind(&tx_id)
-                    .bind(&number.org_id)
+                    .bind(tx_id)
+                    .bind(number.org_id)
                     .bind(-number.monthly_rent_paise)
                     .bind(balance_after)
-                    .bind(&number.id)
+                    .bind(number.id)
                     .bind(now_ms)
                     .execute(&mut *tx)
                     .await?;
@@ -179,7 +179,7 @@ impl Store {
                 None => {
                     tx.rollback().await?;
                     sqlx::query("UPDATE phone_numbers SET status = 'suspended' WHERE id = $1 AND renews_at = $2")
-                        .bind(&number.id)
+                        .bind(number.id)
                         .bind(number.renews_at)
                         .execute(pool)
                         .await?;

@@ -2,6 +2,7 @@
 //! or failed together with the webhook outbox, and the workspace's reads.
 
 use super::{BeginWrite, Store, StoreResult, with_pool};
+use crate::domain::{AgentId, CallId, OrgId};
 
 /// Columns of a rating read, joined with its call and agent.
 macro_rules! rating_select {
@@ -30,11 +31,11 @@ macro_rules! rating_filter {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RatingRow {
     /// The rated call.
-    pub call_id: String,
+    pub call_id: CallId,
     /// Workspace.
-    pub org_id: String,
+    pub org_id: OrgId,
     /// Agent of the call.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// pending, done or failed.
     pub status: String,
     /// Mean of the column scores, once done.
@@ -68,7 +69,8 @@ pub struct RatingRow {
 pub struct RatingFilter {
     /// `pending`, `done`, `failed` or `all`.
     pub status: String,
-    /// Only this agent's calls.
+    /// Only this agent's calls, as the client gave it: a value that is not
+    /// an agent id matches no rating (the list answers empty, not 4xx).
     pub agent_id: Option<String>,
     /// Calls created at or after, Unix ms.
     pub from_ms: Option<i64>,
@@ -84,11 +86,11 @@ pub struct RatingFilter {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ClaimedRating {
     /// The call to rate.
-    pub call_id: String,
+    pub call_id: CallId,
     /// Its workspace.
-    pub org_id: String,
+    pub org_id: OrgId,
     /// Its agent.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// The job's generation: its result is stored only if still current.
     pub generation: i64,
 }
@@ -106,7 +108,7 @@ pub struct RatingSource {
 #[derive(Debug, Clone)]
 pub struct CompletedRating<'a> {
     /// The rated call.
-    pub call_id: &'a str,
+    pub call_id: CallId,
     /// The job's generation.
     pub generation: i64,
     /// Mean score.
@@ -140,7 +142,7 @@ pub struct RatingCounts {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct AgentRatingRow {
     /// Agent id.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// Agent name.
     pub agent_name: String,
     /// Done ratings.
@@ -162,9 +164,9 @@ impl Store {
     }
 
     /// Pending ratings no worker holds, oldest first.
-    pub async fn due_ratings(&self, now_ms: i64, limit: i64) -> StoreResult<Vec<String>> {
+    pub async fn due_ratings(&self, now_ms: i64, limit: i64) -> StoreResult<Vec<CallId>> {
         let ids = with_pool!(self, pool => {
-            sqlx::query_scalar::<_, String>(
+            sqlx::query_scalar::<_, CallId>(
                 "SELECT call_id FROM ratings WHERE status = 'pending' AND lease_until <= $1
                  ORDER BY created_at, call_id LIMIT $2",
             )
@@ -179,7 +181,7 @@ impl Store {
     /// Leases a due pending rating until `lease_until`; None if another worker took it.
     pub async fn claim_rating(
         &self,
-        call_id: &str,
+        call_id: CallId,
         now_ms: i64,
         lease_until: i64,
     ) -> StoreResult<Option<ClaimedRating>> {
@@ -203,8 +205,8 @@ impl Store {
     /// `lease_until`, its current scorecard (if any) left readable meanwhile.
     pub async fn take_rating_now(
         &self,
-        org_id: &str,
-        call_id: &str,
+        org_id: OrgId,
+        call_id: CallId,
         now_ms: i64,
         lease_until: i64,
     ) -> StoreResult<Option<ClaimedRating>> {
@@ -229,7 +231,7 @@ impl Store {
     }
 
     /// The call facts a rating job reads.
-    pub async fn rating_source(&self, call_id: &str) -> StoreResult<Option<RatingSource>> {
+    pub async fn rating_source(&self, call_id: CallId) -> StoreResult<Option<RatingSource>> {
         let row = with_pool!(self, pool => {
             sqlx::query_as::<_, RatingSource>("SELECT ended_reason, variables FROM calls WHERE id = $1")
                 .bind(call_id)
@@ -247,7 +249,7 @@ impl Store {
     pub async fn complete_rating(&self, r: &CompletedRating<'_>) -> StoreResult<bool> {
         let stored = with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let row: Option<(String, i64, i64)> = sqlx::query_as(
+            let row: Option<(OrgId, i64, i64)> = sqlx::query_as(
                 "UPDATE ratings SET status = 'done', overall = $1, columns = $2, template = $3, attempts = $4,
                    version = version + 1, lease_until = 0, last_error = NULL, rated_at = $5, updated_at = $5
                  WHERE call_id = $6 AND generation = $7
@@ -285,7 +287,7 @@ impl Store {
                     &format!("rating.completed/{version}"),
                 );
                 super::webhook_outbox::queue_in_tx!(
-                    &mut *tx, &org_id, r.call_id, "rating.completed", r.now_ms, r.now_ms, false, &event_id
+                    &mut *tx, org_id, r.call_id, "rating.completed", r.now_ms, r.now_ms, false, &event_id
                 );
             }
             tx.commit().await?;
@@ -298,7 +300,7 @@ impl Store {
     /// held for it goes out at once, with `rating: null`.
     pub async fn fail_rating(
         &self,
-        call_id: &str,
+        call_id: CallId,
         generation: i64,
         error: &str,
         attempts: i64,
@@ -338,7 +340,7 @@ impl Store {
     }
 
     /// One call's rating in a workspace.
-    pub async fn rating(&self, org_id: &str, call_id: &str) -> StoreResult<Option<RatingRow>> {
+    pub async fn rating(&self, org_id: OrgId, call_id: CallId) -> StoreResult<Option<RatingRow>> {
         let row = with_pool!(self, pool => {
             sqlx::query_as::<_, RatingRow>(concat!(rating_select!(), "WHERE r.call_id = $1 AND r.org_id = $2"))
                 .bind(call_id)
@@ -350,7 +352,7 @@ impl Store {
     }
 
     /// A call's done scorecard overall, for webhook bodies.
-    pub async fn rating_overall(&self, call_id: &str) -> StoreResult<Option<f64>> {
+    pub async fn rating_overall(&self, call_id: CallId) -> StoreResult<Option<f64>> {
         let overall = with_pool!(self, pool => {
             sqlx::query_scalar::<_, Option<f64>>(
                 "SELECT overall FROM ratings WHERE call_id = $1 AND status = 'done'",
@@ -365,7 +367,7 @@ impl Store {
     /// One page of a workspace's ratings, newest call first, and the total.
     pub async fn list_ratings(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         f: &RatingFilter,
         limit: i64,
         offset: i64,
@@ -405,13 +407,14 @@ impl Store {
     /// The page after `after` (call_created_at, call_id) in list order, for streamed exports.
     pub async fn ratings_after(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         f: &RatingFilter,
-        after: Option<(i64, String)>,
+        after: Option<(i64, CallId)>,
         limit: i64,
     ) -> StoreResult<Vec<RatingRow>> {
-        let (at, id) = after.unwrap_or((i64::MAX, String::new()));
-        let first = id.is_empty();
+        let first = after.is_none();
+        // On the first page `$8` is true and the keyset bounds are never compared.
+        let (at, id) = after.map_or((i64::MAX, None), |(at, id)| (at, Some(id)));
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, RatingRow>(concat!(
                 rating_select!(),
@@ -428,7 +431,7 @@ impl Store {
             .bind(f.max_score)
             .bind(first)
             .bind(at)
-            .bind(&id)
+            .bind(id)
             .bind(limit)
             .fetch_all(pool)
             .await?
@@ -439,7 +442,7 @@ impl Store {
     /// Every rating of calls to `phone` in a workspace with `status` (or `all`), newest first.
     pub async fn ratings_by_phone(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         phone: &str,
         status: &str,
     ) -> StoreResult<Vec<RatingRow>> {
@@ -461,7 +464,7 @@ impl Store {
     /// Counts by status and the average overall of a workspace, and each agent's average.
     pub async fn rating_stats(
         &self,
-        org_id: &str,
+        org_id: OrgId,
     ) -> StoreResult<(RatingCounts, Vec<AgentRatingRow>)> {
         let result = with_pool!(self, pool => {
             let counts = sqlx::query_as::<_, RatingCounts>(
@@ -493,7 +496,7 @@ impl Store {
     /// Puts matching ratings back in the queue (bulk re-scoring); returns how many.
     pub async fn requeue_ratings(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         f: &RatingFilter,
         now_ms: i64,
     ) -> StoreResult<u64> {
@@ -523,8 +526,8 @@ impl Store {
     /// Puts the named calls' ratings back in the queue; returns how many exist.
     pub async fn requeue_rating_ids(
         &self,
-        org_id: &str,
-        call_ids: &[String],
+        org_id: OrgId,
+        call_ids: &[CallId],
         now_ms: i64,
     ) -> StoreResult<u64> {
         let n = with_pool!(self, pool => {
@@ -537,7 +540,7 @@ impl Store {
                      WHERE call_id = $2 AND org_id = $3",
                 )
                 .bind(now_ms)
-                .bind(id)
+                .bind(*id)
                 .bind(org_id)
                 .execute(&mut *tx)
                 .await?
@@ -550,9 +553,9 @@ impl Store {
     }
 
     /// The ids of agents with ratings in a workspace.
-    pub async fn rated_agent_ids(&self, org_id: &str) -> StoreResult<Vec<String>> {
+    pub async fn rated_agent_ids(&self, org_id: OrgId) -> StoreResult<Vec<AgentId>> {
         let ids = with_pool!(self, pool => {
-            sqlx::query_scalar::<_, String>(
+            sqlx::query_scalar::<_, AgentId>(
                 "SELECT DISTINCT agent_id FROM ratings WHERE org_id = $1 ORDER BY agent_id",
             )
             .bind(org_id)
@@ -565,7 +568,7 @@ impl Store {
 
 impl Store {
     /// Whether a workspace's call completed with the callee speaking.
-    pub async fn call_conversed(&self, org_id: &str, call_id: &str) -> StoreResult<bool> {
+    pub async fn call_conversed(&self, org_id: OrgId, call_id: CallId) -> StoreResult<bool> {
         let n = with_pool!(self, pool => {
             sqlx::query_scalar::<_, i64>(
                 "SELECT COUNT(*) FROM calls c JOIN call_turns t ON t.call_id = c.id

@@ -1,14 +1,15 @@
 //! Recording files for the per-call reads, and the retention janitor's deletes.
 
 use super::{Store, StoreResult, with_pool};
+use crate::domain::{CallId, OrgId};
 
 /// A retained recording's file.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RecordingFileRow {
     /// The recorded call.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The call's workspace.
-    pub org_id: String,
+    pub org_id: OrgId,
     /// Where the file is on disk.
     pub path: String,
     /// wav or ogg.
@@ -21,8 +22,8 @@ impl Store {
     /// The retained (not yet deleted) recording of a call of a workspace.
     pub async fn recording_file(
         &self,
-        org_id: &str,
-        call_id: &str,
+        org_id: OrgId,
+        call_id: CallId,
     ) -> StoreResult<Option<RecordingFileRow>> {
         let row = with_pool!(self, pool => {
             sqlx::query_as::<_, RecordingFileRow>(
@@ -58,7 +59,7 @@ impl Store {
     }
 
     /// Marks a recording deleted; its reads answer as if there were none.
-    pub async fn mark_recording_deleted(&self, call_id: &str, now_ms: i64) -> StoreResult<bool> {
+    pub async fn mark_recording_deleted(&self, call_id: CallId, now_ms: i64) -> StoreResult<bool> {
         let done = with_pool!(self, pool => {
             sqlx::query("UPDATE recordings SET deleted_at = $1 WHERE call_id = $2 AND deleted_at IS NULL")
                 .bind(now_ms)

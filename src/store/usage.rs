@@ -1,6 +1,7 @@
 //! Per-key, per-IST-day request counters behind the rate limiter.
 
 use super::{Store, StoreResult, with_pool};
+use crate::domain::ApiKeyId;
 use crate::store::BeginWrite;
 
 /// One key's usage on one IST day.
@@ -32,7 +33,7 @@ impl UsageDayRow {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UsageDelta {
     /// Key id.
-    pub key_id: String,
+    pub key_id: ApiKeyId,
     /// IST calendar day.
     pub day: String,
     /// Newly admitted requests.
@@ -49,7 +50,7 @@ impl Store {
     /// Usage rows of a key whose day starts with `month` (YYYY-MM).
     pub async fn key_usage_in_month(
         &self,
-        key_id: &str,
+        key_id: ApiKeyId,
         month: &str,
     ) -> StoreResult<Vec<UsageDayRow>> {
         let pattern = format!("{month}-%");
@@ -67,7 +68,7 @@ impl Store {
     }
 
     /// Raises a key's lease for `day` to at least `upto` admitted requests.
-    pub async fn reserve_usage(&self, key_id: &str, day: &str, upto: i64) -> StoreResult<()> {
+    pub async fn reserve_usage(&self, key_id: ApiKeyId, day: &str, upto: i64) -> StoreResult<()> {
         with_pool!(self, pool => {
             sqlx::query(
                 "INSERT INTO api_key_usage (key_id, day, reserved) VALUES ($1, $2, $3)
@@ -101,7 +102,7 @@ impl Store {
                        failed = api_key_usage.failed + excluded.failed,
                        rate_limited = api_key_usage.rate_limited + excluded.rate_limited",
                 )
-                .bind(&d.key_id)
+                .bind(d.key_id)
                 .bind(&d.day)
                 .bind(d.admitted)
                 .bind(d.success)
@@ -117,7 +118,7 @@ impl Store {
 
     /// After a clean shutdown, sets each lease to the exact admitted count so no
     /// allowance is lost: `(key_id, day, admitted)`.
-    pub async fn settle_usage_leases(&self, exact: &[(String, String, i64)]) -> StoreResult<()> {
+    pub async fn settle_usage_leases(&self, exact: &[(ApiKeyId, String, i64)]) -> StoreResult<()> {
         if exact.is_empty() {
             return Ok(());
         }
@@ -126,7 +127,7 @@ impl Store {
             for (key_id, day, admitted) in exact {
                 sqlx::query("UPDATE api_key_usage SET reserved = $1 WHERE key_id = $2 AND day = $3")
                     .bind(*admitted)
-                    .bind(key_id)
+                    .bind(*key_id)
                     .bind(day)
                     .execute(&mut *tx)
                     .await?;

@@ -1,24 +1,24 @@
 //! The wallet ledger and the recordings list.
 
 use super::{Store, StoreResult, with_pool};
-use crate::domain::ids::WalletTxId;
+use crate::domain::{CallId, NumberId, OrgId, Paise, WalletTxId};
 use crate::store::BeginWrite;
 
 /// One wallet movement.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct WalletTxRow {
     /// Transaction id.
-    pub id: String,
+    pub id: WalletTxId,
     /// credit, call-charge or number-renewal.
     pub kind: String,
     /// Signed amount; debits are negative.
-    pub amount_paise: i64,
+    pub amount_paise: Paise,
     /// Balance right after this movement.
-    pub balance_after_paise: i64,
+    pub balance_after_paise: Paise,
     /// The call charged, if any.
-    pub call_id: Option<String>,
+    pub call_id: Option<CallId>,
     /// The number renewed, if any.
-    pub number_id: Option<String>,
+    pub number_id: Option<NumberId>,
     /// Time, Unix ms.
     pub created_at: i64,
 }
@@ -27,7 +27,7 @@ pub struct WalletTxRow {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RecordingRow {
     /// The recorded call.
-    pub call_id: String,
+    pub call_id: CallId,
     /// wav or ogg.
     pub format: String,
     /// Length in milliseconds.
@@ -43,14 +43,14 @@ impl Store {
     /// when the workspace does not exist.
     pub async fn credit_wallet(
         &self,
-        org_id: &str,
-        paise: i64,
+        org_id: OrgId,
+        paise: Paise,
         now_ms: i64,
-    ) -> StoreResult<Option<i64>> {
-        let id = WalletTxId::new().to_string();
+    ) -> StoreResult<Option<Paise>> {
+        let id = WalletTxId::new();
         let balance = with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let balance: Option<i64> = sqlx::query_scalar(
+            let balance: Option<Paise> = sqlx::query_scalar(
                 "UPDATE orgs SET wallet_paise = wallet_paise + $1 WHERE id = $2 RETURNING wallet_paise",
             )
             .bind(paise)
@@ -62,7 +62,7 @@ impl Store {
                     "INSERT INTO wallet_transactions (id, org_id, kind, amount_paise, balance_after_paise, created_at)
                      VALUES ($1, $2, 'credit', $3, $4, $5)",
                 )
-                .bind(&id)
+                .bind(id)
                 .bind(org_id)
                 .bind(paise)
                 .bind(after)
@@ -79,7 +79,7 @@ impl Store {
     /// One page of a workspace's wallet movements, newest first, and the total.
     pub async fn wallet_transactions(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         limit: i64,
         offset: i64,
     ) -> StoreResult<(Vec<WalletTxRow>, i64)> {
@@ -106,7 +106,7 @@ impl Store {
     /// One page of a workspace's retained recordings, newest first, and the total.
     pub async fn recordings(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         limit: i64,
         offset: i64,
     ) -> StoreResult<(Vec<RecordingRow>, i64)> {

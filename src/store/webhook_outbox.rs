@@ -2,6 +2,7 @@
 //! claimed by the delivery worker and retried with backoff.
 
 use super::{BeginWrite, Store, StoreResult, with_pool};
+use crate::domain::{CallId, DeliveryId, OrgId};
 
 /// Inserts the deliveries of one event inside an open transaction; used by
 /// [`Store::queue_call_event`], by `finish_call`, whose terminal transition
@@ -18,7 +19,7 @@ macro_rules! queue_in_tx {
     }};
     ($conn:expr, $org_id:expr, $call_id:expr, $event:expr, $now_ms:expr, $due_ms:expr, $held:expr, $event_id:expr) => {{
         let pattern = format!("%\"{}\"%", $event);
-        let subscriptions: Vec<String> = sqlx::query_scalar(
+        let subscriptions: Vec<$crate::domain::WebhookId> = sqlx::query_scalar(
             "SELECT id FROM webhook_subscriptions WHERE org_id = $1 AND active AND events LIKE $2",
         )
         .bind($org_id)
@@ -31,7 +32,7 @@ macro_rules! queue_in_tx {
                    next_attempt_at, created_at, held_for_rating)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             )
-            .bind(uuid::Uuid::now_v7().to_string())
+            .bind($crate::domain::DeliveryId::new())
             .bind($event_id)
             .bind($event)
             .bind(subscription)
@@ -52,15 +53,15 @@ pub(crate) use queue_in_tx;
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct DueDelivery {
     /// Delivery id (the `X-Service-Delivery` header).
-    pub id: String,
+    pub id: DeliveryId,
     /// Event id, stable across retries and redeliveries.
     pub event_id: String,
     /// Event kind, e.g. `call.completed`.
     pub event: String,
     /// Workspace of the call.
-    pub org_id: String,
+    pub org_id: OrgId,
     /// The call the event is about.
-    pub call_id: String,
+    pub call_id: CallId,
     /// Attempts made so far.
     pub attempts: i64,
     /// When the delivery was queued, Unix ms.
@@ -75,7 +76,7 @@ pub struct DueDelivery {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct DeliveryRow {
     /// Delivery id.
-    pub id: String,
+    pub id: DeliveryId,
     /// Event id.
     pub event_id: String,
     /// `pending`, `delivered` or `failed`.
@@ -87,7 +88,7 @@ pub struct DeliveryRow {
 }
 
 /// The stable id of a call's event: receivers dedupe on it.
-pub fn event_id(call_id: &str, event: &str) -> String {
+pub fn event_id(call_id: CallId, event: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(format!("{event}/{call_id}").as_bytes());
     format!("evt_{}", hex::encode(&digest[..16]))
@@ -98,8 +99,8 @@ impl Store {
     /// workspace that covers it; returns how many deliveries were queued.
     pub async fn queue_call_event(
         &self,
-        org_id: &str,
-        call_id: &str,
+        org_id: OrgId,
+        call_id: CallId,
         event: &str,
         now_ms: i64,
     ) -> StoreResult<u64> {
@@ -130,7 +131,7 @@ impl Store {
     }
 
     /// Records a successful attempt.
-    pub async fn delivery_succeeded(&self, id: &str, now_ms: i64) -> StoreResult<()> {
+    pub async fn delivery_succeeded(&self, id: DeliveryId, now_ms: i64) -> StoreResult<()> {
         with_pool!(self, pool => {
             sqlx::query(
                 "UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1,
@@ -147,7 +148,7 @@ impl Store {
     /// Records a failed attempt: retried at `retry_at`, or given up when `None`.
     pub async fn delivery_failed(
         &self,
-        id: &str,
+        id: DeliveryId,
         error: &str,
         retry_at: Option<i64>,
     ) -> StoreResult<()> {
@@ -168,7 +169,7 @@ impl Store {
     }
 
     /// Every delivery of a call, oldest first.
-    pub async fn call_deliveries(&self, call_id: &str) -> StoreResult<Vec<DeliveryRow>> {
+    pub async fn call_deliveries(&self, call_id: CallId) -> StoreResult<Vec<DeliveryRow>> {
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, DeliveryRow>(
                 "SELECT id, event_id, status, attempts, last_error FROM webhook_deliveries

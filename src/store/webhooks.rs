@@ -1,15 +1,15 @@
 //! Webhook subscriptions and workspace provider credentials (admin-only records).
 
 use super::{Store, StoreResult, with_pool};
-use crate::domain::ids::WebhookId;
+use crate::domain::{OrgId, WebhookId};
 
 /// A webhook subscription.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct WebhookRow {
     /// Subscription id.
-    pub id: String,
+    pub id: WebhookId,
     /// Owning workspace.
-    pub org_id: String,
+    pub org_id: OrgId,
     /// Delivery URL.
     pub url: String,
     /// JSON array of event names.
@@ -24,20 +24,20 @@ impl Store {
     /// Adds a subscription and returns its id.
     pub async fn insert_webhook(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         url: &str,
         events: &[String],
         secret: &str,
         now_ms: i64,
-    ) -> StoreResult<String> {
-        let id = WebhookId::new().to_string();
+    ) -> StoreResult<WebhookId> {
+        let id = WebhookId::new();
         let events = serde_json::to_string(events)?;
         with_pool!(self, pool => {
             sqlx::query(
                 "INSERT INTO webhook_subscriptions (id, org_id, url, events, secret, active, created_at)
                  VALUES ($1, $2, $3, $4, $5, TRUE, $6)",
             )
-            .bind(&id)
+            .bind(id)
             .bind(org_id)
             .bind(url)
             .bind(&events)
@@ -50,7 +50,7 @@ impl Store {
     }
 
     /// Active subscriptions of a workspace.
-    pub async fn webhooks(&self, org_id: &str) -> StoreResult<Vec<WebhookRow>> {
+    pub async fn webhooks(&self, org_id: OrgId) -> StoreResult<Vec<WebhookRow>> {
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, WebhookRow>(
                 "SELECT id, org_id, url, events, secret, active FROM webhook_subscriptions
@@ -66,7 +66,7 @@ impl Store {
     /// Stores (replacing) an encrypted provider credential.
     pub async fn upsert_credential(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         kind: &str,
         nonce: &str,
         ciphertext: &str,
@@ -92,7 +92,7 @@ impl Store {
     /// The encrypted credential `(nonce, ciphertext)` of a kind, if set.
     pub async fn credential(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         kind: &str,
     ) -> StoreResult<Option<(String, String)>> {
         let row = with_pool!(self, pool => {

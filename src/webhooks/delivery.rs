@@ -3,6 +3,7 @@
 //! addresses inside private networks unless the host is allow-listed.
 
 use crate::app::state::AppState;
+use crate::domain::CallId;
 use crate::store::webhook_outbox::DueDelivery;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -39,7 +40,7 @@ pub enum DeliveryError {
     Status(u16),
     /// The call behind the event is gone.
     #[error("call {0} not found")]
-    MissingCall(String),
+    MissingCall(CallId),
     /// The store failed.
     #[error("store: {0}")]
     Store(#[from] crate::store::StoreError),
@@ -142,9 +143,9 @@ pub async fn rating_completed_body(
 ) -> Result<Value, DeliveryError> {
     let rating = state
         .store
-        .rating(&d.org_id, &d.call_id)
+        .rating(d.org_id, d.call_id)
         .await?
-        .ok_or_else(|| DeliveryError::MissingCall(d.call_id.clone()))?;
+        .ok_or(DeliveryError::MissingCall(d.call_id))?;
     Ok(json!({
         "event": d.event,
         "eventId": d.event_id,
@@ -168,13 +169,13 @@ pub async fn call_completed_body(
 ) -> Result<Value, DeliveryError> {
     let detail = state
         .store
-        .call_detail(&d.org_id, &d.call_id)
+        .call_detail(d.org_id, d.call_id)
         .await?
-        .ok_or_else(|| DeliveryError::MissingCall(d.call_id.clone()))?;
-    let turns = state.store.call_turns(&d.org_id, &d.call_id).await?;
+        .ok_or(DeliveryError::MissingCall(d.call_id))?;
+    let turns = state.store.call_turns(d.org_id, d.call_id).await?;
     let rating = state
         .store
-        .rating_overall(&d.call_id)
+        .rating_overall(d.call_id)
         .await?
         .map_or(Value::Null, |overall| json!({ "overall": overall }));
     let call = &detail.call;
@@ -219,7 +220,7 @@ async fn attempt(
         .timeout(TIMEOUT)
         .header("content-type", "application/json")
         .header("x-service-event", &d.event)
-        .header("x-service-delivery", &d.id)
+        .header("x-service-delivery", d.id.to_string())
         .header("x-service-timestamp", timestamp.to_string())
         .header(
             "x-service-signature",
@@ -245,7 +246,7 @@ pub async fn deliver_due(state: &AppState, http: &reqwest::Client) -> Result<usi
         let result = attempt(state, http, d).await;
         let now = state.clock.now().timestamp_millis();
         let recorded = match &result {
-            Ok(()) => state.store.delivery_succeeded(&d.id, now).await,
+            Ok(()) => state.store.delivery_succeeded(d.id, now).await,
             Err(err) => {
                 let made = d.attempts + 1;
                 let retry_at = (err.retryable() && made < MAX_ATTEMPTS).then(|| {
@@ -253,7 +254,7 @@ pub async fn deliver_due(state: &AppState, http: &reqwest::Client) -> Result<usi
                     now + wait * 1_000
                 });
                 tracing::warn!(delivery = %d.id, call = %d.call_id, attempt = made, error = %err, "webhook delivery failed");
-                state.store.delivery_failed(&d.id, &err.to_string(), retry_at).await
+                state.store.delivery_failed(d.id, &err.to_string(), retry_at).await
             }
         };
         if let Err(err) = recorded {

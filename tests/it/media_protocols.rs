@@ -76,14 +76,18 @@ impl Harness {
         let org = ops::create_org(store, "Media", None, None, now)
             .await
             .expect("org");
-        let key = ops::create_key(store, &org.id, "media", now)
+        let key = ops::create_key(store, org.id, "media", now)
             .await
             .expect("key");
         store
-            .credit_wallet(&org.id, 1_000_000, now.timestamp_millis())
+            .credit_wallet(
+                org.id,
+                voxline::domain::Paise(1_000_000),
+                now.timestamp_millis(),
+            )
             .await
             .expect("credit");
-        ops::add_number(store, &org.id, "+918000000001", provider, true, None, now)
+        ops::add_number(store, org.id, "+918000000001", provider, true, None, now)
             .await
             .expect("number");
         Self {
@@ -759,12 +763,14 @@ async fn warm_agents_greet_without_waiting_for_tts() {
     let cache = Arc::clone(&app.server.state().welcome_cache);
     let warm = app.agent(WELCOME).await;
     let cold = app.agent("Hello {name}, this is Voxline.").await;
+    let warm_id: voxline::domain::AgentId = warm.parse().expect("agent id");
+    let cold_id: voxline::domain::AgentId = cold.parse().expect("agent id");
     let deadline = Instant::now() + WAIT;
-    while !cache.is_warm(&warm) {
+    while !cache.is_warm(warm_id) {
         assert!(Instant::now() < deadline, "welcome never warmed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(!cache.is_warm(&cold), "placeholders cannot be cached");
+    assert!(!cache.is_warm(cold_id), "placeholders cannot be cached");
 
     let greeting_latency = |agent: String| {
         let app = &app;
@@ -791,7 +797,7 @@ async fn warm_agents_greet_without_waiting_for_tts() {
     // Dormant agents lose it; activate warms it again.
     app.clock.advance(chrono::Duration::days(8));
     let deadline = Instant::now() + WAIT;
-    while cache.is_warm(&warm) {
+    while cache.is_warm(warm_id) {
         assert!(Instant::now() < deadline, "dormant agent still warm");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -806,7 +812,7 @@ async fn warm_agents_greet_without_waiting_for_tts() {
     )
     .await;
     let deadline = Instant::now() + WAIT;
-    while !cache.is_warm(&warm) {
+    while !cache.is_warm(warm_id) {
         assert!(Instant::now() < deadline, "activate did not re-warm");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -820,7 +826,7 @@ async fn warm_agents_greet_without_waiting_for_tts() {
     let deadline = Instant::now() + WAIT;
     let voice = agent["voice"].as_str().expect("voice").to_string();
     while cache
-        .get(&warm, "Good morning from Voxline.", &voice)
+        .get(warm_id, "Good morning from Voxline.", &voice)
         .is_none()
     {
         assert!(Instant::now() < deadline, "edit did not re-warm");

@@ -1029,11 +1029,11 @@ async fn a_sim_call_runs_on_the_openai_compatible_llm_and_tts() {
         .server
         .state()
         .store
-        .call_provider_billing(call_id)
+        .call_provider_billing(call_id.parse().expect("call id"))
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(billing.rate_paise, 600);
+    assert_eq!(billing.rate_paise, voxline::domain::Paise(600));
     assert!(!billing.own_credentials);
     assert_eq!(
         (billing.llm_prompt_tokens, billing.llm_completion_tokens),
@@ -1097,12 +1097,12 @@ async fn a_workspace_credential_replaces_the_platform_key_stays_secret_and_bills
         .server
         .state()
         .store
-        .call_provider_billing(&call_id)
+        .call_provider_billing(call_id.parse().expect("call id"))
         .await
         .unwrap()
         .unwrap();
     assert!(billing.own_credentials);
-    assert_eq!(billing.rate_paise, 100);
+    assert_eq!(billing.rate_paise, voxline::domain::Paise(100));
     let (_, wallet) = app.get(&key, "/api/wallet").await;
     assert_eq!(
         serde_json::from_str::<Value>(&wallet).unwrap()["balancePaise"],
@@ -1203,7 +1203,10 @@ async fn sqlx_ended_reason(app: &CallTestApp, org_id: &str, call_id: &str) -> Op
     app.server
         .state()
         .store
-        .call_detail(org_id, call_id)
+        .call_detail(
+            org_id.parse().expect("org id"),
+            call_id.parse().expect("call id"),
+        )
         .await
         .unwrap()
         .and_then(|row| row.call.ended_reason)

@@ -4,6 +4,7 @@
 
 use super::query::{RatingFilterQuery, optional_bound, parse_agent};
 use crate::app::state::AppState;
+use crate::domain::{CallId, OrgId};
 use crate::http::MessageBody;
 use crate::http::auth::Caller;
 use crate::http::csv_download::csv_attachment;
@@ -47,7 +48,7 @@ pub struct ExportSheetRequest {
 /// Every row of `filter`, page by page.
 pub(super) async fn each_rating(
     store: &Store,
-    org_id: &str,
+    org_id: OrgId,
     filter: &RatingFilter,
     mut visit: impl FnMut(Vec<RatingRow>),
 ) -> Result<(), StoreError> {
@@ -59,7 +60,7 @@ pub(super) async fn each_rating(
         let Some(last) = rows.last() else {
             return Ok(());
         };
-        after = Some((last.call_created_at, last.call_id.clone()));
+        after = Some((last.call_created_at, last.call_id));
         let full = rows.len() as i64 == EXPORT_PAGE_ROWS;
         visit(rows);
         if !full {
@@ -87,9 +88,9 @@ fn csv_chunk(rows: &[RatingRow], header: bool) -> Result<Bytes, csv::Error> {
 /// Where a streamed export is.
 struct ExportCursor {
     store: Store,
-    org_id: String,
+    org_id: OrgId,
     filter: RatingFilter,
-    after: Option<(i64, String)>,
+    after: Option<(i64, CallId)>,
     header_written: bool,
     finished: bool,
 }
@@ -103,16 +104,16 @@ async fn next_export_chunk(
     let rows = cursor
         .store
         .ratings_after(
-            &cursor.org_id,
+            cursor.org_id,
             &cursor.filter,
-            cursor.after.clone(),
+            cursor.after,
             EXPORT_PAGE_ROWS,
         )
         .await
         .map_err(std::io::Error::other)?;
     cursor.finished = (rows.len() as i64) < EXPORT_PAGE_ROWS;
     if let Some(last) = rows.last() {
-        cursor.after = Some((last.call_created_at, last.call_id.clone()));
+        cursor.after = Some((last.call_created_at, last.call_id));
     }
     let chunk = csv_chunk(&rows, !cursor.header_written).map_err(std::io::Error::other)?;
     cursor.header_written = true;
@@ -132,7 +133,7 @@ pub(super) async fn export_all(
 ) -> ApiResult<Response> {
     let cursor = ExportCursor {
         store: state.store.clone(),
-        org_id: caller.org(),
+        org_id: caller.org_id,
         filter: query.into_filter("all")?,
         after: None,
         header_written: false,
@@ -143,7 +144,7 @@ pub(super) async fn export_all(
 }
 
 /// The workspace's stored Google token, if it has one.
-async fn stored_google_token(state: &AppState, org_id: &str) -> ApiResult<Option<String>> {
+async fn stored_google_token(state: &AppState, org_id: OrgId) -> ApiResult<Option<String>> {
     let Some((nonce, sealed)) = state.store.credential(org_id, "google").await? else {
         return Ok(None);
     };
@@ -194,7 +195,7 @@ pub(super) async fn export_sheet(
             "range must be an A1 range such as Sheet1!A1".into(),
         ));
     }
-    let org = caller.org();
+    let org = caller.org_id;
     let token = match body
         .access_token
         .as_deref()
@@ -202,7 +203,7 @@ pub(super) async fn export_sheet(
         .filter(|t| !t.is_empty())
     {
         Some(token) => token.to_string(),
-        None => stored_google_token(&state, &org).await?.ok_or_else(|| {
+        None => stored_google_token(&state, org).await?.ok_or_else(|| {
             ApiError::BadRequest(
                 "accessToken is required: pass it in the body or store a google workspace credential ({\"accessToken\": …})".into(),
             )
@@ -217,7 +218,7 @@ pub(super) async fn export_sheet(
         max_score: None,
     };
     let mut pages = Vec::new();
-    each_rating(&state.store, &org, &filter, |rows| pages.push(rows)).await?;
+    each_rating(&state.store, org, &filter, |rows| pages.push(rows)).await?;
     let count: usize = pages.iter().map(Vec::len).sum();
     if count == 0 {
         return Ok(MessageBody::json(

@@ -1,8 +1,8 @@
 //! The filters and call ids of rating requests: `from`/`to` bounds (IST
 //! days or instants), score bounds, status, agent, and the path's call id.
 
+use crate::domain::CallId;
 use crate::domain::clock::IST;
-use crate::domain::ids::CallId;
 use crate::http::error::{ApiError, ApiResult};
 use crate::store::RatingFilter;
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
@@ -125,8 +125,7 @@ impl RatingFilterQuery {
 }
 
 /// A call id from the path; anything else names no rating.
-pub(super) fn call_id_param(raw: &str) -> ApiResult<String> {
+pub(super) fn call_id_param(raw: &str) -> ApiResult<CallId> {
     raw.parse::<CallId>()
-        .map(|id| id.to_string())
         .map_err(|_| ApiError::NotFound(format!("Rating for call {raw} not found")))
 }

@@ -65,14 +65,14 @@ impl RatingView {
     fn from_row(row: RatingRow) -> Self {
         let columns = serde_json::from_str(&row.columns).unwrap_or_default();
         Self {
-            call_id: row.call_id,
+            call_id: row.call_id.to_string(),
             candidate_name: row.target_name,
             overall_rating: row.overall,
             agent_name: row.agent_name,
             columns,
             error: (row.status == "failed").then_some(row.last_error).flatten(),
             status: row.status,
-            agent_id: row.agent_id,
+            agent_id: row.agent_id.to_string(),
             phone: row.phone,
             rated_at: row.rated_at.map(iso),
             call_created_at: iso(row.call_created_at),
@@ -104,7 +104,7 @@ pub(super) async fn list_ratings(
     let filter = query.into_filter("done")?;
     let (rows, total) = state
         .store
-        .list_ratings(&caller.org(), &filter, i64::from(page.limit), page.offset())
+        .list_ratings(caller.org_id, &filter, i64::from(page.limit), page.offset())
         .await?;
     Ok(Json(ListEnvelope::new(
         rows.into_iter().map(RatingView::from_row).collect(),
@@ -125,8 +125,8 @@ pub(super) async fn get_rating(
     Path(raw): Path<String>,
 ) -> ApiResult<Response> {
     let call_id = call_id_param(&raw)?;
-    let org = caller.org();
-    match state.store.rating(&org, &call_id).await? {
+    let org = caller.org_id;
+    match state.store.rating(org, call_id).await? {
         Some(row) if row.status == "pending" => {
             let body = serde_json::json!({
                 "message": format!("Rating for call {call_id} is not ready yet: it is being scored; retry in a few seconds"),
@@ -140,7 +140,7 @@ pub(super) async fn get_rating(
             Ok(response)
         }
         Some(row) => Ok(Json(RatingView::from_row(row)).into_response()),
-        None if state.store.call_status(&org, &call_id).await?.is_some() => {
+        None if state.store.call_status(org, call_id).await?.is_some() => {
             Err(ApiError::NotFound(format!(
                 "Call {call_id} has no rating: only completed calls in which the callee spoke are rated (POST /api/ratings/{call_id}/rate-now scores it anyway)"
             )))
@@ -167,7 +167,7 @@ pub(super) async fn ratings_by_phone(
     let status = parse_status(query.status.as_deref(), "done")?;
     let rows = state
         .store
-        .ratings_by_phone(&caller.org(), phone.as_str(), &status)
+        .ratings_by_phone(caller.org_id, phone.as_str(), &status)
         .await?;
     Ok(Json(PhoneRatings {
         phone: phone.as_str().to_string(),

@@ -4,7 +4,7 @@
 
 use super::query::{call_id_param, optional_bound, parse_agent};
 use crate::app::state::AppState;
-use crate::domain::ids::CallId;
+use crate::domain::{CallId, OrgId};
 use crate::http::MessageBody;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult};
@@ -46,7 +46,7 @@ pub struct BulkRegenerateRequest {
 
 /// Whether a call can be scored: it ended, and (without a rating yet) it
 /// completed with the callee speaking.
-async fn check_rateable(state: &AppState, org: &str, call_id: &str) -> ApiResult<()> {
+async fn check_rateable(state: &AppState, org: OrgId, call_id: CallId) -> ApiResult<()> {
     let status = state
         .store
         .call_status(org, call_id)
@@ -68,8 +68,8 @@ async fn check_rateable(state: &AppState, org: &str, call_id: &str) -> ApiResult
 /// Scores a call now and answers with the outcome.
 async fn rate_synchronously(
     state: &AppState,
-    org: &str,
-    call_id: &str,
+    org: OrgId,
+    call_id: CallId,
     done: &str,
 ) -> ApiResult<Json<MessageBody>> {
     let claim = take_now(state, org, call_id)
@@ -100,8 +100,8 @@ pub(super) async fn rate_now(
     Path(raw): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
     let call_id = call_id_param(&raw)?;
-    let org = caller.org();
-    match state.store.rating(&org, &call_id).await? {
+    let org = caller.org_id;
+    match state.store.rating(org, call_id).await? {
         Some(row) if row.status == "done" => {
             return Ok(MessageBody::json(format!(
                 "Call {call_id} is already rated (overall {}); use regenerate to score it again",
@@ -109,9 +109,9 @@ pub(super) async fn rate_now(
             )));
         }
         Some(_) => {}
-        None => check_rateable(&state, &org, &call_id).await?,
+        None => check_rateable(&state, org, call_id).await?,
     }
-    rate_synchronously(&state, &org, &call_id, "Rated").await
+    rate_synchronously(&state, org, call_id, "Rated").await
 }
 
 /// Scores a rated call again with its agent's current template and LLM; the
@@ -126,13 +126,13 @@ pub(super) async fn regenerate(
     Path(raw): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
     let call_id = call_id_param(&raw)?;
-    let org = caller.org();
-    if state.store.rating(&org, &call_id).await?.is_none() {
+    let org = caller.org_id;
+    if state.store.rating(org, call_id).await?.is_none() {
         return Err(ApiError::NotFound(format!(
             "Call {call_id} has no rating to regenerate"
         )));
     }
-    rate_synchronously(&state, &org, &call_id, "Regenerated the scorecard of").await
+    rate_synchronously(&state, org, call_id, "Regenerated the scorecard of").await
 }
 
 /// Puts many ratings back in the queue: the named `callIds`, or those whose
@@ -145,7 +145,7 @@ pub(super) async fn bulk_regenerate(
     caller: Caller,
     ApiJson(body): ApiJson<BulkRegenerateRequest>,
 ) -> ApiResult<Json<QueuedBody>> {
-    let org = caller.org();
+    let org = caller.org_id;
     let now = state.clock.now().timestamp_millis();
     let queued = if let Some(ids) = &body.call_ids {
         if body.agent_id.is_some() || body.from.is_some() || body.to.is_some() {
@@ -163,9 +163,9 @@ pub(super) async fn bulk_regenerate(
             let id: CallId = id
                 .parse()
                 .map_err(|_| ApiError::BadRequest(format!("callIds[{i}] is not a call id")))?;
-            parsed.push(id.to_string());
+            parsed.push(id);
         }
-        state.store.requeue_rating_ids(&org, &parsed, now).await?
+        state.store.requeue_rating_ids(org, &parsed, now).await?
     } else {
         let filter = RatingFilter {
             status: "all".into(),
@@ -180,7 +180,7 @@ pub(super) async fn bulk_regenerate(
                 "give callIds, or at least one of agentId, from and to".into(),
             ));
         }
-        state.store.requeue_ratings(&org, &filter, now).await?
+        state.store.requeue_ratings(org, &filter, now).await?
     };
     Ok(Json(QueuedBody {
         message: format!("Queued {queued} rating(s) for re-scoring"),
@@ -197,13 +197,13 @@ pub(super) async fn reload(
     State(state): State<AppState>,
     caller: Caller,
 ) -> ApiResult<Json<QueuedBody>> {
-    let org = caller.org();
+    let org = caller.org_id;
     let mut own = 0;
     let mut default = 0;
-    for agent_id in state.store.rated_agent_ids(&org).await? {
+    for agent_id in state.store.rated_agent_ids(org).await? {
         let spec = state
             .store
-            .agent(&org, &agent_id)
+            .agent(org, agent_id)
             .await?
             .and_then(|a| a.spec().ok());
         let agent_template = spec.as_ref().and_then(|s| s.rating_template.as_ref());
@@ -220,7 +220,7 @@ pub(super) async fn reload(
             status: status.into(),
             ..RatingFilter::default()
         };
-        queued += state.store.requeue_ratings(&org, &filter, now).await?;
+        queued += state.store.requeue_ratings(org, &filter, now).await?;
     }
     Ok(Json(QueuedBody {
         message: format!(

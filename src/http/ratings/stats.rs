@@ -115,7 +115,7 @@ pub(super) async fn rating_stats(
     State(state): State<AppState>,
     caller: Caller,
 ) -> ApiResult<Json<RatingStats>> {
-    let (counts, agents) = state.store.rating_stats(&caller.org()).await?;
+    let (counts, agents) = state.store.rating_stats(caller.org_id).await?;
     Ok(Json(RatingStats {
         total: counts.total,
         pending: counts.pending,
@@ -125,7 +125,7 @@ pub(super) async fn rating_stats(
         agents: agents
             .into_iter()
             .map(|a| AgentAverage {
-                agent_id: a.agent_id,
+                agent_id: a.agent_id.to_string(),
                 agent_name: a.agent_name,
                 rated: a.rated,
                 average_overall: a.average_overall.map(round2),
@@ -151,7 +151,7 @@ pub(super) async fn rating_analytics(
     let mut overall = Distribution::new("overall");
     let mut columns: Vec<Distribution> = Vec::new();
     let mut total = 0;
-    each_rating(&state.store, &caller.org(), &filter, |rows| {
+    each_rating(&state.store, caller.org_id, &filter, |rows| {
         for row in rows {
             total += 1;
             if let Some(o) = row.overall {

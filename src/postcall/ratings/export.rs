@@ -40,7 +40,7 @@ fn scores(columns: &Value) -> String {
 pub fn export_record(row: &RatingRow) -> Vec<String> {
     let columns: Value = serde_json::from_str(&row.columns).unwrap_or(Value::Null);
     vec![
-        row.call_id.clone(),
+        row.call_id.to_string(),
         row.target_name.clone(),
         row.phone.clone(),
         row.agent_name.clone(),
@@ -56,13 +56,14 @@ pub fn export_record(row: &RatingRow) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::{AgentId, CallId, OrgId};
 
     #[test]
     fn records_flatten_the_columns() {
         let row = RatingRow {
-            call_id: "c1".into(),
-            org_id: "o".into(),
-            agent_id: "a".into(),
+            call_id: CallId::new(),
+            org_id: OrgId::new(),
+            agent_id: AgentId::new(),
             status: "done".into(),
             overall: Some(6.5),
             columns: r#"[{"name":"Clarity","score":7.0,"reason":"r"},{"name":"Fit","score":6.0,"reason":"s"}]"#.into(),

@@ -6,6 +6,7 @@ use super::scoring::{score, scorecard_request};
 use super::template::effective_template;
 use crate::app::state::AppState;
 use crate::domain::agent::LlmVendor;
+use crate::domain::{CallId, OrgId};
 use crate::store::StoreError;
 use crate::store::ratings::{ClaimedRating, CompletedRating};
 use serde_json::{Map, Value};
@@ -65,7 +66,7 @@ pub async fn rate_due(state: &AppState) -> Result<usize, StoreError> {
     for call_id in due {
         if let Some(claim) = state
             .store
-            .claim_rating(&call_id, now, now + lease_ms())
+            .claim_rating(call_id, now, now + lease_ms())
             .await?
         {
             claimed.push(claim);
@@ -90,8 +91,8 @@ pub async fn rate_due(state: &AppState) -> Result<usize, StoreError> {
 /// the workspace.
 pub async fn take_now(
     state: &AppState,
-    org_id: &str,
-    call_id: &str,
+    org_id: OrgId,
+    call_id: CallId,
 ) -> Result<Option<ClaimedRating>, StoreError> {
     let now = state.clock.now().timestamp_millis();
     state
@@ -109,7 +110,7 @@ pub async fn rate_claimed(
     let fail = |reason: String, attempts: i64| async move {
         let now = state.clock.now().timestamp_millis();
         let stored = store
-            .fail_rating(&claim.call_id, claim.generation, &reason, attempts, now)
+            .fail_rating(claim.call_id, claim.generation, &reason, attempts, now)
             .await?;
         Ok::<_, StoreError>(if stored {
             RatingOutcome::Failed { reason }
@@ -117,12 +118,12 @@ pub async fn rate_claimed(
             RatingOutcome::Stale
         })
     };
-    let Some(source) = store.rating_source(&claim.call_id).await? else {
+    let Some(source) = store.rating_source(claim.call_id).await? else {
         return fail("the call no longer exists".into(), 0).await;
     };
-    let turns = store.call_turns(&claim.org_id, &claim.call_id).await?;
+    let turns = store.call_turns(claim.org_id, claim.call_id).await?;
     let spec = store
-        .agent(&claim.org_id, &claim.agent_id)
+        .agent(claim.org_id, claim.agent_id)
         .await?
         .and_then(|agent| agent.spec().ok());
     let template = effective_template(spec.as_ref().and_then(|s| s.rating_template.as_ref()));
@@ -133,7 +134,7 @@ pub async fn rate_claimed(
     let llm = match state
         .rater
         .selector()
-        .llm(&claim.org_id, provider, model, &sim)
+        .llm(claim.org_id, provider, model, &sim)
         .await
     {
         Ok(chosen) => chosen.llm,
@@ -154,7 +155,7 @@ pub async fn rate_claimed(
     let template_json = serde_json::to_string(&template)?;
     let stored = store
         .complete_rating(&CompletedRating {
-            call_id: &claim.call_id,
+            call_id: claim.call_id,
             generation: claim.generation,
             overall: scorecard.overall,
             columns: &columns,

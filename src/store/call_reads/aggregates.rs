@@ -1,6 +1,7 @@
 //! Sums over a workspace's calls for the dashboard and analytics: totals
 //! or per agent, provider or ended reason, and calls per IST day.
 
+use crate::domain::{OrgId, Paise};
 use crate::store::{Store, StoreResult, with_pool};
 use sqlx::AssertSqlSafe;
 /// Milliseconds IST is ahead of UTC, for bucketing calls by IST day in SQL.
@@ -34,8 +35,8 @@ pub struct CallAggregateRow {
     pub answered: i64,
     /// Sum of talk time of the calls, seconds.
     pub talk_seconds: i64,
-    /// Sum of charges, paise.
-    pub spend_paise: i64,
+    /// Sum of charges.
+    pub spend_paise: Paise,
 }
 /// Calls of one IST day.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -81,7 +82,7 @@ impl Store {
     /// Groups come largest first, at most 100.
     pub async fn call_aggregates(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         since_ms: i64,
         today_ms: i64,
         grouping: CallGrouping,
@@ -118,7 +119,7 @@ impl Store {
     /// Calls per IST day of a workspace, created at or after `since_ms`; days without calls are absent.
     pub async fn calls_per_ist_day(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         since_ms: i64,
     ) -> StoreResult<Vec<CallDayRow>> {
         let sql = format!(

@@ -2,6 +2,7 @@
 //! turns (whole or paged) and status events.
 
 use super::{CallReadRow, ROW_COLUMNS};
+use crate::domain::{CallId, OrgId};
 use crate::store::{Store, StoreResult, with_pool};
 use sqlx::AssertSqlSafe;
 /// A call with the JSON columns and transcript text the detail read adds.
@@ -43,8 +44,8 @@ impl Store {
     /// One call of a workspace with its JSON columns and transcript text.
     pub async fn call_detail(
         &self,
-        org_id: &str,
-        call_id: &str,
+        org_id: OrgId,
+        call_id: CallId,
     ) -> StoreResult<Option<CallDetailRow>> {
         let sql = format!(
             "SELECT {ROW_COLUMNS}, c.variables, c.extracted, c.latencies, c.transcript_text
@@ -60,7 +61,7 @@ impl Store {
         Ok(row)
     }
     /// Whether a call exists in a workspace.
-    pub async fn call_exists(&self, org_id: &str, call_id: &str) -> StoreResult<bool> {
+    pub async fn call_exists(&self, org_id: OrgId, call_id: CallId) -> StoreResult<bool> {
         let found = with_pool!(self, pool => {
             sqlx::query_scalar::<_, String>("SELECT id FROM calls WHERE id = $1 AND org_id = $2")
                 .bind(call_id)
@@ -73,8 +74,8 @@ impl Store {
     /// The transcript text of a call of a workspace; `None` when there is no such call.
     pub async fn call_transcript_text(
         &self,
-        org_id: &str,
-        call_id: &str,
+        org_id: OrgId,
+        call_id: CallId,
     ) -> StoreResult<Option<String>> {
         let text = with_pool!(self, pool => {
             sqlx::query_scalar::<_, String>(
@@ -88,7 +89,11 @@ impl Store {
         Ok(text)
     }
     /// Every stored turn of a call, in order.
-    pub async fn call_turns(&self, org_id: &str, call_id: &str) -> StoreResult<Vec<CallTurnRow>> {
+    pub async fn call_turns(
+        &self,
+        org_id: OrgId,
+        call_id: CallId,
+    ) -> StoreResult<Vec<CallTurnRow>> {
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, CallTurnRow>(
                 "SELECT seq, speaker, text, created_at FROM call_turns
@@ -104,8 +109,8 @@ impl Store {
     /// One page of a call's turns in order, and how many it has.
     pub async fn call_turns_page(
         &self,
-        org_id: &str,
-        call_id: &str,
+        org_id: OrgId,
+        call_id: CallId,
         limit: i64,
         offset: i64,
     ) -> StoreResult<(Vec<CallTurnRow>, i64)> {
@@ -132,7 +137,7 @@ impl Store {
         Ok(page)
     }
     /// A call's status transitions in the order they happened.
-    pub async fn call_events(&self, call_id: &str) -> StoreResult<Vec<CallEventRow>> {
+    pub async fn call_events(&self, call_id: CallId) -> StoreResult<Vec<CallEventRow>> {
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, CallEventRow>(
                 "SELECT status, at FROM call_events WHERE call_id = $1

@@ -3,6 +3,7 @@
 //! (or `LIKE` for terms too short for trigrams), Postgres' `ILIKE` and GIN
 //! full-text index. The statement around it is the reader's.
 
+use crate::domain::OrgId;
 use crate::store::{Db, Store};
 use sqlx::QueryBuilder;
 /// SQLite's trigram index answers substrings of this many characters or more.
@@ -59,13 +60,14 @@ impl Store {
     pub(super) fn push_filtered_calls<DB>(
         &self,
         sql: &mut QueryBuilder<DB>,
-        org_id: &str,
+        org_id: OrgId,
         filter: &CallFilter,
         sqlite_index: Option<&'static str>,
     ) where
         DB: sqlx::Database,
         for<'t> &'t str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
         for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+        for<'t> OrgId: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     {
         let search = filter
             .search

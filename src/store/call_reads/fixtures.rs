@@ -2,7 +2,9 @@
 //! bypassing the engine, so tests and benches can set up any history.
 
 use crate::store::{BeginWrite, Store, StoreResult, with_pool};
-/// A call row (and its turns and events) to insert directly, for tests and benches.
+/// A call row (and its turns and events) to insert directly, for tests and
+/// benches. Its fields are the raw column values, so a fixture can store
+/// what the service itself never would.
 #[doc(hidden)]
 #[derive(Debug, Clone, Default)]
 pub struct CallFixture {

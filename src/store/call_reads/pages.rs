@@ -4,6 +4,7 @@
 
 use super::filter::CallFilter;
 use super::{CallReadRow, ROW_COLUMNS};
+use crate::domain::{CallId, OrgId};
 use crate::store::{Db, Store, StoreResult, with_pool};
 use sqlx::QueryBuilder;
 /// A search match as streamed from the full-text indexes: its rowid and the call.
@@ -56,7 +57,7 @@ impl Store {
     /// from the newest matches when that is provably exact.
     pub async fn list_calls_counted(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         filter: &CallFilter,
         limit: i64,
         offset: i64,
@@ -110,7 +111,7 @@ impl Store {
     /// thousand calls instead of sorting hundreds of thousands.
     async fn sqlite_newest_matches(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         filter: &CallFilter,
         limit: i64,
         offset: i64,
@@ -187,7 +188,7 @@ impl Store {
     /// One page of a workspace's calls matching `filter`, newest first.
     pub async fn list_calls(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         filter: &CallFilter,
         limit: i64,
         offset: i64,
@@ -204,7 +205,7 @@ impl Store {
     /// matching nothing walks every call of the workspace.
     async fn sqlite_plain_plan(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         filter: &CallFilter,
         rows_needed: i64,
     ) -> StoreResult<(CallCounts, Option<&'static str>)> {
@@ -233,7 +234,7 @@ impl Store {
     }
     async fn list_calls_using(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         filter: &CallFilter,
         limit: i64,
         offset: i64,
@@ -256,9 +257,9 @@ impl Store {
     /// pages for exports.
     pub async fn calls_after(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         filter: &CallFilter,
-        after: Option<(i64, &str)>,
+        after: Option<(i64, CallId)>,
         limit: i64,
     ) -> StoreResult<Vec<CallReadRow>> {
         let searching = filter
@@ -292,7 +293,7 @@ impl Store {
         Ok(rows)
     }
     /// How many calls match `filter`, and how many of them completed or failed.
-    pub async fn count_calls(&self, org_id: &str, filter: &CallFilter) -> StoreResult<CallCounts> {
+    pub async fn count_calls(&self, org_id: OrgId, filter: &CallFilter) -> StoreResult<CallCounts> {
         let searching = filter
             .search
             .as_deref()
@@ -339,7 +340,7 @@ impl Store {
     /// Calls per raw status of a workspace (optionally of one provider); statuses without calls may be absent.
     pub async fn call_status_counts(
         &self,
-        org_id: &str,
+        org_id: OrgId,
         provider: Option<&str>,
     ) -> StoreResult<Vec<(String, i64)>> {
         let rows = match &self.db {

@@ -5,6 +5,7 @@ use crate::support::{TestApp, eventually, utc};
 use serde_json::{Value, json};
 use voxline::admin::ops;
 use voxline::domain::clock::ManualClock;
+use voxline::domain::{NumberId, Paise};
 
 #[tokio::test]
 async fn wallet_transactions_and_balances_have_the_documented_shapes() {
@@ -26,13 +27,13 @@ async fn wallet_transactions_and_balances_have_the_documented_shapes() {
     let now = app.now().timestamp_millis();
     for paise in [10_000, 2_500, 500] {
         app.store()
-            .credit_wallet(&ws.org_id, paise, now)
+            .credit_wallet(ws.org_id, Paise(paise), now)
             .await
             .unwrap()
             .unwrap();
     }
     app.store()
-        .credit_wallet(&other.org_id, 99, now)
+        .credit_wallet(other.org_id, Paise(99), now)
         .await
         .unwrap();
 
@@ -155,12 +156,12 @@ async fn recordings_list_is_an_envelope() {
         .expect(400);
 }
 
-fn number<'a>(list: &'a Value, id: &str) -> &'a Value {
+fn number(list: &Value, id: NumberId) -> &Value {
     list["rows"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|n| n["id"] == id)
+        .find(|n| n["id"] == id.to_string())
         .unwrap_or_else(|| panic!("number {id} not listed in {list}"))
 }
 
@@ -175,7 +176,7 @@ async fn numbers_list_is_scoped_and_shaped() {
     let now = app.now();
     let sim = ops::add_number(
         app.store(),
-        &ws.org_id,
+        ws.org_id,
         "+918035740111",
         "sim",
         false,
@@ -186,7 +187,7 @@ async fn numbers_list_is_scoped_and_shaped() {
     .unwrap();
     let twilio = ops::add_number(
         app.store(),
-        &ws.org_id,
+        ws.org_id,
         "+14155550142",
         "twilio",
         true,
@@ -197,7 +198,7 @@ async fn numbers_list_is_scoped_and_shaped() {
     .unwrap();
     ops::add_number(
         app.store(),
-        &other.org_id,
+        other.org_id,
         "+918035740999",
         "sim",
         true,
@@ -211,8 +212,8 @@ async fn numbers_list_is_scoped_and_shaped() {
     assert_eq!(list.as_object().unwrap().len(), 1, "only rows: {list}");
     let rows = list["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
-    assert_eq!(rows[0]["id"], twilio.id.as_str(), "default first");
-    let t = number(&list, &twilio.id);
+    assert_eq!(rows[0]["id"], twilio.id.to_string(), "default first");
+    let t = number(&list, twilio.id);
     let mut keys: Vec<&str> = t.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort_unstable();
     assert_eq!(
@@ -239,7 +240,7 @@ async fn numbers_list_is_scoped_and_shaped() {
         renews,
         rented.checked_add_months(chrono::Months::new(1)).unwrap()
     );
-    let s = number(&list, &sim.id);
+    let s = number(&list, sim.id);
     assert_eq!(s["isDefault"], false);
     assert_eq!(s["monthlyRentPaise"], 0);
 }
@@ -250,16 +251,16 @@ async fn renewal_is_taken_from_the_wallet_and_a_short_balance_suspends() {
     let app = TestApp::spawn_with_clock(clock.clone()).await;
     let ws = app.workspace("A").await;
     app.store()
-        .credit_wallet(&ws.org_id, 60_000, app.now().timestamp_millis())
+        .credit_wallet(ws.org_id, Paise(60_000), app.now().timestamp_millis())
         .await
         .unwrap();
     let first = ops::add_number(
         app.store(),
-        &ws.org_id,
+        ws.org_id,
         "+14155550101",
         "twilio",
         true,
-        Some(50_000),
+        Some(Paise(50_000)),
         app.now(),
     )
     .await
@@ -267,11 +268,11 @@ async fn renewal_is_taken_from_the_wallet_and_a_short_balance_suspends() {
     clock.set(utc("2026-01-15T11:00:00Z"));
     let second = ops::add_number(
         app.store(),
-        &ws.org_id,
+        ws.org_id,
         "+14155550102",
         "twilio",
         false,
-        Some(50_000),
+        Some(Paise(50_000)),
         app.now(),
     )
     .await
@@ -290,16 +291,16 @@ async fn renewal_is_taken_from_the_wallet_and_a_short_balance_suspends() {
         "renewal and suspension",
         || async {
             let list = app.get(&ws.key, "/api/numbers").await.expect(200).body;
-            let renewed = number(&list, &first.id)["renewsAt"] != "2026-02-15T10:00:00.000Z";
-            let suspended = number(&list, &second.id)["status"] == "suspended";
+            let renewed = number(&list, first.id)["renewsAt"] != "2026-02-15T10:00:00.000Z";
+            let suspended = number(&list, second.id)["status"] == "suspended";
             (renewed && suspended).then_some(list)
         },
     )
     .await;
-    let a = number(&list, &first.id);
+    let a = number(&list, first.id);
     assert_eq!(a["status"], "active");
     assert_eq!(a["renewsAt"], "2026-03-15T10:00:00.000Z");
-    let b = number(&list, &second.id);
+    let b = number(&list, second.id);
     assert_eq!(b["renewsAt"], "2026-02-15T11:00:00.000Z", "not renewed");
 
     let wallet = app.get(&ws.key, "/api/wallet").await.expect(200);
@@ -314,7 +315,7 @@ async fn renewal_is_taken_from_the_wallet_and_a_short_balance_suspends() {
     assert_eq!(renewal["kind"], "number-renewal");
     assert_eq!(renewal["amountPaise"], -50_000);
     assert_eq!(renewal["balanceAfterPaise"], 10_000);
-    assert_eq!(renewal["numberId"], first.id.as_str());
+    assert_eq!(renewal["numberId"], first.id.to_string());
 
     // Later passes never charge twice.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -327,7 +328,7 @@ async fn renewal_is_taken_from_the_wallet_and_a_short_balance_suspends() {
 
     // Topping up lets the next pass renew the suspended number.
     app.store()
-        .credit_wallet(&ws.org_id, 45_000, app.now().timestamp_millis())
+        .credit_wallet(ws.org_id, Paise(45_000), app.now().timestamp_millis())
         .await
         .unwrap();
     let list = eventually(
@@ -335,12 +336,12 @@ async fn renewal_is_taken_from_the_wallet_and_a_short_balance_suspends() {
         "suspended number renewed after top-up",
         || async {
             let list = app.get(&ws.key, "/api/numbers").await.expect(200).body;
-            (number(&list, &second.id)["status"] == "active").then_some(list)
+            (number(&list, second.id)["status"] == "active").then_some(list)
         },
     )
     .await;
     assert_eq!(
-        number(&list, &second.id)["renewsAt"],
+        number(&list, second.id)["renewsAt"],
         "2026-03-15T11:00:00.000Z"
     );
     let wallet = app.get(&ws.key, "/api/wallet").await.expect(200);

@@ -161,7 +161,7 @@ async fn key_limits_take_effect_on_the_next_request() {
     let ws = app.workspace("A").await;
     app.get(&ws.key, "/api/agents").await.expect(200);
 
-    app.admin_ok(&["key", "limits", &ws.key_id, "--daily", "3"])
+    app.admin_ok(&["key", "limits", &ws.key_id.to_string(), "--daily", "3"])
         .await;
     let r = app.get(&ws.key, "/api/agents").await.expect(200);
     assert_eq!(r.header_i64("x-ratelimit-limit"), 3);
@@ -173,7 +173,7 @@ async fn key_limits_take_effect_on_the_next_request() {
 
     // Raising the cap lets the very next request through; the monthly cap is kept.
     let out = app
-        .admin_ok(&["key", "limits", &ws.key_id, "--daily", "10"])
+        .admin_ok(&["key", "limits", &ws.key_id.to_string(), "--daily", "10"])
         .await;
     assert_eq!(out["monthlyLimit"], 100_000);
     let r = app.get(&ws.key, "/api/agents").await.expect(200);
@@ -181,7 +181,7 @@ async fn key_limits_take_effect_on_the_next_request() {
     assert_eq!(r.header_i64("x-ratelimit-remaining"), 6);
 
     // A monthly override below what is used refuses at once with scope monthly.
-    app.admin_ok(&["key", "limits", &ws.key_id, "--monthly", "2"])
+    app.admin_ok(&["key", "limits", &ws.key_id.to_string(), "--monthly", "2"])
         .await;
     let r = app.get(&ws.key, "/api/agents").await.expect(429);
     assert_eq!(r.body["scope"], "monthly");
@@ -192,8 +192,10 @@ async fn key_limits_take_effect_on_the_next_request() {
 async fn usage_categories_and_last_used_show_in_key_list() {
     let app = TestApp::spawn().await;
     let ws = app.workspace("A").await;
-    let (_idle_id, _idle) = app.key(&ws.org_id, "idle").await;
-    let before = app.admin_ok(&["key", "list", "--org", &ws.org_id]).await;
+    let (_idle_id, _idle) = app.key(ws.org_id, "idle").await;
+    let before = app
+        .admin_ok(&["key", "list", "--org", &ws.org_id.to_string()])
+        .await;
     assert!(
         before["keys"]
             .as_array()
@@ -202,7 +204,7 @@ async fn usage_categories_and_last_used_show_in_key_list() {
             .all(|k| k["lastUsedAt"].is_null())
     );
 
-    app.set_limits(&ws.key_id, 5, 100_000).await;
+    app.set_limits(ws.key_id, 5, 100_000).await;
     for _ in 0..3 {
         app.get(&ws.key, "/api/agents").await.expect(200);
     }
@@ -214,12 +216,14 @@ async fn usage_categories_and_last_used_show_in_key_list() {
     app.get(&ws.key, "/api/wallet").await.expect(429);
 
     let key = eventually(Duration::from_secs(10), "usage flushed", || async {
-        let listed = app.admin_ok(&["key", "list", "--org", &ws.org_id]).await;
+        let listed = app
+            .admin_ok(&["key", "list", "--org", &ws.org_id.to_string()])
+            .await;
         let key = listed["keys"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|k| k["id"] == ws.key_id.as_str())
+            .find(|k| k["id"] == ws.key_id.to_string())
             .cloned()
             .unwrap();
         (key["usage"]["today"]["rateLimited"] == 2).then_some(key)
@@ -235,7 +239,9 @@ async fn usage_categories_and_last_used_show_in_key_list() {
     let last_used = chrono::DateTime::parse_from_rfc3339(s(&key["lastUsedAt"])).unwrap();
     let age = chrono::Utc::now().signed_duration_since(last_used);
     assert!(age < chrono::Duration::minutes(1), "lastUsedAt {last_used}");
-    let listed = app.admin_ok(&["key", "list", "--org", &ws.org_id]).await;
+    let listed = app
+        .admin_ok(&["key", "list", "--org", &ws.org_id.to_string()])
+        .await;
     let idle = listed["keys"]
         .as_array()
         .unwrap()
@@ -251,7 +257,8 @@ async fn usage_categories_and_last_used_show_in_key_list() {
 async fn bad_input_exits_non_zero_with_a_message_on_stderr() {
     let app = TestApp::spawn().await;
     let ws = app.workspace("A").await;
-    let org = ws.org_id.as_str();
+    let org = &ws.org_id.to_string();
+    let key_id = &ws.key_id.to_string();
     let ghost = uuid::Uuid::now_v7().to_string();
     let cases: Vec<Vec<&str>> = vec![
         vec!["org", "create", "--name", "  "],
@@ -261,8 +268,8 @@ async fn bad_input_exits_non_zero_with_a_message_on_stderr() {
         vec!["key", "list", "--org", &ghost],
         vec!["key", "revoke", &ghost],
         vec!["key", "limits", &ghost, "--daily", "5"],
-        vec!["key", "limits", &ws.key_id, "--daily", "-1"],
-        vec!["key", "limits", &ws.key_id, "--daily", "lots"],
+        vec!["key", "limits", key_id, "--daily", "-1"],
+        vec!["key", "limits", key_id, "--daily", "lots"],
         vec!["wallet", "credit", "--org", org, "--paise", "0"],
         vec!["wallet", "credit", "--org", &ghost, "--paise", "100"],
         vec!["number", "add", "--org", org, "--phone", "12345"],

@@ -389,7 +389,7 @@ async fn a_read_right_after_any_change_sees_it_even_from_another_process() {
     let now = app.now().timestamp_millis();
     assert!(
         second
-            .update_agent_spec(&ws.org_id, &id, &spec, now)
+            .update_agent_spec(ws.org_id, id.parse().expect("agent id"), &spec, now)
             .await
             .expect("update")
     );

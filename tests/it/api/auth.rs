@@ -66,13 +66,13 @@ async fn missing_malformed_and_wrong_keys_get_401() {
 async fn revoked_key_gets_401_on_its_very_next_request() {
     let app = TestApp::spawn().await;
     let ws = app.workspace("A").await;
-    let (_other_id, other_key) = app.key(&ws.org_id, "second integration").await;
+    let (_other_id, other_key) = app.key(ws.org_id, "second integration").await;
     app.get(&ws.key, "/api/agents").await.expect(200);
     app.get(&ws.key, "/api/wallet").await.expect(200);
 
     assert!(
         app.store()
-            .revoke_api_key(&ws.key_id, app.now().timestamp_millis())
+            .revoke_api_key(ws.key_id, app.now().timestamp_millis())
             .await
             .unwrap()
     );

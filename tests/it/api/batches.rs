@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use std::cell::Cell;
 use std::time::Duration;
 use voxline::admin::ops;
+use voxline::domain::Paise;
 use voxline::domain::clock::ManualClock;
 
 /// Answers and says goodbye at once (a short completed call).
@@ -31,9 +32,9 @@ pub async fn dialing_workspace(app: &TestApp, name: &str, concurrency: i64) -> (
     let org = ops::create_org(app.store(), name, Some(concurrency), None, app.now())
         .await
         .expect("create org");
-    let (key_id, key) = app.key(&org.id, "test key").await;
+    let (key_id, key) = app.key(org.id, "test key").await;
     // Tests poll progress often; the default daily cap is not what they test.
-    app.set_limits(&key_id, 1_000_000, 10_000_000).await;
+    app.set_limits(key_id, 1_000_000, 10_000_000).await;
     let ws = Workspace {
         org_id: org.id,
         key_id,
@@ -41,11 +42,11 @@ pub async fn dialing_workspace(app: &TestApp, name: &str, concurrency: i64) -> (
     };
     // Unique caller ID per workspace: numbers are unique across the service.
     let from = format!("+9180357{:05}", rand_suffix(name));
-    ops::add_number(app.store(), &ws.org_id, &from, "sim", true, None, app.now())
+    ops::add_number(app.store(), ws.org_id, &from, "sim", true, None, app.now())
         .await
         .expect("add number");
     app.store()
-        .credit_wallet(&ws.org_id, 10_000_000, app.now().timestamp_millis())
+        .credit_wallet(ws.org_id, Paise(10_000_000), app.now().timestamp_millis())
         .await
         .expect("credit");
     let agent = app
@@ -692,7 +693,7 @@ async fn the_one_step_form_creates_fills_and_starts() {
     let broke = app.workspace("Broke").await;
     ops::add_number(
         app.store(),
-        &broke.org_id,
+        broke.org_id,
         "+918035740777",
         "sim",
         true,
@@ -800,7 +801,10 @@ async fn item_counts_stay_exact_before_and_after_the_counters_are_folded() {
         (Some(4), Some(4))
     );
     assert_eq!(
-        app.store().batch_item_counts(&id).await.expect("counts"),
+        app.store()
+            .batch_item_counts(id.parse().expect("batch id"))
+            .await
+            .expect("counts"),
         vec![("pending".to_string(), 4)]
     );
     // A deleted batch leaves no counters behind once folded.
@@ -810,7 +814,7 @@ async fn item_counts_stay_exact_before_and_after_the_counters_are_folded() {
     app.store().fold_batch_item_counts().await.expect("fold");
     assert!(
         app.store()
-            .batch_item_counts(&id)
+            .batch_item_counts(id.parse().expect("batch id"))
             .await
             .expect("counts")
             .is_empty()

@@ -5,6 +5,7 @@
 use crate::support::{TestApp, Workspace, utc};
 use serde_json::{Value, json};
 use std::collections::HashSet;
+use voxline::domain::Paise;
 use voxline::domain::clock::ManualClock;
 use voxline::store::CallFixture;
 
@@ -27,7 +28,7 @@ fn call(
     let created_at = app.now().timestamp_millis() - ago_ms;
     CallFixture {
         id: uuid::Uuid::now_v7().to_string(),
-        org_id: ws.org_id.clone(),
+        org_id: ws.org_id.to_string(),
         agent_id: format!("agent-{}", agent.to_lowercase().replace(' ', "-")),
         agent_name: agent.to_string(),
         phone: phone.to_string(),
@@ -832,7 +833,7 @@ async fn dashboard_and_analytics_summarise_the_workspace() {
         .await
         .unwrap();
     app.store()
-        .credit_wallet(&a.org_id, 50_000, app.now().timestamp_millis())
+        .credit_wallet(a.org_id, Paise(50_000), app.now().timestamp_millis())
         .await
         .unwrap();
 
@@ -1054,7 +1055,7 @@ async fn counts_follow_status_transitions() {
     let at = app.now().timestamp_millis();
     assert!(
         app.store()
-            .call_transition(&c.id, "ringing", at)
+            .call_transition(c.id.parse().expect("call id"), "ringing", at)
             .await
             .unwrap()
     );

@@ -6,6 +6,7 @@ use crate::support::{TestApp, Workspace, eventually};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
+use voxline::domain::Paise;
 use voxline::domain::clock::ManualClock;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus};
 
@@ -223,7 +224,7 @@ async fn refusals_come_before_anything_is_enqueued() {
     // A workspace without numbers: 400.
     let bare = app.workspace("Bare").await;
     app.store()
-        .credit_wallet(&bare.org_id, 10_000, app.now().timestamp_millis())
+        .credit_wallet(bare.org_id, Paise(10_000), app.now().timestamp_millis())
         .await
         .expect("credit");
     let bare_agent = quick_agent(&app, &bare, json!({})).await;
@@ -243,7 +244,7 @@ async fn refusals_come_before_anything_is_enqueued() {
 
     // Empty wallet: 402.
     let poor = app.workspace("Poor").await;
-    app.add_sim_number(&poor.org_id).await;
+    app.add_sim_number(poor.org_id).await;
     let poor_agent = quick_agent(&app, &poor, json!({})).await;
     app.post(
         &poor.key,
@@ -257,15 +258,15 @@ async fn refusals_come_before_anything_is_enqueued() {
     let org = voxline::admin::ops::create_org(app.store(), "Quota", Some(5), Some(0), app.now())
         .await
         .expect("org");
-    let (_, quota_key) = app.key(&org.id, "k").await;
+    let (quota_key_id, quota_key) = app.key(org.id, "k").await;
     let quota = Workspace {
         org_id: org.id,
-        key_id: String::new(),
+        key_id: quota_key_id,
         key: quota_key,
     };
-    app.add_sim_number(&quota.org_id).await;
+    app.add_sim_number(quota.org_id).await;
     app.store()
-        .credit_wallet(&quota.org_id, 10_000, app.now().timestamp_millis())
+        .credit_wallet(quota.org_id, Paise(10_000), app.now().timestamp_millis())
         .await
         .expect("credit");
     let quota_agent = quick_agent(&app, &quota, json!({})).await;
@@ -679,7 +680,7 @@ async fn a_twilio_call_is_dialed_through_its_api_and_ended_by_a_signed_callback(
     let ws = app.calling_workspace("Twilio", 2).await;
     voxline::admin::ops::add_number(
         app.store(),
-        &ws.org_id,
+        ws.org_id,
         "+918035740177",
         "twilio",
         true,
@@ -694,7 +695,7 @@ async fn a_twilio_call_is_dialed_through_its_api_and_ended_by_a_signed_callback(
         "credential",
         "set",
         "--org",
-        &ws.org_id,
+        &ws.org_id.to_string(),
         "--kind",
         "twilio",
         "--json",

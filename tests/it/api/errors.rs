@@ -167,7 +167,7 @@ async fn wrong_method_is_405_json() {
 async fn every_error_class_is_json_with_message() {
     let app = TestApp::spawn().await;
     let ws = app.workspace("A").await;
-    app.set_limits(&ws.key_id, 8, 100).await;
+    app.set_limits(ws.key_id, 8, 100).await;
     let cases: Vec<(Reply, u16)> = vec![
         (app.get("", "/api/agents").await, 401),
         (app.get(&ws.key, "/api/settings").await, 403),

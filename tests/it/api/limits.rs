@@ -19,7 +19,7 @@ async fn cap_of_100_under_200_concurrent_requests_admits_exactly_100() {
     let clock = ManualClock::new(utc("2026-03-10T06:00:00Z"));
     let app = TestApp::spawn_with_clock(clock).await;
     let ws = app.workspace("A").await;
-    app.set_limits(&ws.key_id, 100, 100_000).await;
+    app.set_limits(ws.key_id, 100, 100_000).await;
     let reset = utc("2026-03-10T18:30:00Z").timestamp();
 
     let replies: Vec<Reply> = join_all((0..200).map(|_| app.get(&ws.key, "/api/agents"))).await;
@@ -88,7 +88,7 @@ async fn daily_window_turns_at_midnight_ist() {
     let clock = ManualClock::new(utc("2026-03-10T18:29:00Z"));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
     let ws = app.workspace("A").await;
-    app.set_limits(&ws.key_id, 3, 100_000).await;
+    app.set_limits(ws.key_id, 3, 100_000).await;
     let first_reset = utc("2026-03-10T18:30:00Z").timestamp();
 
     for left in [2, 1, 0] {
@@ -118,7 +118,7 @@ async fn monthly_cap_spans_days_and_resets_on_the_first_ist() {
     let clock = ManualClock::new(utc("2026-03-30T10:00:00Z"));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
     let ws = app.workspace("A").await;
-    app.set_limits(&ws.key_id, 1_000, 5).await;
+    app.set_limits(ws.key_id, 1_000, 5).await;
 
     for _ in 0..3 {
         app.get(&ws.key, "/api/agents").await.expect(200);
@@ -151,7 +151,7 @@ async fn usage_survives_a_restart() {
     let clock = ManualClock::new(utc("2026-03-10T06:00:00Z"));
     let mut app = TestApp::spawn_with_clock(clock).await;
     let ws = app.workspace("A").await;
-    app.set_limits(&ws.key_id, 10, 100_000).await;
+    app.set_limits(ws.key_id, 10, 100_000).await;
     for _ in 0..6 {
         app.get(&ws.key, "/api/agents").await.expect(200);
     }
@@ -175,7 +175,7 @@ async fn an_abrupt_stop_never_over_admits() {
     let clock = ManualClock::new(utc("2026-03-10T06:00:00Z"));
     let mut app = TestApp::spawn_with_clock(clock.clone()).await;
     let ws = app.workspace("A").await;
-    app.set_limits(&ws.key_id, 10, 100_000).await;
+    app.set_limits(ws.key_id, 10, 100_000).await;
     for _ in 0..6 {
         app.get(&ws.key, "/api/agents").await.expect(200);
     }

@@ -41,7 +41,7 @@ fn concrete(path: &str) -> String {
 async fn openapi_document_describes_every_route() {
     let app = TestApp::spawn().await;
     let ws = app.workspace("A").await;
-    app.set_limits(&ws.key_id, 100_000, 1_000_000).await;
+    app.set_limits(ws.key_id, 100_000, 1_000_000).await;
     let doc = app.get("", "/openapi.json").await.expect(200).body;
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."), "{doc}");
     let paths = doc["paths"].as_object().expect("paths");

@@ -9,6 +9,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::Duration;
 use voxline::admin::ops;
+use voxline::domain::Paise;
 use voxline::domain::clock::ManualClock;
 
 /// Long enough for a sim call: answer, greeting, one caller line, goodbye.
@@ -19,7 +20,7 @@ async fn dialer(app: &TestApp, name: &str) -> (Workspace, String) {
     let ws = app.workspace(name).await;
     let now = app.now();
     app.store()
-        .credit_wallet(&ws.org_id, 1_000_000, now.timestamp_millis())
+        .credit_wallet(ws.org_id, Paise(1_000_000), now.timestamp_millis())
         .await
         .expect("credit");
     let phone = if name == "Other" {
@@ -27,7 +28,7 @@ async fn dialer(app: &TestApp, name: &str) -> (Workspace, String) {
     } else {
         "+918000000002"
     };
-    ops::add_number(app.store(), &ws.org_id, phone, "sim", true, None, now)
+    ops::add_number(app.store(), ws.org_id, phone, "sim", true, None, now)
         .await
         .expect("number");
     let agent = app
@@ -270,7 +271,7 @@ async fn retention_deletes_recordings_and_prunes_turns_but_keeps_the_transcript(
             .map(|d| d.filter_map(Result::ok).count())
             .unwrap_or(0)
     };
-    let dir = app.data_dir.join("recordings").join(&ws.org_id);
+    let dir = app.data_dir.join("recordings").join(ws.org_id.to_string());
     assert_eq!(files(dir.clone()), 1);
 
     // Inside the window nothing goes (a few janitor passes at 100 ms).

@@ -53,7 +53,14 @@ async fn receiver(statuses: Vec<u16>) -> (String, Arc<Mutex<Vec<Received>>>) {
 
 async fn subscribe(app: &TestApp, ws: &Workspace, url: &str) -> String {
     let sub = app
-        .admin_ok(&["webhook", "add", "--org", &ws.org_id, "--url", url])
+        .admin_ok(&[
+            "webhook",
+            "add",
+            "--org",
+            &ws.org_id.to_string(),
+            "--url",
+            url,
+        ])
         .await;
     sub["secret"].as_str().expect("secret").to_string()
 }
@@ -135,7 +142,7 @@ async fn call_completed_is_signed_retried_with_backoff_and_redelivered() {
     assert_eq!(retried["eventId"], body["eventId"]);
     let deliveries = app
         .store()
-        .call_deliveries(&call_id)
+        .call_deliveries(call_id.parse().expect("call id"))
         .await
         .expect("deliveries");
     let settled = eventually(
@@ -144,7 +151,7 @@ async fn call_completed_is_signed_retried_with_backoff_and_redelivered() {
         || async {
             let rows = app
                 .store()
-                .call_deliveries(&call_id)
+                .call_deliveries(call_id.parse().expect("call id"))
                 .await
                 .expect("deliveries");
             (rows.first().is_some_and(|d| d.status == "delivered")).then_some(rows)
@@ -214,7 +221,7 @@ async fn a_live_call_cannot_be_redelivered_and_private_addresses_are_refused() {
     let rows = eventually(Duration::from_secs(15), "the refused delivery", || async {
         let rows = app
             .store()
-            .call_deliveries(&live)
+            .call_deliveries(live.parse().expect("call id"))
             .await
             .expect("deliveries");
         rows.first()

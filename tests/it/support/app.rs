@@ -16,6 +16,7 @@ use voxline::app::config::Settings;
 use voxline::app::server::Server;
 use voxline::app::state::AppState;
 use voxline::domain::clock::{ManualClock, SharedClock, SystemClock};
+use voxline::domain::{ApiKeyId, OrgId, Paise};
 use voxline::store::Store;
 use voxline_actors::carrier::Carrier;
 
@@ -26,9 +27,9 @@ pub type Carriers = HashMap<String, Arc<dyn Carrier>>;
 #[derive(Debug, Clone)]
 pub struct Workspace {
     /// Workspace id.
-    pub org_id: String,
+    pub org_id: OrgId,
     /// Key id.
-    pub key_id: String,
+    pub key_id: ApiKeyId,
     /// The full bearer key.
     pub key: String,
 }
@@ -156,7 +157,7 @@ impl TestApp {
         let org = ops::create_org(self.store(), name, None, None, self.now())
             .await
             .expect("create org");
-        let key = self.key(&org.id, "test key").await;
+        let key = self.key(org.id, "test key").await;
         Workspace {
             org_id: org.id,
             key_id: key.0,
@@ -170,10 +171,10 @@ impl TestApp {
         let org = ops::create_org(self.store(), name, Some(concurrency), None, self.now())
             .await
             .expect("create org");
-        let key = self.key(&org.id, "test key").await;
-        self.add_sim_number(&org.id).await;
+        let key = self.key(org.id, "test key").await;
+        self.add_sim_number(org.id).await;
         self.store()
-            .credit_wallet(&org.id, 100_000, self.now().timestamp_millis())
+            .credit_wallet(org.id, Paise(100_000), self.now().timestamp_millis())
             .await
             .expect("credit wallet");
         Workspace {
@@ -184,7 +185,7 @@ impl TestApp {
     }
 
     /// Rents a random default sim number for `org_id`, as `voxline admin number add` does.
-    pub async fn add_sim_number(&self, org_id: &str) {
+    pub async fn add_sim_number(&self, org_id: OrgId) {
         let number = format!("+9180357{:05}", rand::random_range(10_000..99_999u32));
         ops::add_number(self.store(), org_id, &number, "sim", true, None, self.now())
             .await
@@ -192,7 +193,7 @@ impl TestApp {
     }
 
     /// Another key for `org_id`: (id, full key).
-    pub async fn key(&self, org_id: &str, name: &str) -> (String, String) {
+    pub async fn key(&self, org_id: OrgId, name: &str) -> (ApiKeyId, String) {
         let key = ops::create_key(self.store(), org_id, name, self.now())
             .await
             .expect("create key");
@@ -200,7 +201,7 @@ impl TestApp {
     }
 
     /// Overrides a key's caps, as `voxline admin key limits` does.
-    pub async fn set_limits(&self, key_id: &str, daily: i64, monthly: i64) {
+    pub async fn set_limits(&self, key_id: ApiKeyId, daily: i64, monthly: i64) {
         assert!(
             self.store()
                 .set_api_key_limits(key_id, daily, monthly)
