@@ -302,9 +302,11 @@ impl RateLimiter {
         }
         let deltas: Vec<UsageDelta> = taken.deltas.values().cloned().collect();
         let seen: Vec<(ApiKeyId, i64)> = taken.last_used.iter().map(|(k, v)| (*k, *v)).collect();
+        // Last-used first: a reader that sees a request counted then also
+        // sees the key used (the admin key list reads both).
         let result = async {
-            self.store.add_usage(&deltas).await?;
-            self.store.touch_api_keys(&seen).await
+            self.store.touch_api_keys(&seen).await?;
+            self.store.add_usage(&deltas).await
         }
         .await;
         if let Err(err) = result {

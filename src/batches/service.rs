@@ -174,7 +174,7 @@ fn not_found(kind: BatchKind, id: impl Display) -> BatchError {
 }
 
 /// The batch of `kind` a request names by `raw`: a text that is no batch id
-/// is refused like a batch the workspace does not have.
+/// is a 404, like a batch the workspace does not have.
 pub fn parse_id(kind: BatchKind, raw: &str) -> Result<BatchId, BatchError> {
     raw.parse().map_err(|_| not_found(kind, raw))
 }

@@ -4,6 +4,7 @@
 pub mod dispatch;
 pub mod job;
 pub mod ledger;
+pub mod media_stream;
 pub mod placement;
 pub mod runner;
 pub mod sim_callee;

@@ -4,10 +4,10 @@
 
 use super::welcome_cache::WelcomeCache;
 use crate::app::config::Settings;
+use crate::calls::media_stream::MediaStream;
 use crate::domain::agent::{AgentSpec, ConversationEngine as AgentEngine, fill_placeholders};
 use crate::domain::clock::SharedClock;
 use crate::domain::{CallId, OrgId};
-use crate::http::media::MediaStream;
 use crate::providers::resilience::Breakers;
 use crate::providers::select::{ProviderSelector, prepare_call, record_usage};
 use crate::store::Store;

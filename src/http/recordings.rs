@@ -289,8 +289,8 @@ mod tests {
         let path = dir.path().join("call.wav");
         std::fs::write(&path, (0..100u8).collect::<Vec<_>>()).unwrap();
         let recording = RecordingFileRow {
-            call_id: CallId::new(),
-            org_id: OrgId::new(),
+            call_id: crate::domain::CallId::new(),
+            org_id: crate::domain::OrgId::new(),
             path: path.display().to_string(),
             format: "wav".into(),
             bytes: 100,
@@ -354,8 +354,8 @@ mod tests {
     #[tokio::test]
     async fn a_missing_file_is_no_recording() {
         let recording = RecordingFileRow {
-            call_id: CallId::new(),
-            org_id: OrgId::new(),
+            call_id: crate::domain::CallId::new(),
+            org_id: crate::domain::OrgId::new(),
             path: "/nonexistent/voxline/call.wav".into(),
             format: "wav".into(),
             bytes: 100,
