@@ -1,7 +1,11 @@
 //! An agent's post-call analysis plan: the summary it wants, the fields to extract (a list,
 //! or the user's own JSON Schema), how success is judged, and how long `call.completed`
 //! waits for the result. Parsed and checked once when the agent is written; the worker
-//! turns it into the engine's [`AnalysisRequest`].
+//! turns it into the engine's [`AnalysisRequest`](engine::AnalysisRequest).
+//!
+//! The field and rubric types mirror the engine's on purpose: these carry the
+//! OpenAPI schema and the API's validation, which the engine crate must not
+//! know about; [`AnalysisPlan::engine_request`] is the one crossing.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -321,11 +325,13 @@ impl AnalysisPlan {
 
     /// The fields the answer holds: the list, or those of the user's schema.
     pub fn field_names(&self) -> Vec<String> {
-        self.engine_request(Vec::new(), "")
-            .effective_fields()
-            .into_iter()
-            .map(|f| f.name)
-            .collect()
+        match &self.schema {
+            Some(schema) => engine::fields_from_schema(schema)
+                .into_iter()
+                .map(|f| f.name)
+                .collect(),
+            None => self.fields.iter().map(|f| f.name.clone()).collect(),
+        }
     }
 
     /// The question the engine's model answers for a call with this transcript.
