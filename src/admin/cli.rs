@@ -230,9 +230,20 @@ async fn execute(
             let org_id = require_org(store, &org).await?;
             let day = ist_day(now).to_string();
             let month = ist_month_key(now);
+            // Counts are read before the key rows: the limiter commits a
+            // key's last-used time before its counts, so in this order a
+            // counted request always shows with its lastUsedAt.
+            let mut usages = Vec::new();
+            for k in store.api_keys(org_id).await? {
+                usages.push((k.id, store.key_usage_in_month(k.id, &month).await?));
+            }
             let mut keys = Vec::new();
             for k in store.api_keys(org_id).await? {
-                let usage = store.key_usage_in_month(k.id, &month).await?;
+                let usage = usages
+                    .iter()
+                    .find(|(id, _)| *id == k.id)
+                    .map(|(_, u)| u.as_slice())
+                    .unwrap_or_default();
                 let today = usage.iter().find(|u| u.day == day);
                 keys.push(json!({
                     "id": k.id,
