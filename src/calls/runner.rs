@@ -146,6 +146,7 @@ pub fn conversation_config(
         keypad,
         announcement_repeat: spec.announcement.repeat,
         sim_script,
+        sim_questions: spec.analysis_plan().questions(),
         recording_path,
         ..ConversationConfig::default()
     }

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeSet;
 use utoipa::ToSchema;
+use crate::domain::analysis::{AnalysisPlan, PlanError, PlanField};
 
 /// How a call's conversation is run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
@@ -166,20 +167,6 @@ wire_names! {
     }
 }
 
-wire_names! {
-    /// The type of a value extracted after the call.
-    ExtractionKind {
-        /// Free text (the default).
-        String = "string",
-        /// A number.
-        Number = "number",
-        /// true or false.
-        Boolean = "boolean",
-        /// A calendar date.
-        Date = "date",
-    }
-}
-
 /// Re-dial policy for unanswered attempts (decisions §5).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -221,26 +208,12 @@ pub struct RatingTemplate {
     pub columns: Vec<RatingColumn>,
 }
 
-/// One field extracted from the conversation after the call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ExtractionField {
-    /// Field name in `extracted`.
-    pub name: String,
-    /// string, number, boolean or date.
-    #[serde(rename = "type", default = "default_extraction_type")]
-    pub kind: ExtractionKind,
-    /// What to extract.
-    #[serde(default)]
-    pub description: String,
-}
+/// One field extracted from the conversation after the call: the spec's spelling of
+/// an analysis plan field.
+pub type ExtractionField = PlanField;
 
-fn default_extraction_type() -> ExtractionKind {
-    ExtractionKind::String
-}
-
-/// Fields to extract after the call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// Fields to extract after the call (`analysis.fields`, as the spec spells it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Extraction {
     /// The fields.
@@ -337,8 +310,11 @@ pub struct AgentSpec {
     pub retry_policy: RetryPolicy,
     /// Post-call scorecard template.
     pub rating_template: Option<RatingTemplate>,
-    /// Post-call extraction fields.
+    /// Post-call extraction fields: the same list as `analysis.fields`.
     pub extraction: Option<Extraction>,
+    /// Post-call analysis plan: summary, extracted fields, success rubric, webhook wait.
+    #[serde(default)]
+    pub analysis: Option<AnalysisPlan>,
     /// Keypad menu (keypad engine).
     pub keypad: Option<KeypadConfig>,
     /// Announcement settings (announcement engine).
@@ -419,6 +395,12 @@ pub enum AgentSpecError {
     /// The same keypad key twice.
     #[error("keypad.options[].digit {0} is repeated")]
     RepeatedDigit(String),
+    /// An analysis plan that does not hold together; names the path.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// Different field lists in `analysis.fields` and `extraction.fields`.
+    #[error("extraction.fields differs from analysis.fields; give the fields once")]
+    FieldsTwice,
 }
 
 /// `Err(OutOfRange)` unless `value` lies in `min..=max`.
@@ -434,6 +416,19 @@ fn within(field: &'static str, value: i64, min: i64, max: i64) -> Result<(), Age
 pub const DEFAULT_RATE_PAISE: i64 = 600;
 
 impl AgentSpec {
+    /// The analysis plan calls of this agent get: the saved one, or the default (a
+    /// summary) with the fields an older spec listed under `extraction`.
+    pub fn analysis_plan(&self) -> AnalysisPlan {
+        match (&self.analysis, &self.extraction) {
+            (Some(plan), _) => plan.clone(),
+            (None, Some(extraction)) => AnalysisPlan {
+                fields: extraction.fields.clone(),
+                ..AnalysisPlan::default()
+            },
+            (None, None) => AnalysisPlan::default(),
+        }
+    }
+
     /// Whether calls of this agent bypass the concurrency slots (announcements do).
     pub fn bypasses_slots(&self) -> bool {
         self.conversation_engine == ConversationEngine::Announcement
@@ -460,6 +455,7 @@ impl AgentSpec {
             retry_policy: RetryPolicy::default(),
             rating_template: None,
             extraction: None,
+            analysis: None,
             keypad: None,
             announcement: AnnouncementConfig::default(),
             per_minute_rate_paise: DEFAULT_RATE_PAISE,
@@ -560,11 +556,6 @@ impl AgentSpec {
             && template.columns.iter().any(|c| c.name.trim().is_empty())
         {
             return Err(E::Blank("ratingTemplate.columns[].name"));
-        }
-        if let Some(extraction) = &self.extraction
-            && extraction.fields.iter().any(|f| f.name.trim().is_empty())
-        {
-            return Err(E::Blank("extraction.fields[].name"));
         }
         match (&self.keypad, self.conversation_engine) {
             (None, ConversationEngine::Keypad) => {
@@ -715,6 +706,9 @@ pub struct AgentInput {
     /// See [`AgentSpec::extraction`]; null clears it.
     #[serde(default, deserialize_with = "present")]
     pub extraction: Option<Option<Extraction>>,
+    /// See [`AgentSpec::analysis`]; null clears it.
+    #[serde(default, deserialize_with = "present")]
+    pub analysis: Option<Option<AnalysisPlan>>,
     /// See [`AgentSpec::keypad`]; null clears it.
     #[serde(default, deserialize_with = "present")]
     pub keypad: Option<Option<KeypadConfig>>,
@@ -738,7 +732,7 @@ impl AgentInput {
     pub fn into_new_spec(self) -> Result<AgentSpec, AgentSpecError> {
         let name = self.name.clone().ok_or(AgentSpecError::NameMissing)?;
         let mut spec = AgentSpec::with_name(name);
-        self.apply_to(&mut spec);
+        self.apply_to(&mut spec)?;
         spec.validate()?;
         Ok(spec)
     }
@@ -746,12 +740,14 @@ impl AgentInput {
     /// Applies a patch to an existing spec and revalidates the result.
     pub fn patch(self, spec: &AgentSpec) -> Result<AgentSpec, AgentSpecError> {
         let mut next = spec.clone();
-        self.apply_to(&mut next);
+        self.apply_to(&mut next)?;
         next.validate()?;
         Ok(next)
     }
 
-    fn apply_to(self, spec: &mut AgentSpec) {
+    fn apply_to(mut self, spec: &mut AgentSpec) -> Result<(), AgentSpecError> {
+        let extraction = self.extraction.take();
+        let analysis = self.analysis.take();
         macro_rules! set {
             ($($field:ident),*) => { $( if let Some(v) = self.$field { spec.$field = v; } )* };
         }
@@ -773,11 +769,49 @@ impl AgentInput {
             end_call_phrases,
             retry_policy,
             rating_template,
-            extraction,
             keypad,
             announcement,
             per_minute_rate_paise
         );
+        let given_fields = match &analysis {
+            Some(Some(plan)) => {
+                plan.validate("analysis")?;
+                spec.analysis = Some(plan.clone());
+                !plan.fields.is_empty()
+            }
+            Some(None) => {
+                spec.analysis = None;
+                false
+            }
+            None => false,
+        };
+        match extraction {
+            Some(Some(extraction)) => {
+                let mut plan = spec.analysis.take().unwrap_or_else(|| spec.analysis_plan());
+                if given_fields && plan.fields != extraction.fields {
+                    return Err(AgentSpecError::FieldsTwice);
+                }
+                plan.fields = extraction.fields;
+                plan.schema = None;
+                plan.validate("extraction")?;
+                spec.analysis = Some(plan);
+            }
+            Some(None) if analysis.is_none() => {
+                if let Some(plan) = &mut spec.analysis {
+                    plan.fields.clear();
+                }
+            }
+            _ => {}
+        }
+        // Both spellings read back the same list.
+        spec.extraction = spec
+            .analysis
+            .as_ref()
+            .filter(|plan| !plan.fields.is_empty())
+            .map(|plan| Extraction {
+                fields: plan.fields.clone(),
+            });
+        Ok(())
     }
 }
 
@@ -856,6 +890,6 @@ mod tests {
         let input: Result<AgentInput, _> = serde_json::from_value(json!({"asrProvider": "skynet"}));
         assert!(input.is_err());
         let field: ExtractionField = serde_json::from_value(json!({"name": "x"})).unwrap();
-        assert_eq!(field.kind, ExtractionKind::String);
+        assert_eq!(field.kind, crate::domain::analysis::FieldType::String);
     }
 }

@@ -57,10 +57,11 @@ impl Default for SummaryPlan {
 }
 
 /// The type of an extracted field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FieldType {
     /// Free text.
+    #[default]
     String,
     /// Any number.
     Number,
@@ -80,8 +81,8 @@ pub enum FieldType {
 pub struct PlanField {
     /// The key in `structuredData` and `extracted`: a letter or `_`, then letters, digits or `_`.
     pub name: String,
-    /// The value's type.
-    #[serde(rename = "type")]
+    /// The value's type (default `string`).
+    #[serde(rename = "type", default)]
     pub kind: FieldType,
     /// What the field means; the model reads it (and the sim agent asks it).
     #[serde(default)]
@@ -332,6 +333,15 @@ impl AnalysisPlan {
                 .collect(),
             None => self.fields.iter().map(|f| f.name.clone()).collect(),
         }
+    }
+
+    /// The questions a sim agent asks during the call, one per field, in order.
+    pub fn questions(&self) -> Vec<String> {
+        let fields = match &self.schema {
+            Some(schema) => engine::fields_from_schema(schema),
+            None => self.fields.iter().map(engine_field).collect(),
+        };
+        fields.iter().map(engine::question_for).collect()
     }
 
     /// The question the engine's model answers for a call with this transcript.

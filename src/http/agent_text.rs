@@ -252,7 +252,7 @@ async fn chat(
         history: history[context_start..].to_vec(),
         tools: vec![ToolSpec::end_call()],
         sim_script: Vec::new().into(),
-        json_mode: false,
+        ..LlmRequest::default()
     };
     let reply = collect_reply(chosen.llm.as_ref(), request)
         .await

@@ -71,7 +71,7 @@ impl OpenAiLlm {
             "stream_options": {"include_usage": true},
             "messages": messages,
         });
-        if request.json_mode {
+        if request.response_format.is_json() {
             body["response_format"] = json!({"type": "json_object"});
         }
         if !request.tools.is_empty() {

@@ -134,8 +134,7 @@ fn request(history: &[(&str, ChatRole)]) -> LlmRequest {
             .map(|(text, role)| ChatMessage::new(*role, *text))
             .collect(),
         tools: vec![ToolSpec::end_call()],
-        sim_script: Vec::new().into(),
-        json_mode: false,
+        ..LlmRequest::default()
     }
 }
 

@@ -129,6 +129,8 @@ pub struct ConversationConfig {
     pub announcement_repeat: u32,
     /// The simulated caller's spoken lines (variable `simScript`), for the sim providers.
     pub sim_script: Vec<String>,
+    /// The questions of the agent's analysis plan, one per field, for the sim LLM to ask.
+    pub sim_questions: Vec<String>,
     /// Where to write the WAV recording, if the call is recorded.
     pub recording_path: Option<PathBuf>,
     /// The welcome message pre-synthesized at 8 kHz (the warm cache).
@@ -159,6 +161,7 @@ impl Default for ConversationConfig {
             keypad: None,
             announcement_repeat: 1,
             sim_script: Vec::new(),
+            sim_questions: Vec::new(),
             recording_path: None,
             welcome_audio: None,
             endpointing: EndpointerConfig::default(),

@@ -221,9 +221,38 @@ pub struct LlmRequest {
     /// The simulated caller's spoken lines (only the sim LLM reads them, to know when the
     /// script is exhausted).
     pub sim_script: Arc<[String]>,
-    /// Ask for one JSON object (OpenAI `response_format: json_object`); the sim LLM answers
-    /// a [`scorecard::ScorecardRequest`] with its deterministic scores.
-    pub json_mode: bool,
+    /// The questions the agent must ask, one per analysis field, in order (only the sim LLM
+    /// reads them: it asks each in turn, then closes the call).
+    pub sim_questions: Arc<[String]>,
+    /// Free text, one JSON object, or an object matching a JSON Schema; the sim LLM answers
+    /// a JSON request carrying a scorecard or analysis request with its deterministic answer.
+    pub response_format: ResponseFormat,
+    /// The most tokens the model may generate (post-call work caps it; live turns do not).
+    pub max_tokens: Option<u32>,
+}
+
+/// What shape the model's reply must take.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum ResponseFormat {
+    /// Free text (a conversation turn).
+    #[default]
+    Text,
+    /// One JSON object (OpenAI `response_format: json_object`).
+    JsonObject,
+    /// One JSON object matching `schema` (OpenAI `json_schema`, strict).
+    JsonSchema {
+        /// The schema's name, `[a-zA-Z0-9_-]{1,64}`.
+        name: String,
+        /// The JSON Schema the reply must match.
+        schema: serde_json::Value,
+    },
+}
+
+impl ResponseFormat {
+    /// Whether the reply must be JSON.
+    pub fn is_json(&self) -> bool {
+        !matches!(self, Self::Text)
+    }
 }
 
 /// Token counts of one LLM turn.

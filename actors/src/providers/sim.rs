@@ -260,7 +260,7 @@ impl LlmProvider for SimLlm {
         if self.counter.use_fails() {
             events.push_back(Err(self.counter.injected()));
         } else {
-            let (reply, end_call) = if request.json_mode {
+            let (reply, end_call) = if request.response_format.is_json() {
                 (Self::json_reply_for(&request), false)
             } else {
                 Self::reply_for(&request)

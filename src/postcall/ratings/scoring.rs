@@ -82,7 +82,8 @@ pub fn llm_request(card: &ScorecardRequest) -> Result<LlmRequest, ScoringError> 
         history: vec![ChatMessage::new(ChatRole::User, content)],
         tools: Vec::new(),
         sim_script: Vec::new().into(),
-        json_mode: true,
+        response_format: voxline_actors::providers::ResponseFormat::JsonObject,
+        ..LlmRequest::default()
     })
 }
 

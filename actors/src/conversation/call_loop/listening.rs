@@ -237,7 +237,8 @@ impl<T: MediaTransport> CallLoop<T> {
             history: self.history.clone(),
             tools: vec![ToolSpec::end_call()],
             sim_script: Arc::clone(&self.sim_script),
-            json_mode: false,
+            sim_questions: Arc::clone(&self.sim_questions),
+            ..LlmRequest::default()
         };
         let latency = PendingLatency {
             speech_end_at: awaiting.speech_end_at,
