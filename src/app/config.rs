@@ -104,6 +104,9 @@ pub struct RatingArgs {
     /// Base URL of the Google Sheets API v4.
     #[arg(long, env = "VOXLINE_SHEETS_BASE_URL")]
     pub sheets_base_url: Option<String>,
+    /// Analysis and rating requests in flight at once per LLM endpoint (1-256).
+    #[arg(long, env = "VOXLINE_POSTCALL_LLM_CONCURRENCY", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub postcall_llm_concurrency: Option<u32>,
 }
 
 /// The optional TOML file; every key mirrors a flag.
@@ -303,6 +306,10 @@ pub struct RatingSettings {
     pub webhook_wait: Duration,
     /// Base URL of the Google Sheets API v4 (`VOXLINE_SHEETS_BASE_URL`).
     pub sheets_base_url: String,
+    /// Post-call (analysis and rating) requests in flight at once per LLM
+    /// endpoint (`VOXLINE_POSTCALL_LLM_CONCURRENCY`, default 4): well below
+    /// what an endpoint serves, so live turns never wait behind them.
+    pub postcall_llm_concurrency: u32,
 }
 
 impl Default for RatingSettings {
@@ -310,6 +317,7 @@ impl Default for RatingSettings {
         Self {
             webhook_wait: Duration::from_secs(60),
             sheets_base_url: SHEETS_BASE_URL.to_string(),
+            postcall_llm_concurrency: 4,
         }
     }
 }
@@ -330,6 +338,9 @@ impl RatingSettings {
                 .map_or(defaults.sheets_base_url, |v| {
                     v.trim_end_matches('/').to_string()
                 }),
+            postcall_llm_concurrency: args
+                .postcall_llm_concurrency
+                .unwrap_or(defaults.postcall_llm_concurrency),
         }
     }
 }

@@ -139,6 +139,9 @@ impl Server {
             agent_cache,
             welcome_cache,
             rater,
+            postcall_slots: Arc::new(crate::postcall::llm_slots::LlmSlots::new(
+                settings.ratings.postcall_llm_concurrency,
+            )),
             breakers,
         });
         let (ended, requeued) = dispatch::recover_after_restart(&state).await?;
@@ -149,6 +152,10 @@ impl Server {
         let released = state.store.release_rating_leases().await?;
         if released > 0 {
             tracing::info!(released, "pending ratings of the previous run re-queued");
+        }
+        let released = state.store.release_analysis_leases().await?;
+        if released > 0 {
+            tracing::info!(released, "pending analyses of the previous run re-queued");
         }
 
         let tasks = TaskTracker::new();
@@ -243,6 +250,26 @@ impl Server {
                         rated = crate::postcall::ratings::worker::rate_due(&state) => {
                             if let Err(err) = rated {
                                 tracing::warn!(error = %err, "rating pass failed");
+                            }
+                        }
+                        _ = stop.cancelled() => {}
+                    }
+                }
+            }
+        });
+        spawn_every(&tasks, settings.dispatch_interval, &stop, {
+            let state = state.clone();
+            let stop = stop.clone();
+            move || {
+                let state = state.clone();
+                let stop = stop.clone();
+                async move {
+                    // As with ratings: analyses in flight at shutdown stay
+                    // pending and the next start runs them.
+                    tokio::select! {
+                        analyzed = crate::postcall::analysis::worker::analyze_due(&state) => {
+                            if let Err(err) = analyzed {
+                                tracing::warn!(error = %err, "analysis pass failed");
                             }
                         }
                         _ = stop.cancelled() => {}

@@ -45,6 +45,8 @@ pub struct AppInner {
     pub welcome_cache: Arc<WelcomeCache>,
     /// Scores post-call ratings.
     pub rater: Arc<crate::postcall::ratings::scoring::Rater>,
+    /// Per-LLM-endpoint limit shared by analyses and ratings.
+    pub postcall_slots: Arc<crate::postcall::llm_slots::LlmSlots>,
     /// This server's provider circuit breakers, shared by every selector it builds.
     pub breakers: Breakers,
 }

@@ -135,6 +135,9 @@ pub struct ChosenLlm {
     pub llm: Arc<dyn LlmProvider>,
     /// It runs on the workspace's own credential.
     pub own: bool,
+    /// Where its requests go (`sim`, or the base URL): post-call work shares
+    /// one concurrency limit per endpoint.
+    pub endpoint: String,
 }
 
 /// Builds provider clients for workspaces.
@@ -270,6 +273,7 @@ impl ProviderSelector {
             LlmVendor::Sim => Ok(ChosenLlm {
                 llm: Arc::new(SimLlm::new(sim.clone())),
                 own: false,
+                endpoint: "sim".to_owned(),
             }),
             LlmVendor::OpenAi => {
                 let account = self.openai_account(org_id, ProviderKind::Llm).await?;
@@ -280,12 +284,14 @@ impl ProviderSelector {
                     model,
                     self.policy,
                 );
+                let endpoint = account.base_url.clone();
                 Ok(ChosenLlm {
                     llm: Arc::new(GuardedLlm {
                         inner: Arc::new(client),
                         breaker: self.breaker("openai-llm", org_id, ProviderKind::Llm),
                     }),
                     own: account.own,
+                    endpoint,
                 })
             }
         }

@@ -472,10 +472,45 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             }
-            let due = if conversed { deadline } else { o.ended_at };
+            // Every ended call gets its analysis row in this transaction:
+            // pending for a call that connected, skipped for one that never did.
+            let connected = answered_at.is_some() && matches!(o.status, "completed" | "failed");
+            let analysis_deadline = if connected {
+                let spec: Option<String> = sqlx::query_scalar("SELECT spec FROM agents WHERE id = $1")
+                    .bind(row.agent_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let wait_seconds = spec
+                    .and_then(|s| serde_json::from_str::<crate::domain::agent::AgentSpec>(&s).ok())
+                    .map_or(crate::domain::analysis::DEFAULT_TIMEOUT_SECONDS, |s| s.analysis_plan().timeout_seconds);
+                Some(o.ended_at + i64::from(wait_seconds) * 1_000)
+            } else {
+                None
+            };
+            sqlx::query(
+                "INSERT INTO call_analyses (call_id, org_id, agent_id, batch_id, status, webhook_deadline,
+                   call_created_at, created_at, updated_at, completed_at)
+                 SELECT id, org_id, agent_id, batch_id, $2, $3, created_at, $4, $4, $5 FROM calls WHERE id = $1
+                 ON CONFLICT (call_id) DO NOTHING",
+            )
+            .bind(o.call_id)
+            .bind(if connected { "pending" } else { "skipped" })
+            .bind(analysis_deadline.unwrap_or(o.ended_at))
+            .bind(o.ended_at)
+            .bind((!connected).then_some(o.ended_at))
+            .execute(&mut *tx)
+            .await?;
+            // call.completed waits for the post-call work (decisions §8): the
+            // analysis and the rating, or the later of their deadlines.
+            let held = conversed || connected;
+            let due = match (conversed.then_some(deadline), analysis_deadline) {
+                (Some(a), Some(b)) => a.max(b),
+                (Some(a), None) | (None, Some(a)) => a,
+                (None, None) => o.ended_at,
+            };
             let event_id = super::webhook_outbox::event_id(o.call_id, "call.completed");
             super::webhook_outbox::queue_in_tx!(
-                &mut *tx, row.org_id, o.call_id, "call.completed", o.ended_at, due, conversed, &event_id
+                &mut *tx, row.org_id, o.call_id, "call.completed", o.ended_at, due, held, &event_id
             );
             tx.commit().await?;
             Some(row)

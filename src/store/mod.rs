@@ -6,6 +6,7 @@
 //! timestamps Unix milliseconds in both, which keeps time arithmetic in Rust.
 
 mod agents;
+pub mod analyses;
 pub mod batches;
 mod call_reads;
 pub mod calls;

@@ -268,19 +268,7 @@ impl Store {
                 tx.rollback().await?;
                 return Ok(false);
             };
-            sqlx::query(
-                "UPDATE webhook_deliveries SET next_attempt_at = $1
-                 WHERE call_id = $2 AND held_for_rating AND status = 'pending' AND attempts = 0
-                   AND next_attempt_at > $1",
-            )
-            .bind(r.now_ms)
-            .bind(r.call_id)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query("UPDATE webhook_deliveries SET held_for_rating = FALSE WHERE call_id = $1 AND held_for_rating")
-                .bind(r.call_id)
-                .execute(&mut *tx)
-                .await?;
+            super::analyses::release_if_settled!(&mut *tx, r.call_id, r.now_ms);
             if version > 1 || r.now_ms >= deadline {
                 let event_id = super::webhook_outbox::event_id(
                     r.call_id,
@@ -324,15 +312,7 @@ impl Store {
                 tx.rollback().await?;
                 return Ok(false);
             }
-            sqlx::query(
-                "UPDATE webhook_deliveries SET next_attempt_at = $1, held_for_rating = FALSE
-                 WHERE call_id = $2 AND held_for_rating AND status = 'pending' AND attempts = 0
-                   AND next_attempt_at > $1",
-            )
-            .bind(now_ms)
-            .bind(call_id)
-            .execute(&mut *tx)
-            .await?;
+            super::analyses::release_if_settled!(&mut *tx, call_id, now_ms);
             tx.commit().await?;
             true
         });

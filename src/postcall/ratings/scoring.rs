@@ -1,5 +1,6 @@
-//! Asking a model for a scorecard and checking its answer: a JSON-mode
-//! request carrying the template and transcript, a reply that must score
+//! Asking a model for a scorecard and checking its answer: a request carrying
+//! the template and transcript whose answer is held to a strict JSON Schema
+//! (plain JSON mode on servers without schemas), a reply that must score
 //! every template column 0–10, retried when malformed.
 
 use crate::domain::agent::RatingTemplate;
@@ -10,8 +11,11 @@ use serde_json::Value;
 use std::time::Duration;
 use voxline_actors::providers::scorecard::{
     CALLEE, ColumnScore, ScorecardColumn, ScorecardReply, ScorecardRequest, ScorecardTurn,
+    answer_schema,
 };
-use voxline_actors::providers::{ChatMessage, ChatRole, LlmProvider, LlmRequest, ProviderError};
+use voxline_actors::providers::{
+    ChatMessage, ChatRole, LlmProvider, LlmRequest, ProviderError, ResponseFormat,
+};
 
 /// Model calls one scoring job makes before the rating is marked failed.
 pub const MAX_ATTEMPTS: i64 = 3;
@@ -26,6 +30,20 @@ The user message is JSON with `columns` (each {name, description}), `transcript`
 only evidence in the transcript, and give a one-sentence reason citing that evidence. \
 Reply with one JSON object and nothing else: {\"columns\": [{\"name\": <column name>, \
 \"score\": <0-10>, \"reason\": <text>}]}, one entry per column, names exactly as given.";
+
+/// The name the answer's JSON Schema is sent under.
+pub const SCHEMA_NAME: &str = "scorecard";
+
+/// The token cap of a scorecard answer. A column's entry (name, score and a
+/// one-sentence reason) is 40–80 tokens, so 1024 holds a dozen columns with
+/// room to spare, while a model that loops (repeating entries, or padding JSON
+/// mode with whitespace, as some local servers do) stops in seconds instead
+/// of running to the context length and timing out.
+pub const MAX_ANSWER_TOKENS: u32 = 1024;
+
+/// The cap grows by this much per column past a dozen, so a large template is
+/// never cut off mid-answer (a cut answer is malformed on every retry).
+const TOKENS_PER_COLUMN: u32 = 80;
 
 /// Why a scorecard could not be produced.
 #[derive(Debug, thiserror::Error)]
@@ -73,16 +91,26 @@ pub fn scorecard_request(
     }
 }
 
-/// The JSON-mode model request for `card`.
+/// The most tokens the answer to `card` may take: [`MAX_ANSWER_TOKENS`], or
+/// [`TOKENS_PER_COLUMN`] per column for larger templates.
+pub fn max_answer_tokens(card: &ScorecardRequest) -> u32 {
+    let columns = u32::try_from(card.columns.len()).unwrap_or(u32::MAX);
+    MAX_ANSWER_TOKENS.max(columns.saturating_mul(TOKENS_PER_COLUMN).saturating_add(64))
+}
+
+/// The model request for `card`: its answer must match [`answer_schema`]
+/// (strict `json_schema`), within [`max_answer_tokens`].
 pub fn llm_request(card: &ScorecardRequest) -> Result<LlmRequest, ScoringError> {
     let content = serde_json::to_string(card)
         .map_err(|e| ScoringError::Malformed(format!("cannot encode the request: {e}")))?;
     Ok(LlmRequest {
         system_prompt: SCORING_INSTRUCTIONS.to_string(),
         history: vec![ChatMessage::new(ChatRole::User, content)],
-        tools: Vec::new(),
-        sim_script: Vec::new().into(),
-        response_format: voxline_actors::providers::ResponseFormat::JsonObject,
+        response_format: ResponseFormat::JsonSchema {
+            name: SCHEMA_NAME.to_string(),
+            schema: answer_schema(card),
+        },
+        max_tokens: Some(max_answer_tokens(card)),
         ..LlmRequest::default()
     })
 }
@@ -231,6 +259,54 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    fn card(columns: usize) -> ScorecardRequest {
+        ScorecardRequest {
+            columns: (0..columns)
+                .map(|i| ScorecardColumn {
+                    name: format!("Column {i}"),
+                    description: String::new(),
+                })
+                .collect(),
+            transcript: Vec::new(),
+            ended_reason: "agent-hangup".into(),
+        }
+    }
+
+    #[test]
+    fn the_request_holds_the_answer_to_the_schema_within_a_token_cap() {
+        let card = scorecard_request(&template(), &[], "agent-hangup");
+        let request = llm_request(&card).unwrap();
+        let ResponseFormat::JsonSchema { name, schema } = &request.response_format else {
+            panic!("expected a JSON Schema, got {:?}", request.response_format);
+        };
+        assert_eq!(name, SCHEMA_NAME);
+        assert_eq!(schema, &answer_schema(&card));
+        assert_eq!(
+            schema["properties"]["columns"]["items"]["properties"]["name"]["enum"],
+            serde_json::json!(["Clarity", "Interest"])
+        );
+        assert_eq!(request.max_tokens, Some(MAX_ANSWER_TOKENS));
+        // The sim's answer (and so the shape the prompt asks for) matches the schema.
+        let reply =
+            serde_json::to_value(voxline_actors::providers::scorecard::sim_scorecard(&card))
+                .unwrap();
+        let validator = jsonschema::validator_for(schema).unwrap();
+        assert!(validator.is_valid(&reply), "{reply}");
+        let out_of_range = serde_json::json!({"columns": [
+            {"name": "Clarity", "score": 11, "reason": "x"}]});
+        assert!(!validator.is_valid(&out_of_range));
+        let unknown = serde_json::json!({"columns": [
+            {"name": "Charm", "score": 5, "reason": "x"}]});
+        assert!(!validator.is_valid(&unknown));
+    }
+
+    #[test]
+    fn large_templates_get_room_for_every_column() {
+        assert_eq!(max_answer_tokens(&card(4)), MAX_ANSWER_TOKENS);
+        assert_eq!(max_answer_tokens(&card(12)), MAX_ANSWER_TOKENS);
+        assert!(max_answer_tokens(&card(30)) >= 30 * TOKENS_PER_COLUMN);
     }
 
     #[tokio::test]

@@ -131,13 +131,13 @@ pub async fn rate_claimed(
         (s.llm_provider, s.llm_model.as_str())
     });
     let sim = sim_config(&source.variables);
-    let llm = match state
+    let chosen = match state
         .rater
         .selector()
         .llm(claim.org_id, provider, model, &sim)
         .await
     {
-        Ok(chosen) => chosen.llm,
+        Ok(chosen) => chosen,
         Err(crate::providers::select::SelectError::Store(err)) => return Err(err),
         Err(err) => return fail(err.to_string(), 0).await,
     };
@@ -146,7 +146,10 @@ pub async fn rate_claimed(
         &turns,
         source.ended_reason.as_deref().unwrap_or_default(),
     );
-    let (result, attempts) = score(llm.as_ref(), &card, &template).await;
+    let (result, attempts) = {
+        let _slot = state.postcall_slots.acquire(&chosen.endpoint).await;
+        score(chosen.llm.as_ref(), &card, &template).await
+    };
     let scorecard = match result {
         Ok(scorecard) => scorecard,
         Err(err) => return fail(err.to_string(), attempts).await,
