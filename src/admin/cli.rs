@@ -158,14 +158,15 @@ pub enum WebhookCommand {
         /// Delivery URL (http or https).
         #[arg(long)]
         url: String,
-        /// Events to deliver (default call.completed); repeatable.
+        /// Events to deliver (default call.completed and call.analyzed, its
+        /// follow-up when the analysis finished after the wait); repeatable.
         #[arg(long = "event")]
         events: Vec<String>,
     },
 }
 
 /// Event kinds a subscription may name.
-pub const EVENT_KINDS: &[&str] = &["call.completed", "rating.completed"];
+pub const EVENT_KINDS: &[&str] = &["call.completed", "call.analyzed", "rating.completed"];
 
 /// Runs one admin command against the configured database.
 pub async fn run(storage: &StorageArgs, command: AdminCommand) -> anyhow::Result<Value> {
@@ -365,7 +366,7 @@ async fn execute(
                 bail!("--url must be http or https");
             }
             let events = if events.is_empty() {
-                vec!["call.completed".to_string()]
+                vec!["call.completed".to_string(), "call.analyzed".to_string()]
             } else {
                 events
             };

@@ -6,6 +6,7 @@ pub mod job;
 pub mod ledger;
 pub mod media_stream;
 pub mod placement;
+pub mod recording_link;
 pub mod runner;
 pub mod sim_callee;
 pub mod welcome_cache;

@@ -10,6 +10,7 @@ use crate::app::state::AppState;
 use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::{CallId, OrgId};
+use crate::postcall::analysis::view::{AnalysisView, merged_extracted};
 use crate::store::{CallFilter, CallReadRow, Store, StoreError};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -122,6 +123,8 @@ pub struct CallRowView {
     pub batch_id: Option<String>,
     /// Campaign the call belongs to.
     pub campaign_id: Option<String>,
+    /// The post-call analysis; null until the call has ended.
+    pub analysis: Option<AnalysisView>,
 }
 
 impl CallRowView {
@@ -155,6 +158,7 @@ impl CallRowView {
             batch_id: row.batch_id.map(|id| id.to_string()),
             campaign_id: row.campaign_id,
             id: row.id.to_string(),
+            analysis: None,
         }
     }
 }
@@ -248,6 +252,8 @@ pub struct TranscriptView {
     pub transcript_text: String,
     /// Every stored turn in order.
     pub turns: Vec<TranscriptTurnView>,
+    /// The post-call analysis; null until the call has ended.
+    pub analysis: Option<AnalysisView>,
 }
 
 /// A raw stored turn.
@@ -328,6 +334,50 @@ pub struct CallFilterQuery {
     /// Telephony provider.
     #[serde(default, deserialize_with = "trimmed")]
     pub provider: Option<String>,
+    /// `pass` or `fail`: calls whose analysis judged success so.
+    #[serde(default)]
+    #[param(value_type = Option<String>)]
+    pub success: Option<SuccessFilter>,
+    /// `pending`, `done`, `failed` or `skipped`: calls whose analysis is in that state.
+    #[serde(default)]
+    #[param(value_type = Option<String>)]
+    pub analysis_status: Option<AnalysisStatusFilter>,
+}
+
+/// The `success` filter's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SuccessFilter {
+    /// The verdict passed.
+    Pass,
+    /// The verdict did not pass.
+    Fail,
+}
+
+/// The `analysisStatus` filter's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AnalysisStatusFilter {
+    /// Waiting or running.
+    Pending,
+    /// Produced.
+    Done,
+    /// Given up.
+    Failed,
+    /// The call never connected.
+    Skipped,
+}
+
+impl AnalysisStatusFilter {
+    /// The stored status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Done => "done",
+            Self::Failed => "failed",
+            Self::Skipped => "skipped",
+        }
+    }
 }
 
 /// A comma-separated status list, each known, repeats dropped.
@@ -369,6 +419,8 @@ impl CallFilterQuery {
                 .deep
                 .then(|| now.timestamp_millis() - DEEP_SEARCH_DAYS * 86_400_000),
             provider: self.provider,
+            success: self.success.map(|s| s == SuccessFilter::Pass),
+            analysis_status: self.analysis_status.map(AnalysisStatusFilter::as_str),
         })
     }
 }
@@ -385,10 +437,17 @@ pub async fn call_list(
         .list_calls_counted(org_id, filter, i64::from(page.limit), page.offset())
         .await?;
     let now = state.clock.now();
+    let ids: Vec<CallId> = rows.iter().map(|row| row.id).collect();
+    let analyses = state.store.analyses_of(org_id, &ids).await?;
     Ok(CallList {
         rows: rows
             .into_iter()
-            .map(|row| CallRowView::from_row(row, now))
+            .map(|row| {
+                let analysis = analyses.iter().find(|a| a.call_id == row.id);
+                let mut view = CallRowView::from_row(row, now);
+                view.analysis = analysis.map(AnalysisView::from_row);
+                view
+            })
             .collect(),
         total: counts.total,
         total_is_estimate: counts.capped,
@@ -446,13 +505,17 @@ async fn get_call(
         .call_detail(org, id)
         .await?
         .ok_or_else(|| call_not_found(&call_id))?;
-    let (turns, events) =
-        tokio::try_join!(state.store.call_turns(org, id), state.store.call_events(id),)?;
+    let (turns, events, analysis) = tokio::try_join!(
+        state.store.call_turns(org, id),
+        state.store.call_events(id),
+        state.store.analysis(org, id),
+    )?;
     let from_number = detail.call.from_number.clone();
     let retry_of = detail.call.retry_of.map(|id| id.to_string());
     let answered_at = detail.call.answered_at.map(iso);
     let ended_at = detail.call.ended_at.map(iso);
     let mut call = CallRowView::from_row(detail.call, state.clock.now());
+    call.analysis = analysis.as_ref().map(AnalysisView::from_row);
     call.transcript = turns
         .into_iter()
         .map(|turn| TranscriptLine {
@@ -463,7 +526,7 @@ async fn get_call(
     Ok(Json(CallDetailView {
         call,
         variables: stored_json(&detail.variables)?,
-        extracted: stored_json(&detail.extracted)?,
+        extracted: merged_extracted(&stored_json(&detail.extracted)?, analysis.as_ref()),
         latencies: stored_json(&detail.latencies)?,
         from_number,
         retry_of,
@@ -495,8 +558,12 @@ async fn get_call_transcript(
         .call_transcript_text(org, id)
         .await?
         .ok_or_else(|| call_not_found(&call_id))?;
-    let turns = state.store.call_turns(org, id).await?;
+    let (turns, analysis) = tokio::try_join!(
+        state.store.call_turns(org, id),
+        state.store.analysis(org, id),
+    )?;
     Ok(Json(TranscriptView {
+        analysis: analysis.as_ref().map(AnalysisView::from_row),
         transcript_text,
         turns: turns
             .into_iter()

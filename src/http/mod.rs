@@ -4,6 +4,7 @@ pub mod account;
 pub mod agent_cache;
 pub mod agent_text;
 pub mod agents;
+pub mod analysis;
 pub mod auth;
 pub mod batches;
 pub mod call_reads;
@@ -67,6 +68,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(batches::router())
         .merge(campaigns::router())
         .merge(ratings::router())
+        .merge(analysis::router())
 }
 
 /// The full application router.

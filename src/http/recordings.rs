@@ -7,6 +7,7 @@ use super::MessageBody;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use crate::app::state::AppState;
+use crate::calls::recording_link::{LinkSigner, recording_link};
 use crate::domain::{CallId, OrgId};
 use crate::store::RecordingFileRow;
 use axum::Json;
@@ -23,10 +24,6 @@ use tower_http::services::ServeFile;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use voxline_actors::signing::Signer;
-
-/// How long a signed recording link stays valid.
-pub const LINK_LIFETIME_SECONDS: i64 = 15 * 60;
 
 /// The API-key routes (`/api/calls/{id}/recording-url`, `/api/calls/{id}/recording`).
 pub fn router() -> OpenApiRouter<AppState> {
@@ -38,31 +35,6 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// The signed-link route, outside `/api` and without an API key.
 pub fn public_router() -> Router<AppState> {
     Router::new().route("/recordings/{org_id}/{file}", get(signed_recording))
-}
-
-/// Signs and checks recording links with a key derived from the server secret.
-struct LinkSigner {
-    signer: Signer,
-}
-
-impl LinkSigner {
-    fn new(server_secret: &[u8]) -> Self {
-        Self {
-            signer: Signer::derived("voxline/recording-link/v1", server_secret),
-        }
-    }
-
-    fn sign(&self, org_id: &str, call_id: &str, expires: i64) -> String {
-        self.signer
-            .sign_hex(&[format!("{org_id}/{call_id}.{expires}").as_bytes()])
-    }
-
-    fn verify(&self, org_id: &str, call_id: &str, expires: i64, signature: &str) -> bool {
-        self.signer.verify_hex(
-            &[format!("{org_id}/{call_id}.{expires}").as_bytes()],
-            signature,
-        )
-    }
 }
 
 /// `GET /api/calls/{id}/recording-url` body.
@@ -111,16 +83,13 @@ async fn recording_url(
     if !state.store.call_exists(org, id).await? {
         return Err(call_not_found(&call_id));
     }
-    let url = state.store.recording_file(org, id).await?.map(|file| {
-        let expires = state.clock.now().timestamp() + LINK_LIFETIME_SECONDS;
-        let signature =
-            LinkSigner::new(&state.secret).sign(&org.to_string(), &id.to_string(), expires);
-        format!(
-            "{}/recordings/{org}/{id}.{}?expires={expires}&signature={signature}",
-            public_base(&state, &headers),
-            file.format
-        )
-    });
+    let base = public_base(&state, &headers);
+    let now = state.clock.now().timestamp();
+    let url = state
+        .store
+        .recording_file(org, id)
+        .await?
+        .map(|file| recording_link(&state.secret, &base, org, id, &file.format, now));
     Ok(Json(RecordingUrlView {
         url,
         call_id: id.to_string(),

@@ -3,7 +3,9 @@
 //! addresses inside private networks unless the host is allow-listed.
 
 use crate::app::state::AppState;
+use crate::calls::recording_link::recording_link;
 use crate::domain::CallId;
+use crate::postcall::analysis::view::{AnalysisView, merged_extracted};
 use crate::store::webhook_outbox::DueDelivery;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -161,8 +163,9 @@ pub async fn rating_completed_body(
     }))
 }
 
-/// The body of a `call.completed` delivery, read from the call as it is now;
-/// `rating` is `{overall}` once the scorecard is done.
+/// The body of a `call.completed` (or `call.analyzed`) delivery, read from the
+/// call as it is now: `analysis`, `summary`, `extracted` and `success` once the
+/// analysis is done, `rating` is `{overall}` once the scorecard is.
 pub async fn call_completed_body(
     state: &AppState,
     d: &DueDelivery,
@@ -178,6 +181,27 @@ pub async fn call_completed_body(
         .rating_overall(d.call_id)
         .await?
         .map_or(Value::Null, |overall| json!({ "overall": overall }));
+    let analysis = state.store.analysis(d.org_id, d.call_id).await?;
+    let recording_url = state
+        .store
+        .recording_file(d.org_id, d.call_id)
+        .await?
+        .map(|file| {
+            let base = state
+                .settings
+                .public_url
+                .clone()
+                .unwrap_or_else(|| format!("http://{}", state.settings.listen));
+            recording_link(
+                &state.secret,
+                &base,
+                d.org_id,
+                d.call_id,
+                &file.format,
+                state.clock.now().timestamp(),
+            )
+        });
+    let keypad = json_column(&detail.extracted);
     let call = &detail.call;
     Ok(json!({
         "event": d.event,
@@ -193,8 +217,11 @@ pub async fn call_completed_body(
         })).collect::<Vec<_>>(),
         "transcriptText": detail.transcript_text,
         "summary": call.summary,
-        "extracted": json_column(&detail.extracted),
+        "extracted": merged_extracted(&keypad, analysis.as_ref()),
+        "success": analysis.as_ref().and_then(|a| a.success.as_deref()).map_or(Value::Null, json_column),
+        "analysis": analysis.as_ref().map(AnalysisView::from_row),
         "rating": rating,
+        "recordingUrl": recording_url,
         "costPaise": call.cost_paise,
         "endedReason": call.ended_reason,
         "agentId": call.agent_id,

@@ -95,7 +95,11 @@ pub fn check_answer(text: &str, schema: &Value) -> Result<AnalysisReply, String>
         .map_err(|e| format!("the plan's schema cannot be compiled: {e}"))?;
     if let Some(error) = validator.iter_errors(&value).next() {
         let path = error.instance_path().to_string();
-        let at = if path.is_empty() { "/".to_owned() } else { path };
+        let at = if path.is_empty() {
+            "/".to_owned()
+        } else {
+            path
+        };
         return Err(format!("at {at}: {error}"));
     }
     serde_json::from_value(value).map_err(|e| format!("unexpected shape: {e}"))

@@ -3,4 +3,5 @@
 //! and stored with the webhooks that waited for it.
 
 pub mod analyst;
+pub mod view;
 pub mod worker;

@@ -126,7 +126,11 @@ pub async fn analyze_claimed(
         .agent(claim.org_id, claim.agent_id)
         .await?
         .and_then(|agent| agent.spec().ok());
-    let plan = match claim.plan.as_deref().map(serde_json::from_str::<AnalysisPlan>) {
+    let plan = match claim
+        .plan
+        .as_deref()
+        .map(serde_json::from_str::<AnalysisPlan>)
+    {
         Some(Ok(plan)) => plan,
         Some(Err(err)) => return fail(format!("the re-run's plan is unreadable: {err}"), 0).await,
         None => spec
@@ -139,7 +143,12 @@ pub async fn analyze_claimed(
     let chosen = match state
         .rater
         .selector()
-        .llm(claim.org_id, provider, model, &sim_config(&source.variables))
+        .llm(
+            claim.org_id,
+            provider,
+            model,
+            &sim_config(&source.variables),
+        )
         .await
     {
         Ok(chosen) => chosen,

@@ -19,6 +19,10 @@ pub struct CallFilter {
     pub transcript_since_ms: Option<i64>,
     /// Telephony provider to keep.
     pub provider: Option<String>,
+    /// Keep calls whose analysis judged success (true) or not (false).
+    pub success: Option<bool>,
+    /// Keep calls whose analysis is in this state.
+    pub analysis_status: Option<&'static str>,
 }
 /// `term` as a `LIKE` pattern matching it anywhere, with `\` escaping `%`, `_` and `\`.
 fn like_anywhere(term: &str) -> String {
@@ -157,6 +161,20 @@ impl Store {
         }
         if let Some(provider) = &filter.provider {
             sql.push(" AND c.provider = ").push_bind(provider.as_str());
+        }
+        if let Some(pass) = filter.success {
+            // A literal, not a bind: both dialects read TRUE/FALSE as booleans.
+            sql.push(format_args!(
+                " AND EXISTS (SELECT 1 FROM call_analyses a WHERE a.call_id = c.id AND a.status = 'done' AND a.success_pass = {})",
+                if pass { "TRUE" } else { "FALSE" }
+            ));
+        }
+        if let Some(status) = filter.analysis_status {
+            sql.push(
+                " AND EXISTS (SELECT 1 FROM call_analyses a WHERE a.call_id = c.id AND a.status = ",
+            )
+            .push_bind(status)
+            .push(")");
         }
     }
     /// The search term when `filter`'s search goes through SQLite's full-text indexes.

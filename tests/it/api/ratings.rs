@@ -445,12 +445,12 @@ async fn rate_now_regenerate_bulk_and_reload() {
     .await
     .expect(404);
 
-    // A real (OpenAI-compatible) model: JSON mode, a good answer, then malformed ones.
+    // A real (OpenAI-compatible) model: a json_schema request, a good answer, then malformed ones.
     let llm = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
         .and(body_partial_json(
-            json!({"response_format": {"type": "json_object"}}),
+            json!({"response_format": {"type": "json_schema"}}),
         ))
         .respond_with(sse(
             r#"{"columns":[{"name":"Experience","score":8,"reason":"five years of Rust"}]}"#,
