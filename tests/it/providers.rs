@@ -21,6 +21,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response as WsResponse};
+use voxline::domain::agent::{RatingColumn, RatingTemplate};
+use voxline::postcall::ratings::scoring;
 use voxline::providers::HttpPolicy;
 use voxline::providers::deepgram::DeepgramAsr;
 use voxline::providers::elevenlabs::ElevenLabsTts;
@@ -29,9 +31,12 @@ use voxline::providers::openai_asr::OpenAiAsr;
 use voxline::providers::openai_llm::OpenAiLlm;
 use voxline::providers::openai_tts::OpenAiTts;
 use voxline::providers::settings::VendorAccount;
+use voxline_actors::providers::scorecard::{
+    self, ScorecardColumn, ScorecardRequest, ScorecardTurn,
+};
 use voxline_actors::providers::{
     AsrContext, AsrEvent, AsrProvider, ChatMessage, ChatRole, LlmEvent, LlmProvider, LlmRequest,
-    LlmUsage, ProviderError, ProviderKind, ToolSpec, TtsProvider,
+    LlmUsage, ProviderError, ProviderKind, ResponseFormat, ToolSpec, TtsProvider,
 };
 
 fn policy() -> HttpPolicy {
@@ -363,6 +368,397 @@ async fn an_unreachable_llm_fails_as_an_llm_error_within_the_timeouts() {
         "{err:?}"
     );
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+// ---------------------------------------------------------------------------
+// OpenAI-compatible LLM: JSON answers held to a schema (post-call scorecards)
+
+/// What a fake answers a JSON request with, read off the request body.
+type Answer = fn(&Value) -> String;
+
+/// A fake OpenAI-compatible server for JSON answers. It records every request
+/// and streams `answer(body)` as a model does: a role chunk, the JSON cut into
+/// many content deltas, the finish reason, a usage chunk and `[DONE]`, with
+/// the SSE bytes themselves cut at odd places (so multi-byte characters
+/// straddle network chunks). When `refusal` is set, a `json_schema` request
+/// is answered 400 with it as the error message.
+fn json_fake(seen: Seen, refusal: Option<&'static str>, answer: Answer) -> Router {
+    Router::new()
+        .route(
+            "/v1/chat/completions",
+            post(
+                move |State(seen): State<Seen>, headers: HeaderMap, body: Bytes| async move {
+                    seen.push("/v1/chat/completions", &headers, &body);
+                    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+                        return (StatusCode::BAD_REQUEST, "unreadable body").into_response();
+                    };
+                    if let Some(message) = refusal
+                        && request["response_format"]["type"] == "json_schema"
+                    {
+                        return (
+                            StatusCode::BAD_REQUEST,
+                            [("content-type", "application/json")],
+                            json!({"error": {
+                                "message": message,
+                                "type": "invalid_request_error"}})
+                            .to_string(),
+                        )
+                            .into_response();
+                    }
+                    let text = answer(&request);
+                    let chars: Vec<char> = text.chars().collect();
+                    let pieces: Vec<String> = chars.chunks(9).map(|c| c.iter().collect()).collect();
+                    let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+                    let bytes = sse(&completion_events(&pieces, false)).concat();
+                    Response::builder()
+                        .header("content-type", "text/event-stream")
+                        .body(chunked_body(
+                            odd_chunks(&bytes, 61),
+                            Duration::from_millis(1),
+                        ))
+                        .unwrap()
+                },
+            ),
+        )
+        .with_state(seen)
+}
+
+/// The `response_format.type` of every request a fake saw, in order.
+fn format_types(seen: &Seen) -> Vec<String> {
+    seen.all()
+        .iter()
+        .map(|(_, _, body)| {
+            let body: Value = serde_json::from_slice(body).unwrap();
+            body["response_format"]["type"]
+                .as_str()
+                .unwrap_or("none")
+                .to_string()
+        })
+        .collect()
+}
+
+/// A request for one JSON object matching a small strict schema.
+fn schema_request() -> LlmRequest {
+    LlmRequest {
+        system_prompt: "Extract the caller's name and age as JSON.".into(),
+        history: vec![ChatMessage::new(
+            ChatRole::User,
+            "Hi, this is Zoë Martín, I'm thirty-four.",
+        )],
+        response_format: ResponseFormat::JsonSchema {
+            name: "caller".into(),
+            schema: json!({
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["name", "age"],
+                "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+            }),
+        },
+        max_tokens: Some(200),
+        ..LlmRequest::default()
+    }
+}
+
+/// The caller the fake "extracts", with accents that straddle chunk cuts.
+fn caller_answer(_: &Value) -> String {
+    "{\n  \"name\": \"Zoë Martín\",\n  \"age\": 34\n}".to_string()
+}
+
+/// The whole text of one streamed turn.
+async fn collect_text(llm: &OpenAiLlm, request: LlmRequest) -> String {
+    let mut stream = llm.stream(request).await.unwrap();
+    let mut text = String::new();
+    let mut done = false;
+    while let Some(event) = stream.next_event().await {
+        match event.unwrap() {
+            LlmEvent::Token(token) => text.push_str(&token),
+            LlmEvent::Done { usage } => {
+                assert_eq!(usage.prompt_tokens, 42);
+                done = true;
+            }
+            LlmEvent::ToolCall { name, .. } => panic!("unexpected tool call {name}"),
+        }
+    }
+    assert!(done, "the stream ended with Done");
+    text
+}
+
+#[tokio::test]
+async fn openai_llm_asks_for_a_strict_json_schema_with_a_token_cap() {
+    let seen = Seen::default();
+    let addr = serve(json_fake(seen.clone(), None, caller_answer)).await;
+    let llm = OpenAiLlm::new(
+        reqwest::Client::new(),
+        &format!("http://{addr}/v1"),
+        None,
+        "local",
+        policy(),
+    );
+    let text = collect_text(&llm, schema_request()).await;
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer, json!({"name": "Zoë Martín", "age": 34}));
+
+    let (_, _, body) = seen.all().remove(0);
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    let format = &body["response_format"];
+    assert_eq!(format["type"], "json_schema", "{body}");
+    assert_eq!(format["json_schema"]["name"], "caller");
+    assert_eq!(format["json_schema"]["strict"], true);
+    assert_eq!(
+        format["json_schema"]["schema"]["additionalProperties"],
+        false
+    );
+    assert_eq!(
+        format["json_schema"]["schema"]["required"],
+        json!(["name", "age"])
+    );
+    assert_eq!(body["max_tokens"], 200);
+    assert!(body.get("max_completion_tokens").is_none());
+    assert!(body.get("tools").is_none());
+    assert_eq!(body["stream"], true);
+}
+
+#[tokio::test]
+async fn a_server_without_json_schema_gets_json_object_in_the_same_call_and_after() {
+    let seen = Seen::default();
+    let addr = serve(json_fake(seen.clone(), Some(NOT_SUPPORTED), caller_answer)).await;
+    let base = format!("http://{addr}/v1");
+    let llm = OpenAiLlm::new(reqwest::Client::new(), &base, None, "local", policy());
+    assert!(!llm.schema_refused());
+
+    // The refusal is answered within the same call: the caller sees only the answer.
+    let text = collect_text(&llm, schema_request()).await;
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["age"], 34);
+    assert_eq!(
+        format_types(&seen),
+        ["json_schema", "json_object"],
+        "one refused schema request (a 400 is not retried), then json_object"
+    );
+    assert!(llm.schema_refused());
+    let (_, _, retried) = seen.all().remove(1);
+    let retried: Value = serde_json::from_slice(&retried).unwrap();
+    assert_eq!(
+        retried["max_tokens"], 200,
+        "the same request, but json_object"
+    );
+    assert_eq!(
+        retried["messages"][1]["content"],
+        "Hi, this is Zoë Martín, I'm thirty-four."
+    );
+
+    // Later requests go straight to json_object, from this client and from a new
+    // one for the same endpoint (the selector builds one per request).
+    collect_text(&llm.clone(), schema_request()).await;
+    let fresh = OpenAiLlm::new(reqwest::Client::new(), &base, None, "local", policy());
+    assert!(fresh.schema_refused());
+    collect_text(&fresh, schema_request()).await;
+    let types = format_types(&seen);
+    let count = |kind: &str| types.iter().filter(|t| *t == kind).count();
+    assert_eq!(
+        (count("json_schema"), count("json_object")),
+        (1, 3),
+        "{types:?}"
+    );
+
+    // Another model behind the same URL is asked with a schema again.
+    let other = OpenAiLlm::new(reqwest::Client::new(), &base, None, "other", policy());
+    assert!(!other.schema_refused());
+}
+
+#[tokio::test]
+async fn a_schema_called_invalid_falls_back_for_that_request_only() {
+    let seen = Seen::default();
+    let addr = serve(json_fake(seen.clone(), Some(INVALID_SCHEMA), caller_answer)).await;
+    let llm = OpenAiLlm::new(
+        reqwest::Client::new(),
+        &format!("http://{addr}/v1"),
+        None,
+        "local",
+        policy(),
+    );
+    let text = collect_text(&llm, schema_request()).await;
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["age"], 34);
+    collect_text(&llm, schema_request()).await;
+    assert_eq!(
+        format_types(&seen),
+        ["json_schema", "json_object", "json_schema", "json_object"],
+        "the server knows schemas; only this one was refused"
+    );
+    assert!(!llm.schema_refused());
+}
+
+/// How servers without schema support refuse one.
+const NOT_SUPPORTED: &str = "response_format json_schema is not supported";
+
+/// How OpenAI refuses a schema its strict mode cannot take.
+const INVALID_SCHEMA: &str = "Invalid schema for response_format 'caller': In context=(), \
+    'required' is required to be supplied and to be an array including every key in properties.";
+
+/// A scorecard template with three columns.
+fn scorecard_template() -> RatingTemplate {
+    let column = |name: &str, description: &str| RatingColumn {
+        name: name.into(),
+        description: description.into(),
+    };
+    RatingTemplate {
+        columns: vec![
+            column("Experience", "Years of Rust and backend experience"),
+            column("Interest", "Whether the candidate wants the role"),
+            column("Communication", "How clearly the candidate explains things"),
+        ],
+    }
+}
+
+/// A screening call, as the scoring worker sends it.
+fn scorecard_card(template: &RatingTemplate) -> ScorecardRequest {
+    let turn = |speaker: &str, text: &str| ScorecardTurn {
+        speaker: speaker.into(),
+        text: text.into(),
+    };
+    ScorecardRequest {
+        columns: template
+            .columns
+            .iter()
+            .map(|c| ScorecardColumn {
+                name: c.name.clone(),
+                description: c.description.clone(),
+            })
+            .collect(),
+        transcript: vec![
+            turn(
+                "agent",
+                "Hello Asha, this is Voxline calling about the Rust role. Is now a good time?",
+            ),
+            turn("callee", "Yes, sure, I have a few minutes."),
+            turn(
+                "agent",
+                "How many years of backend experience do you have, and with Rust?",
+            ),
+            turn(
+                "callee",
+                "Six years of backend work, the last three in Rust, mostly async services with Tokio.",
+            ),
+            turn("agent", "Are you interested in moving to this role?"),
+            turn(
+                "callee",
+                "Definitely, the role sounds great and I would be glad to hear more.",
+            ),
+            turn("agent", "Thank you, we will be in touch. Goodbye!"),
+        ],
+        ended_reason: "agent-hangup".into(),
+    }
+}
+
+/// What a grading model answers: every column of the request's template,
+/// read from the user message as the model reads it.
+fn scorecard_answer(request: &Value) -> String {
+    let messages = request["messages"].as_array().unwrap();
+    let content = messages.last().unwrap()["content"].as_str().unwrap();
+    let card: ScorecardRequest = serde_json::from_str(content).unwrap();
+    let columns: Vec<Value> = card
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            json!({"name": c.name, "score": 6 + i,
+                "reason": format!("The callee's answers speak to {} — très clair.", c.name.to_lowercase())})
+        })
+        .collect();
+    serde_json::to_string_pretty(&json!({ "columns": columns })).unwrap()
+}
+
+#[tokio::test]
+async fn a_scorecard_is_asked_with_its_schema_through_openai_llm() {
+    let template = scorecard_template();
+    let card = scorecard_card(&template);
+    for refuse_schema in [false, true] {
+        let seen = Seen::default();
+        let addr = serve(json_fake(
+            seen.clone(),
+            refuse_schema.then_some(NOT_SUPPORTED),
+            scorecard_answer,
+        ))
+        .await;
+        let llm = OpenAiLlm::new(
+            reqwest::Client::new(),
+            &format!("http://{addr}/v1"),
+            None,
+            "local",
+            policy(),
+        );
+        let (outcome, attempts) = scoring::score(&llm, &card, &template).await;
+        let scorecard = outcome.unwrap();
+        assert_eq!(attempts, 1, "refuse_schema={refuse_schema}");
+        let names: Vec<&str> = scorecard.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["Experience", "Interest", "Communication"]);
+        assert_eq!(
+            scorecard
+                .columns
+                .iter()
+                .map(|c| c.score)
+                .collect::<Vec<_>>(),
+            [6.0, 7.0, 8.0]
+        );
+        assert_eq!(scorecard.overall, 7.0);
+        assert!(scorecard.columns[0].reason.ends_with("très clair."));
+
+        let (_, _, body) = seen.all().remove(0);
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        let format = &body["response_format"];
+        assert_eq!(format["type"], "json_schema");
+        assert_eq!(format["json_schema"]["name"], scoring::SCHEMA_NAME);
+        assert_eq!(format["json_schema"]["strict"], true);
+        let schema = &format["json_schema"]["schema"];
+        assert_eq!(schema, &scorecard::answer_schema(&card));
+        let item = &schema["properties"]["columns"]["items"];
+        assert_eq!(item["additionalProperties"], false);
+        assert_eq!(
+            item["properties"]["name"]["enum"],
+            json!(["Experience", "Interest", "Communication"])
+        );
+        assert_eq!(body["max_tokens"], scoring::MAX_ANSWER_TOKENS);
+        let expected: &[&str] = if refuse_schema {
+            &["json_schema", "json_object"]
+        } else {
+            &["json_schema"]
+        };
+        assert_eq!(format_types(&seen), expected);
+    }
+}
+
+/// A real OpenAI-compatible server, when `VOXLINE_TEST_LLM_URL` names one
+/// (base URL up to `/v1`; model `VOXLINE_TEST_LLM_MODEL`, default `local`;
+/// key `VOXLINE_TEST_LLM_API_KEY` if it needs one).
+#[tokio::test]
+async fn a_real_llm_server_fills_a_scorecard_when_configured() {
+    let Ok(base) = std::env::var("VOXLINE_TEST_LLM_URL") else {
+        println!(
+            "skipped a_real_llm_server_fills_a_scorecard_when_configured: \
+             VOXLINE_TEST_LLM_URL is not set"
+        );
+        return;
+    };
+    let model = std::env::var("VOXLINE_TEST_LLM_MODEL").unwrap_or_else(|_| "local".into());
+    let key = std::env::var("VOXLINE_TEST_LLM_API_KEY").ok();
+    let patient = HttpPolicy {
+        connect_timeout: Duration::from_secs(5),
+        read_timeout: Duration::from_secs(90),
+        retries: 1,
+        backoff: Duration::from_millis(500),
+    };
+    let llm = OpenAiLlm::new(reqwest::Client::new(), &base, key, &model, patient);
+    let template = scorecard_template();
+    let card = scorecard_card(&template);
+    let (outcome, attempts) = scoring::score(&llm, &card, &template).await;
+    let scorecard = outcome.unwrap_or_else(|err| panic!("{model} at {base}: {err}"));
+    println!(
+        "{model} at {base}: {attempts} attempt(s), json_schema refused: {}, {scorecard:?}",
+        llm.schema_refused()
+    );
+    assert_eq!(scorecard.columns.len(), template.columns.len());
+    for column in &scorecard.columns {
+        assert!((0.0..=10.0).contains(&column.score), "{column:?}");
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -54,6 +54,46 @@ pub struct ScorecardReply {
     pub columns: Vec<ColumnScore>,
 }
 
+/// The JSON Schema of the answer to `card`, in the strict form OpenAI's `json_schema`
+/// response format accepts (every object closed with `additionalProperties: false` and
+/// listing all its properties in `required`): `{"columns": [{name, score, reason}]}`, each
+/// name one of the template's column names and each score a number from 0 to 10.
+pub fn answer_schema(card: &ScorecardRequest) -> serde_json::Value {
+    let mut names: Vec<&str> = Vec::with_capacity(card.columns.len());
+    for column in &card.columns {
+        if !names.contains(&column.name.as_str()) {
+            names.push(&column.name);
+        }
+    }
+    let mut name = serde_json::json!({"type": "string"});
+    // An empty enum matches nothing and servers refuse it; a template always has columns,
+    // but an empty one must not read as "this server cannot do schemas".
+    if !names.is_empty() {
+        name["enum"] = serde_json::json!(names);
+    }
+    serde_json::json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["columns"],
+        "properties": {
+            "columns": {
+                "type": "array",
+                "description": "One entry per template column.",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["name", "score", "reason"],
+                    "properties": {
+                        "name": name,
+                        "score": {"type": "number", "minimum": 0, "maximum": 10},
+                        "reason": {"type": "string"},
+                    },
+                },
+            },
+        },
+    })
+}
+
 /// The speaker label of the person called in [`ScorecardTurn::speaker`].
 pub const CALLEE: &str = "callee";
 
@@ -300,6 +340,49 @@ mod tests {
         let dropped = sim_scorecard(&request(ENGAGED, "silence-timeout"));
         let total = |r: &ScorecardReply| r.columns.iter().map(|c| c.score).sum::<f64>();
         assert!(total(&natural) > total(&dropped));
+    }
+
+    /// Every object in `schema` is closed and requires all of its properties.
+    fn assert_strict(schema: &serde_json::Value) {
+        if let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) {
+            assert_eq!(schema["additionalProperties"], false, "{schema}");
+            let mut required: Vec<&str> = schema["required"]
+                .as_array()
+                .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+                .unwrap_or_default();
+            required.sort_unstable();
+            let mut keys: Vec<&str> = properties.keys().map(String::as_str).collect();
+            keys.sort_unstable();
+            assert_eq!(required, keys, "{schema}");
+            properties.values().for_each(assert_strict);
+        }
+        if let Some(items) = schema.get("items") {
+            assert_strict(items);
+        }
+    }
+
+    #[test]
+    fn the_answer_schema_is_strict_and_names_the_columns() {
+        let mut card = request(ENGAGED, "agent-hangup");
+        card.columns.push(card.columns[0].clone());
+        let schema = answer_schema(&card);
+        assert_strict(&schema);
+        let item = &schema["properties"]["columns"]["items"];
+        assert_eq!(
+            item["properties"]["name"]["enum"],
+            serde_json::json!(["Experience", "Interest"])
+        );
+        assert_eq!(item["properties"]["score"]["minimum"], 0);
+        assert_eq!(item["properties"]["score"]["maximum"], 10);
+
+        card.columns.clear();
+        let schema = answer_schema(&card);
+        assert_strict(&schema);
+        assert!(
+            schema["properties"]["columns"]["items"]["properties"]["name"]
+                .get("enum")
+                .is_none()
+        );
     }
 
     #[test]
