@@ -242,7 +242,7 @@ async fn two_turn_conversation_produces_the_expected_transcript() {
             (Speaker::User, "Hi, who is calling please?"),
             (
                 Speaker::Assistant,
-                "I heard you say Hi, who is calling please. Could you tell me a little more about that?"
+                "Let me note that down for the team. Is there anything else I can help you with?"
             ),
             (Speaker::User, "Alright, thanks. Bye!"),
             (Speaker::Assistant, "Thank you for your time. Goodbye!"),
@@ -335,7 +335,7 @@ async fn interruption_clears_playback_and_keeps_only_the_heard_text() {
     assert_eq!(outcome.transcript[1].text, "Sorry, can I stop you there?");
     assert_eq!(
         outcome.transcript[2].text,
-        "I heard you say Sorry, can I stop you there. Could you tell me a little more about that?"
+        "Let me note that down for the team. Is there anything else I can help you with?"
     );
 }
 

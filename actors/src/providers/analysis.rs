@@ -8,6 +8,7 @@
 use super::scorecard::{CALLEE, ScorecardTurn};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The type of one extracted field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,7 +189,9 @@ impl AnalysisRequest {
     }
 }
 
-/// The schema of one field's value; optional fields may be `null`.
+/// The schema of one field's value. Every value may be `null`, required or not: a call that
+/// did not yield a value answers `null` (the verdict counts a missing required field as a
+/// shortfall), where a non-null type would make a model invent one.
 pub fn field_schema(field: &AnalysisField) -> Value {
     let mut schema = Map::new();
     let base = match field.kind {
@@ -197,23 +200,14 @@ pub fn field_schema(field: &AnalysisField) -> Value {
         FieldType::Integer => "integer",
         FieldType::Boolean => "boolean",
     };
-    schema.insert(
-        "type".into(),
-        if field.required {
-            json!(base)
-        } else {
-            json!([base, "null"])
-        },
-    );
+    schema.insert("type".into(), json!([base, "null"]));
     if !field.description.is_empty() {
         schema.insert("description".into(), json!(field.description));
     }
     match field.kind {
         FieldType::Enum => {
             let mut options: Vec<Value> = field.options.iter().map(|o| json!(o)).collect();
-            if !field.required {
-                options.push(Value::Null);
-            }
+            options.push(Value::Null);
             schema.insert("enum".into(), Value::Array(options));
         }
         FieldType::Date => {
@@ -427,9 +421,10 @@ const FILLER: &[&str] = &[
     "asked",
 ];
 
-/// Lowercase words of `text`, apostrophes kept.
+/// Lowercase words of `text`, inner apostrophes, dots and hyphens kept (`don't`, `2.5`).
 fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '.' || c == '-'))
+    text.replace('\u{2019}', "'")
+        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '.' || c == '-'))
         .map(|w| w.trim_matches(|c| c == '.' || c == '-' || c == '\''))
         .filter(|w| !w.is_empty())
         .map(str::to_lowercase)
@@ -459,45 +454,194 @@ fn hits(topic: &[String], text: &str) -> usize {
     topic.iter().filter(|t| stems.contains(t)).count()
 }
 
-/// The callee's answer to the agent turn that asks about `field`: the callee turns after the
-/// best-matching agent turn, up to the next agent turn; else the callee turn that mentions it.
-fn answer_for(field: &AnalysisField, transcript: &[ScorecardTurn]) -> Option<String> {
-    let topic = topic_stems(&format!(
+/// The stems that tie a turn to `field`: those of its name's words and its description.
+fn field_topic(field: &AnalysisField) -> Vec<String> {
+    topic_stems(&format!(
         "{} {}",
         split_name(&field.name).join(" "),
         field.description
-    ));
-    if topic.is_empty() {
-        return None;
-    }
-    let mut best: Option<(usize, usize)> = None;
-    for (at, turn) in transcript.iter().enumerate() {
-        if turn.speaker == CALLEE {
-            continue;
-        }
-        let n = hits(&topic, &turn.text);
-        if n > 0 && best.is_none_or(|(_, most)| n > most) {
-            best = Some((at, n));
-        }
-    }
-    if let Some((at, _)) = best {
-        let answer: Vec<&str> = transcript[at + 1..]
-            .iter()
-            .take_while(|t| t.speaker == CALLEE)
-            .map(|t| t.text.trim())
-            .filter(|t| !t.is_empty())
-            .collect();
-        if !answer.is_empty() {
-            return Some(answer.join(" "));
-        }
-    }
+    ))
+}
+
+/// `text` lowercased with its whitespace collapsed, to find one text inside another.
+fn normalized(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+/// The agent turns that ask `field`'s own question ([`question_for`], what the sim agent asks).
+fn asked_at(field: &AnalysisField, transcript: &[ScorecardTurn]) -> Vec<usize> {
+    let question = normalized(&question_for(field));
     transcript
         .iter()
-        .filter(|t| t.speaker == CALLEE)
-        .map(|t| (hits(&topic, &t.text), t))
-        .filter(|(n, _)| *n > 0)
-        .max_by_key(|(n, _)| *n)
-        .map(|(_, t)| t.text.trim().to_owned())
+        .enumerate()
+        .filter(|(_, t)| t.speaker != CALLEE && normalized(&t.text).contains(&question))
+        .map(|(at, _)| at)
+        .collect()
+}
+
+/// The callee's non-empty turns right after the agent turn at `at`, up to the next agent turn.
+fn answer_after(transcript: &[ScorecardTurn], at: usize) -> Vec<usize> {
+    transcript
+        .iter()
+        .enumerate()
+        .skip(at + 1)
+        .take_while(|(_, t)| t.speaker == CALLEE)
+        .filter(|(_, t)| !t.text.trim().is_empty())
+        .map(|(i, _)| i)
+        .collect()
+}
+
+fn joined(transcript: &[ScorecardTurn], turns: &[usize]) -> String {
+    turns
+        .iter()
+        .map(|&i| transcript[i].text.trim())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What the call yielded for one field: the value, and the callee's words it was read from.
+#[derive(Debug, Clone, PartialEq)]
+struct Found {
+    value: Value,
+    said: String,
+}
+
+/// Reads every field's value from the transcript. For each field, in order of trust:
+/// 1. the callee's answer to an agent turn that asks the field's own question
+///    ([`question_for`], as the sim agent does), the latest one that holds a value;
+/// 2. when that question was never asked, the answer to the agent turn that shares the most
+///    words with the field (never a turn asking another field's own question);
+/// 3. a callee turn that names the field itself ("5 years of experience", "my notice period
+///    is 30 days"), never one answering another field's own question, the value read nearest
+///    the field's words. A text field takes a turn only when it says "my … is".
+fn extract(
+    fields: &[AnalysisField],
+    transcript: &[ScorecardTurn],
+    today: Ymd,
+) -> Vec<Option<Found>> {
+    let asked: Vec<Vec<usize>> = fields.iter().map(|f| asked_at(f, transcript)).collect();
+    fields
+        .iter()
+        .enumerate()
+        .map(|(n, field)| {
+            let topic = field_topic(field);
+            let others_questions: Vec<usize> = asked
+                .iter()
+                .enumerate()
+                .filter(|(m, _)| *m != n)
+                .flat_map(|(_, turns)| turns.iter().copied())
+                .filter(|at| !asked[n].contains(at))
+                .collect();
+            let others_answers: Vec<usize> = others_questions
+                .iter()
+                .flat_map(|&at| answer_after(transcript, at))
+                .collect();
+            for &at in asked[n].iter().rev() {
+                let answer = joined(transcript, &answer_after(transcript, at));
+                if let Some(found) = read(field, &topic, &answer, today, false) {
+                    return Some(found);
+                }
+            }
+            if topic.is_empty() {
+                return None;
+            }
+            if asked[n].is_empty() {
+                let mut best: Option<(usize, usize)> = None;
+                for (at, turn) in transcript.iter().enumerate() {
+                    if turn.speaker == CALLEE || others_questions.contains(&at) {
+                        continue;
+                    }
+                    let n = hits(&topic, &turn.text);
+                    if n > 0 && best.is_none_or(|(_, most)| n > most) {
+                        best = Some((at, n));
+                    }
+                }
+                if let Some((at, _)) = best {
+                    let answer = joined(transcript, &answer_after(transcript, at));
+                    if let Some(found) = read(field, &topic, &answer, today, false) {
+                        return Some(found);
+                    }
+                }
+            }
+            let mut naming: Vec<(usize, usize)> = transcript
+                .iter()
+                .enumerate()
+                .filter(|(at, t)| t.speaker == CALLEE && !others_answers.contains(at))
+                .map(|(at, t)| (hits(&topic, &t.text), at))
+                .filter(|(n, _)| *n > 0 && n * 2 >= topic.len())
+                .collect();
+            // Most of the field's words first, then the latest (a correction wins).
+            naming.sort_by(|a, b| b.cmp(a));
+            naming
+                .into_iter()
+                .find_map(|(_, at)| read(field, &topic, &transcript[at].text, today, true))
+        })
+        .collect()
+}
+
+/// The value of `field` in `answer`; `naming` when the text is not an answer to the field's
+/// question but a turn that happens to name it.
+fn read(
+    field: &AnalysisField,
+    topic: &[String],
+    answer: &str,
+    today: Ymd,
+    naming: bool,
+) -> Option<Found> {
+    let answer = answer.trim();
+    if answer.is_empty() {
+        return None;
+    }
+    let value = match field.kind {
+        FieldType::Number => nearest_number(field, topic, answer).map(number_value),
+        FieldType::Integer => nearest_number(field, topic, answer).map(|n| json!(n.round() as i64)),
+        FieldType::Boolean => yes_no(answer).map(Value::Bool),
+        FieldType::Enum => named_option(&field.options, answer).map(Value::String),
+        FieldType::Date => first_date(answer, today).map(Value::String),
+        FieldType::String => string_value(answer, topic, naming).map(Value::String),
+    }?;
+    Some(Found {
+        value,
+        said: answer.to_owned(),
+    })
+}
+
+/// A number as JSON: whole numbers without a fraction (`30`, not `30.0`).
+fn number_value(n: f64) -> Value {
+    if n.fract() == 0.0 && n.abs() < 9.0e15 {
+        json!(n as i64)
+    } else {
+        json!(n)
+    }
+}
+
+/// The number in `text` nearest the field's words (the first one when the text does not name
+/// the field), when it fits the field's bounds: a number out of bounds is no value, and
+/// another number said beside it is not taken in its place.
+fn nearest_number(field: &AnalysisField, topic: &[String], text: &str) -> Option<f64> {
+    let tokens = words(&text.replace(',', ""));
+    let named: Vec<usize> = tokens
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| topic.iter().any(|t| t == stem(w)))
+        .map(|(at, _)| at)
+        .collect();
+    let fits = |n: f64| {
+        let n = if field.kind == FieldType::Integer {
+            n.round()
+        } else {
+            n
+        };
+        field.minimum.is_none_or(|min| n >= min) && field.maximum.is_none_or(|max| n <= max)
+    };
+    numbers_in(&tokens)
+        .into_iter()
+        .min_by_key(|(at, _)| named.iter().map(|w| w.abs_diff(*at)).min().unwrap_or(0))
+        .map(|(_, n)| n)
+        .filter(|n| fits(*n))
 }
 
 const SMALL_NUMBERS: &[&str] = &[
@@ -526,104 +670,260 @@ const TENS: &[&str] = &[
     "", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
 ];
 
-/// The first number said in `text`, in digits (`45,000`, `2.5`) or words (`twenty five`,
-/// `three thousand`).
-fn first_number(text: &str) -> Option<f64> {
-    let tokens = words(&text.replace(',', ""));
+/// The numbers said in `tokens` (from [`words`], commas removed), with the token each starts
+/// at: digits (`45000`, `2.5`, `45k`, `3 lakh`) or words (`twenty five`, `three thousand`).
+/// Ordinals (`15th`) are days, not quantities, and are skipped.
+fn numbers_in(tokens: &[String]) -> Vec<(usize, f64)> {
+    let mut found = Vec::new();
     let mut i = 0;
     while i < tokens.len() {
-        let token = tokens[i].trim_end_matches(['k', '%']);
-        if let Ok(value) = token.parse::<f64>() {
-            let scale = match tokens[i].chars().last() {
-                Some('k') => 1_000.0,
-                _ => match tokens.get(i + 1).map(String::as_str) {
-                    Some("thousand") => 1_000.0,
-                    Some("lakh" | "lakhs") => 100_000.0,
-                    Some("million") => 1_000_000.0,
-                    _ => 1.0,
-                },
+        let raw = tokens[i].as_str();
+        let digits = raw.trim_end_matches(['k', '%']);
+        if let Ok(value) = digits.parse::<f64>()
+            && value.is_finite()
+            && digits.starts_with(|c: char| c.is_ascii_digit())
+        {
+            let (scale, used) = if raw.ends_with('k') {
+                (1_000.0, 1)
+            } else {
+                match tokens.get(i + 1).map(String::as_str) {
+                    Some("thousand") => (1_000.0, 2),
+                    Some("lakh" | "lakhs") => (100_000.0, 2),
+                    Some("million") => (1_000_000.0, 2),
+                    Some("crore" | "crores") => (10_000_000.0, 2),
+                    _ => (1.0, 1),
+                }
             };
-            return Some(value * scale);
+            found.push((i, value * scale));
+            i += used;
+            continue;
         }
-        if let Some(value) = word_number(&tokens[i..]) {
-            return Some(value);
+        if let Some((value, used)) = word_number(&tokens[i..]) {
+            found.push((i, value));
+            i += used;
+            continue;
         }
         i += 1;
     }
-    None
+    found
 }
 
-/// A number spelled out at the start of `tokens`.
-fn word_number(tokens: &[String]) -> Option<f64> {
+/// A number spelled out at the start of `tokens`, and how many tokens it takes.
+fn word_number(tokens: &[String]) -> Option<(f64, usize)> {
     let mut total = 0.0;
     let mut current = 0.0;
-    let mut seen = false;
-    for token in tokens {
+    let mut used = 0;
+    for (at, token) in tokens.iter().enumerate() {
         let t = token.as_str();
         if let Some(n) = SMALL_NUMBERS.iter().position(|w| *w == t) {
             current += n as f64;
         } else if let Some(n) = TENS.iter().position(|w| !w.is_empty() && *w == t) {
             current += (n * 10) as f64;
-        } else if t == "hundred" && seen {
+        } else if t == "hundred" && used > 0 {
             current *= 100.0;
-        } else if t == "thousand" && seen {
+        } else if t == "thousand" && used > 0 {
             total += current * 1_000.0;
             current = 0.0;
-        } else if (t == "lakh" || t == "lakhs") && seen {
+        } else if (t == "lakh" || t == "lakhs") && used > 0 {
             total += current * 100_000.0;
             current = 0.0;
-        } else if t == "and" && seen {
+        } else if t == "and" && used > 0 {
             continue;
         } else {
             break;
         }
-        seen = true;
+        used = at + 1;
     }
-    seen.then_some(total + current)
+    (used > 0).then_some((total + current, used))
 }
 
 const YES: &[&str] = &[
     "yes",
     "yeah",
     "yep",
+    "yup",
     "sure",
     "correct",
     "definitely",
     "absolutely",
     "certainly",
-    "right",
     "okay",
     "ok",
     "haan",
+    "gladly",
 ];
 const NO: &[&str] = &[
-    "no", "nope", "not", "never", "don't", "dont", "can't", "cannot", "won't", "nahi", "neither",
+    "no",
+    "nope",
+    "nah",
+    "not",
+    "never",
+    "don't",
+    "dont",
+    "can't",
+    "cant",
+    "cannot",
+    "won't",
+    "wont",
+    "wouldn't",
+    "isn't",
+    "aren't",
+    "nahi",
+    "neither",
+    "unable",
+    "unwilling",
+];
+/// Phrases with a "no" in them that mean yes.
+const YES_PHRASES: &[&[&str]] = &[
+    &["no", "problem"],
+    &["not", "a", "problem"],
+    &["no", "worries"],
+    &["no", "issue"],
+    &["no", "issues"],
+    &["why", "not"],
+    &["of", "course"],
+];
+/// Phrases that leave the question open.
+const UNSURE: &[&[&str]] = &[
+    &["not", "sure"],
+    &["don't", "know"],
+    &["dont", "know"],
+    &["no", "idea"],
+    &["maybe"],
+    &["perhaps"],
+    &["not", "decided"],
+    &["let", "me", "think"],
+    &["think", "about", "it"],
+    &["depends"],
+];
+/// Statements that agree without a yes ("I can relocate").
+const AFFIRMATIONS: &[&[&str]] = &[
+    &["i", "can"],
+    &["i", "will"],
+    &["i'll"],
+    &["i", "would"],
+    &["i'd"],
+    &["i", "am"],
+    &["i'm"],
+    &["i", "do"],
+    &["happy", "to"],
+    &["willing", "to"],
+    &["works"],
 ];
 
-/// A yes or a no in `text`, whichever comes first.
-fn first_yes_no(text: &str) -> Option<bool> {
-    words(text).iter().find_map(|w| {
-        if YES.contains(&w.as_str()) {
-            Some(true)
-        } else if NO.contains(&w.as_str()) {
-            Some(false)
-        } else {
-            None
-        }
-    })
+/// Whether `tokens` holds `phrase` at `at`.
+fn phrase_at(tokens: &[String], at: usize, phrase: &[&str]) -> bool {
+    tokens
+        .get(at..at + phrase.len())
+        .is_some_and(|w| w.iter().zip(phrase).all(|(a, b)| a == b))
 }
 
-/// The option named in `text` (the longest one named, case-insensitively).
+/// The yes or no `text` gives, whichever comes first; an affirmative statement with neither is
+/// a yes, and an unsure answer ("not sure", "maybe") gives nothing.
+fn yes_no(text: &str) -> Option<bool> {
+    let tokens = words(text);
+    for (at, word) in tokens.iter().enumerate() {
+        if YES_PHRASES.iter().any(|p| phrase_at(&tokens, at, p)) {
+            return Some(true);
+        }
+        if UNSURE.iter().any(|p| phrase_at(&tokens, at, p)) {
+            return None;
+        }
+        if YES.contains(&word.as_str()) {
+            return Some(true);
+        }
+        if NO.contains(&word.as_str()) {
+            return Some(false);
+        }
+    }
+    (0..tokens.len())
+        .any(|at| AFFIRMATIONS.iter().any(|p| phrase_at(&tokens, at, p)))
+        .then_some(true)
+}
+
+/// Words that turn down the option after them ("not the night shift").
+const NEGATIONS: &[&str] = &[
+    "not", "no", "never", "don't", "dont", "than", "except", "without", "nor",
+];
+
+/// The option `text` names: the first one named that is not turned down ("not morning,
+/// evening" names evening), the longer one when two start at the same word. Matching is by
+/// word stems, so "evenings" names "Evening" and "full time" names "Full-time".
 fn named_option(options: &[String], text: &str) -> Option<String> {
-    let said = format!(" {} ", words(text).join(" "));
-    options
+    let said = words(&text.replace('-', " "));
+    let stems: Vec<&str> = said.iter().map(|w| stem(w)).collect();
+    let option_stems: Vec<Vec<String>> = options
         .iter()
-        .filter(|o| {
-            let option = words(o).join(" ");
-            !option.is_empty() && said.contains(&format!(" {option} "))
+        .map(|o| {
+            words(&o.replace('-', " "))
+                .iter()
+                .map(|w| stem(w).to_owned())
+                .collect()
         })
-        .max_by_key(|o| o.len())
-        .cloned()
+        .collect();
+    let is_option_word = |w: &str| option_stems.iter().flatten().any(|s| s == w);
+    let mut best: Option<(usize, usize)> = None;
+    for (n, wanted) in option_stems.iter().enumerate() {
+        if wanted.is_empty() || wanted.len() > stems.len() {
+            continue;
+        }
+        let first = (0..=stems.len() - wanted.len()).find(|&at| {
+            let matches = stems[at..at + wanted.len()]
+                .iter()
+                .zip(wanted)
+                .all(|(a, b)| a == b);
+            // A negation reaches back over at most two words, and not past another option.
+            let negated = said[at.saturating_sub(2)..at]
+                .iter()
+                .rev()
+                .take_while(|w| !is_option_word(stem(w)))
+                .any(|w| NEGATIONS.contains(&w.as_str()));
+            matches && !negated
+        });
+        if let Some(at) = first {
+            let better = best.is_none_or(|(best_at, best_n)| {
+                at < best_at || (at == best_at && options[n].len() > options[best_n].len())
+            });
+            if better {
+                best = Some((at, n));
+            }
+        }
+    }
+    best.map(|(_, n)| options[n].clone())
+}
+
+/// A calendar day.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Ymd {
+    year: u32,
+    month: u32,
+    day: u32,
+}
+
+/// Today in UTC, the reference for a date said without its year.
+fn today_utc() -> Ymd {
+    let days = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400);
+    civil_from_days(days)
+}
+
+/// The date `days` after 1970-01-01 (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: u64) -> Ymd {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    Ymd {
+        year: u32::try_from(year).unwrap_or(u32::MAX),
+        month: month as u32,
+        day: day as u32,
+    }
 }
 
 const MONTHS: [&str; 12] = [
@@ -641,59 +941,159 @@ const MONTHS: [&str; 12] = [
     "december",
 ];
 
-/// A date said in `text`: `2027-03-05`, `5 March 2027`, `March 5th, 2027` or `the 5th of March 2027`.
-fn first_date(text: &str) -> Option<String> {
+/// The month `word` names, in full or as its first three letters (`mar`, also `sept`), 1–12.
+fn month_of(word: &str) -> Option<u32> {
+    let word = if word == "sept" { "sep" } else { word };
+    MONTHS
+        .iter()
+        .position(|m| *m == word || (word.len() == 3 && m.starts_with(word)))
+        .and_then(|m| u32::try_from(m + 1).ok())
+}
+
+const ORDINALS: [&str; 20] = [
+    "first",
+    "second",
+    "third",
+    "fourth",
+    "fifth",
+    "sixth",
+    "seventh",
+    "eighth",
+    "ninth",
+    "tenth",
+    "eleventh",
+    "twelfth",
+    "thirteenth",
+    "fourteenth",
+    "fifteenth",
+    "sixteenth",
+    "seventeenth",
+    "eighteenth",
+    "nineteenth",
+    "twentieth",
+];
+
+/// A day of the month in one word: `15`, `15th`, `3rd`, `fifteenth`, `twenty-first`.
+fn day_of(word: &str) -> Option<u32> {
+    let digits = word.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let suffix = &word[digits.len()..];
+    let day = if !digits.is_empty() && digits.len() <= 2 {
+        if !matches!(suffix, "" | "st" | "nd" | "rd" | "th") {
+            return None;
+        }
+        digits.parse::<u32>().ok()?
+    } else if let Some(at) = ORDINALS.iter().position(|o| *o == word) {
+        u32::try_from(at + 1).ok()?
+    } else if word == "thirtieth" {
+        30
+    } else {
+        let (tens, unit) = word.split_once('-')?;
+        let tens = match tens {
+            "twenty" => 20,
+            "thirty" => 30,
+            _ => return None,
+        };
+        tens + u32::try_from(ORDINALS.iter().position(|o| *o == unit)? + 1).ok()?
+    };
+    (1..=31).contains(&day).then_some(day)
+}
+
+/// A year said as four digits, 1900–2200.
+fn year_of(word: &str) -> Option<u32> {
+    (word.len() == 4)
+        .then(|| word.parse::<u32>().ok())
+        .flatten()
+        .filter(|y| (1900..=2200).contains(y))
+}
+
+fn ymd(year: u32, month: u32, day: u32) -> Option<String> {
+    valid_date(year, month, day).then(|| format!("{year:04}-{month:02}-{day:02}"))
+}
+
+/// A date said in `text`, as `YYYY-MM-DD`: `2027-03-15`, `15/03/2027` (when the day cannot
+/// be the month), `15 March 2027`, `the 15th of March, 2027`, `March 15th 2027`, or without
+/// a year (`March 15`, `15th of March`): the next such day on or after `today`.
+fn first_date(text: &str, today: Ymd) -> Option<String> {
     for token in text.split(|c: char| c.is_whitespace() || c == ',') {
         let token = token.trim_matches(|c: char| !c.is_ascii_digit());
-        let parts: Vec<&str> = token.split('-').collect();
-        if parts.len() == 3
-            && parts[0].len() == 4
-            && let (Ok(y), Ok(m), Ok(d)) = (
-                parts[0].parse::<u32>(),
-                parts[1].parse::<u32>(),
-                parts[2].parse::<u32>(),
-            )
-            && valid_date(y, m, d)
-        {
-            return Some(format!("{y:04}-{m:02}-{d:02}"));
+        let parts: Vec<&str> = token.split(['-', '/', '.']).collect();
+        let [a, b, c] = parts[..] else { continue };
+        let (Ok(x), Ok(y), Ok(z)) = (a.parse::<u32>(), b.parse::<u32>(), c.parse::<u32>()) else {
+            continue;
+        };
+        let date = if a.len() == 4 {
+            ymd(x, y, z)
+        } else if c.len() == 4 && (x > 12 || x == y) {
+            ymd(z, y, x)
+        } else if c.len() == 4 && y > 12 {
+            ymd(z, x, y)
+        } else {
+            None
+        };
+        if date.is_some() {
+            return date;
         }
     }
     let tokens = words(text);
-    let day_of = |t: &str| -> Option<u32> {
-        let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-        digits.parse::<u32>().ok().filter(|d| (1..=31).contains(d))
-    };
-    let year_of = |t: Option<&String>| -> Option<u32> {
-        t.and_then(|t| t.parse::<u32>().ok())
-            .filter(|y| (1900..=2200).contains(y))
-    };
     for (at, token) in tokens.iter().enumerate() {
-        let Some(month) = MONTHS.iter().position(|m| m == token).map(|m| m as u32 + 1) else {
+        let Some(month) = month_of(token) else {
             continue;
         };
-        // "5 March 2027", "the 5th of March 2027"
-        let before = at
-            .checked_sub(1)
-            .and_then(|b| {
-                if tokens[b] == "of" {
-                    b.checked_sub(1)
-                } else {
-                    Some(b)
-                }
-            })
-            .and_then(|b| day_of(&tokens[b]));
-        if let Some(day) = before
-            && let Some(year) = year_of(tokens.get(at + 1))
-            && valid_date(year, month, day)
-        {
-            return Some(format!("{year:04}-{month:02}-{day:02}"));
+        // "15 March", "the 15th of March", "twenty first of March"
+        let end = if at > 0 && tokens[at - 1] == "of" {
+            at - 1
+        } else {
+            at
+        };
+        let before = end.checked_sub(1).and_then(|b| {
+            let joined = b
+                .checked_sub(1)
+                .map(|a| format!("{}-{}", tokens[a], tokens[b]));
+            joined
+                .and_then(|j| day_of(&j))
+                .or_else(|| day_of(&tokens[b]))
+        });
+        // "March 15", "March the 15th"
+        let start = if tokens.get(at + 1).is_some_and(|t| t == "the") {
+            at + 2
+        } else {
+            at + 1
+        };
+        let after = tokens.get(start).and_then(|t| {
+            let two = tokens
+                .get(start + 1)
+                .and_then(|u| day_of(&format!("{t}-{u}")));
+            two.map(|d| (d, 2)).or_else(|| day_of(t).map(|d| (d, 1)))
+        });
+        let (day, year_at) = match (before, after) {
+            (Some(day), _) => (day, at + 1),
+            (None, Some((day, used))) => (day, start + used),
+            (None, None) => continue,
+        };
+        let year_at = if tokens.get(year_at).is_some_and(|t| t == "of") {
+            year_at + 1
+        } else {
+            year_at
+        };
+        if let Some(year) = tokens.get(year_at).and_then(|t| year_of(t)) {
+            if let Some(date) = ymd(year, month, day) {
+                return Some(date);
+            }
+            continue;
         }
-        // "March 5th 2027"
-        if let Some(day) = tokens.get(at + 1).and_then(|t| day_of(t))
-            && let Some(year) = year_of(tokens.get(at + 2))
-            && valid_date(year, month, day)
-        {
-            return Some(format!("{year:04}-{month:02}-{day:02}"));
+        let this_year = Ymd {
+            year: today.year,
+            month,
+            day,
+        };
+        let year = if this_year >= today {
+            today.year
+        } else {
+            today.year + 1
+        };
+        // 29 February said in a year without one: the next year that has it.
+        if let Some(date) = (year..year + 8).find_map(|y| ymd(y, month, day)) {
+            return Some(date);
         }
     }
     None
@@ -712,19 +1112,162 @@ fn valid_date(year: u32, month: u32, day: u32) -> bool {
     (1900..=2200).contains(&year) && (1..=days).contains(&day)
 }
 
-/// The value of `field` in the callee's `answer`, or `None` when the answer does not hold one.
-fn value_in(field: &AnalysisField, answer: &str) -> Option<Value> {
-    match field.kind {
-        FieldType::Number => first_number(answer).map(|n| json!(n)),
-        FieldType::Integer => first_number(answer).map(|n| json!(n.round() as i64)),
-        FieldType::Boolean => first_yes_no(answer).map(Value::Bool),
-        FieldType::Enum => named_option(&field.options, answer).map(Value::String),
-        FieldType::Date => first_date(answer).map(Value::String),
-        FieldType::String => {
-            let text = answer.trim().trim_end_matches(['.', '!', '?']).trim();
-            (!text.is_empty()).then(|| Value::String(text.to_owned()))
+/// Words that are no answer on their own ("Yes.", "Okay, thanks.").
+const NOT_AN_ANSWER: &[&str] = &[
+    "yes", "yeah", "yep", "no", "nope", "sure", "okay", "ok", "well", "so", "um", "uh", "umm",
+    "hmm", "oh", "hi", "hello", "sorry", "thanks", "thank", "you", "bye", "goodbye", "alright",
+    "right", "fine", "please",
+];
+/// Answers that decline to give the value.
+const REFUSALS: &[&str] = &[
+    "rather not",
+    "prefer not",
+    "don't know",
+    "dont know",
+    "no idea",
+    "not sure",
+    "can't say",
+    "cannot say",
+    "won't say",
+    "not telling",
+];
+
+/// The whitespace-separated words of `text` with where each starts, lowercased and without
+/// the punctuation around them.
+fn spans(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (at, c) in text.char_indices().chain([(text.len(), ' ')]) {
+        if c.is_whitespace() {
+            if let Some(from) = start.take() {
+                let word = text[from..at]
+                    .replace('\u{2019}', "'")
+                    .trim_matches(|c: char| !c.is_alphanumeric())
+                    .to_lowercase();
+                out.push((from, word));
+            }
+        } else if start.is_none() {
+            start = Some(at);
         }
     }
+    out
+}
+
+/// `text` up to the end of its first clause: a sentence end (not the dot of an initial or a
+/// title: "A. Rao", "Dr. Rao"), `;`, or a comma that starts "and", "but" or "so".
+fn clause(text: &str) -> &str {
+    let mut end = text.len();
+    for (at, c) in text.char_indices() {
+        let rest = &text[at + c.len_utf8()..];
+        let stop = match c {
+            ';' => true,
+            '.' | '!' | '?' => {
+                let word = text[..at]
+                    .rsplit(|c: char| !c.is_alphanumeric())
+                    .next()
+                    .unwrap_or_default();
+                let abbreviation = word.chars().count() == 1
+                    || ["dr", "mr", "mrs", "ms", "prof", "st", "jr", "sr"]
+                        .iter()
+                        .any(|t| word.eq_ignore_ascii_case(t));
+                (rest.is_empty() || rest.starts_with(' ')) && !abbreviation
+            }
+            ',' => {
+                let next = rest.split_whitespace().next().unwrap_or_default();
+                ["and", "but", "so"]
+                    .iter()
+                    .any(|w| next.eq_ignore_ascii_case(w))
+            }
+            _ => false,
+        };
+        if stop {
+            end = at;
+            break;
+        }
+    }
+    &text[..end]
+}
+
+/// The text answer in `answer`, without what leads into it ("Yes, my name is", "It's") or
+/// closes it ("thanks"); `None` for a refusal or a bare "yes". A turn that merely names the
+/// field (`naming`) counts only when it says "my <field> is …".
+fn string_value(answer: &str, topic: &[String], naming: bool) -> Option<String> {
+    let flat = format!(" {} ", words(answer).join(" "));
+    if REFUSALS.iter().any(|r| flat.contains(&format!(" {r} "))) {
+        return None;
+    }
+    let spans = spans(answer);
+    let word = |at: usize| spans.get(at).map_or("", |(_, w)| w.as_str());
+    let in_topic = |w: &str| topic.iter().any(|t| t == stem(w.trim_end_matches("'s")));
+    let mut from = 0;
+    while from < spans.len() && NOT_AN_ANSWER.contains(&word(from)) {
+        from += 1;
+    }
+    let mut said_my = false;
+    if word(from) == "my" {
+        // "my notice period is", "my name's"
+        for verb in from + 1..(from + 6).min(spans.len()) {
+            let w = word(verb);
+            let contracted = w.ends_with("'s");
+            if !(contracted || matches!(w, "is" | "are" | "was" | "will" | "would")) {
+                continue;
+            }
+            let named = (from + 1..verb).any(|m| in_topic(word(m))) || (contracted && in_topic(w));
+            if named {
+                from = verb + 1;
+                if word(from) == "be" {
+                    from += 1;
+                }
+                said_my = true;
+            }
+            break;
+        }
+    }
+    if !said_my {
+        let mut lead_ins: Vec<&[&str]> = vec![
+            &["it's"],
+            &["it", "is"],
+            &["that's"],
+            &["that", "is"],
+            &["it", "would", "be"],
+            &["it", "will", "be"],
+            &["that", "would", "be"],
+        ];
+        if topic.iter().any(|t| t == "name") {
+            lead_ins.extend([&["i", "am"][..], &["i'm"], &["this", "is"], &["call", "me"]]);
+        }
+        if let Some(lead) = lead_ins
+            .iter()
+            .find(|l| l.iter().enumerate().all(|(k, w)| word(from + k) == *w))
+        {
+            from += lead.len();
+        }
+    }
+    if naming && !said_my {
+        return None;
+    }
+    let mut text = spans.get(from).map_or("", |(at, _)| &answer[*at..]);
+    if said_my {
+        // "My name is Asha Rao, and I have …": the value ends with its clause.
+        text = clause(text);
+    }
+    loop {
+        text = text.trim_end_matches(['.', '!', '?', ',', ';', ' ']);
+        let closing = [" thank you", " thanks"].iter().find(|s| {
+            text.len()
+                .checked_sub(s.len())
+                .and_then(|at| text.get(at..))
+                .is_some_and(|end| end.eq_ignore_ascii_case(s))
+        });
+        match closing {
+            Some(s) => text = &text[..text.len() - s.len()],
+            None => break,
+        }
+    }
+    let meaningful = words(text)
+        .iter()
+        .any(|w| !NOT_AN_ANSWER.contains(&w.as_str()));
+    meaningful.then(|| text.to_owned())
 }
 
 /// How well a call that ended for `reason` ran to its natural end, 0–1.
@@ -738,35 +1281,78 @@ fn ending_quality(reason: &str) -> f64 {
     }
 }
 
-/// The sim LLM's analysis: values read from the callee's answers, a summary built from the
-/// conversation, and a verdict from how many of the plan's fields the call yielded.
-pub fn sim_analysis(request: &AnalysisRequest) -> AnalysisReply {
-    let fields = request.effective_fields();
-    let mut data = Map::new();
-    let mut found = Vec::new();
-    let mut missing = Vec::new();
-    for field in &fields {
-        let value = answer_for(field, &request.transcript).and_then(|a| value_in(field, &a));
-        match &value {
-            Some(_) => found.push(field.name.as_str()),
-            None => missing.push(field.name.as_str()),
-        }
-        data.insert(field.name.clone(), value.unwrap_or(Value::Null));
+/// How a call that ended for `reason` ended, in words.
+fn ending_words(reason: &str) -> &'static str {
+    match reason {
+        "agent-hangup" => "the agent closed the call",
+        "caller-hangup" => "the callee hung up",
+        "max-duration" => "it reached its time limit",
+        "silence-timeout" => "the callee went silent",
+        "canceled" => "it was canceled",
+        r if r.ends_with("-error") => "a technical failure",
+        _ => "",
     }
-    let answers: Vec<&str> = request
-        .transcript
-        .iter()
-        .filter(|t| t.speaker == CALLEE && !t.text.trim().is_empty())
-        .map(|t| t.text.trim())
-        .collect();
+}
+
+/// Whether a schema lets a value be `null` (no type, or one that lists `null`; no `enum`, or
+/// one that lists `null`).
+fn allows_null(schema: &Value) -> bool {
+    let typed = match schema.get("type") {
+        Some(Value::String(t)) => t == "null",
+        Some(Value::Array(types)) => types.iter().any(|t| t == "null"),
+        _ => true,
+    };
+    typed
+        && schema
+            .get("enum")
+            .and_then(Value::as_array)
+            .is_none_or(|options| options.contains(&Value::Null))
+}
+
+/// The sim LLM's analysis: values read from the callee's answers (see [`extract`]), a summary
+/// built from what the callee said, and a verdict from how many of the plan's fields (required
+/// ones above all) the call yielded and how it ended. Deterministic: the same request always
+/// gets the same answer, except that a date said without its year is read as the next such day
+/// from today (UTC).
+pub fn sim_analysis(request: &AnalysisRequest) -> AnalysisReply {
+    analyze(request, today_utc())
+}
+
+fn analyze(request: &AnalysisRequest, today: Ymd) -> AnalysisReply {
+    let fields = request.effective_fields();
+    let found = extract(&fields, &request.transcript, today);
+    let user_properties = request
+        .schema
+        .as_ref()
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object);
+    let mut data = Map::new();
+    for (field, found) in fields.iter().zip(&found) {
+        match found {
+            Some(found) => {
+                data.insert(field.name.clone(), found.value.clone());
+            }
+            None => {
+                // A user's schema may not allow null: a key it does not require is left out
+                // rather than break it; one it requires stays null, as nothing true fits there.
+                let leave_out = !field.required
+                    && user_properties
+                        .and_then(|p| p.get(&field.name))
+                        .is_some_and(|p| !allows_null(p));
+                if !leave_out {
+                    data.insert(field.name.clone(), Value::Null);
+                }
+            }
+        }
+    }
     let summary = request
         .summary_prompt
         .as_ref()
-        .map(|_| summarize(&fields, &answers, &found, &request.ended_reason));
+        .map(|_| summarize(&fields, &found, request));
     let success = request
         .success
         .as_ref()
-        .map(|plan| verdict(plan, request, &fields, &found, &missing, &answers));
+        .map(|plan| verdict(plan, request, &fields, &found));
     AnalysisReply {
         summary,
         structured_data: data,
@@ -774,102 +1360,236 @@ pub fn sim_analysis(request: &AnalysisRequest) -> AnalysisReply {
     }
 }
 
-fn summarize(fields: &[AnalysisField], answers: &[&str], found: &[&str], ended: &str) -> String {
-    if answers.is_empty() {
-        return format!("The callee did not speak; the call ended by {ended}.");
-    }
-    let quoted: Vec<String> = answers
-        .iter()
-        .take(3)
-        .map(|a| {
-            let mut a = (*a).to_owned();
-            if a.chars().count() > 80 {
-                a = a.chars().take(77).collect::<String>() + "...";
-            }
-            format!("\"{a}\"")
-        })
-        .collect();
-    let asked = if fields.is_empty() {
-        String::new()
-    } else {
-        format!(
-            " The agent asked about {}; the call yielded {} of {}.",
-            fields
-                .iter()
-                .map(|f| split_name(&f.name).join(" "))
-                .collect::<Vec<_>>()
-                .join(", "),
-            found.len(),
-            fields.len()
-        )
-    };
-    format!(
-        "The callee answered {} time(s): {}.{asked} The call ended by {ended}.",
-        answers.len(),
-        quoted.join(", ")
-    )
+/// A field's name as words (`noticePeriodDays` → "notice period days").
+fn label(field: &AnalysisField) -> String {
+    split_name(&field.name).join(" ")
 }
 
+/// A value as the summary says it.
+fn spoken(value: &Value) -> String {
+    match value {
+        Value::Bool(true) => "yes".to_owned(),
+        Value::Bool(false) => "no".to_owned(),
+        Value::String(s) => format!("\"{s}\""),
+        other => other.to_string(),
+    }
+}
+
+fn says_goodbye(text: &str) -> bool {
+    words(text)
+        .iter()
+        .any(|w| w == "bye" || w == "goodbye" || w == "good-bye")
+}
+
+fn summarize(
+    fields: &[AnalysisField],
+    found: &[Option<Found>],
+    request: &AnalysisRequest,
+) -> String {
+    let ended = &request.ended_reason;
+    let how = match ending_words(ended) {
+        "" => format!("The call ended by {ended}."),
+        words => format!("The call ended by {ended} ({words})."),
+    };
+    let answers: Vec<&str> = request
+        .transcript
+        .iter()
+        .filter(|t| t.speaker == CALLEE && !t.text.trim().is_empty())
+        .map(|t| t.text.trim())
+        .collect();
+    let agent_turns = request
+        .transcript
+        .iter()
+        .filter(|t| t.speaker != CALLEE && !t.text.trim().is_empty())
+        .count();
+    if answers.is_empty() {
+        return format!(
+            "The agent spoke {agent_turns} time(s) but the callee never answered. {how}"
+        );
+    }
+    let mut parts = Vec::new();
+    if fields.is_empty() {
+        let quoted: Vec<String> = answers
+            .iter()
+            .take(3)
+            .map(|a| {
+                let mut a = (*a).to_owned();
+                if a.chars().count() > 80 {
+                    a = a.chars().take(77).collect::<String>() + "...";
+                }
+                format!("\"{a}\"")
+            })
+            .collect();
+        parts.push(format!(
+            "The callee spoke {} time(s), saying {}.",
+            answers.len(),
+            quoted.join(", then ")
+        ));
+    } else {
+        let labels: Vec<String> = fields.iter().map(label).collect();
+        parts.push(format!("The agent asked about {}.", labels.join(", ")));
+        let given: Vec<String> = fields
+            .iter()
+            .zip(found)
+            .filter_map(|(f, v)| {
+                v.as_ref()
+                    .map(|v| format!("{} {}", label(f), spoken(&v.value)))
+            })
+            .collect();
+        let missing: Vec<String> = fields
+            .iter()
+            .zip(found)
+            .filter(|(_, v)| v.is_none())
+            .map(|(f, _)| label(f))
+            .collect();
+        if !given.is_empty() {
+            parts.push(format!("The callee gave {}.", given.join(", ")));
+        }
+        if !missing.is_empty() {
+            parts.push(format!("The callee did not give {}.", missing.join(", ")));
+        }
+    }
+    if answers.iter().any(|a| says_goodbye(a)) {
+        parts.push("The callee said goodbye.".to_owned());
+    }
+    parts.push(how);
+    parts.join(" ")
+}
+
+/// The verdict. The call scores a percentage: the share of fields yielded, each required field
+/// weighing three times an optional one, times how well the call ended ([`ending_quality`]),
+/// at most 45 % while a required field is missing or the callee never spoke. Every rubric reads
+/// that one score, so they agree on [`verdict_passes`]: pass at 60 % or more, `score / 10` on
+/// the 1–10 scale, `excellent` from 85 %, `good` from 60 %, `fair` from 35 %. A checklist
+/// criterion passes when the field it names was yielded, or, naming no field, when the call
+/// talked about it and the callee answered.
 fn verdict(
     plan: &SuccessPlan,
     request: &AnalysisRequest,
     fields: &[AnalysisField],
-    found: &[&str],
-    missing: &[&str],
-    answers: &[&str],
+    found: &[Option<Found>],
 ) -> Value {
-    let counted: Vec<&AnalysisField> = if fields.iter().any(|f| f.required) {
-        fields.iter().filter(|f| f.required).collect()
-    } else {
-        fields.iter().collect()
-    };
-    let yielded = counted
+    let callee_spoke = request
+        .transcript
         .iter()
-        .filter(|f| found.contains(&f.name.as_str()))
-        .count();
-    let coverage = if counted.is_empty() {
-        if answers.is_empty() { 0.0 } else { 1.0 }
+        .any(|t| t.speaker == CALLEE && !t.text.trim().is_empty());
+    let weight = |f: &AnalysisField| if f.required { 3.0 } else { 1.0 };
+    let total: f64 = fields.iter().map(weight).sum();
+    let yielded: f64 = fields
+        .iter()
+        .zip(found)
+        .filter(|(_, v)| v.is_some())
+        .map(|(f, _)| weight(f))
+        .sum();
+    let coverage = if fields.is_empty() {
+        if callee_spoke { 1.0 } else { 0.0 }
     } else {
-        yielded as f64 / counted.len() as f64
+        yielded / total
     };
-    let score = coverage * ending_quality(&request.ended_reason);
-    let reason = if missing.is_empty() {
-        format!(
-            "The call yielded every field ({}); it ended by {}.",
-            found.len(),
-            request.ended_reason
-        )
+    let missing_required: Vec<&str> = fields
+        .iter()
+        .zip(found)
+        .filter(|(f, v)| f.required && v.is_none())
+        .map(|(f, _)| f.name.as_str())
+        .collect();
+    let missing_optional: Vec<&str> = fields
+        .iter()
+        .zip(found)
+        .filter(|(f, v)| !f.required && v.is_none())
+        .map(|(f, _)| f.name.as_str())
+        .collect();
+    let mut score = coverage * ending_quality(&request.ended_reason);
+    if !missing_required.is_empty() || !callee_spoke {
+        score = score.min(0.45);
+    }
+    let percent = (score * 100.0).round().clamp(0.0, 100.0) as i64;
+    let got = found.iter().filter(|v| v.is_some()).count();
+    let mut reason = if fields.is_empty() {
+        if callee_spoke {
+            "The callee took part".to_owned()
+        } else {
+            "The callee never spoke".to_owned()
+        }
+    } else if missing_required.is_empty() && missing_optional.is_empty() {
+        format!("The call yielded every field ({got} of {})", fields.len())
     } else {
-        format!(
-            "Missing {}; it ended by {}.",
-            missing.join(", "),
-            request.ended_reason
-        )
+        format!("The call yielded {got} of {} fields", fields.len())
     };
+    if !missing_required.is_empty() {
+        reason.push_str(&format!(
+            "; missing required {}",
+            missing_required.join(", ")
+        ));
+    }
+    if !missing_optional.is_empty() {
+        reason.push_str(&format!("; missing {}", missing_optional.join(", ")));
+    }
     let value = match plan.rubric {
-        Rubric::PassFail => json!(score >= 0.5),
-        Rubric::NumericScale => json!(1 + (score * 9.0).round() as i64),
-        Rubric::DescriptiveScale => json!(match score {
-            s if s >= 0.85 => "excellent",
-            s if s >= 0.6 => "good",
-            s if s >= 0.35 => "fair",
+        Rubric::PassFail => json!(percent >= 60),
+        Rubric::NumericScale => json!((percent / 10).clamp(1, 10)),
+        Rubric::DescriptiveScale => json!(match percent {
+            85.. => "excellent",
+            60.. => "good",
+            35.. => "fair",
             _ => "poor",
         }),
-        Rubric::Percentage => json!((score * 100.0).round()),
-        Rubric::Checklist => Value::Array(
-            plan.criteria
+        Rubric::Percentage => json!(percent as f64),
+        Rubric::Checklist => {
+            let checks: Vec<(String, bool)> = plan
+                .criteria
                 .iter()
                 .map(|c| {
                     let topic = topic_stems(&format!("{} {}", c.name, c.description));
-                    let pass = !topic.is_empty()
-                        && request.transcript.iter().any(|t| hits(&topic, &t.text) > 0)
-                        && !answers.is_empty();
-                    json!({"name": c.name, "pass": pass})
+                    (
+                        c.name.clone(),
+                        criterion_met(&topic, request, fields, found),
+                    )
                 })
-                .collect(),
-        ),
+                .collect();
+            let met = checks.iter().filter(|(_, pass)| *pass).count();
+            reason.push_str(&format!("; {met} of {} criteria met", checks.len()));
+            Value::Array(
+                checks
+                    .into_iter()
+                    .map(|(name, pass)| json!({"name": name, "pass": pass && callee_spoke}))
+                    .collect(),
+            )
+        }
     };
+    reason.push_str(&format!("; it ended by {}.", request.ended_reason));
     json!({"value": value, "reason": reason})
+}
+
+/// Whether a checklist criterion about `topic` was met: the field sharing the most of its
+/// words was yielded; with no such field, an agent turn about it got an answer or the callee
+/// spoke of it.
+fn criterion_met(
+    topic: &[String],
+    request: &AnalysisRequest,
+    fields: &[AnalysisField],
+    found: &[Option<Found>],
+) -> bool {
+    if topic.is_empty() {
+        return false;
+    }
+    let mut best: Option<(usize, bool)> = None;
+    for (field, value) in fields.iter().zip(found) {
+        let shared = field_topic(field)
+            .iter()
+            .filter(|s| topic.contains(s))
+            .count();
+        if shared > 0 && best.is_none_or(|(most, _)| shared > most) {
+            best = Some((shared, value.is_some()));
+        }
+    }
+    if let Some((_, yielded)) = best {
+        return yielded;
+    }
+    let transcript = &request.transcript;
+    transcript.iter().enumerate().any(|(at, t)| {
+        hits(topic, &t.text) > 0
+            && (t.speaker == CALLEE || !answer_after(transcript, at).is_empty())
+    })
 }
 
 #[cfg(test)]
@@ -982,7 +1702,8 @@ mod tests {
             Some(&json!(true))
         );
         let summary = reply.summary.unwrap_or_default();
-        assert!(summary.contains("About five years"), "{summary}");
+        assert!(summary.contains("years of experience 5"), "{summary}");
+        assert!(summary.contains("preferred shift \"night\""), "{summary}");
         assert!(summary.contains("agent-hangup"), "{summary}");
         // Deterministic.
         assert_eq!(sim_analysis(&screening()), sim_analysis(&screening()));
@@ -1070,7 +1791,7 @@ mod tests {
         assert_eq!(data["required"].as_array().map(Vec::len), Some(6));
         assert_eq!(
             data["properties"]["yearsOfExperience"],
-            json!({"type": "integer", "description": "How many years of Rust experience", "minimum": 0.0, "maximum": 50.0})
+            json!({"type": ["integer", "null"], "description": "How many years of Rust experience", "minimum": 0.0, "maximum": 50.0})
         );
         assert_eq!(
             data["properties"]["notes"]["type"],
@@ -1078,7 +1799,7 @@ mod tests {
         );
         assert_eq!(
             data["properties"]["preferredShift"]["enum"],
-            json!(["morning", "night", "weekend"])
+            json!(["morning", "night", "weekend", null])
         );
         assert_eq!(
             schema["properties"]["success"]["properties"]["value"],
@@ -1112,20 +1833,151 @@ mod tests {
         );
     }
 
+    fn first_number(text: &str) -> Option<f64> {
+        numbers_in(&words(&text.replace(',', "")))
+            .first()
+            .map(|(_, n)| *n)
+    }
+
+    const TODAY: Ymd = Ymd {
+        year: 2026,
+        month: 6,
+        day: 10,
+    };
+
     #[test]
     fn numbers_dates_and_questions_read_like_people_say_them() {
         assert_eq!(first_number("twenty five years"), Some(25.0));
         assert_eq!(first_number("about 45k"), Some(45_000.0));
         assert_eq!(first_number("3 lakh"), Some(300_000.0));
         assert_eq!(first_number("two thousand and five hundred"), Some(2_500.0));
-        assert_eq!(first_number("none at all"), None);
+        assert_eq!(first_number("Around 1,20,000 rupees"), Some(120_000.0));
+        assert_eq!(first_number("the 5th, then 7"), Some(7.0));
+        assert_eq!(first_number("none at all, nan"), None);
         assert_eq!(
-            first_date("March 5th, 2027 works"),
+            first_date("March 5th, 2027 works", TODAY),
             Some("2027-03-05".into())
         );
-        assert_eq!(first_date("from 2027-11-30"), Some("2027-11-30".into()));
-        assert_eq!(first_date("the 31st of February 2027"), None);
-        assert_eq!(first_yes_no("Nope, sorry"), Some(false));
+        assert_eq!(
+            first_date("from 2027-11-30", TODAY),
+            Some("2027-11-30".into())
+        );
+        assert_eq!(
+            first_date("I can join on 15 March 2027.", TODAY),
+            Some("2027-03-15".into())
+        );
+        assert_eq!(
+            first_date("the 15th of March, 2027", TODAY),
+            Some("2027-03-15".into())
+        );
+        assert_eq!(
+            first_date("on 15/03/2027", TODAY),
+            Some("2027-03-15".into())
+        );
+        assert_eq!(first_date("on 03/04/2027", TODAY), None);
+        assert_eq!(
+            first_date("Sept the twenty-first 2027", TODAY),
+            Some("2027-09-21".into())
+        );
+        assert_eq!(first_date("the 31st of February 2027", TODAY), None);
+        // Without a year: the next such day on or after today.
+        assert_eq!(first_date("March 15", TODAY), Some("2027-03-15".into()));
+        assert_eq!(
+            first_date("from the 10th of June", TODAY),
+            Some("2026-06-10".into())
+        );
+        assert_eq!(first_date("July 1st", TODAY), Some("2026-07-01".into()));
+        assert_eq!(first_date("29 February", TODAY), Some("2028-02-29".into()));
+        assert_eq!(first_date("I may join in March", TODAY), None);
+        assert_eq!(
+            civil_from_days(0),
+            Ymd {
+                year: 1970,
+                month: 1,
+                day: 1
+            }
+        );
+        assert_eq!(
+            civil_from_days(20_527),
+            Ymd {
+                year: 2026,
+                month: 3,
+                day: 15
+            }
+        );
+        assert_eq!(
+            civil_from_days(11_016),
+            Ymd {
+                year: 2000,
+                month: 2,
+                day: 29
+            }
+        );
+        assert_eq!(yes_no("Nope, sorry"), Some(false));
+        assert_eq!(yes_no("Yes, I can relocate."), Some(true));
+        assert_eq!(yes_no("I can relocate."), Some(true));
+        assert_eq!(yes_no("No problem at all."), Some(true));
+        assert_eq!(yes_no("I can't, my family is here."), Some(false));
+        assert_eq!(yes_no("I'd rather not."), Some(false));
+        assert_eq!(yes_no("I'm not sure yet."), None);
+        assert_eq!(yes_no("Let me think about it."), None);
+        let shifts: Vec<String> = ["morning", "evening", "night"].map(String::from).into();
+        assert_eq!(
+            named_option(&shifts, "Evening works best."),
+            Some("evening".into())
+        );
+        assert_eq!(
+            named_option(&shifts, "Not mornings, evenings."),
+            Some("evening".into())
+        );
+        assert_eq!(
+            named_option(&shifts, "Night, not the morning one."),
+            Some("night".into())
+        );
+        assert_eq!(named_option(&shifts, "Any is fine."), None);
+        let kinds: Vec<String> = ["Full-time", "Part-time"].map(String::from).into();
+        assert_eq!(
+            named_option(&kinds, "part time, please"),
+            Some("Part-time".into())
+        );
+        let name = field_topic(&field("candidateName", FieldType::String, "Your full name"));
+        assert_eq!(
+            string_value("My name is Asha Rao.", &name, false),
+            Some("Asha Rao".into())
+        );
+        assert_eq!(
+            string_value("Sure, it's Asha Rao, thanks!", &name, false),
+            Some("Asha Rao".into())
+        );
+        assert_eq!(string_value("I'm Asha.", &name, false), Some("Asha".into()));
+        assert_eq!(string_value("Yes.", &name, false), None);
+        assert_eq!(string_value("I'd rather not say.", &name, false), None);
+        assert_eq!(string_value("Asha Rao", &name, true), None);
+        assert_eq!(
+            string_value("Well, my full name is Asha Rao", &name, true),
+            Some("Asha Rao".into())
+        );
+        assert_eq!(
+            string_value(
+                "My name is Dr. Asha Rao. I applied last week.",
+                &name,
+                false
+            ),
+            Some("Dr. Asha Rao".into())
+        );
+        assert_eq!(
+            string_value("My name's Asha; Rao is my surname", &name, false),
+            Some("Asha".into())
+        );
+        let notes = field_topic(&field("notes", FieldType::String, "Anything else"));
+        assert_eq!(
+            string_value(
+                "I prefer remote work, and Fridays off. Thanks.",
+                &notes,
+                false
+            ),
+            Some("I prefer remote work, and Fridays off".into())
+        );
         let f = field(
             "willingToRelocate",
             FieldType::Boolean,
@@ -1148,6 +2000,501 @@ mod tests {
         assert_eq!(
             serde_json::from_str::<AnalysisRequest>(&text).ok(),
             Some(screening())
+        );
+    }
+
+    /// Checks `value` against `schema` for the JSON Schema keywords the answer schemas use
+    /// (`type`, `enum`, `pattern` for dates, `minimum`, `maximum`, `required`, `properties`,
+    /// `additionalProperties: false`, `items`), as a strict validator would.
+    fn check(schema: &Value, value: &Value, path: &str) -> Result<(), String> {
+        let fail = |why: &str| Err(format!("{path}: {why} ({value})"));
+        if let Some(kind) = schema.get("type") {
+            let kinds: Vec<&str> = match kind {
+                Value::String(k) => vec![k.as_str()],
+                Value::Array(ks) => ks.iter().filter_map(Value::as_str).collect(),
+                _ => return fail("unreadable type"),
+            };
+            let is = |k: &str| match k {
+                "null" => value.is_null(),
+                "boolean" => value.is_boolean(),
+                "string" => value.is_string(),
+                "number" => value.is_number(),
+                "integer" => value.is_i64() || value.is_u64(),
+                "object" => value.is_object(),
+                "array" => value.is_array(),
+                _ => false,
+            };
+            if !kinds.iter().any(|k| is(k)) {
+                return fail(&format!("not of type {kinds:?}"));
+            }
+        }
+        if let Some(options) = schema.get("enum").and_then(Value::as_array)
+            && !options.contains(value)
+        {
+            return fail("not one of the enum");
+        }
+        if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
+            && let Some(text) = value.as_str()
+        {
+            assert_eq!(
+                pattern, r"^\d{4}-\d{2}-\d{2}$",
+                "only the date pattern is checked"
+            );
+            let shape: String = text
+                .chars()
+                .map(|c| if c.is_ascii_digit() { 'd' } else { c })
+                .collect();
+            if shape != "dddd-dd-dd" {
+                return fail("does not match the date pattern");
+            }
+        }
+        if let Some(n) = value.as_f64() {
+            if schema
+                .get("minimum")
+                .and_then(Value::as_f64)
+                .is_some_and(|min| n < min)
+            {
+                return fail("below the minimum");
+            }
+            if schema
+                .get("maximum")
+                .and_then(Value::as_f64)
+                .is_some_and(|max| n > max)
+            {
+                return fail("above the maximum");
+            }
+        }
+        if let Some(object) = value.as_object() {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            for key in schema
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
+                if !object.contains_key(key) {
+                    return fail(&format!("missing {key}"));
+                }
+            }
+            for (key, item) in object {
+                match properties.and_then(|p| p.get(key)) {
+                    Some(sub) => check(sub, item, &format!("{path}.{key}"))?,
+                    None if schema.get("additionalProperties") == Some(&json!(false)) => {
+                        return fail(&format!("unexpected {key}"));
+                    }
+                    None => {}
+                }
+            }
+        }
+        if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {
+            for (at, item) in array.iter().enumerate() {
+                check(items, item, &format!("{path}[{at}]"))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn assert_valid(request: &AnalysisRequest, reply: &AnalysisReply) {
+        let value = serde_json::to_value(reply).unwrap();
+        if let Err(error) = check(&request.answer_schema(), &value, "$") {
+            panic!("{error}\nschema: {}", request.answer_schema());
+        }
+    }
+
+    #[test]
+    fn the_schema_check_catches_wrong_answers() {
+        let request = screening();
+        let schema = request.answer_schema();
+        let mut good = serde_json::to_value(sim_analysis(&request)).unwrap();
+        assert_eq!(check(&schema, &good, "$"), Ok(()));
+        for (pointer, wrong) in [
+            ("/structuredData/yearsOfExperience", json!(2.5)),
+            ("/structuredData/preferredShift", json!("evening")),
+            ("/structuredData/startDate", json!("3 March 2027")),
+            ("/success/value", json!("yes")),
+        ] {
+            let mut bad = good.clone();
+            *bad.pointer_mut(pointer).unwrap() = wrong;
+            assert!(check(&schema, &bad, "$").is_err(), "{pointer}");
+        }
+        good["structuredData"]["extra"] = json!(1);
+        assert!(check(&schema, &good, "$").is_err());
+    }
+
+    /// One field of each type, the questions the sim agent asks for them, and a rubric.
+    fn interview(rubric: Rubric) -> AnalysisRequest {
+        let mut notice = field(
+            "noticePeriodDays",
+            FieldType::Number,
+            "Your notice period in days",
+        );
+        notice.minimum = Some(0.0);
+        notice.maximum = Some(180.0);
+        let mut years = field(
+            "yearsOfExperience",
+            FieldType::Integer,
+            "Years of experience",
+        );
+        years.minimum = Some(0.0);
+        years.maximum = Some(50.0);
+        years.required = false;
+        let mut shift = field("preferredShift", FieldType::Enum, "Preferred shift");
+        shift.options = vec!["morning".into(), "evening".into(), "night".into()];
+        AnalysisRequest {
+            summary_prompt: Some("Summarize the call.".into()),
+            fields: vec![
+                field("candidateName", FieldType::String, "Your full name"),
+                notice,
+                years,
+                field(
+                    "willingToRelocate",
+                    FieldType::Boolean,
+                    "Whether you can relocate to Pune",
+                ),
+                shift,
+                field("joiningDate", FieldType::Date, "The date you can join"),
+            ],
+            schema: None,
+            success: Some(SuccessPlan {
+                rubric,
+                prompt: "The candidate answered the screening.".into(),
+                criteria: vec![
+                    Criterion {
+                        name: "Relocation".into(),
+                        description: "Asked whether they can relocate".into(),
+                    },
+                    Criterion {
+                        name: "Joining date".into(),
+                        description: "Confirmed when they can join".into(),
+                    },
+                ],
+            }),
+            transcript: Vec::new(),
+            ended_reason: "agent-hangup".into(),
+        }
+    }
+
+    /// The transcript of a sim call: the welcome, then each scripted line followed by the
+    /// sim LLM's reply (asking the plan's questions), until it hangs up.
+    fn sim_call(request: &AnalysisRequest, script: &[&str]) -> (Vec<ScorecardTurn>, bool) {
+        use crate::providers::{ChatMessage, ChatRole, LlmRequest, SimLlm};
+        let welcome = "Hello, this is Meera from Acme Hiring. Do you have a minute?";
+        let mut llm = LlmRequest {
+            history: vec![ChatMessage::new(ChatRole::Assistant, welcome)],
+            sim_script: script.iter().map(|s| (*s).to_owned()).collect(),
+            sim_questions: request
+                .effective_fields()
+                .iter()
+                .map(question_for)
+                .collect(),
+            ..LlmRequest::default()
+        };
+        let mut transcript = turns(&[("agent", welcome)]);
+        for line in script {
+            llm.history.push(ChatMessage::new(ChatRole::User, *line));
+            transcript.extend(turns(&[("callee", line)]));
+            let (reply, end) = SimLlm::reply_for(&llm);
+            llm.history
+                .push(ChatMessage::new(ChatRole::Assistant, reply.clone()));
+            transcript.extend(turns(&[("agent", &reply)]));
+            if end {
+                return (transcript, true);
+            }
+        }
+        (transcript, false)
+    }
+
+    const ANSWERS: [&str; 7] = [
+        "Yes, I have a minute.",
+        "My name is Asha Rao.",
+        "About 30 days.",
+        "5 years.",
+        "Yes, I can relocate.",
+        "Evening works best.",
+        "I can join on 15 March 2027.",
+    ];
+
+    #[test]
+    fn a_sim_call_asks_every_question_and_the_analyzer_reads_every_answer() {
+        for rubric in [
+            Rubric::PassFail,
+            Rubric::NumericScale,
+            Rubric::DescriptiveScale,
+            Rubric::Percentage,
+            Rubric::Checklist,
+        ] {
+            let mut request = interview(rubric);
+            let (transcript, hung_up) = sim_call(&request, &ANSWERS);
+            assert!(hung_up);
+            let agent: Vec<&str> = transcript
+                .iter()
+                .filter(|t| t.speaker != CALLEE)
+                .map(|t| t.text.as_str())
+                .collect();
+            assert_eq!(
+                agent[1..],
+                [
+                    "Thank you. Could you tell me your full name?",
+                    "Got it, thanks. Could you tell me your notice period in days?",
+                    "Understood. Could you tell me years of experience?",
+                    "Okay, noted. Could you tell me whether you can relocate to Pune?",
+                    "Thank you. Could you tell me preferred shift: morning, evening, night?",
+                    "Got it, thanks. Could you tell me the date you can join?",
+                    "Thank you, that is everything I needed. Have a great day. Goodbye!",
+                ]
+            );
+            request.transcript = transcript;
+            let reply = analyze(&request, TODAY);
+            assert_eq!(
+                Value::Object(reply.structured_data.clone()),
+                json!({
+                    "candidateName": "Asha Rao",
+                    "noticePeriodDays": 30,
+                    "yearsOfExperience": 5,
+                    "willingToRelocate": true,
+                    "preferredShift": "evening",
+                    "joiningDate": "2027-03-15",
+                })
+            );
+            let verdict = reply.success.clone().unwrap_or_default();
+            let expected = match rubric {
+                Rubric::PassFail => json!(true),
+                Rubric::NumericScale => json!(10),
+                Rubric::DescriptiveScale => json!("excellent"),
+                Rubric::Percentage => json!(100.0),
+                Rubric::Checklist => json!([
+                    {"name": "Relocation", "pass": true},
+                    {"name": "Joining date", "pass": true},
+                ]),
+            };
+            assert_eq!(verdict["value"], expected, "{rubric:?}");
+            assert_eq!(verdict_passes(rubric, &verdict["value"]), Some(true));
+            assert_eq!(
+                verdict["reason"],
+                json!(match rubric {
+                    Rubric::Checklist =>
+                        "The call yielded every field (6 of 6); 2 of 2 criteria met; it ended by agent-hangup.",
+                    _ => "The call yielded every field (6 of 6); it ended by agent-hangup.",
+                })
+            );
+            assert_eq!(
+                reply.summary.as_deref(),
+                Some(
+                    "The agent asked about candidate name, notice period days, years of \
+                     experience, willing to relocate, preferred shift, joining date. The callee \
+                     gave candidate name \"Asha Rao\", notice period days 30, years of \
+                     experience 5, willing to relocate yes, preferred shift \"evening\", joining \
+                     date \"2027-03-15\". The call ended by agent-hangup (the agent closed the \
+                     call)."
+                )
+            );
+            assert_valid(&request, &reply);
+            // The sim LLM answers the same through its JSON mode.
+            assert_eq!(
+                serde_json::from_str::<AnalysisReply>(&crate::providers::SimLlm::json_reply_for(
+                    &crate::providers::LlmRequest {
+                        history: vec![crate::providers::ChatMessage::new(
+                            crate::providers::ChatRole::User,
+                            serde_json::to_string(&request).unwrap(),
+                        )],
+                        ..crate::providers::LlmRequest::default()
+                    }
+                ))
+                .unwrap()
+                .structured_data,
+                reply.structured_data
+            );
+        }
+    }
+
+    #[test]
+    fn a_sim_call_cut_short_leaves_the_rest_null_and_fails() {
+        for rubric in [
+            Rubric::PassFail,
+            Rubric::NumericScale,
+            Rubric::DescriptiveScale,
+            Rubric::Percentage,
+            Rubric::Checklist,
+        ] {
+            let mut request = interview(rubric);
+            let (transcript, hung_up) = sim_call(
+                &request,
+                &[
+                    "Yes, I have a minute.",
+                    "My name is Asha Rao.",
+                    "About 30 days.",
+                    "Sorry, I have to go. Bye.",
+                ],
+            );
+            assert!(hung_up);
+            request.transcript = transcript;
+            request.ended_reason = "agent-hangup".into();
+            let reply = analyze(&request, TODAY);
+            assert_eq!(
+                Value::Object(reply.structured_data.clone()),
+                json!({
+                    "candidateName": "Asha Rao",
+                    "noticePeriodDays": 30,
+                    "yearsOfExperience": null,
+                    "willingToRelocate": null,
+                    "preferredShift": null,
+                    "joiningDate": null,
+                })
+            );
+            let verdict = reply.success.clone().unwrap_or_default();
+            let expected = match rubric {
+                Rubric::PassFail => json!(false),
+                // 6 of 16 weighted points is 38 %, held under 45 % anyway.
+                Rubric::NumericScale => json!(3),
+                Rubric::DescriptiveScale => json!("fair"),
+                Rubric::Percentage => json!(38.0),
+                Rubric::Checklist => json!([
+                    {"name": "Relocation", "pass": false},
+                    {"name": "Joining date", "pass": false},
+                ]),
+            };
+            assert_eq!(verdict["value"], expected, "{rubric:?}");
+            assert_eq!(verdict_passes(rubric, &verdict["value"]), Some(false));
+            let reason = verdict["reason"].as_str().unwrap_or_default();
+            assert!(
+                reason.contains(
+                    "yielded 2 of 6 fields; missing required willingToRelocate, preferredShift, \
+                     joiningDate; missing yearsOfExperience"
+                ),
+                "{reason}"
+            );
+            let summary = reply.summary.clone().unwrap_or_default();
+            assert!(
+                summary.contains(
+                    "The callee did not give years of experience, willing to relocate, \
+                     preferred shift, joining date. The callee said goodbye."
+                ),
+                "{summary}"
+            );
+            assert_valid(&request, &reply);
+        }
+    }
+
+    #[test]
+    fn answers_out_of_bounds_refusals_and_other_fields_answers_stay_null() {
+        let mut request = interview(Rubric::Percentage);
+        let (transcript, _) = sim_call(
+            &request,
+            &[
+                "Sure.",
+                "I'd rather not say.",
+                "About 200 days, I have 5 years of experience by the way.",
+                "Hmm.",
+                "I'm not sure.",
+                "Whichever.",
+                "Soon.",
+            ],
+        );
+        request.transcript = transcript;
+        let reply = analyze(&request, TODAY);
+        assert_eq!(
+            Value::Object(reply.structured_data.clone()),
+            json!({
+                "candidateName": null,
+                // 200 days is past the 180-day maximum, and the 5 beside it is years.
+                "noticePeriodDays": null,
+                // Named only in the answer to the notice-period question, which is not its own.
+                "yearsOfExperience": null,
+                "willingToRelocate": null,
+                "preferredShift": null,
+                "joiningDate": null,
+            })
+        );
+        assert_valid(&request, &reply);
+    }
+
+    #[test]
+    fn a_turn_that_names_a_field_fills_it_when_its_question_got_no_value() {
+        let mut request = interview(Rubric::PassFail);
+        request.transcript = turns(&[
+            ("agent", "Hello, is this Asha?"),
+            (
+                "callee",
+                "Yes. My full name is Asha Rao, and I have 7 years of experience.",
+            ),
+            ("agent", "Could you tell me your notice period in days?"),
+            ("callee", "Two months, so about 60 days."),
+            ("agent", "Could you tell me years of experience?"),
+            ("callee", "As I said."),
+            ("agent", "Thanks, bye."),
+        ]);
+        let reply = analyze(&request, TODAY);
+        let data = &reply.structured_data;
+        assert_eq!(data["candidateName"], json!("Asha Rao"));
+        // The first number is the two months; the one beside "days" is 60.
+        assert_eq!(data["noticePeriodDays"], json!(60));
+        assert_eq!(data["yearsOfExperience"], json!(7));
+        assert_valid(&request, &reply);
+    }
+
+    #[test]
+    fn a_users_schema_that_forbids_null_gets_no_key_for_a_missing_optional_value() {
+        let mut request = screening();
+        request.schema = Some(json!({
+            "type": "object",
+            "required": ["age"],
+            "properties": {
+                "age": {"type": "integer"},
+                "city": {"type": "string", "enum": ["Pune", "Delhi"]},
+                "pets": {"type": ["boolean", "null"]},
+            },
+        }));
+        request.transcript = turns(&[("agent", "What is your age?"), ("callee", "Thirty.")]);
+        let reply = analyze(&request, TODAY);
+        assert_eq!(
+            Value::Object(reply.structured_data.clone()),
+            json!({"age": 30, "pets": null})
+        );
+        assert_valid(&request, &reply);
+    }
+
+    #[test]
+    fn a_call_without_fields_is_summarized_from_what_the_callee_said() {
+        let mut request = screening();
+        request.fields.clear();
+        request.transcript = turns(&[
+            ("agent", "Hello, this is the school."),
+            ("callee", "Hi, is the fee due this week?"),
+            (
+                "agent",
+                "Let me note that down for the team. Is there anything else I can help you with?",
+            ),
+            ("callee", "No, bye."),
+        ]);
+        request.ended_reason = "caller-hangup".into();
+        let reply = analyze(&request, TODAY);
+        assert_eq!(
+            reply.summary.as_deref(),
+            Some(
+                "The callee spoke 2 time(s), saying \"Hi, is the fee due this week?\", then \
+                 \"No, bye.\". The callee said goodbye. The call ended by caller-hangup (the \
+                 callee hung up)."
+            )
+        );
+        assert_eq!(
+            reply.success.as_ref().map(|s| &s["value"]),
+            Some(&json!(true))
+        );
+        assert_valid(&request, &reply);
+        request.transcript = turns(&[("agent", "Hello?")]);
+        request.ended_reason = "silence-timeout".into();
+        let reply = analyze(&request, TODAY);
+        assert_eq!(
+            reply.summary.as_deref(),
+            Some(
+                "The agent spoke 1 time(s) but the callee never answered. The call ended by \
+                 silence-timeout (the callee went silent)."
+            )
+        );
+        assert_eq!(
+            reply.success.as_ref().map(|s| &s["value"]),
+            Some(&json!(false))
         );
     }
 }

@@ -176,8 +176,9 @@ impl AsrStream for SimAsrStream {
     }
 }
 
-/// Sim LLM: a deterministic responder that streams its reply word by word and calls `end_call`
-/// when the caller says goodbye or the script is exhausted.
+/// Sim LLM: a deterministic responder that streams its reply word by word, asks the agent's
+/// analysis questions one per turn ([`SimLlm::reply_for`]), and calls `end_call` when the
+/// caller says goodbye, the questions are answered or the script is exhausted.
 #[derive(Debug)]
 pub struct SimLlm {
     first_token: Duration,
@@ -217,6 +218,23 @@ impl SimLlm {
     }
 
     /// The reply to the conversation so far, and whether to hang up after it.
+    ///
+    /// In order of precedence:
+    /// - the caller said goodbye: [`SIM_GOODBYE`], and hang up;
+    /// - the script is exhausted (the caller's last line was just said): [`SIM_CLOSE`], and
+    ///   hang up;
+    /// - the caller's turn was empty: [`SIM_STILL_THERE`];
+    /// - the agent has questions ([`LlmRequest::sim_questions`]): it asks them one per turn, in
+    ///   order. The engine speaks the welcome before the caller's first line, so that line
+    ///   answers the greeting: the reply to user turn `n` is an acknowledgement and question
+    ///   `n` (1-based), and the reply to the answer of the last question is [`SIM_CLOSE`], with
+    ///   a hang-up. Turns are counted on the user's side, not by the questions the caller heard,
+    ///   so a script keeps its alignment (line `n + 1` answers question `n`) even when a reply
+    ///   was cut by barge-in;
+    /// - otherwise an acknowledgement that asks whether there is anything else
+    ///   ([`SIM_ANYTHING_ELSE`], or [`SIM_NOTED_QUESTION`] after a question).
+    ///
+    /// The reply never repeats what the caller said, and depends only on the request.
     pub fn reply_for(request: &LlmRequest) -> (String, bool) {
         let user_turns = request
             .history
@@ -233,24 +251,58 @@ impl SimLlm {
         let says_goodbye = last
             .split(|c: char| !c.is_alphanumeric())
             .any(|word| word.eq_ignore_ascii_case("bye") || word.eq_ignore_ascii_case("goodbye"));
+        let script_done = !request.sim_script.is_empty() && user_turns >= request.sim_script.len();
         if says_goodbye {
-            ("Thank you for your time. Goodbye!".to_owned(), true)
-        } else if !request.sim_script.is_empty() && user_turns >= request.sim_script.len() {
-            (
-                "Thank you, that is everything I needed. Have a great day. Goodbye!".to_owned(),
-                true,
-            )
+            (SIM_GOODBYE.to_owned(), true)
+        } else if script_done {
+            (SIM_CLOSE.to_owned(), true)
         } else if last.is_empty() {
-            ("Hello, are you still there?".to_owned(), false)
+            (SIM_STILL_THERE.to_owned(), false)
+        } else if !request.sim_questions.is_empty() {
+            match user_turns
+                .checked_sub(1)
+                .and_then(|at| request.sim_questions.get(at))
+            {
+                Some(question) => {
+                    let ack = SIM_ACKNOWLEDGEMENTS[(user_turns - 1) % SIM_ACKNOWLEDGEMENTS.len()];
+                    (format!("{ack} {}", question.trim()), false)
+                }
+                None => (SIM_CLOSE.to_owned(), true),
+            }
+        } else if last.ends_with('?') {
+            (SIM_NOTED_QUESTION.to_owned(), false)
         } else {
-            let heard = last.trim_end_matches(|c: char| c.is_ascii_punctuation());
-            (
-                format!("I heard you say {heard}. Could you tell me a little more about that?"),
-                false,
-            )
+            (SIM_ANYTHING_ELSE.to_owned(), false)
         }
     }
 }
+
+/// The sim agent's reply when the caller says goodbye (it hangs up after it).
+pub const SIM_GOODBYE: &str = "Thank you for your time. Goodbye!";
+
+/// The sim agent's closing line when its questions are answered or the script is exhausted
+/// (it hangs up after it).
+pub const SIM_CLOSE: &str = "Thank you, that is everything I needed. Have a great day. Goodbye!";
+
+/// The sim agent's reply to an empty caller turn.
+pub const SIM_STILL_THERE: &str = "Hello, are you still there?";
+
+/// The sim agent's reply to a caller's question when it has no questions of its own.
+pub const SIM_NOTED_QUESTION: &str =
+    "Let me note that down for the team. Is there anything else I can help you with?";
+
+/// The sim agent's reply to anything else the caller says when it has no questions of its own.
+pub const SIM_ANYTHING_ELSE: &str =
+    "Thank you for letting me know. Is there anything else I can help you with?";
+
+/// What the sim agent says before each question, in turn (the reply to user turn `n` starts
+/// with entry `(n - 1) % 4`).
+pub const SIM_ACKNOWLEDGEMENTS: [&str; 4] = [
+    "Thank you.",
+    "Got it, thanks.",
+    "Understood.",
+    "Okay, noted.",
+];
 
 #[async_trait]
 impl LlmProvider for SimLlm {
@@ -527,6 +579,148 @@ mod tests {
         assert!(end);
         let (_, end) = SimLlm::reply_for(&request(&[], &["anything"]));
         assert!(!end);
+    }
+
+    /// A sim call's history: the welcome, then each line said, each followed by the agent's
+    /// reply, as the call loop builds it; the replies and whether the agent hung up.
+    fn converse(script: &[&str], questions: &[&str]) -> Vec<(String, bool)> {
+        let mut request = LlmRequest {
+            history: vec![ChatMessage::new(
+                ChatRole::Assistant,
+                "Hello, this is Asha.",
+            )],
+            sim_script: script.iter().map(|s| (*s).to_owned()).collect(),
+            sim_questions: questions.iter().map(|s| (*s).to_owned()).collect(),
+            ..LlmRequest::default()
+        };
+        let mut replies = Vec::new();
+        for line in script {
+            request
+                .history
+                .push(ChatMessage::new(ChatRole::User, *line));
+            let (reply, end) = SimLlm::reply_for(&request);
+            request
+                .history
+                .push(ChatMessage::new(ChatRole::Assistant, reply.clone()));
+            replies.push((reply, end));
+            if end {
+                break;
+            }
+        }
+        replies
+    }
+
+    fn said(replies: &[(String, bool)]) -> Vec<(&str, bool)> {
+        replies.iter().map(|(r, e)| (r.as_str(), *e)).collect()
+    }
+
+    #[test]
+    fn sim_llm_asks_each_question_in_turn_then_closes() {
+        let questions = [
+            "Could you tell me your full name?",
+            "Could you tell me your notice period in days?",
+            "Could you tell me preferred shift: morning, evening, night?",
+        ];
+        let replies = converse(
+            &[
+                "Yes, I have a minute.",
+                "My name is Asha Rao.",
+                "About 30 days.",
+                "Evening works best.",
+            ],
+            &questions,
+        );
+        assert_eq!(
+            said(&replies),
+            [
+                ("Thank you. Could you tell me your full name?", false),
+                (
+                    "Got it, thanks. Could you tell me your notice period in days?",
+                    false
+                ),
+                (
+                    "Understood. Could you tell me preferred shift: morning, evening, night?",
+                    false
+                ),
+                (SIM_CLOSE, true),
+            ]
+        );
+        // The fourth acknowledgement, then they cycle.
+        let many: Vec<String> = (1..=6).map(|n| format!("Question {n}?")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let replies = converse(&["a", "b", "c", "d", "e", "f", "g", "h"], &many);
+        assert_eq!(replies[3].0, "Okay, noted. Question 4?");
+        assert_eq!(replies[4].0, "Thank you. Question 5?");
+        assert_eq!(replies.len(), 7);
+        assert_eq!(replies[6], (SIM_CLOSE.to_owned(), true));
+    }
+
+    #[test]
+    fn sim_llm_questions_end_early_on_goodbye_or_when_the_script_runs_out() {
+        let questions = [
+            "Could you tell me your age?",
+            "Could you tell me your city?",
+        ];
+        let replies = converse(&["Hi.", "Not now, bye."], &questions);
+        assert_eq!(
+            said(&replies),
+            [
+                ("Thank you. Could you tell me your age?", false),
+                (SIM_GOODBYE, true),
+            ]
+        );
+        let replies = converse(&["Hi.", "Thirty."], &questions);
+        assert_eq!(
+            said(&replies),
+            [
+                ("Thank you. Could you tell me your age?", false),
+                (SIM_CLOSE, true),
+            ]
+        );
+        // Without a script (the chat endpoint) the questions still run out.
+        let mut request = request(&[], &["Hi.", "Thirty.", "Pune."]);
+        request.sim_questions = questions.iter().map(|q| (*q).to_owned()).collect();
+        assert_eq!(SimLlm::reply_for(&request), (SIM_CLOSE.to_owned(), true));
+        request.history.pop();
+        assert_eq!(
+            SimLlm::reply_for(&request),
+            (
+                "Got it, thanks. Could you tell me your city?".to_owned(),
+                false
+            )
+        );
+    }
+
+    #[test]
+    fn sim_llm_without_questions_acknowledges_without_echoing() {
+        let replies = converse(
+            &["Hi, who is calling?", "I paid the fee yesterday.", "Okay."],
+            &[],
+        );
+        assert_eq!(
+            said(&replies),
+            [
+                (SIM_NOTED_QUESTION, false),
+                (SIM_ANYTHING_ELSE, false),
+                (SIM_CLOSE, true),
+            ]
+        );
+        for (reply, _) in &replies {
+            assert!(
+                !reply.contains("fee") && !reply.contains("calling"),
+                "{reply}"
+            );
+        }
+        assert_eq!(
+            SimLlm::reply_for(&request(&[], &["   "])),
+            (SIM_STILL_THERE.to_owned(), false)
+        );
+        // Deterministic.
+        let again = converse(
+            &["Hi, who is calling?", "I paid the fee yesterday.", "Okay."],
+            &[],
+        );
+        assert_eq!(replies, again);
     }
 
     #[tokio::test(start_paused = true)]

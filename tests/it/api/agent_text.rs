@@ -41,7 +41,7 @@ async fn chat_opens_with_the_welcome_and_keeps_history_per_session() {
         .expect(200);
     assert_eq!(
         reply.body["message"],
-        "I heard you say When is it due. Could you tell me a little more about that?"
+        "Let me note that down for the team. Is there anything else I can help you with?"
     );
     assert_eq!(reply.body["sessionId"], session);
     assert_eq!(reply.body["ended"], false);
@@ -65,7 +65,7 @@ async fn chat_opens_with_the_welcome_and_keeps_history_per_session() {
     assert_ne!(direct.body["sessionId"], session);
     assert_eq!(
         direct.body["message"],
-        "I heard you say Hello. Could you tell me a little more about that?"
+        "Let me note that down for the team. Is there anything else I can help you with?"
     );
 }
 
