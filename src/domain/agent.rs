@@ -1,9 +1,9 @@
 //! Agents: the AI persona that runs a call, and the rules for editing one.
 
+use crate::domain::analysis::{AnalysisPlan, PlanError, PlanField};
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeSet;
 use utoipa::ToSchema;
-use crate::domain::analysis::{AnalysisPlan, PlanError, PlanField};
 
 /// How a call's conversation is run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]

@@ -1,24 +1,28 @@
 //! `/api/batches`: create (also the one-step create-fill-start form), add
 //! items, start, pause, resume, stop, retry, list, read, items, rename or
-//! reschedule, delete. The views and helpers here serve `/api/campaigns` too.
+//! reschedule, delete, and the streamed CSV export of results. The views and
+//! helpers here serve `/api/campaigns` too.
 
 use super::MessageBody;
 use super::auth::Caller;
-use super::call_reads::display_status;
+use super::call_reads::{AnalysisColumns, display_status, merged_object};
+use super::csv_download::csv_attachment;
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, ApiQuery, trimmed};
 use crate::app::state::AppState;
 use crate::batches::service::{self, AddReport, ItemInput, NewBatchInput};
 use crate::batches::{BatchAction, BatchKind, Progress};
 use crate::calls::placement;
-use crate::domain::OrgId;
 use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
-use crate::store::StoreError;
-use crate::store::batches::{BatchRow, ItemRow};
+use crate::domain::{BatchId, OrgId};
+use crate::store::batches::{BatchRow, ItemResultRow, ItemRow};
+use crate::store::{Store, StoreError};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::Response;
+use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
@@ -36,6 +40,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(resume_batch))
         .routes(routes!(stop_batch))
         .routes(routes!(retry_batch))
+        .routes(routes!(export_batch))
 }
 
 /// A batch or campaign with its progress.
@@ -691,3 +696,130 @@ transition_route!(
     BatchAction::Retry,
     responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody))
 );
+
+/// Items per keyset page of the export stream.
+const EXPORT_PAGE_ROWS: i64 = 500;
+
+/// The batch and campaign export's leading columns, in order; the agent's
+/// [`AnalysisColumns`] (with `other_extracted`) follow them.
+pub const EXPORT_COLUMNS: [&str; 9] = [
+    "name",
+    "phone",
+    "status",
+    "attempts",
+    "call_id",
+    "duration_seconds",
+    "ended_reason",
+    "summary",
+    "variables",
+];
+
+/// Writes export rows (and the header first) as one CSV chunk.
+fn export_chunk(
+    rows: &[ItemResultRow],
+    columns: &AnalysisColumns,
+    with_header: bool,
+) -> Result<Bytes, csv::Error> {
+    let mut writer = csv::Writer::from_writer(Vec::with_capacity(rows.len() * 200 + 128));
+    if with_header {
+        writer.write_record(columns.header(&EXPORT_COLUMNS))?;
+    }
+    for row in rows {
+        let item = &row.item;
+        let extracted = merged_object(row.extracted.as_deref(), row.structured_data.as_deref());
+        let analysis = columns.cells(&extracted, row.success.as_deref(), row.success_pass);
+        let fixed = [
+            item.name.as_str(),
+            item.phone.as_str(),
+            item.status.as_str(),
+            &item.attempts.to_string(),
+            &item.call_id.map(|id| id.to_string()).unwrap_or_default(),
+            &row.duration_seconds.unwrap_or_default().to_string(),
+            row.ended_reason.as_deref().unwrap_or_default(),
+            row.summary.as_deref().unwrap_or_default(),
+            item.variables.as_str(),
+        ];
+        writer.write_record(fixed.into_iter().chain(analysis.iter().map(String::as_str)))?;
+    }
+    writer
+        .into_inner()
+        .map(Bytes::from)
+        .map_err(|err| csv::Error::from(err.into_error()))
+}
+
+/// Where the export stream is.
+struct ExportCursor {
+    store: Store,
+    batch_id: BatchId,
+    columns: AnalysisColumns,
+    after_seq: i64,
+    header_written: bool,
+    finished: bool,
+}
+
+/// The next chunk of the export: one keyset page of items.
+async fn next_export_chunk(
+    mut cursor: ExportCursor,
+) -> Result<Option<(Bytes, ExportCursor)>, std::io::Error> {
+    if cursor.finished {
+        return Ok(None);
+    }
+    let rows = cursor
+        .store
+        .batch_results_after(cursor.batch_id, cursor.after_seq, EXPORT_PAGE_ROWS)
+        .await
+        .map_err(|err| {
+            tracing::error!(error = %err, "batch export stopped: storage failure");
+            std::io::Error::other(err)
+        })?;
+    let chunk = export_chunk(&rows, &cursor.columns, !cursor.header_written).map_err(|err| {
+        tracing::error!(error = %err, "batch export stopped: CSV failure");
+        std::io::Error::other(err)
+    })?;
+    cursor.header_written = true;
+    cursor.finished = i64::try_from(rows.len()).unwrap_or(i64::MAX) < EXPORT_PAGE_ROWS;
+    if let Some(last) = rows.last() {
+        cursor.after_seq = last.item.seq;
+    }
+    Ok(Some((chunk, cursor)))
+}
+
+/// Streams the export of the batch of `kind` that `id` names: every item
+/// with its latest call's results and analysis, the columns of the batch's
+/// agent's current analysis plan.
+pub async fn export(
+    state: &AppState,
+    org_id: OrgId,
+    kind: BatchKind,
+    id: &str,
+) -> ApiResult<Response> {
+    let batch = service::load(state, org_id, kind, service::parse_id(kind, id)?).await?;
+    let columns =
+        AnalysisColumns::of_agent(&state.store, org_id, &batch.agent_id.to_string(), true).await?;
+    let cursor = ExportCursor {
+        store: state.store.clone(),
+        batch_id: batch.id,
+        columns,
+        after_seq: 0,
+        header_written: false,
+        finished: false,
+    };
+    let stream = futures::stream::try_unfold(cursor, next_export_chunk);
+    Ok(csv_attachment(&format!("{}.csv", kind.as_str()), stream))
+}
+
+/// Download every item with its latest call's status, duration, summary and
+/// post-call analysis as CSV, streamed.
+#[utoipa::path(get, path = "/api/batches/{batchId}/export", tag = "batches",
+    params(("batchId" = String, Path, description = "Batch id")),
+    responses(
+        (status = 200, description = "CSV with columns name, phone, status, attempts, call_id, duration_seconds, ended_reason, summary, variables (JSON); then one column per extracted field of the batch agent's analysis plan (headed extracted.<name> when a column above has its name; the latest call's extracted value, a keypad choice winning over the analysis: strings as they are, numbers and booleans as JSON text, empty when null), success (the verdict's value: true/false, 1-10, excellent/good/fair/poor, 0-100, or a checklist as name:pass;name:fail; empty when not judged), success_pass (true, false or empty) and other_extracted (JSON object of the extracted keys that are not plan fields)", content_type = "text/csv", body = String),
+        (status = 404, body = MessageBody),
+    ))]
+async fn export_batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    export(&state, caller.org_id, BatchKind::Batch, &id).await
+}

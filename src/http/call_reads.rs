@@ -9,9 +9,10 @@ use super::extract::{ApiQuery, flag, trimmed};
 use crate::app::state::AppState;
 use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
-use crate::domain::{CallId, OrgId};
+use crate::domain::{AgentId, CallId, OrgId};
 use crate::postcall::analysis::view::{AnalysisView, merged_extracted};
-use crate::store::{CallFilter, CallReadRow, Store, StoreError};
+use crate::store::analyses::AnalysisRow;
+use crate::store::{CallFilter, CallReadRow, Store, StoreError, StoreResult};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::Response;
@@ -19,7 +20,8 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -37,7 +39,8 @@ pub const DEEP_SEARCH_MIN_CHARS: usize = 3;
 /// Rows fetched per keyset page while streaming the CSV export.
 pub const EXPORT_PAGE_ROWS: i64 = 500;
 
-/// The CSV export's columns, in order.
+/// The CSV export's columns, in order; an export filtered to one agent
+/// appends that agent's [`AnalysisColumns`].
 pub const EXPORT_COLUMNS: [&str; 11] = [
     "id",
     "name",
@@ -51,6 +54,168 @@ pub const EXPORT_COLUMNS: [&str; 11] = [
     "created_at",
     "summary",
 ];
+
+/// Header of the analysis verdict's value column.
+pub const SUCCESS_COLUMN: &str = "success";
+
+/// Header of the verdict's pass/fail column.
+pub const SUCCESS_PASS_COLUMN: &str = "success_pass";
+
+/// Header of the JSON column holding the extracted keys that are not fields
+/// of the agent's plan (keypad choices, fields of an earlier plan).
+pub const OTHER_EXTRACTED_COLUMN: &str = "other_extracted";
+
+/// Prefix of a field column whose name a fixed column already has.
+pub const FIELD_COLUMN_PREFIX: &str = "extracted.";
+
+/// The analysis columns an export appends for one agent's plan: one per
+/// extracted field (in the plan's order), `success` (the verdict's value:
+/// `true`, `7`, `good`, `85`, or a checklist as `name:pass;name:fail`) and
+/// `success_pass` (`true`, `false` or empty), and optionally a final
+/// `other_extracted` JSON object of every other extracted key, so nothing is
+/// lost. Cells: strings as they are, numbers and booleans as JSON text,
+/// null or missing as empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AnalysisColumns {
+    /// The plan's field names, in order.
+    fields: Vec<String>,
+    /// Whether `other_extracted` ends the row.
+    other_extracted: bool,
+}
+
+impl AnalysisColumns {
+    /// Columns for these field names.
+    pub fn new(fields: Vec<String>, other_extracted: bool) -> Self {
+        Self {
+            fields,
+            other_extracted,
+        }
+    }
+
+    /// Columns for the current plan of the agent `agent_id` names; no field
+    /// columns when that is no agent of the workspace (deleted ones count) or
+    /// its spec cannot be read.
+    pub async fn of_agent(
+        store: &Store,
+        org_id: OrgId,
+        agent_id: &str,
+        other_extracted: bool,
+    ) -> StoreResult<Self> {
+        let fields = match agent_id.parse::<AgentId>() {
+            Ok(id) => store
+                .agent(org_id, id)
+                .await?
+                .and_then(|agent| agent.spec().ok())
+                .map(|spec| spec.analysis_plan().field_names())
+                .unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        Ok(Self::new(fields, other_extracted))
+    }
+
+    /// The whole header: `fixed`, then these columns. A field named like a
+    /// fixed or analysis column is headed `extracted.<name>`.
+    pub fn header(&self, fixed: &[&str]) -> Vec<String> {
+        let mut taken: Vec<&str> = fixed.to_vec();
+        taken.extend([SUCCESS_COLUMN, SUCCESS_PASS_COLUMN]);
+        if self.other_extracted {
+            taken.push(OTHER_EXTRACTED_COLUMN);
+        }
+        let mut header: Vec<String> = fixed.iter().map(|c| (*c).to_string()).collect();
+        header.extend(self.fields.iter().map(|name| {
+            if taken.contains(&name.as_str()) {
+                format!("{FIELD_COLUMN_PREFIX}{name}")
+            } else {
+                name.clone()
+            }
+        }));
+        header.extend([SUCCESS_COLUMN.to_string(), SUCCESS_PASS_COLUMN.to_string()]);
+        if self.other_extracted {
+            header.push(OTHER_EXTRACTED_COLUMN.to_string());
+        }
+        header
+    }
+
+    /// The cells of one row: `extracted` is the call's extracted object,
+    /// `success` its stored verdict JSON.
+    pub fn cells(
+        &self,
+        extracted: &Map<String, Value>,
+        success: Option<&str>,
+        success_pass: Option<bool>,
+    ) -> Vec<String> {
+        let mut cells: Vec<String> = self
+            .fields
+            .iter()
+            .map(|name| cell_text(extracted.get(name)))
+            .collect();
+        cells.push(verdict_text(success));
+        cells.push(
+            success_pass
+                .map(|pass| pass.to_string())
+                .unwrap_or_default(),
+        );
+        if self.other_extracted {
+            let others: Map<String, Value> = extracted
+                .iter()
+                .filter(|(key, _)| !self.fields.contains(key))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect();
+            cells.push(Value::Object(others).to_string());
+        }
+        cells
+    }
+}
+
+/// A stored JSON object; empty when absent, unreadable or not an object.
+pub fn stored_object(text: Option<&str>) -> Map<String, Value> {
+    match text.and_then(|t| serde_json::from_str(t).ok()) {
+        Some(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
+}
+
+/// A call's extracted object for exports: the analysis' structured data with
+/// the keypad choices merged over it, as `extracted` reads (see
+/// [`merged_extracted`]).
+pub fn merged_object(keypad: Option<&str>, structured_data: Option<&str>) -> Map<String, Value> {
+    let mut merged = stored_object(structured_data);
+    merged.extend(stored_object(keypad));
+    merged
+}
+
+/// An extracted value as a cell: strings as they are, null or missing as
+/// empty, anything else as JSON text.
+fn cell_text(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The verdict's value as a cell; a checklist reads `name:pass;name:fail`.
+fn verdict_text(success: Option<&str>) -> String {
+    let verdict: Option<Value> = success.and_then(|t| serde_json::from_str(t).ok());
+    match verdict.as_ref().and_then(|v| v.get("value")) {
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| {
+                match (
+                    item.get("name").and_then(Value::as_str),
+                    item.get("pass").and_then(Value::as_bool),
+                ) {
+                    (Some(name), Some(pass)) => {
+                        format!("{name}:{}", if pass { "pass" } else { "fail" })
+                    }
+                    _ => cell_text(Some(item)),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(";"),
+        value => cell_text(value),
+    }
+}
 
 /// The call read routes; `/api/calls/export.csv` is a static path, so it wins over `/api/calls/{callId}`.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -339,9 +504,13 @@ pub struct CallFilterQuery {
     #[param(value_type = Option<String>)]
     pub success: Option<SuccessFilter>,
     /// `pending`, `done`, `failed` or `skipped`: calls whose analysis is in that state.
-    #[serde(default)]
+    #[serde(default, rename = "analysisStatus", alias = "analysis_status")]
     #[param(value_type = Option<String>)]
     pub analysis_status: Option<AnalysisStatusFilter>,
+    /// Calls of this agent (its id); an id of no agent matches nothing. The
+    /// export filtered so also has the agent's analysis columns.
+    #[serde(default, rename = "agentId", deserialize_with = "trimmed")]
+    pub agent_id: Option<String>,
 }
 
 /// The `success` filter's values.
@@ -421,6 +590,10 @@ impl CallFilterQuery {
             provider: self.provider,
             success: self.success.map(|s| s == SuccessFilter::Pass),
             analysis_status: self.analysis_status.map(AnalysisStatusFilter::as_str),
+            // Calls store ids in the canonical form; anything else is compared as given.
+            agent_id: self
+                .agent_id
+                .map(|raw| raw.parse::<AgentId>().map_or(raw, |id| id.to_string())),
         })
     }
 }
@@ -615,20 +788,42 @@ struct ExportCursor {
     store: Store,
     org_id: OrgId,
     filter: CallFilter,
+    /// The agent's analysis columns, when the export is filtered to one agent.
+    analysis: Option<AnalysisColumns>,
     /// `(created_at, id)` of the last row written.
     after: Option<(i64, CallId)>,
     header_written: bool,
     finished: bool,
 }
 
-/// Writes the export rows (and the header first) as one CSV chunk.
-fn csv_chunk(rows: &[CallReadRow], with_header: bool) -> Result<Bytes, csv::Error> {
+/// Writes the export rows (and the header first) as one CSV chunk; with
+/// `analysis`, each row ends with its analysis' columns (`analyses` holds the
+/// rows' analyses, in any order).
+fn csv_chunk(
+    rows: &[CallReadRow],
+    analysis: Option<(&AnalysisColumns, &[AnalysisRow])>,
+    with_header: bool,
+) -> Result<Bytes, csv::Error> {
     let mut writer = csv::Writer::from_writer(Vec::with_capacity(rows.len() * 160 + 128));
     if with_header {
-        writer.write_record(EXPORT_COLUMNS)?;
+        match analysis {
+            Some((columns, _)) => writer.write_record(columns.header(&EXPORT_COLUMNS))?,
+            None => writer.write_record(EXPORT_COLUMNS)?,
+        }
     }
+    let by_call: HashMap<CallId, &AnalysisRow> = analysis
+        .map(|(_, analyses)| analyses.iter().map(|a| (a.call_id, a)).collect())
+        .unwrap_or_default();
     for row in rows {
-        writer.write_record([
+        let extra = analysis.map(|(columns, _)| {
+            let found = by_call.get(&row.id);
+            columns.cells(
+                &stored_object(found.and_then(|a| a.structured_data.as_deref())),
+                found.and_then(|a| a.success.as_deref()),
+                found.and_then(|a| a.success_pass),
+            )
+        });
+        let fixed = [
             &row.id.to_string(),
             row.target_name.as_str(),
             row.phone.as_str(),
@@ -640,7 +835,12 @@ fn csv_chunk(rows: &[CallReadRow], with_header: bool) -> Result<Bytes, csv::Erro
             row.ended_reason.as_deref().unwrap_or_default(),
             &iso(row.created_at),
             row.summary.as_str(),
-        ])?;
+        ];
+        writer.write_record(
+            fixed
+                .into_iter()
+                .chain(extra.iter().flatten().map(String::as_str)),
+        )?;
     }
     writer
         .into_inner()
@@ -668,7 +868,25 @@ async fn next_export_chunk(
             tracing::error!(error = %err, "call export stopped: storage failure");
             std::io::Error::other(err)
         })?;
-    let chunk = csv_chunk(&rows, !cursor.header_written).map_err(|err| {
+    let analyses = match &cursor.analysis {
+        Some(_) => {
+            let ids: Vec<CallId> = rows.iter().map(|row| row.id).collect();
+            cursor
+                .store
+                .analyses_of(cursor.org_id, &ids)
+                .await
+                .map_err(|err| {
+                    tracing::error!(error = %err, "call export stopped: storage failure");
+                    std::io::Error::other(err)
+                })?
+        }
+        None => Vec::new(),
+    };
+    let analysis = cursor
+        .analysis
+        .as_ref()
+        .map(|columns| (columns, analyses.as_slice()));
+    let chunk = csv_chunk(&rows, analysis, !cursor.header_written).map_err(|err| {
         tracing::error!(error = %err, "call export stopped: CSV failure");
         std::io::Error::other(err)
     })?;
@@ -682,7 +900,7 @@ async fn next_export_chunk(
 #[utoipa::path(get, path = "/api/calls/export.csv", tag = "calls",
     params(CallFilterQuery),
     responses(
-        (status = 200, description = "CSV with columns id, name, phone, agent, status, duration_seconds, cost_paise, provider, ended_reason, created_at, summary", content_type = "text/csv", body = String),
+        (status = 200, description = "CSV with columns id, name, phone, agent, status, duration_seconds, cost_paise, provider, ended_reason, created_at, summary. Filtered by agentId, then one column per extracted field of that agent's analysis plan (headed extracted.<name> when a column above has its name; the analysis' value: strings as they are, numbers and booleans as JSON text, empty when null), success (the verdict's value: true/false, 1-10, excellent/good/fair/poor, 0-100, or a checklist as name:pass;name:fail; empty when not judged) and success_pass (true, false or empty)", content_type = "text/csv", body = String),
         (status = 400, body = MessageBody),
     ))]
 async fn export_calls_csv(
@@ -691,10 +909,17 @@ async fn export_calls_csv(
     ApiQuery(query): ApiQuery<CallFilterQuery>,
 ) -> ApiResult<Response> {
     let filter = query.into_filter(state.clock.now())?;
+    let analysis = match filter.agent_id.as_deref() {
+        Some(agent_id) => {
+            Some(AnalysisColumns::of_agent(&state.store, caller.org_id, agent_id, false).await?)
+        }
+        None => None,
+    };
     let cursor = ExportCursor {
         store: state.store.clone(),
         org_id: caller.org_id,
         filter,
+        analysis,
         after: None,
         header_written: false,
         finished: false,
@@ -706,6 +931,7 @@ async fn export_calls_csv(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn durations_display_like_the_dashboard() {
@@ -744,6 +970,57 @@ mod tests {
     }
 
     #[test]
+    fn analysis_columns_follow_the_plan_and_flatten_values() {
+        let columns = AnalysisColumns::new(
+            vec!["notice_days".into(), "summary".into(), "note".into()],
+            true,
+        );
+        assert_eq!(
+            columns.header(&["id", "summary"]),
+            [
+                "id",
+                "summary",
+                "notice_days",
+                "extracted.summary",
+                "note",
+                "success",
+                "success_pass",
+                "other_extracted"
+            ]
+        );
+        let extracted = merged_object(
+            Some(r#"{"choice": "2", "note": "pressed"}"#),
+            Some(r#"{"notice_days": 30, "summary": null, "note": "said", "old": true}"#),
+        );
+        assert_eq!(
+            columns.cells(
+                &extracted,
+                Some(r#"{"rubric": "passFail", "value": true, "pass": true, "reason": "ok"}"#),
+                Some(true),
+            ),
+            [
+                "30",
+                "",
+                "pressed",
+                "true",
+                "true",
+                r#"{"choice":"2","old":true}"#
+            ]
+        );
+        let verdict = |value: Value| verdict_text(Some(&json!({"value": value}).to_string()));
+        assert_eq!(verdict(json!(7)), "7");
+        assert_eq!(verdict(json!("good")), "good");
+        assert_eq!(
+            verdict(json!([{"name": "Relocation", "pass": true}, {"name": "Visa", "pass": false}])),
+            "Relocation:pass;Visa:fail"
+        );
+        assert_eq!(verdict_text(None), "");
+        let bare = AnalysisColumns::new(Vec::new(), false);
+        assert_eq!(bare.header(&["id"]), ["id", "success", "success_pass"]);
+        assert_eq!(bare.cells(&Map::new(), None, None), ["", ""]);
+    }
+
+    #[test]
     fn csv_chunks_quote_fields() {
         let row = CallReadRow {
             id: "0190f2c4-8b7a-7c3d-9e1f-2a3b4c5d6e7f".parse().unwrap(),
@@ -768,7 +1045,7 @@ mod tests {
             answered_at: None,
             ended_at: None,
         };
-        let text = String::from_utf8(csv_chunk(&[row], true).unwrap().to_vec()).unwrap();
+        let text = String::from_utf8(csv_chunk(&[row], None, true).unwrap().to_vec()).unwrap();
         assert_eq!(
             text,
             "id,name,phone,agent,status,duration_seconds,cost_paise,provider,ended_reason,created_at,summary\n\

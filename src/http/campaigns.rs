@@ -1,5 +1,6 @@
 //! `/api/campaigns`: a batch built from an uploaded CSV of students, with its
-//! calls in the call list's row shape and a streamed CSV export of results.
+//! calls in the call list's row shape and a streamed CSV export of results
+//! (the batch export's, see [`batch_http::export`]).
 
 use super::MessageBody;
 use super::auth::Caller;
@@ -7,23 +8,20 @@ use super::batches::{
     self as batch_http, BatchView, ItemView, ItemsQuery, UpdateBatchBody, transition_route,
 };
 use super::call_reads::{CallList, CallListStats, CallRowView};
-use super::csv_download::csv_attachment;
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, ApiQuery};
 use crate::app::state::AppState;
 use crate::batches::csv_upload::{CsvRecords, RawRecord, StudentColumns, is_blank};
 use crate::batches::service::{self, NewBatchInput, check_phone, item_variables};
 use crate::batches::{BatchAction, BatchKind, BatchStatus, stored};
-use crate::domain::CampaignId;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::store::Store;
-use crate::store::batches::{BatchRow, ItemResultRow, NewItem};
+use crate::store::batches::{BatchRow, NewItem};
 use axum::Json;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use utoipa::ToSchema;
@@ -41,23 +39,6 @@ const UPLOAD_FLUSH_ROWS: usize = 1_000;
 
 /// Most rejected rows listed in the upload's answer.
 const MAX_LISTED_REJECTIONS: usize = 20;
-
-/// Items per keyset page of the export stream.
-const EXPORT_PAGE_ROWS: i64 = 500;
-
-/// The export's columns, in order.
-pub const EXPORT_COLUMNS: [&str; 10] = [
-    "name",
-    "phone",
-    "status",
-    "attempts",
-    "call_id",
-    "duration_seconds",
-    "ended_reason",
-    "summary",
-    "extracted",
-    "variables",
-];
 
 /// The campaign routes.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -541,74 +522,12 @@ async fn campaign_calls(
     }))
 }
 
-/// Writes export rows (and the header first) as one CSV chunk.
-fn export_chunk(rows: &[ItemResultRow], with_header: bool) -> Result<Bytes, csv::Error> {
-    let mut writer = csv::Writer::from_writer(Vec::with_capacity(rows.len() * 200 + 128));
-    if with_header {
-        writer.write_record(EXPORT_COLUMNS)?;
-    }
-    for row in rows {
-        let item = &row.item;
-        writer.write_record([
-            item.name.as_str(),
-            item.phone.as_str(),
-            item.status.as_str(),
-            &item.attempts.to_string(),
-            &item.call_id.map(|id| id.to_string()).unwrap_or_default(),
-            &row.duration_seconds.unwrap_or_default().to_string(),
-            row.ended_reason.as_deref().unwrap_or_default(),
-            row.summary.as_deref().unwrap_or_default(),
-            row.extracted.as_deref().unwrap_or("{}"),
-            item.variables.as_str(),
-        ])?;
-    }
-    writer
-        .into_inner()
-        .map(Bytes::from)
-        .map_err(|err| csv::Error::from(err.into_error()))
-}
-
-/// Where the export stream is.
-struct ExportCursor {
-    store: Store,
-    campaign_id: CampaignId,
-    after_seq: i64,
-    header_written: bool,
-    finished: bool,
-}
-
-async fn next_export_chunk(
-    mut cursor: ExportCursor,
-) -> Result<Option<(Bytes, ExportCursor)>, std::io::Error> {
-    if cursor.finished {
-        return Ok(None);
-    }
-    let rows = cursor
-        .store
-        .batch_results_after(cursor.campaign_id, cursor.after_seq, EXPORT_PAGE_ROWS)
-        .await
-        .map_err(|err| {
-            tracing::error!(error = %err, "campaign export stopped: storage failure");
-            std::io::Error::other(err)
-        })?;
-    let chunk = export_chunk(&rows, !cursor.header_written).map_err(|err| {
-        tracing::error!(error = %err, "campaign export stopped: CSV failure");
-        std::io::Error::other(err)
-    })?;
-    cursor.header_written = true;
-    cursor.finished = i64::try_from(rows.len()).unwrap_or(i64::MAX) < EXPORT_PAGE_ROWS;
-    if let Some(last) = rows.last() {
-        cursor.after_seq = last.item.seq;
-    }
-    Ok(Some((chunk, cursor)))
-}
-
 /// Download every student with their latest call's status, duration, summary
-/// and extracted fields as CSV, streamed.
+/// and post-call analysis as CSV, streamed.
 #[utoipa::path(get, path = "/api/campaigns/{campaignId}/export", tag = "campaigns",
     params(("campaignId" = String, Path, description = "Campaign id")),
     responses(
-        (status = 200, description = "CSV with columns name, phone, status, attempts, call_id, duration_seconds, ended_reason, summary, extracted (JSON), variables (JSON)", content_type = "text/csv", body = String),
+        (status = 200, description = "CSV with columns name, phone, status, attempts, call_id, duration_seconds, ended_reason, summary, variables (JSON); then one column per extracted field of the campaign agent's analysis plan (headed extracted.<name> when a column above has its name; the latest call's extracted value, a keypad choice winning over the analysis: strings as they are, numbers and booleans as JSON text, empty when null), success (the verdict's value: true/false, 1-10, excellent/good/fair/poor, 0-100, or a checklist as name:pass;name:fail; empty when not judged), success_pass (true, false or empty) and other_extracted (JSON object of the extracted keys that are not plan fields)", content_type = "text/csv", body = String),
         (status = 404, body = MessageBody),
     ))]
 async fn export_campaign(
@@ -616,20 +535,5 @@ async fn export_campaign(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let campaign = service::load(
-        &state,
-        caller.org_id,
-        BatchKind::Campaign,
-        service::parse_id(BatchKind::Campaign, &id)?,
-    )
-    .await?;
-    let cursor = ExportCursor {
-        store: state.store.clone(),
-        campaign_id: campaign.id,
-        after_seq: 0,
-        header_written: false,
-        finished: false,
-    };
-    let stream = futures::stream::try_unfold(cursor, next_export_chunk);
-    Ok(csv_attachment("campaign.csv", stream))
+    batch_http::export(&state, caller.org_id, BatchKind::Campaign, &id).await
 }

@@ -1,5 +1,6 @@
 //! `/api/dashboard/*` and `/api/analytics/overview`: aggregates over the
-//! caller's calls. Days and months are IST (decisions §4).
+//! caller's calls and their post-call analyses. Days and months are IST
+//! (decisions §4).
 
 use super::MessageBody;
 use super::auth::Caller;
@@ -39,6 +40,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(status_breakdown))
         .routes(routes!(recent_calls))
         .routes(routes!(analytics_overview))
+        .routes(routes!(analysis_outcomes))
 }
 
 /// The first instant (UTC) of an IST calendar day.
@@ -101,6 +103,12 @@ fn answer_rate(answered: i64, finished: i64) -> f64 {
     } else {
         0.0
     }
+}
+
+/// Passed ÷ judged (passed + not passed), `None` when none was judged.
+fn success_rate(passed: i64, not_passed: i64) -> Option<f64> {
+    let judged = passed + not_passed;
+    (judged > 0).then(|| passed as f64 / judged as f64)
 }
 
 /// Talk seconds ÷ answered calls, 0 when none was answered.
@@ -481,6 +489,155 @@ async fn analytics_overview(
     }))
 }
 
+/// Post-call analysis outcomes over a set of calls.
+#[derive(Debug, Clone, Copy, Default, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnalysisOutcomes {
+    /// Analyses done.
+    pub analyzed: i64,
+    /// Of which judged a success.
+    pub passed: i64,
+    /// Of which judged not a success (the rest of `analyzed` was not judged:
+    /// the plan has no success rubric).
+    pub not_passed: i64,
+    /// Analyses that failed (see a call's `analysis.error`; re-run to retry).
+    pub failed: i64,
+    /// passed ÷ (passed + notPassed), 0 to 1; null when none was judged.
+    pub success_rate: Option<f64>,
+}
+
+impl AnalysisOutcomes {
+    fn add(&mut self, analyzed: i64, passed: i64, not_passed: i64, failed: i64) {
+        self.analyzed += analyzed;
+        self.passed += passed;
+        self.not_passed += not_passed;
+        self.failed += failed;
+        self.success_rate = success_rate(self.passed, self.not_passed);
+    }
+}
+
+/// One agent's analysis outcomes over the window.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentAnalysisOutcomes {
+    /// Agent id.
+    pub agent_id: String,
+    /// Agent name on its latest analyzed call.
+    pub agent_name: String,
+    /// The outcomes.
+    #[serde(flatten)]
+    pub outcomes: AnalysisOutcomes,
+}
+
+/// One agent's analysis outcomes on one IST day.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentDayAnalysisOutcomes {
+    /// The IST date of the calls' creation, `YYYY-MM-DD`.
+    pub date: String,
+    /// Agent id.
+    pub agent_id: String,
+    /// Agent name on its latest analyzed call that day.
+    pub agent_name: String,
+    /// The outcomes.
+    #[serde(flatten)]
+    pub outcomes: AnalysisOutcomes,
+}
+
+/// Success rate and analysis failures over a window of IST days.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnalysisOverview {
+    /// Days covered, today (IST) included.
+    pub days: u32,
+    /// First instant covered, ISO 8601.
+    pub since: String,
+    /// Always `Asia/Kolkata`.
+    pub time_zone: &'static str,
+    /// Over every call in the window.
+    pub totals: AnalysisOutcomes,
+    /// Per agent with analyses in the window, most analyzed first.
+    pub by_agent: Vec<AgentAnalysisOutcomes>,
+    /// Per IST day and agent, oldest day first (then by agent id); a day or
+    /// agent without analyses is absent.
+    pub by_day: Vec<AgentDayAnalysisOutcomes>,
+}
+
+/// Post-call analysis outcomes of the calls created in the last `days` IST
+/// days (1–365, default 30), today included: analyzed, passed, not passed,
+/// failed and success rate (passed ÷ judged, null when none was judged), in
+/// total, per agent and per agent and day. Counted by the day the call was
+/// created; pending and skipped analyses count nowhere.
+#[utoipa::path(get, path = "/api/dashboard/analysis", tag = "dashboard",
+    params(AnalyticsQuery),
+    responses((status = 200, body = AnalysisOverview), (status = 400, body = MessageBody)))]
+async fn analysis_outcomes(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<AnalyticsQuery>,
+) -> ApiResult<Json<AnalysisOverview>> {
+    let DayWindow(days) = query.days;
+    let today = ist_day(state.clock.now());
+    let first = today
+        .checked_sub_days(Days::new(u64::from(days - 1)))
+        .unwrap_or(today);
+    let since = ist_midnight(first).timestamp_millis();
+    let rows = state
+        .store
+        .analysis_per_agent_day(caller.org_id, since)
+        .await?;
+    let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
+    let mut totals = AnalysisOutcomes::default();
+    let mut by_agent: Vec<AgentAnalysisOutcomes> = Vec::new();
+    let mut by_day = Vec::with_capacity(rows.len());
+    for row in rows {
+        totals.add(row.analyzed, row.passed, row.not_passed, row.failed);
+        let index = match by_agent.iter().position(|a| a.agent_id == row.agent_id) {
+            Some(index) => index,
+            None => {
+                by_agent.push(AgentAnalysisOutcomes {
+                    agent_id: row.agent_id.clone(),
+                    agent_name: String::new(),
+                    outcomes: AnalysisOutcomes::default(),
+                });
+                by_agent.len() - 1
+            }
+        };
+        let agent = &mut by_agent[index];
+        agent
+            .outcomes
+            .add(row.analyzed, row.passed, row.not_passed, row.failed);
+        // Rows come oldest day first: the last name seen is the latest.
+        agent.agent_name.clone_from(&row.agent_name);
+        let mut outcomes = AnalysisOutcomes::default();
+        outcomes.add(row.analyzed, row.passed, row.not_passed, row.failed);
+        by_day.push(AgentDayAnalysisOutcomes {
+            date: epoch
+                .checked_add_days(Days::new(u64::try_from(row.ist_day).unwrap_or_default()))
+                .unwrap_or(epoch)
+                .format("%Y-%m-%d")
+                .to_string(),
+            agent_id: row.agent_id,
+            agent_name: row.agent_name,
+            outcomes,
+        });
+    }
+    by_agent.sort_by(|a, b| {
+        b.outcomes
+            .analyzed
+            .cmp(&a.outcomes.analyzed)
+            .then_with(|| a.agent_id.cmp(&b.agent_id))
+    });
+    Ok(Json(AnalysisOverview {
+        days,
+        since: crate::domain::clock::iso(since),
+        time_zone: "Asia/Kolkata",
+        totals,
+        by_agent,
+        by_day,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -496,5 +653,7 @@ mod tests {
         assert_eq!(answer_rate(0, 0), 0.0);
         assert_eq!(answer_rate(1, 4), 0.25);
         assert_eq!(average_seconds(90, 2), 45.0);
+        assert_eq!(success_rate(0, 0), None);
+        assert_eq!(success_rate(3, 1), Some(0.75));
     }
 }

@@ -109,7 +109,8 @@ pub struct ItemRow {
     pub attempts: i64,
 }
 
-/// An item with its latest call's results, for the campaign export.
+/// An item with its latest call's results and analysis, for the batch and
+/// campaign exports.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ItemResultRow {
     /// The item.
@@ -119,10 +120,16 @@ pub struct ItemResultRow {
     pub duration_seconds: Option<i64>,
     /// Its summary.
     pub summary: Option<String>,
-    /// Its extracted fields (JSON).
+    /// Its keypad choices (JSON object).
     pub extracted: Option<String>,
     /// Why it ended.
     pub ended_reason: Option<String>,
+    /// Its analysis' extracted fields (JSON object), once analyzed.
+    pub structured_data: Option<String>,
+    /// Its analysis' verdict, JSON `{rubric, value, pass, reason}`.
+    pub success: Option<String>,
+    /// The verdict as pass or fail.
+    pub success_pass: Option<bool>,
 }
 
 /// The call template an item is dialed with; the item fills in the person.
@@ -443,7 +450,8 @@ impl Store {
         Ok((rows, total))
     }
 
-    /// Items after `after_seq` with their latest call's results, in order.
+    /// Items after `after_seq` with their latest call's results and its
+    /// analysis (when it has one), in order.
     pub async fn batch_results_after(
         &self,
         batch_id: BatchId,
@@ -453,8 +461,10 @@ impl Store {
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, ItemResultRow>(
                 "SELECT i.seq, i.name, i.phone, i.variables, i.status, i.reason, i.call_id, i.attempts,
-                   c.duration_seconds, c.summary, c.extracted, c.ended_reason
+                   c.duration_seconds, c.summary, c.extracted, c.ended_reason,
+                   a.structured_data, a.success, a.success_pass
                  FROM batch_items i LEFT JOIN calls c ON c.id = i.call_id
+                   LEFT JOIN call_analyses a ON a.call_id = i.call_id
                  WHERE i.batch_id = $1 AND i.seq > $2 ORDER BY i.seq LIMIT $3",
             )
             .bind(batch_id)

@@ -458,20 +458,6 @@ impl Store {
                 .fetch_one(&mut *tx)
                 .await?
                     > 0;
-            let deadline = o.ended_at + o.rating_wait_ms;
-            if conversed {
-                sqlx::query(
-                    "INSERT INTO ratings (call_id, org_id, agent_id, status, webhook_deadline, call_created_at,
-                       created_at, updated_at)
-                     SELECT id, org_id, agent_id, 'pending', $2, created_at, $3, $3 FROM calls WHERE id = $1
-                     ON CONFLICT (call_id) DO NOTHING",
-                )
-                .bind(o.call_id)
-                .bind(deadline)
-                .bind(o.ended_at)
-                .execute(&mut *tx)
-                .await?;
-            }
             // Every ended call gets its analysis row in this transaction:
             // pending for a call that connected, skipped for one that never did.
             let connected = answered_at.is_some() && matches!(o.status, "completed" | "failed");
@@ -500,14 +486,26 @@ impl Store {
             .bind((!connected).then_some(o.ended_at))
             .execute(&mut *tx)
             .await?;
-            // call.completed waits for the post-call work (decisions §8): the
-            // analysis and the rating, or the later of their deadlines.
+            // call.completed waits for the post-call work (decisions §8) until
+            // the analysis plan's timeoutSeconds (the rating's own wait when
+            // nothing is analyzed); a rating or analysis finishing later
+            // follows as its own event.
+            let deadline = analysis_deadline.unwrap_or(o.ended_at + o.rating_wait_ms);
+            if conversed {
+                sqlx::query(
+                    "INSERT INTO ratings (call_id, org_id, agent_id, status, webhook_deadline, call_created_at,
+                       created_at, updated_at)
+                     SELECT id, org_id, agent_id, 'pending', $2, created_at, $3, $3 FROM calls WHERE id = $1
+                     ON CONFLICT (call_id) DO NOTHING",
+                )
+                .bind(o.call_id)
+                .bind(deadline)
+                .bind(o.ended_at)
+                .execute(&mut *tx)
+                .await?;
+            }
             let held = conversed || connected;
-            let due = match (conversed.then_some(deadline), analysis_deadline) {
-                (Some(a), Some(b)) => a.max(b),
-                (Some(a), None) | (None, Some(a)) => a,
-                (None, None) => o.ended_at,
-            };
+            let due = if held { deadline } else { o.ended_at };
             let event_id = super::webhook_outbox::event_id(o.call_id, "call.completed");
             super::webhook_outbox::queue_in_tx!(
                 &mut *tx, row.org_id, o.call_id, "call.completed", o.ended_at, due, held, &event_id

@@ -1,5 +1,6 @@
 //! Sums over a workspace's calls for the dashboard and analytics: totals
-//! or per agent, provider or ended reason, and calls per IST day.
+//! or per agent, provider or ended reason, calls per IST day, and post-call
+//! analysis outcomes per agent and IST day.
 
 use crate::domain::{OrgId, Paise};
 use crate::store::{Store, StoreResult, with_pool};
@@ -49,6 +50,24 @@ pub struct CallDayRow {
     pub completed: i64,
     /// Of which failed, unanswered or busy.
     pub unsuccessful: i64,
+}
+/// Post-call analysis outcomes of one agent's calls created on one IST day.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct AnalysisDayAggregateRow {
+    /// Agent id, as the analyses store it.
+    pub agent_id: String,
+    /// The agent's name on its latest such call.
+    pub agent_name: String,
+    /// Days since 1970-01-01 in IST.
+    pub ist_day: i64,
+    /// Analyses done.
+    pub analyzed: i64,
+    /// Of which judged a success.
+    pub passed: i64,
+    /// Of which judged not a success.
+    pub not_passed: i64,
+    /// Analyses that failed.
+    pub failed: i64,
 }
 /// How [`Store::call_aggregates`] groups calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +153,38 @@ impl Store {
         );
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, CallDayRow>(AssertSqlSafe(sql))
+                .bind(org_id)
+                .bind(since_ms)
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(rows)
+    }
+    /// Analysis outcomes of a workspace's calls created at or after
+    /// `since_ms`, per agent and IST day of the call's creation, oldest day
+    /// first; days and agents without analyses are absent. A call whose
+    /// analysis is pending or skipped counts nowhere.
+    pub async fn analysis_per_agent_day(
+        &self,
+        org_id: OrgId,
+        since_ms: i64,
+    ) -> StoreResult<Vec<AnalysisDayAggregateRow>> {
+        let sql = format!(
+            "SELECT a.agent_id AS agent_id, MAX(c.agent_name) AS agent_name,
+               CAST((a.call_created_at + {IST_OFFSET_MS}) / {DAY_MS} AS BIGINT) AS ist_day,
+               CAST(COALESCE(SUM(CASE WHEN a.status = 'done' THEN 1 ELSE 0 END), 0) AS BIGINT) AS analyzed,
+               CAST(COALESCE(SUM(CASE WHEN a.status = 'done' AND a.success_pass = TRUE THEN 1 ELSE 0 END), 0)
+                 AS BIGINT) AS passed,
+               CAST(COALESCE(SUM(CASE WHEN a.status = 'done' AND a.success_pass = FALSE THEN 1 ELSE 0 END), 0)
+                 AS BIGINT) AS not_passed,
+               CAST(COALESCE(SUM(CASE WHEN a.status = 'failed' THEN 1 ELSE 0 END), 0) AS BIGINT) AS failed
+             FROM call_analyses a JOIN calls c ON c.id = a.call_id
+             WHERE a.org_id = $1 AND a.call_created_at >= $2 AND a.status IN ('done', 'failed')
+             GROUP BY a.agent_id, (a.call_created_at + {IST_OFFSET_MS}) / {DAY_MS}
+             ORDER BY ist_day, agent_id"
+        );
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, AnalysisDayAggregateRow>(AssertSqlSafe(sql))
                 .bind(org_id)
                 .bind(since_ms)
                 .fetch_all(pool)

@@ -23,6 +23,18 @@ pub struct CallFilter {
     pub success: Option<bool>,
     /// Keep calls whose analysis is in this state.
     pub analysis_status: Option<&'static str>,
+    /// Keep calls of this agent (its id as calls store it).
+    pub agent_id: Option<String>,
+}
+impl CallFilter {
+    /// Whether the per-status counters answer this filter (they know only
+    /// status and provider); otherwise a query counts.
+    pub fn counted_by_status(&self) -> bool {
+        self.search.is_none()
+            && self.success.is_none()
+            && self.analysis_status.is_none()
+            && self.agent_id.is_none()
+    }
 }
 /// `term` as a `LIKE` pattern matching it anywhere, with `\` escaping `%`, `_` and `\`.
 fn like_anywhere(term: &str) -> String {
@@ -161,6 +173,9 @@ impl Store {
         }
         if let Some(provider) = &filter.provider {
             sql.push(" AND c.provider = ").push_bind(provider.as_str());
+        }
+        if let Some(agent_id) = &filter.agent_id {
+            sql.push(" AND c.agent_id = ").push_bind(agent_id.as_str());
         }
         if let Some(pass) = filter.success {
             // A literal, not a bind: both dialects read TRUE/FALSE as booleans.

@@ -67,7 +67,7 @@ impl Store {
             .as_deref()
             .is_some_and(|s| !s.trim().is_empty());
         if !searching {
-            if !self.is_sqlite() {
+            if !self.is_sqlite() || !filter.counted_by_status() {
                 let rows = self.list_calls(org_id, filter, limit, offset).await?;
                 let counts = self.count_calls(org_id, filter).await?;
                 return Ok((rows, counts));
@@ -298,7 +298,7 @@ impl Store {
             .search
             .as_deref()
             .is_some_and(|s| !s.trim().is_empty());
-        if !searching && self.is_sqlite() {
+        if !searching && self.is_sqlite() && filter.counted_by_status() {
             // Trigger-kept counters: O(statuses) instead of a scan.
             let per_status = self
                 .call_status_counts(org_id, filter.provider.as_deref())

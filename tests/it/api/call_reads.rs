@@ -217,6 +217,8 @@ async fn call_list_rows_have_the_spec_shape_newest_first() {
         "attempt": 1,
         "batchId": null,
         "campaignId": null,
+        // Fixture calls ended before analysis existed: they have none.
+        "analysis": null,
     });
     assert_eq!(asha, &expected);
 
@@ -515,6 +517,7 @@ async fn call_detail_transcript_and_turns() {
     assert_eq!(
         transcript,
         json!({
+            "analysis": null,
             "transcriptText": "Hello Asha\nHi\nBye",
             "turns": [
                 {"speaker": "assistant", "text": "Hello Asha", "createdAt": "2026-03-15T05:50:04.000Z"},

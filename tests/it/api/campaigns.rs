@@ -213,8 +213,10 @@ async fn the_export_streams_every_student_with_their_latest_result() {
             "duration_seconds",
             "ended_reason",
             "summary",
-            "extracted",
-            "variables"
+            "variables",
+            "success",
+            "success_pass",
+            "other_extracted"
         ]
     );
     let records: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
@@ -222,7 +224,7 @@ async fn the_export_streams_every_student_with_their_latest_result() {
     assert_eq!(&records[0][0], "Student 0");
     assert_eq!(&records[0][2], "pending");
     assert_eq!(&records[1_199][0], "Student 1199");
-    let vars: Value = serde_json::from_str(&records[1][9]).unwrap();
+    let vars: Value = serde_json::from_str(&records[1][8]).unwrap();
     assert_eq!(vars["Batch"], "B, 1");
 
     // Dial a small campaign to see results in the export.

@@ -7,6 +7,8 @@ mod account;
 mod admin;
 mod agent_text;
 mod agents;
+mod analysis;
+mod analysis_exports;
 mod auth;
 mod batches;
 mod call_reads;

@@ -90,7 +90,17 @@ async fn openapi_document_describes_every_route() {
     };
     assert_eq!(
         query_params("get", "/api/calls"),
-        ["page", "limit", "status", "search", "deep", "provider"]
+        [
+            "page",
+            "limit",
+            "status",
+            "search",
+            "deep",
+            "provider",
+            "success",
+            "analysisStatus",
+            "agentId"
+        ]
     );
     let limit = paths["/api/calls"]["get"]["parameters"]
         .as_array()
