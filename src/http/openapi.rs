@@ -13,9 +13,13 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Voxline API", description = "Automated AI voice calls over HTTP. Every /api request needs `Authorization: Bearer acai_…`."),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &Webhooks),
     security(("bearer" = [])),
-    components(schemas(super::MessageBody))
+    components(schemas(
+        super::MessageBody,
+        crate::webhooks::events::CallCompletedEvent,
+        crate::webhooks::events::RatingCompletedEvent,
+    ))
 )]
 struct ApiDoc;
 
@@ -32,6 +36,93 @@ impl Modify for BearerAuth {
                     .bearer_format("acai_ API key")
                     .build(),
             ),
+        );
+    }
+}
+
+/// The events Voxline posts to a workspace's webhook subscriptions, in the
+/// document's `webhooks` section: each a POST of its payload, signed as the
+/// README describes.
+struct Webhooks;
+
+impl Modify for Webhooks {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::path::{HttpMethod, OperationBuilder, PathItem};
+        use utoipa::openapi::request_body::RequestBodyBuilder;
+        use utoipa::openapi::{
+            ContentBuilder, PathsBuilder, Ref, ResponseBuilder, ResponsesBuilder,
+        };
+        let event = |schema: &str, summary: &str, description: &str| {
+            PathItem::new(
+                HttpMethod::Post,
+                OperationBuilder::new()
+                    .summary(Some(summary))
+                    .description(Some(description))
+                    .request_body(Some(
+                        RequestBodyBuilder::new()
+                            .content(
+                                "application/json",
+                                ContentBuilder::new()
+                                    .schema(Some(Ref::from_schema_name(schema)))
+                                    .build(),
+                            )
+                            .build(),
+                    ))
+                    .responses(
+                        ResponsesBuilder::new()
+                            .response(
+                                "2XX",
+                                ResponseBuilder::new().description(
+                                    "Delivered; any other answer is retried with backoff",
+                                ),
+                            )
+                            .build(),
+                    )
+                    .build(),
+            )
+        };
+        const HEADERS: &str = " Headers: `X-Service-Event` (the event), `X-Service-Delivery` \
+            (the delivery id), `X-Service-Timestamp` (Unix seconds) and `X-Service-Signature` \
+            (`v1=` and the hex HMAC-SHA256 of `{timestamp}.{body}` with the subscription's secret).";
+        openapi.webhooks = Some(
+            PathsBuilder::new()
+                .path(
+                    "call.completed",
+                    event(
+                        "CallCompletedEvent",
+                        "A call ended",
+                        &format!(
+                            "Sent once the call's analysis and rating are settled, or when the \
+                             agent's analysis.timeoutSeconds (default 60) has passed since the \
+                             call ended, whichever is first; at once for calls that never \
+                             connected.{HEADERS}"
+                        ),
+                    ),
+                )
+                .path(
+                    "call.analyzed",
+                    event(
+                        "CallCompletedEvent",
+                        "A call's analysis finished after call.completed went out",
+                        &format!(
+                            "Follows call.completed when the analysis was not done in time \
+                             (a failed analysis sends nothing), and after every re-run. Same \
+                             payload, `event` = call.analyzed.{HEADERS}"
+                        ),
+                    ),
+                )
+                .path(
+                    "rating.completed",
+                    event(
+                        "RatingCompletedEvent",
+                        "A call's scorecard finished after call.completed went out",
+                        &format!(
+                            "Follows call.completed when the scorecard was not done in time, \
+                             and after every re-scoring.{HEADERS}"
+                        ),
+                    ),
+                )
+                .build(),
         );
     }
 }

@@ -2,3 +2,4 @@
 //! and the address guard that keeps deliveries off private networks.
 
 pub mod delivery;
+pub mod events;

@@ -748,3 +748,47 @@ async fn a_restart_finishes_pending_analyses_each_once() {
         assert_eq!(received.body["analysis"]["status"], "done");
     }
 }
+
+#[tokio::test]
+async fn the_openapi_document_describes_the_plan_endpoints_and_webhooks() {
+    let app = TestApp::spawn().await;
+    let doc = app.get("", "/openapi.json").await.expect(200).body;
+    assert_eq!(
+        doc["openapi"].as_str().map(|v| v.starts_with("3.1")),
+        Some(true)
+    );
+    for event in ["call.completed", "call.analyzed", "rating.completed"] {
+        let op = &doc["webhooks"][event]["post"];
+        assert!(op["description"].as_str().is_some(), "{event}: {op}");
+        assert!(op["requestBody"]["content"]["application/json"]["schema"]["$ref"].is_string());
+    }
+    let schemas = &doc["components"]["schemas"];
+    let completed = &schemas["CallCompletedEvent"]["properties"];
+    for field in [
+        "status",
+        "durationSeconds",
+        "transcript",
+        "summary",
+        "extracted",
+        "success",
+        "analysis",
+        "rating",
+        "recordingUrl",
+    ] {
+        assert!(completed.get(field).is_some(), "CallCompletedEvent.{field}");
+    }
+    assert!(schemas["AnalysisPlan"]["properties"]["fields"].is_object());
+    assert!(schemas["AnalysisView"]["properties"]["structuredData"].is_object());
+    for (path, method) in [
+        ("/api/calls/{callId}/analysis", "post"),
+        ("/api/batches/{batchId}/analysis", "post"),
+        ("/api/batches/{batchId}/analysis", "get"),
+    ] {
+        assert!(doc["paths"][path][method].is_object(), "{method} {path}");
+    }
+    assert!(
+        schemas["AgentSpec"]["properties"]["analysis"].is_object()
+            || doc.to_string().contains("AnalysisPlan"),
+        "agents carry the plan"
+    );
+}
