@@ -761,6 +761,62 @@ async fn a_real_llm_server_fills_a_scorecard_when_configured() {
     }
 }
 
+#[tokio::test]
+async fn a_real_llm_server_analyzes_a_call_when_configured() {
+    let Ok(base) = std::env::var("VOXLINE_TEST_LLM_URL") else {
+        println!(
+            "skipped a_real_llm_server_analyzes_a_call_when_configured: \
+             VOXLINE_TEST_LLM_URL is not set"
+        );
+        return;
+    };
+    let model = std::env::var("VOXLINE_TEST_LLM_MODEL").unwrap_or_else(|_| "local".into());
+    let key = std::env::var("VOXLINE_TEST_LLM_API_KEY").ok();
+    let patient = HttpPolicy {
+        connect_timeout: Duration::from_secs(5),
+        read_timeout: Duration::from_secs(90),
+        retries: 1,
+        backoff: Duration::from_millis(500),
+    };
+    let llm = OpenAiLlm::new(reqwest::Client::new(), &base, key, &model, patient);
+    let plan: voxline::domain::analysis::AnalysisPlan = serde_json::from_value(json!({
+        "fields": [
+            {"name": "notice_days", "type": "integer", "description": "Notice period in days", "minimum": 0, "maximum": 180},
+            {"name": "can_relocate", "type": "boolean", "description": "Whether the candidate can relocate"}
+        ],
+        "success": {"rubric": "passFail", "prompt": "The candidate answered both questions."}
+    }))
+    .unwrap();
+    let turn = |speaker: &str, text: &str| voxline_actors::providers::scorecard::ScorecardTurn {
+        speaker: speaker.into(),
+        text: text.into(),
+    };
+    let request = plan.engine_request(
+        vec![
+            turn("agent", "Hello Asha, what is your notice period?"),
+            turn("callee", "It is thirty days."),
+            turn("agent", "Can you relocate to Bengaluru?"),
+            turn("callee", "Yes, I can relocate."),
+        ],
+        "agent-hangup",
+    );
+    let (outcome, attempts) = voxline::postcall::analysis::analyst::analyze(&llm, &request).await;
+    let analysis = outcome.unwrap_or_else(|err| panic!("{model} at {base}: {err}"));
+    println!("{model} at {base}: {attempts} request(s): {analysis:?}");
+    let data = &analysis.reply.structured_data;
+    assert!(
+        data.contains_key("notice_days") && data.contains_key("can_relocate"),
+        "{data:?}"
+    );
+    assert!(
+        analysis
+            .reply
+            .summary
+            .as_deref()
+            .is_some_and(|s| !s.is_empty())
+    );
+}
+
 // ---------------------------------------------------------------------------
 // TTS
 

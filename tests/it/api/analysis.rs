@@ -697,7 +697,9 @@ async fn a_restart_finishes_pending_analyses_each_once() {
     let agent = app
         .create_agent(
             &ws.key,
-            json!({"name": "Slow", "analysis": screening_plan()}),
+            json!({"name": "Slow", "analysis": {"fields": [
+                {"name": "notice_days", "type": "integer", "description": "Your notice period in days"}
+            ]}}),
         )
         .await["id"]
         .as_str()
@@ -712,7 +714,7 @@ async fn a_restart_finishes_pending_analyses_each_once() {
                 &ws,
                 &agent,
                 &format!("+91984501340{i}"),
-                json!({"simScript": ANSWERS, "simAnalysisDelayMs": 4000}),
+                json!({"simScript": ["Yes.", "30 days."], "simAnalysisDelayMs": 4000}),
             )
             .await,
         );
