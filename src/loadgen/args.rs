@@ -71,6 +71,11 @@ pub struct LoadgenArgs {
     /// and steps); default: the sim carrier's three-line script.
     #[arg(long)]
     pub script: Option<String>,
+    /// Finished calls with a pending post-call analysis to seed before the run (in-process
+    /// server only): the worker drains them with the sim LLM while the live calls run, and the
+    /// summary reports how fast.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub analysis_backlog: u64,
     /// Worker threads of the callee fleet (in-process). Two, so a thousand callees sending
     /// 50 frames a second each are not queued behind one another on one thread.
     #[arg(long, default_value_t = 2)]

@@ -5,6 +5,7 @@
 
 use super::LoadgenOutput;
 use super::args::LoadgenArgs;
+use super::backlog::Backlog;
 use super::fleet::{Api, Fleet, PlaceMode, callee_number};
 use super::metrics::{self, CallObservation, StepMetrics, StepSummary, TurnBudget, UsageSample};
 use super::observation::{failure_of, fill_from_detail, fill_from_report};
@@ -63,6 +64,8 @@ pub(super) struct LoadRun {
     pub(super) next_number: AtomicU64,
     pub(super) duration: Duration,
     pub(super) show_progress: bool,
+    /// The seeded analysis backlog, released when the step starts (`--analysis-backlog`).
+    pub(super) backlog: Option<Arc<Backlog>>,
 }
 
 /// Counters the progress line and the usage sampler read while a step runs.
@@ -126,6 +129,12 @@ impl LoadRun {
             Arc::clone(&sampling),
             started,
         ));
+        let backlog_pending = Arc::new(AtomicU64::new(0));
+        let drain = self.backlog.as_ref().map(|backlog| {
+            tokio::spawn(
+                Arc::clone(backlog).drain(Arc::clone(&sampling), Arc::clone(&backlog_pending)),
+            )
+        });
         tokio::spawn(Arc::clone(&self).place_all(
             calls,
             concurrency,
@@ -150,10 +159,15 @@ impl LoadRun {
                     None => break,
                 },
                 _ = tick.tick() => bar.set_message(format!(
-                    "on the line {} · answered {} · failed {}",
+                    "on the line {} · answered {} · failed {}{}",
                     self.active_calls(&live),
                     live.answered.load(Ordering::Relaxed),
                     live.failed.load(Ordering::Relaxed),
+                    if drain.is_some() {
+                        format!(" · analyses pending {}", backlog_pending.load(Ordering::Relaxed))
+                    } else {
+                        String::new()
+                    },
                 )),
             }
         }
@@ -162,7 +176,17 @@ impl LoadRun {
         sampling.store(false, Ordering::Relaxed);
         let samples = sampler.await.unwrap_or_default();
         let usage = metrics::per_call_usage(&samples, idle_cpu, idle_rss);
-        StepSummary::new(
+        let analysis = match (&self.backlog, drain) {
+            (Some(backlog), Some(drain)) => match drain.await {
+                Ok((released, drained)) => Some(backlog.summary(released, &drained).await),
+                Err(error) => {
+                    tracing::warn!(%error, "the analysis backlog sampler panicked");
+                    None
+                }
+            },
+            _ => None,
+        };
+        let mut summary = StepSummary::new(
             calls,
             concurrency,
             self.mode.as_str(),
@@ -171,7 +195,9 @@ impl LoadRun {
             self.budget,
             usage,
             &self.usage_source,
-        )
+        );
+        summary.analysis = analysis;
+        summary
     }
 
     fn progress_bar(&self, calls: u64) -> ProgressBar {

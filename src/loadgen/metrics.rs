@@ -342,8 +342,11 @@ pub struct StepSummary {
     pub frames: FramePacing,
     /// Server CPU and memory per concurrent call.
     pub usage: Option<PerCallUsage>,
-    /// How the usage figures were taken.
+    /// How theusage figures were taken.
     pub usage_source: String,
+    /// How the seeded analysis backlog drained (`--analysis-backlog`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<AnalysisDrain>,
 }
 
 impl StepSummary {
@@ -383,6 +386,57 @@ impl StepSummary {
             },
             usage,
             usage_source: usage_source.to_owned(),
+            analysis: None,
+        }
+    }
+}
+
+/// One count of the analysis backlog.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DrainSample {
+    /// Seconds since the backlog was released to the worker.
+    pub at_seconds: f64,
+    /// Its analyses still pending.
+    pub pending: u64,
+}
+
+/// How a seeded analysis backlog drained during a step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnalysisDrain {
+    /// Analyses seeded.
+    pub backlog: u64,
+    /// Of those, no longer pending at the end of the step (done or failed).
+    pub drained: u64,
+    /// Of the drained, failed.
+    pub failed: u64,
+    /// Seconds from the release until none was pending; `None` if some still were at the end.
+    pub seconds_to_drain: Option<f64>,
+    /// Analyses finished per second while the backlog drained (until drained, or the end).
+    pub per_second: f64,
+}
+
+impl AnalysisDrain {
+    /// The drain of a `backlog` from counts taken since its release, the last at the step's
+    /// end; `failed` of them failed.
+    pub fn new(backlog: u64, samples: &[DrainSample], failed: u64) -> Self {
+        let remaining = samples.last().map_or(backlog, |s| s.pending.min(backlog));
+        let drained = backlog - remaining;
+        let seconds_to_drain = samples
+            .iter()
+            .find(|s| s.pending == 0)
+            .map(|s| s.at_seconds);
+        let over = seconds_to_drain.unwrap_or_else(|| samples.last().map_or(0.0, |s| s.at_seconds));
+        Self {
+            backlog,
+            drained,
+            failed: failed.min(drained),
+            seconds_to_drain,
+            per_second: if over > 0.0 {
+                drained as f64 / over
+            } else {
+                0.0
+            },
         }
     }
 }
@@ -478,6 +532,41 @@ mod tests {
         let expected = 0.49 / usage.plateau_active_calls * 100.0;
         assert!((usage.cpu_percent_of_core_per_call - expected).abs() < 1e-9);
         assert!((usage.rss_kib_per_call - 220.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_drain_rate_counts_until_the_backlog_is_empty() {
+        let drain = |at_seconds, pending| DrainSample {
+            at_seconds,
+            pending,
+        };
+        let drained = AnalysisDrain::new(
+            100,
+            &[
+                drain(0.0, 100),
+                drain(1.0, 68),
+                drain(2.0, 36),
+                drain(3.0, 4),
+                drain(4.0, 0),
+                drain(9.0, 0),
+            ],
+            2,
+        );
+        assert_eq!(drained.drained, 100);
+        assert_eq!(drained.failed, 2);
+        assert_eq!(drained.seconds_to_drain, Some(4.0));
+        assert!((drained.per_second - 25.0).abs() < 1e-9);
+        let left = AnalysisDrain::new(
+            1_000,
+            &[drain(0.0, 1_000), drain(1.0, 968), drain(10.0, 680)],
+            0,
+        );
+        assert_eq!(left.drained, 320);
+        assert_eq!(left.seconds_to_drain, None);
+        assert!((left.per_second - 32.0).abs() < 1e-9);
+        let json = serde_json::to_value(left).unwrap();
+        assert_eq!(json["secondsToDrain"], serde_json::Value::Null);
+        assert_eq!(AnalysisDrain::new(5, &[], 0).per_second, 0.0);
     }
 
     #[test]

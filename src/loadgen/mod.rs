@@ -4,7 +4,8 @@
 //!
 //! This file is the command's entry and its output; `args` holds the options, `setup` what a
 //! run goes against, `driver` the steps and the sweep, `observation` how one call is judged,
-//! `report` the human-readable summary.
+//! `report` the human-readable summary, `backlog` the post-call analysis backlog seeded
+//! and drained alongside the run (`--analysis-backlog`).
 
 pub mod fleet;
 pub mod metrics;
@@ -12,6 +13,7 @@ pub mod procstat;
 pub mod sweep;
 
 mod args;
+mod backlog;
 mod driver;
 mod observation;
 mod report;

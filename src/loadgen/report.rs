@@ -70,4 +70,14 @@ fn print_step(step: &StepSummary) {
         ),
         None => println!("  server usage: - [{}]", step.usage_source),
     }
+    if let Some(a) = &step.analysis {
+        let drained = match a.seconds_to_drain {
+            Some(seconds) => format!("drained in {seconds:.1} s"),
+            None => format!("{} still pending at the end", a.backlog - a.drained),
+        };
+        println!(
+            "  analysis backlog {}: {} analyzed ({} failed) at {:.1}/s, {drained}",
+            a.backlog, a.drained, a.failed, a.per_second
+        );
+    }
 }

@@ -5,6 +5,7 @@
 
 use super::LoadgenOutput;
 use super::args::LoadgenArgs;
+use super::backlog::{self, Backlog};
 use super::driver::{LoadRun, drive};
 use super::fleet::{self, Api, Fleet};
 use super::metrics::TurnBudget;
@@ -14,7 +15,7 @@ use crate::admin::ops;
 use crate::app::config::{Settings, SimSettings};
 use crate::app::server::Server;
 use crate::domain::clock::SystemClock;
-use crate::domain::{ApiKeyId, Paise};
+use crate::domain::{AgentId, ApiKeyId, OrgId, Paise};
 use crate::store::keys::NewApiKey;
 use anyhow::Context;
 use serde_json::Value;
@@ -35,6 +36,16 @@ pub async fn run_with_fleet_runtime(
     anyhow::ensure!(args.calls > 0, "--calls must be at least 1");
     anyhow::ensure!(args.concurrency > 0, "--concurrency must be at least 1");
     anyhow::ensure!(args.duration > 0, "--duration must be at least 1 second");
+    if args.analysis_backlog > 0 {
+        anyhow::ensure!(
+            args.target.is_none(),
+            "--analysis-backlog seeds the database of the in-process server; it cannot be used with --target"
+        );
+        anyhow::ensure!(
+            !args.sweep,
+            "--analysis-backlog measures one run; it cannot be used with --sweep"
+        );
+    }
     let variables = match &args.script {
         Some(script) => {
             let script: Value = serde_json::from_str(script).context("--script is not JSON")?;
@@ -51,7 +62,7 @@ pub async fn run_with_fleet_runtime(
         tts_first_byte_ms: args.sim_tts_ms,
     };
     let (answered_tx, answered_rx) = mpsc::unbounded_channel();
-    let (server, fleet, api, probe, usage_source, data_dir) = match &args.target {
+    let (server, org, fleet, api, probe, usage_source, data_dir) = match &args.target {
         Some(target) => {
             let key = args
                 .key
@@ -62,7 +73,15 @@ pub async fn run_with_fleet_runtime(
                 Some(pid) => format!("/proc/{pid} (the --target server)"),
                 None => "not measured: pass --server-pid".to_owned(),
             };
-            (None, None, Api::new(target, key)?, probe, source, None)
+            (
+                None,
+                None,
+                None,
+                Api::new(target, key)?,
+                probe,
+                source,
+                None,
+            )
         }
         None => {
             let fleet = Fleet::new(fleet_runtime.clone(), answered_tx);
@@ -73,7 +92,7 @@ pub async fn run_with_fleet_runtime(
             };
             let data_dir = std::env::temp_dir()
                 .join(format!("voxline-loadgen-{}", uuid::Uuid::new_v4().simple()));
-            let (server, key) =
+            let (server, org, key) =
                 start_in_process(args, &fleet, max_concurrency, data_dir.clone()).await?;
             let api = Api::new(&server.base_url(), &key)?;
             let probe = ProcessProbe::current_process(fleet::FLEET_THREAD);
@@ -83,6 +102,7 @@ pub async fn run_with_fleet_runtime(
             );
             (
                 Some(server),
+                Some(org),
                 Some(fleet),
                 api,
                 Some(probe),
@@ -98,6 +118,12 @@ pub async fn run_with_fleet_runtime(
             .await
             .context("creating the load agent")?,
     };
+    let backlog = match (&server, org) {
+        (Some(server), Some(org)) if args.analysis_backlog > 0 => Some(Arc::new(
+            seed_backlog(server, &api, org, args.analysis_backlog).await?,
+        )),
+        _ => None,
+    };
     let run = Arc::new(LoadRun {
         api,
         agent_id,
@@ -111,6 +137,7 @@ pub async fn run_with_fleet_runtime(
         next_number: AtomicU64::new(0),
         duration: Duration::from_secs(args.duration),
         show_progress: true,
+        backlog,
     });
     let driver = {
         let run = Arc::clone(&run);
@@ -133,13 +160,41 @@ const LARGE_QUOTA: i64 = 1_000_000_000;
 /// Wallet credit of the load workspace (₹10 crore).
 const LARGE_CREDIT_PAISE: Paise = Paise(10_000_000_000);
 
-/// Starts a server in a temporary directory with a load workspace; returns it and the key.
+/// Creates the screening agent and seeds `size` finished calls of it with pending analyses,
+/// held until the run starts.
+async fn seed_backlog(
+    server: &Server,
+    api: &Api,
+    org: OrgId,
+    size: u64,
+) -> anyhow::Result<Backlog> {
+    let agent = api
+        .post("/api/agents", &backlog::agent_body()?)
+        .await
+        .context("creating the analysis backlog agent")?;
+    let agent_id: AgentId = agent["id"]
+        .as_str()
+        .context("the analysis backlog agent has no id")?
+        .parse()
+        .context("the analysis backlog agent's id")?;
+    let started = std::time::Instant::now();
+    let seeded = Backlog::seed(server.state().store.clone(), org, agent_id, size).await?;
+    tracing::info!(
+        calls = size,
+        seconds = started.elapsed().as_secs_f64(),
+        "analysis backlog seeded"
+    );
+    Ok(seeded)
+}
+
+/// Starts a server in a temporary directory with a load workspace; returns it, the
+/// workspace and its key.
 async fn start_in_process(
     args: &LoadgenArgs,
     fleet: &Arc<Fleet>,
     max_concurrency: u64,
     data_dir: std::path::PathBuf,
-) -> anyhow::Result<(Server, String)> {
+) -> anyhow::Result<(Server, OrgId, String)> {
     let mut settings = Settings::for_tests(data_dir, None);
     settings.storage.secret = Some(uuid::Uuid::new_v4().simple().to_string());
     settings.janitor_interval = Duration::from_secs(60);
@@ -193,5 +248,5 @@ async fn start_in_process(
     store
         .credit_wallet(org.id, LARGE_CREDIT_PAISE, now.timestamp_millis())
         .await?;
-    Ok((server, generated.full))
+    Ok((server, org.id, generated.full))
 }

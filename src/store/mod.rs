@@ -7,6 +7,7 @@
 
 mod agents;
 pub mod analyses;
+pub mod analysis_backlog;
 pub mod batches;
 mod call_reads;
 pub mod calls;

@@ -50,3 +50,44 @@ fn loadgen_runs_three_calls_in_process_and_counts_them() {
         "{summary:#}"
     );
 }
+
+#[test]
+fn loadgen_drains_a_seeded_analysis_backlog_and_reports_it() {
+    let output = Command::new(VOXLINE_BIN)
+        .args([
+            "loadgen",
+            "--calls",
+            "1",
+            "--concurrency",
+            "1",
+            "--duration",
+            "30",
+            "--sim-answer-ms",
+            "100",
+            "--script",
+            r#"["Thank you, goodbye!"]"#,
+            "--analysis-backlog",
+            "50",
+            "--json",
+        ])
+        .env_remove("VOXLINE_API_KEY")
+        .output()
+        .expect("the voxline binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "loadgen failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: Value = serde_json::from_str(&stdout).expect("stdout is the JSON summary");
+    assert_eq!(summary["failed"], 0, "{summary:#}");
+    let analysis = &summary["analysis"];
+    assert_eq!(analysis["backlog"], 50, "{summary:#}");
+    assert_eq!(analysis["drained"], 50, "{summary:#}");
+    assert_eq!(analysis["failed"], 0, "{summary:#}");
+    assert!(analysis["secondsToDrain"].as_f64().is_some(), "{summary:#}");
+    assert!(
+        analysis["perSecond"].as_f64().unwrap_or(0.0) > 0.0,
+        "{summary:#}"
+    );
+}
