@@ -56,8 +56,22 @@ fn lease_ms() -> i64 {
     i64::try_from(LEASE.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// One pass: leases due pending analyses and runs them; returns how many.
+/// Runs due analyses until none is left: full batches follow each other at
+/// once, so a backlog drains at the model's pace rather than one batch per
+/// tick; returns how many ran.
 pub async fn analyze_due(state: &AppState) -> Result<usize, StoreError> {
+    let mut total = 0;
+    loop {
+        let ran = analyze_batch(state).await?;
+        total += ran;
+        if i64::try_from(ran).unwrap_or(i64::MAX) < BATCH {
+            return Ok(total);
+        }
+    }
+}
+
+/// One batch: leases up to [`BATCH`] due pending analyses and runs them; returns how many.
+async fn analyze_batch(state: &AppState) -> Result<usize, StoreError> {
     let now = state.clock.now().timestamp_millis();
     let due = state.store.due_analyses(now, BATCH).await?;
     let mut claimed = Vec::with_capacity(due.len());
