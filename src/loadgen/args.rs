@@ -76,6 +76,10 @@ pub struct LoadgenArgs {
     /// summary reports how fast.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub analysis_backlog: u64,
+    /// Seed the --analysis-backlog but keep it from the analysis worker for the whole run:
+    /// the control run, with the same data in the workspace and no analysis.
+    #[arg(long, requires = "analysis_backlog")]
+    pub hold_analysis_backlog: bool,
     /// Worker threads of the callee fleet (in-process). Two, so a thousand callees sending
     /// 50 frames a second each are not queued behind one another on one thread.
     #[arg(long, default_value_t = 2)]

@@ -13,8 +13,9 @@ use crate::store::analysis_backlog::{
 use anyhow::Context;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use tokio::sync::Notify;
 use tokio::time::{Instant, MissedTickBehavior, interval};
 use voxline_actors::providers::analysis::{AnalysisField, FieldType, question_for};
 
@@ -219,20 +220,27 @@ fn call_id_at(at_ms: i64) -> CallId {
 
 /// A seeded backlog, held until [`Backlog::release`].
 pub(super) struct Backlog {
+    /// The connection the backlog is released and counted over.
     store: Store,
     org_id: OrgId,
     agent_id: AgentId,
     size: u64,
     held_until: i64,
+    /// Never released: the control run.
+    held: bool,
 }
 
 impl Backlog {
-    /// Seeds `size` ended calls of `agent_id` with pending analyses, held.
+    /// Seeds `size` ended calls of `agent_id` with pending analyses through `store`, held
+    /// until the step starts (for the whole run when `held`); `counter` releases and counts
+    /// them.
     pub(super) async fn seed(
-        store: Store,
+        store: &Store,
+        counter: Store,
         org_id: OrgId,
         agent_id: AgentId,
         size: u64,
+        held: bool,
     ) -> anyhow::Result<Self> {
         let now_ms = chrono::Utc::now().timestamp_millis();
         let held_until = now_ms + i64::try_from(HOLD.as_millis()).unwrap_or(i64::MAX / 2);
@@ -260,35 +268,41 @@ impl Backlog {
             from += step;
         }
         Ok(Self {
-            store,
+            store: counter,
             org_id,
             agent_id,
             size,
             held_until,
+            held,
         })
     }
 
-    /// Hands the backlog to the analysis worker and samples it every second until `sampling`
-    /// turns false or it is drained, keeping the latest count in `pending`. The samples are
-    /// timed from the release.
+    /// Hands the backlog to the analysis worker (unless held) and counts it every second
+    /// until `stop` is notified or it is drained, keeping the latest count in `pending`. The
+    /// samples are timed from the release.
     pub(super) async fn drain(
         self: Arc<Self>,
-        sampling: Arc<AtomicBool>,
+        stop: Arc<Notify>,
         pending: Arc<AtomicU64>,
     ) -> (Instant, Vec<DrainSample>) {
         let released = Instant::now();
-        if let Err(error) = self
-            .store
-            .release_analysis_backlog(self.org_id, self.agent_id, self.held_until)
-            .await
+        if !self.held
+            && let Err(error) = self
+                .store
+                .release_analysis_backlog(self.org_id, self.agent_id, self.held_until)
+                .await
         {
             tracing::warn!(%error, "releasing the analysis backlog failed");
         }
         let mut samples = Vec::new();
         let mut tick = interval(SAMPLE_EVERY);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        while sampling.load(Ordering::Relaxed) {
-            tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                // The step ended: its last count is taken by [`Backlog::summary`].
+                () = stop.notified() => break,
+            }
             match self
                 .store
                 .agent_analysis_progress(self.org_id, self.agent_id)
@@ -309,6 +323,11 @@ impl Backlog {
             }
         }
         (released, samples)
+    }
+
+    /// Closes the counting connection.
+    pub(super) async fn close(&self) {
+        self.store.close().await;
     }
 
     /// The drain over the step: the samples and a last count taken now.
@@ -341,7 +360,10 @@ impl Backlog {
             at_seconds,
             pending,
         });
-        AnalysisDrain::new(self.size, &all, failed)
+        AnalysisDrain {
+            held: self.held,
+            ..AnalysisDrain::new(self.size, &all, failed)
+        }
     }
 }
 

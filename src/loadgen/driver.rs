@@ -130,9 +130,10 @@ impl LoadRun {
             started,
         ));
         let backlog_pending = Arc::new(AtomicU64::new(0));
+        let drain_stop = Arc::new(tokio::sync::Notify::new());
         let drain = self.backlog.as_ref().map(|backlog| {
             tokio::spawn(
-                Arc::clone(backlog).drain(Arc::clone(&sampling), Arc::clone(&backlog_pending)),
+                Arc::clone(backlog).drain(Arc::clone(&drain_stop), Arc::clone(&backlog_pending)),
             )
         });
         tokio::spawn(Arc::clone(&self).place_all(
@@ -174,6 +175,7 @@ impl LoadRun {
         bar.finish_and_clear();
         let elapsed = started.elapsed();
         sampling.store(false, Ordering::Relaxed);
+        drain_stop.notify_one();
         let samples = sampler.await.unwrap_or_default();
         let usage = metrics::per_call_usage(&samples, idle_cpu, idle_rss);
         let analysis = match (&self.backlog, drain) {

@@ -414,6 +414,8 @@ pub struct AnalysisDrain {
     pub seconds_to_drain: Option<f64>,
     /// Analyses finished per second while the backlog drained (until drained, or the end).
     pub per_second: f64,
+    /// Kept from the worker for the whole run (`--hold-analysis-backlog`, the control run).
+    pub held: bool,
 }
 
 impl AnalysisDrain {
@@ -437,6 +439,7 @@ impl AnalysisDrain {
             } else {
                 0.0
             },
+            held: false,
         }
     }
 }

@@ -72,6 +72,7 @@ fn print_step(step: &StepSummary) {
     }
     if let Some(a) = &step.analysis {
         let drained = match a.seconds_to_drain {
+            _ if a.held => "held from the worker (control run)".to_owned(),
             Some(seconds) => format!("drained in {seconds:.1} s"),
             None => format!("{} still pending at the end", a.backlog - a.drained),
         };

@@ -16,6 +16,7 @@ use crate::app::config::{Settings, SimSettings};
 use crate::app::server::Server;
 use crate::domain::clock::SystemClock;
 use crate::domain::{AgentId, ApiKeyId, OrgId, Paise};
+use crate::store::Store;
 use crate::store::keys::NewApiKey;
 use anyhow::Context;
 use serde_json::Value;
@@ -120,7 +121,14 @@ pub async fn run_with_fleet_runtime(
     };
     let backlog = match (&server, org) {
         (Some(server), Some(org)) if args.analysis_backlog > 0 => Some(Arc::new(
-            seed_backlog(server, &api, org, args.analysis_backlog).await?,
+            seed_backlog(
+                server,
+                &api,
+                org,
+                args.analysis_backlog,
+                args.hold_analysis_backlog,
+            )
+            .await?,
         )),
         _ => None,
     };
@@ -145,6 +153,9 @@ pub async fn run_with_fleet_runtime(
         fleet_runtime.spawn(async move { drive(run, &args).await })
     };
     let output = driver.await.context("the load driver panicked")?;
+    if let Some(backlog) = &run.backlog {
+        backlog.close().await;
+    }
     if let Some(server) = server {
         server.shutdown().await;
     }
@@ -161,12 +172,13 @@ const LARGE_QUOTA: i64 = 1_000_000_000;
 const LARGE_CREDIT_PAISE: Paise = Paise(10_000_000_000);
 
 /// Creates the screening agent and seeds `size` finished calls of it with pending analyses,
-/// held until the run starts.
+/// held until the run starts (for the whole run when `held`).
 async fn seed_backlog(
     server: &Server,
     api: &Api,
     org: OrgId,
     size: u64,
+    held: bool,
 ) -> anyhow::Result<Backlog> {
     let agent = api
         .post("/api/agents", &backlog::agent_body()?)
@@ -178,7 +190,12 @@ async fn seed_backlog(
         .parse()
         .context("the analysis backlog agent's id")?;
     let started = std::time::Instant::now();
-    let seeded = Backlog::seed(server.state().store.clone(), org, agent_id, size).await?;
+    // The backlog is counted every second over a connection of its own, so the sampling
+    // does not take one of the server's few pooled connections while the calls run.
+    let counter = Store::connect(&server.state().settings.storage.database_url, 1)
+        .await
+        .context("opening the backlog counter's connection")?;
+    let seeded = Backlog::seed(&server.state().store, counter, org, agent_id, size, held).await?;
     tracing::info!(
         calls = size,
         seconds = started.elapsed().as_secs_f64(),
