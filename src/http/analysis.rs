@@ -13,7 +13,6 @@ use crate::domain::CallId;
 use crate::domain::analysis::AnalysisPlan;
 use crate::postcall::analysis::view::AnalysisView;
 use crate::postcall::analysis::worker::{analyze_claimed, take_now};
-use crate::store::StoreError;
 use crate::store::analyses::AnalysisProgress;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -168,7 +167,6 @@ async fn batch_analysis_progress(
     let progress = state
         .store
         .batch_analysis_progress(caller.org_id, batch_id)
-        .await
-        .map_err(|e: StoreError| ApiError::from(e))?;
+        .await?;
     Ok(Json(AnalysisProgressView::new(progress, None)))
 }

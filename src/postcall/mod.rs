@@ -6,3 +6,4 @@
 pub mod analysis;
 pub mod llm_slots;
 pub mod ratings;
+pub mod sim_delay;

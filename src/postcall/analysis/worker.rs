@@ -7,11 +7,11 @@ use crate::app::state::AppState;
 use crate::domain::agent::LlmVendor;
 use crate::domain::analysis::AnalysisPlan;
 use crate::domain::{CallId, OrgId};
+use crate::postcall::sim_delay::sim_config;
 use crate::store::StoreError;
 use crate::store::analyses::{ClaimedAnalysis, CompletedAnalysis};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::time::Duration;
-use voxline_actors::providers::SimConfig;
 use voxline_actors::providers::scorecard::{CALLEE, ScorecardTurn};
 
 /// How long a job holds its analysis before another worker may take it.
@@ -36,20 +36,6 @@ pub enum AnalysisOutcome {
     },
     /// The analysis was re-queued while this job ran; its result was dropped.
     Stale,
-}
-
-/// The sim LLM answers at once outside calls; `simAnalysisDelayMs` slows it.
-fn sim_config(variables: &str) -> SimConfig {
-    let variables: Map<String, Value> = serde_json::from_str(variables).unwrap_or_default();
-    let delay = variables
-        .get(SIM_DELAY_VARIABLE)
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
-    SimConfig {
-        llm_first_token: Duration::from_millis(delay),
-        llm_token_interval: Duration::ZERO,
-        ..SimConfig::default()
-    }
 }
 
 fn lease_ms() -> i64 {
@@ -161,7 +147,7 @@ pub async fn analyze_claimed(
             claim.org_id,
             provider,
             model,
-            &sim_config(&source.variables),
+            &sim_config(&source.variables, SIM_DELAY_VARIABLE),
         )
         .await
     {
@@ -233,9 +219,12 @@ mod tests {
 
     #[test]
     fn the_sim_delay_comes_from_the_call_variables() {
-        assert_eq!(sim_config("{}").llm_first_token, Duration::ZERO);
         assert_eq!(
-            sim_config(r#"{"simAnalysisDelayMs": 1500}"#).llm_first_token,
+            sim_config("{}", SIM_DELAY_VARIABLE).llm_first_token,
+            Duration::ZERO
+        );
+        assert_eq!(
+            sim_config(r#"{"simAnalysisDelayMs": 1500}"#, SIM_DELAY_VARIABLE).llm_first_token,
             Duration::from_millis(1500)
         );
     }

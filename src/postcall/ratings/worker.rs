@@ -7,11 +7,10 @@ use super::template::effective_template;
 use crate::app::state::AppState;
 use crate::domain::agent::LlmVendor;
 use crate::domain::{CallId, OrgId};
+use crate::postcall::sim_delay::sim_config;
 use crate::store::StoreError;
 use crate::store::ratings::{ClaimedRating, CompletedRating};
-use serde_json::{Map, Value};
 use std::time::Duration;
-use voxline_actors::providers::SimConfig;
 
 /// How long a job holds its rating before another worker may take it.
 pub const LEASE: Duration = Duration::from_secs(300);
@@ -38,20 +37,6 @@ pub enum RatingOutcome {
     },
     /// The rating was re-queued while this job ran; its result was dropped.
     Stale,
-}
-
-/// The sim LLM answers at once outside calls; `simRatingDelayMs` slows it.
-fn sim_config(variables: &str) -> SimConfig {
-    let variables: Map<String, Value> = serde_json::from_str(variables).unwrap_or_default();
-    let delay = variables
-        .get(SIM_DELAY_VARIABLE)
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
-    SimConfig {
-        llm_first_token: Duration::from_millis(delay),
-        llm_token_interval: Duration::ZERO,
-        ..SimConfig::default()
-    }
 }
 
 fn lease_ms() -> i64 {
@@ -130,7 +115,7 @@ pub async fn rate_claimed(
     let (provider, model) = spec.as_ref().map_or((LlmVendor::Sim, ""), |s| {
         (s.llm_provider, s.llm_model.as_str())
     });
-    let sim = sim_config(&source.variables);
+    let sim = sim_config(&source.variables, SIM_DELAY_VARIABLE);
     let chosen = match state
         .rater
         .selector()
@@ -182,11 +167,17 @@ mod tests {
 
     #[test]
     fn the_sim_delay_comes_from_the_call_variables() {
-        assert_eq!(sim_config("{}").llm_first_token, Duration::ZERO);
         assert_eq!(
-            sim_config(r#"{"simRatingDelayMs": 1500}"#).llm_first_token,
+            sim_config("{}", SIM_DELAY_VARIABLE).llm_first_token,
+            Duration::ZERO
+        );
+        assert_eq!(
+            sim_config(r#"{"simRatingDelayMs": 1500}"#, SIM_DELAY_VARIABLE).llm_first_token,
             Duration::from_millis(1500)
         );
-        assert_eq!(sim_config("not json").llm_first_token, Duration::ZERO);
+        assert_eq!(
+            sim_config("not json", SIM_DELAY_VARIABLE).llm_first_token,
+            Duration::ZERO
+        );
     }
 }
