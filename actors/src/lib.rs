@@ -8,3 +8,4 @@ pub mod engine;
 pub mod media_token;
 pub mod providers;
 pub mod signing;
+pub mod tools;

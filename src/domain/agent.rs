@@ -1,6 +1,7 @@
 //! Agents: the AI persona that runs a call, and the rules for editing one.
 
 use crate::domain::analysis::{AnalysisPlan, PlanError, PlanField};
+use crate::domain::tools::AgentTool;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeSet;
 use utoipa::ToSchema;
@@ -321,6 +322,9 @@ pub struct AgentSpec {
     pub announcement: AnnouncementConfig,
     /// Bundled per-minute rate in paise.
     pub per_minute_rate_paise: i64,
+    /// What the agent can do during the call; none means only hanging up (`endCall`).
+    #[serde(default)]
+    pub tools: Vec<AgentTool>,
 }
 
 /// The wire names of [`TelephonyProvider`], for the admin CLI's `--provider`.
@@ -459,6 +463,7 @@ impl AgentSpec {
             keypad: None,
             announcement: AnnouncementConfig::default(),
             per_minute_rate_paise: DEFAULT_RATE_PAISE,
+            tools: Vec::new(),
         }
     }
 
@@ -716,6 +721,8 @@ pub struct AgentInput {
     pub announcement: Option<AnnouncementConfig>,
     /// See [`AgentSpec::per_minute_rate_paise`].
     pub per_minute_rate_paise: Option<i64>,
+    /// See [`AgentSpec::tools`].
+    pub tools: Option<Vec<AgentTool>>,
 }
 
 /// Distinguishes an explicit `null` (Some(None)) from an absent field (None).
@@ -771,7 +778,8 @@ impl AgentInput {
             rating_template,
             keypad,
             announcement,
-            per_minute_rate_paise
+            per_minute_rate_paise,
+            tools
         );
         let given_fields = match &analysis {
             Some(Some(plan)) => {

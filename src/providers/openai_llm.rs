@@ -22,8 +22,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 use voxline_actors::providers::{
-    ChatRole, LlmEvent, LlmProvider, LlmRequest, LlmStream, LlmUsage, ProviderError, ProviderKind,
-    ResponseFormat,
+    ChatMessage, ChatRole, LlmEvent, LlmProvider, LlmRequest, LlmStream, LlmUsage, ProviderError,
+    ProviderKind, ResponseFormat,
 };
 
 /// Whether each endpoint (base URL, model) refused `json_schema`, shared by
@@ -105,12 +105,7 @@ impl OpenAiLlm {
             messages.push(json!({"role": "system", "content": request.system_prompt}));
         }
         for message in &request.history {
-            let role = match message.role {
-                ChatRole::System => "system",
-                ChatRole::User => "user",
-                ChatRole::Assistant => "assistant",
-            };
-            messages.push(json!({"role": role, "content": message.content}));
+            messages.push(wire_message(message));
         }
         let mut body = json!({
             "model": self.model,
@@ -301,9 +296,44 @@ impl LlmStream for OpenAiLlmStream {
     }
 }
 
+/// One history message in the chat-completions shape: an assistant message
+/// carries its `tool_calls` (content null when it said nothing), a tool
+/// result its `tool_call_id`.
+fn wire_message(message: &ChatMessage) -> Value {
+    match message.role {
+        ChatRole::System => json!({"role": "system", "content": message.content}),
+        ChatRole::User => json!({"role": "user", "content": message.content}),
+        ChatRole::Assistant if message.tool_calls.is_empty() => {
+            json!({"role": "assistant", "content": message.content})
+        }
+        ChatRole::Assistant => {
+            let calls: Vec<Value> = message
+                .tool_calls
+                .iter()
+                .map(|call| {
+                    json!({"id": call.id, "type": "function", "function": {
+                        "name": call.name, "arguments": call.arguments_json}})
+                })
+                .collect();
+            let content = if message.content.is_empty() {
+                Value::Null
+            } else {
+                Value::String(message.content.clone())
+            };
+            json!({"role": "assistant", "content": content, "tool_calls": calls})
+        }
+        ChatRole::Tool => json!({
+            "role": "tool",
+            "tool_call_id": message.tool_call_id.as_deref().unwrap_or_default(),
+            "content": message.content,
+        }),
+    }
+}
+
 /// A tool call being assembled from its streamed fragments.
 #[derive(Debug, Default)]
 struct PartialToolCall {
+    id: String,
     name: String,
     arguments: String,
 }
@@ -431,6 +461,9 @@ impl SseParser {
             for call in calls {
                 let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
                 let partial = self.tool_calls.entry(index).or_default();
+                if let Some(id) = call.get("id").and_then(Value::as_str) {
+                    partial.id.push_str(id);
+                }
                 if let Some(function) = call.get("function") {
                     if let Some(name) = function.get("name").and_then(Value::as_str) {
                         partial.name.push_str(name);
@@ -456,10 +489,15 @@ impl SseParser {
         }
         self.tools_emitted = true;
         std::mem::take(&mut self.tool_calls)
-            .into_values()
-            .filter(|call| !call.name.is_empty())
-            .map(|call| {
+            .into_iter()
+            .filter(|(_, call)| !call.name.is_empty())
+            .map(|(index, call)| {
                 Ok(LlmEvent::ToolCall {
+                    id: if call.id.is_empty() {
+                        format!("call_{index}")
+                    } else {
+                        call.id
+                    },
                     name: call.name,
                     arguments_json: if call.arguments.trim().is_empty() {
                         "{}".to_string()
@@ -531,6 +569,7 @@ mod tests {
                 LlmEvent::Token("Hel".into()),
                 LlmEvent::Token("lo.".into()),
                 LlmEvent::ToolCall {
+                    id: "c1".into(),
                     name: "end_call".into(),
                     arguments_json: "{\"reason\":\"bye\"}".into()
                 },

@@ -192,6 +192,7 @@ async fn openai_llm_streams_content_a_streamed_tool_call_and_usage() {
             LlmEvent::Token(" you.".into()),
             LlmEvent::Token(" Goodbye!".into()),
             LlmEvent::ToolCall {
+                id: "call_1".into(),
                 name: "end_call".into(),
                 arguments_json: "{\"reason\":\"done\"}".into()
             },

@@ -89,4 +89,43 @@ pub trait Carrier: Send + Sync + 'static {
 
     /// Hangs up a call; a call that already ended is not an error.
     async fn hangup(&self, carrier_call_id: &str) -> Result<(), CarrierError>;
+
+    /// Bridges an answered call's callee to another number, ending our media stream. The
+    /// carrier later reports the bridged leg to [`TransferRequest::leg_status_url`] (the sim
+    /// carrier to its [`TransferLegSink`](sim::TransferLegSink)). Carriers that cannot
+    /// transfer refuse.
+    async fn transfer(&self, req: TransferRequest) -> Result<(), CarrierError> {
+        Err(CarrierError::Rejected(format!(
+            "this carrier cannot transfer call {} to {}",
+            req.carrier_call_id, req.to
+        )))
+    }
+}
+
+/// Everything a carrier needs to bridge an answered call to a person.
+#[derive(Debug, Clone)]
+pub struct TransferRequest {
+    /// Our call id.
+    pub call_id: String,
+    /// The workspace (chooses its carrier credentials).
+    pub org_id: String,
+    /// The carrier's id for the call.
+    pub carrier_call_id: String,
+    /// The E.164 number the callee is bridged to.
+    pub to: String,
+    /// The caller ID shown on the bridged leg (the call's own number).
+    pub from: String,
+    /// Where the carrier reports the bridged leg's outcome.
+    pub leg_status_url: String,
+}
+
+/// What the carrier reported about a transfer's bridged leg.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferLeg {
+    /// Our call id.
+    pub call_id: String,
+    /// The carrier's status for the leg (`completed`, `no-answer`, `busy`, `failed`, …).
+    pub status: String,
+    /// How long the bridged leg lasted, when it was answered.
+    pub duration_seconds: Option<u32>,
 }

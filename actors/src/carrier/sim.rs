@@ -3,7 +3,9 @@
 //! Media Streams protocol. The dialed number's last two digits choose the
 //! callee's behaviour.
 
-use super::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
+use super::{
+    Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferLeg, TransferRequest,
+};
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use std::collections::HashMap;
@@ -109,11 +111,19 @@ impl SimOutcome {
     }
 }
 
+/// Where the sim carrier reports a transferred call's bridged leg (real carriers call back
+/// over HTTP instead).
+pub type TransferLegSink = Arc<dyn Fn(TransferLeg) + Send + Sync>;
+
+/// How long the simulated person a call is transferred to talks before hanging up.
+pub const SIM_TRANSFER_TALK: Duration = Duration::from_secs(3);
+
 /// The simulated carrier.
 pub struct SimCarrier {
     config: SimCarrierConfig,
     launcher: CalleeLauncher,
     live: Mutex<HashMap<String, CancellationToken>>,
+    legs: Mutex<Option<TransferLegSink>>,
 }
 
 impl SimCarrier {
@@ -123,7 +133,15 @@ impl SimCarrier {
             config,
             launcher,
             live: Mutex::new(HashMap::new()),
+            legs: Mutex::new(None),
         })
+    }
+
+    /// Reports transferred calls' bridged legs to `sink`.
+    pub fn report_transfers_to(&self, sink: TransferLegSink) {
+        if let Ok(mut legs) = self.legs.lock() {
+            *legs = Some(sink);
+        }
     }
 
     fn forget(&self, carrier_call_id: &str) {
@@ -213,6 +231,35 @@ impl Carrier for SimCarrier {
             token.cancel();
         }
         self.forget(carrier_call_id);
+        Ok(())
+    }
+
+    /// Hands the callee to a simulated person at `to`: the destination's last two digits
+    /// decide as for a dialed call (a human answers after the usual ring, talks for
+    /// [`SIM_TRANSFER_TALK`] and hangs up), and the leg is reported to the sink.
+    async fn transfer(&self, req: TransferRequest) -> Result<(), CarrierError> {
+        let sink = self.legs.lock().ok().and_then(|legs| legs.clone());
+        let config = self.config.clone();
+        tokio::spawn(async move {
+            let (after, status, duration_seconds) = match SimOutcome::for_number(&req.to) {
+                SimOutcome::Answer(_) => (
+                    config.answer_after + SIM_TRANSFER_TALK,
+                    "completed",
+                    Some(u32::try_from(SIM_TRANSFER_TALK.as_secs()).unwrap_or(u32::MAX)),
+                ),
+                SimOutcome::NoAnswer => (config.ring_timeout, "no-answer", None),
+                SimOutcome::Busy => (config.busy_after, "busy", None),
+                SimOutcome::Failure => (config.fail_after, "failed", None),
+            };
+            tokio::time::sleep(after).await;
+            if let Some(sink) = sink {
+                sink(TransferLeg {
+                    call_id: req.call_id,
+                    status: status.to_owned(),
+                    duration_seconds,
+                });
+            }
+        });
         Ok(())
     }
 }

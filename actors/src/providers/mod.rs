@@ -161,6 +161,19 @@ pub enum ChatRole {
     User,
     /// The agent.
     Assistant,
+    /// A tool's result, answering the assistant's call of it.
+    Tool,
+}
+
+/// One tool call the model made: its id (echoed by the result), the tool and the arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallRequest {
+    /// The call's id (OpenAI `tool_calls[].id`); the `tool` message answering it repeats it.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as a JSON text, as the model wrote them.
+    pub arguments_json: String,
 }
 
 /// One message of the conversation history sent to the LLM.
@@ -168,8 +181,15 @@ pub enum ChatRole {
 pub struct ChatMessage {
     /// Who said it.
     pub role: ChatRole,
-    /// What was said (for the assistant: what the caller actually heard).
+    /// What was said (for the assistant: what the caller actually heard; for a tool: its
+    /// result as JSON text).
     pub content: String,
+    /// The tools the assistant called in this message (assistant messages only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallRequest>,
+    /// The call this message answers (tool messages only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 impl ChatMessage {
@@ -178,6 +198,28 @@ impl ChatMessage {
         Self {
             role,
             content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    /// The assistant calling `calls` (with no text of its own).
+    pub fn tool_calls(calls: Vec<ToolCallRequest>) -> Self {
+        Self {
+            role: ChatRole::Assistant,
+            content: String::new(),
+            tool_calls: calls,
+            tool_call_id: None,
+        }
+    }
+
+    /// The result of call `id`, as JSON text.
+    pub fn tool_result(id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            role: ChatRole::Tool,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(id.into()),
         }
     }
 }
@@ -269,8 +311,11 @@ pub struct LlmUsage {
 pub enum LlmEvent {
     /// A piece of the reply text.
     Token(String),
-    /// A complete tool call (streamed argument fragments already joined).
+    /// A complete tool call (streamed argument fragments already joined). Several may come
+    /// in one turn; they are announced after the turn's text.
     ToolCall {
+        /// The call's id (the vendor's, or one made up when it sends none).
+        id: String,
         /// The tool's name.
         name: String,
         /// The arguments as a JSON text.

@@ -322,6 +322,7 @@ impl LlmProvider for SimLlm {
             }
             if end_call {
                 events.push_back(Ok(LlmEvent::ToolCall {
+                    id: "sim_end_call".to_owned(),
                     name: END_CALL_TOOL.to_owned(),
                     arguments_json: "{}".to_owned(),
                 }));
