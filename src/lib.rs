@@ -19,4 +19,5 @@ pub mod postcall;
 pub mod providers;
 pub mod secrets;
 pub mod store;
+pub mod tools;
 pub mod webhooks;

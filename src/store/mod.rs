@@ -20,6 +20,8 @@ pub mod numbers;
 mod orgs;
 pub mod ratings;
 mod recordings;
+pub mod tool_calls;
+pub mod transfers;
 mod usage;
 mod wallet;
 pub mod webhook_outbox;

@@ -11,9 +11,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod api;
+mod carrier_transfers;
 mod carriers;
 mod loadgen;
 mod media_protocols;
 mod module_graph;
 mod providers;
 mod support;
+mod tools_calendar;
+mod tools_function;

@@ -6,6 +6,7 @@
 mod account;
 mod admin;
 mod agent_text;
+mod agent_tools;
 mod agents;
 mod analysis;
 mod analysis_exports;
@@ -20,6 +21,7 @@ mod openapi;
 mod ratings;
 mod recordings;
 mod settings;
+mod tools;
 mod webhooks;
 
 use crate::support::{PG_ENV, TestApp};

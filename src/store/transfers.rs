@@ -1,0 +1,5 @@
+//! What carriers report about transferred calls' bridged legs.
+
+use super::Store;
+
+impl Store {}

@@ -1,0 +1,2 @@
+//! The outside services in-call tools reach: calendars and the customer's own
+//! functions.
