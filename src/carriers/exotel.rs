@@ -4,6 +4,8 @@
 //! Exotel does not sign its callbacks, so the status URL we hand it carries
 //! our own `sig`: an HMAC of the call id keyed by the workspace's API token,
 //! which the callback handler checks (see [`super::callback_sig`]).
+//!
+//! Exotel calls cannot be transferred (see [`TRANSFER_REFUSAL`]).
 
 use super::{
     CallIndex, CarrierCredentials, CarrierKind, CarriersError, call_lifetime, callback_sig,
@@ -11,12 +13,21 @@ use super::{
 };
 use async_trait::async_trait;
 use std::sync::Arc;
-use voxline_actors::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
+use voxline_actors::carrier::{
+    Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
+};
 
 const KIND: CarrierKind = CarrierKind::Exotel;
 
 /// Exotel's default (Singapore) API host; India accounts use `api.in.exotel.com`.
 pub const DEFAULT_SUBDOMAIN: &str = "api.exotel.com";
+
+/// Why [`ExotelCarrier`] refuses transfers. Exotel's v1 API has no request that
+/// redirects a live call, and a call placed with `StreamUrl` ("Connect Voice AI")
+/// runs no App Bazaar flow, so there is no Connect applet to fall through to: closing
+/// our stream would only hang up on the callee. Exotel documents bot-to-human
+/// handoff only for calls placed into a flow (Voicebot applet, then Connect).
+pub const TRANSFER_REFUSAL: &str = "Exotel cannot redirect a live call by API, and calls placed with a stream URL run no flow to hand over to, so ending the stream would only hang up on the callee";
 
 /// One Exotel account: `{accountSid, apiKey, apiToken, subdomain? | baseUrl?}`.
 #[derive(Debug, Clone)]
@@ -166,6 +177,19 @@ impl Carrier for ExotelCarrier {
         );
         self.calls.remove(carrier_call_id);
         Ok(())
+    }
+
+    async fn transfer(&self, req: TransferRequest) -> Result<(), CarrierError> {
+        tracing::info!(
+            call = %req.call_id,
+            "exotel transfer refused: {TRANSFER_REFUSAL}"
+        );
+        Err(CarriersError::Unsupported {
+            kind: KIND,
+            what: "transfer calls",
+            reason: TRANSFER_REFUSAL,
+        }
+        .into())
     }
 }
 

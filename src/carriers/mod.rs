@@ -1,6 +1,6 @@
-//! Real telephony carriers (Twilio, Plivo, Exotel, Vonage) behind the call
-//! engine's [`Carrier`](voxline_actors::carrier::Carrier) trait, and the
-//! handlers for their status callbacks.
+//! Real telephony carriers (Twilio, Plivo, Exotel, Vonage, Telnyx) behind the
+//! call engine's [`Carrier`](voxline_actors::carrier::Carrier) trait, and the
+//! handlers for their status callbacks and transferred calls' leg reports.
 //!
 //! Each workspace brings its own carrier account, so every carrier looks the
 //! account up per call through [`CarrierCredentials`]. The credential JSON's
@@ -11,14 +11,17 @@ pub mod callbacks;
 pub mod exotel;
 pub mod plivo;
 pub mod store_wiring;
+pub mod telnyx;
 pub mod twilio;
 pub mod vonage;
 
 pub use exotel::{ExotelAccount, ExotelCarrier};
 pub use plivo::{PlivoAccount, PlivoCarrier};
+pub use telnyx::{TelnyxAccount, TelnyxCarrier};
 pub use twilio::{TwilioAccount, TwilioCarrier};
 pub use vonage::{VonageAccount, VonageCarrier};
 
+use crate::domain::CallId;
 use async_trait::async_trait;
 use axum::Json;
 use axum::http::StatusCode;
@@ -41,11 +44,19 @@ pub enum CarrierKind {
     Exotel,
     /// Vonage Voice API.
     Vonage,
+    /// Telnyx Call Control v2.
+    Telnyx,
 }
 
 impl CarrierKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [CarrierKind; 4] = [Self::Twilio, Self::Plivo, Self::Exotel, Self::Vonage];
+    pub const ALL: [CarrierKind; 5] = [
+        Self::Twilio,
+        Self::Plivo,
+        Self::Exotel,
+        Self::Vonage,
+        Self::Telnyx,
+    ];
 
     /// The provider name used in paths, credentials and the engine's carrier map.
     pub fn as_str(self) -> &'static str {
@@ -54,7 +65,15 @@ impl CarrierKind {
             Self::Plivo => "plivo",
             Self::Exotel => "exotel",
             Self::Vonage => "vonage",
+            Self::Telnyx => "telnyx",
         }
+    }
+
+    /// Whether [`Carrier::transfer`](voxline_actors::carrier::Carrier::transfer) can bridge
+    /// this carrier's live calls to a person. Exotel cannot: calls placed with a stream URL
+    /// have no flow to continue and Exotel's v1 API cannot redirect a live call.
+    pub fn can_transfer(self) -> bool {
+        !matches!(self, Self::Exotel)
     }
 
     /// Parses a provider name as it appears in a path or a credential kind.
@@ -148,6 +167,22 @@ pub enum CarriersError {
     /// A callback whose body cannot be read.
     #[error("{0}")]
     BadCallback(String),
+    /// A request the engine built that this carrier cannot use.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The carrier cannot do what was asked (e.g. Exotel transfers).
+    #[error("{kind} cannot {what}: {reason}")]
+    Unsupported {
+        /// The carrier.
+        kind: CarrierKind,
+        /// What was asked.
+        what: &'static str,
+        /// Why not, and what to do instead.
+        reason: &'static str,
+    },
+    /// Storing what a verified callback reported failed.
+    #[error("storing a carrier report failed: {0}")]
+    Store(#[from] crate::store::StoreError),
 }
 
 impl From<CarriersError> for CarrierError {
@@ -169,6 +204,7 @@ impl IntoResponse for CarriersError {
             Self::UnknownProvider(_) => StatusCode::NOT_FOUND,
             Self::BadCallback(_) => StatusCode::BAD_REQUEST,
             Self::NotConfigured { .. } | Self::InvalidCredential { .. } => StatusCode::FORBIDDEN,
+            Self::Unsupported { .. } => StatusCode::NOT_FOUND,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let message = match &self {
@@ -176,6 +212,8 @@ impl IntoResponse for CarriersError {
             Self::NotConfigured { .. } | Self::InvalidCredential { .. } => {
                 "callback cannot be verified".to_string()
             }
+            // Database details stay in our logs.
+            Self::Store(_) => "the report could not be stored".to_string(),
             other => other.to_string(),
         };
         (status, Json(serde_json::json!({ "message": message }))).into_response()
@@ -292,10 +330,56 @@ pub fn verify_callback_sig(key: &str, call_id: &str, sig: &str) -> bool {
     Signer::sha256(key).verify_hex(&[CALLBACK_PURPOSE, call_id.as_bytes()], sig)
 }
 
+/// Our signature for a transfer's leg-report URL at an unsigned (or optionally
+/// signing) carrier: like [`callback_sig`] but for another purpose, so a status
+/// URL that leaked cannot be replayed as a leg report and the other way round.
+pub fn transfer_callback_sig(key: &str, call_id: &str) -> String {
+    Signer::sha256(key).sign_hex(&[TRANSFER_PURPOSE, call_id.as_bytes()])
+}
+
+/// Prefixed to the call id in [`transfer_callback_sig`].
+const TRANSFER_PURPOSE: &[u8] = b"voxline/carrier-transfer/v1\0";
+
+/// Checks a `sig` made by [`transfer_callback_sig`] in constant time.
+pub fn verify_transfer_callback_sig(key: &str, call_id: &str, sig: &str) -> bool {
+    Signer::sha256(key).verify_hex(&[TRANSFER_PURPOSE, call_id.as_bytes()], sig)
+}
+
+/// The query parameter of a Vonage or Telnyx leg-report URL naming the callee's own
+/// leg: its events are not the bridged leg's, and Telnyx's is hung up after a transfer.
+pub const TRANSFER_ALEG_PARAM: &str = "aleg";
+
+/// The path segment of the leg-report route: `/carrier/{kind}/transfer-status/{callId}`.
+pub const TRANSFER_STATUS_SEGMENT: &str = "transfer-status";
+
+/// The URL where a carrier reports a transferred call's bridged leg
+/// ([`TransferRequest::leg_status_url`](voxline_actors::carrier::TransferRequest::leg_status_url)):
+/// `{public_base}/carrier/{kind}/transfer-status/{callId}`, beside the status callback
+/// `{public_base}/carrier/{kind}/status/{callId}`.
+///
+/// It carries no signature: each carrier's `transfer` adds what its carrier cannot sign
+/// itself (Vonage and Telnyx get our `sig`; Twilio and Plivo sign their own requests).
+pub fn transfer_status_url(public_base: &str, kind: CarrierKind, call_id: CallId) -> String {
+    format!(
+        "{}/carrier/{kind}/{TRANSFER_STATUS_SEGMENT}/{call_id}",
+        public_base.trim_end_matches('/')
+    )
+}
+
 /// Appends `sig` to a callback URL.
 pub(crate) fn with_sig(url: &str, sig: &str) -> String {
     let separator = if url.contains('?') { '&' } else { '?' };
     format!("{url}{separator}sig={sig}")
+}
+
+/// Appends form-encoded query parameters to a URL.
+pub(crate) fn with_params(url: &str, params: &[(&str, &str)]) -> String {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    for (name, value) in params {
+        query.append_pair(name, value);
+    }
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}{}", query.finish())
 }
 
 /// Escapes text for an XML attribute or element.
@@ -315,7 +399,8 @@ pub fn xml_escape(text: &str) -> String {
 }
 
 /// Remembers which workspace placed each carrier call, because the engine
-/// hangs up by carrier id alone and each workspace has its own account.
+/// hangs up by carrier id alone and each workspace has its own account, and
+/// which calls were transferred, because those are no longer ours to hang up.
 ///
 /// Entries expire after the call's longest possible life so the map stays
 /// bounded without hearing about every call's end.
@@ -326,8 +411,14 @@ pub struct CallIndex {
 
 #[derive(Default)]
 struct CallIndexInner {
-    calls: HashMap<String, (String, Instant)>,
+    calls: HashMap<String, IndexedCall>,
     last_prune: Option<Instant>,
+}
+
+struct IndexedCall {
+    org_id: String,
+    expires: Instant,
+    transferred: bool,
 }
 
 impl CallIndex {
@@ -339,12 +430,16 @@ impl CallIndex {
             .last_prune
             .is_none_or(|t| now.duration_since(t) > Duration::from_secs(60));
         if due {
-            inner.calls.retain(|_, (_, expires)| *expires > now);
+            inner.calls.retain(|_, call| call.expires > now);
             inner.last_prune = Some(now);
         }
         inner.calls.insert(
             carrier_call_id.to_string(),
-            (org_id.to_string(), now + lifetime),
+            IndexedCall {
+                org_id: org_id.to_string(),
+                expires: now + lifetime,
+                transferred: false,
+            },
         );
     }
 
@@ -354,7 +449,24 @@ impl CallIndex {
             .lock()
             .calls
             .get(carrier_call_id)
-            .map(|(org, _)| org.clone())
+            .map(|call| call.org_id.clone())
+    }
+
+    /// Marks a call as handed over to a person: the engine's hang-up when its
+    /// conversation ends must not cut the bridge.
+    pub fn mark_transferred(&self, carrier_call_id: &str) {
+        if let Some(call) = self.inner.lock().calls.get_mut(carrier_call_id) {
+            call.transferred = true;
+        }
+    }
+
+    /// Whether a call was transferred.
+    pub fn is_transferred(&self, carrier_call_id: &str) -> bool {
+        self.inner
+            .lock()
+            .calls
+            .get(carrier_call_id)
+            .is_some_and(|call| call.transferred)
     }
 
     /// Forgets a call (after it was hung up).
@@ -371,6 +483,32 @@ impl CallIndex {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The workspace of a call about to be hung up, or `None` when it was
+    /// transferred (then it is forgotten and must not be hung up).
+    pub(crate) fn org_for_hangup(
+        &self,
+        kind: CarrierKind,
+        carrier_call_id: &str,
+    ) -> Result<Option<String>, CarriersError> {
+        let mut inner = self.inner.lock();
+        let Some(call) = inner.calls.get(carrier_call_id) else {
+            return Err(CarriersError::UnknownCall {
+                kind,
+                carrier_call_id: carrier_call_id.to_string(),
+            });
+        };
+        if call.transferred {
+            inner.calls.remove(carrier_call_id);
+            tracing::debug!(
+                %kind,
+                carrier_call_id,
+                "not hanging up a transferred call: the callee now talks to a person"
+            );
+            return Ok(None);
+        }
+        Ok(Some(call.org_id.clone()))
+    }
 }
 
 /// How long to remember a placed call: ringing plus talking plus a margin.
@@ -378,7 +516,7 @@ pub(crate) fn call_lifetime(ring_timeout_seconds: u32, time_limit_seconds: u32) 
     Duration::from_secs(u64::from(ring_timeout_seconds) + u64::from(time_limit_seconds) + 3600)
 }
 
-/// Builds the four carriers over one credentials source, keyed by provider
+/// Builds the five carriers over one credentials source, keyed by provider
 /// name as the engine's `EngineConfig::carriers` map expects.
 pub fn all_carriers(
     credentials: Arc<dyn CarrierCredentials>,
@@ -399,7 +537,11 @@ pub fn all_carriers(
     );
     map.insert(
         CarrierKind::Vonage.as_str().into(),
-        Arc::new(VonageCarrier::new(credentials, http)),
+        Arc::new(VonageCarrier::new(Arc::clone(&credentials), http.clone())),
+    );
+    map.insert(
+        CarrierKind::Telnyx.as_str().into(),
+        Arc::new(TelnyxCarrier::new(credentials, http)),
     );
     map
 }

@@ -1,16 +1,21 @@
 //! Plivo Voice API: place a call whose answer URL (served by our callback
 //! router) returns Plivo XML streaming the call to `/media/plivo/{token}`,
-//! hang it up, and verify `X-Plivo-Signature-V3` on its callbacks.
+//! hang it up, transfer it (the call-transfer API points the live leg at our
+//! `/carrier/plivo/transfer/{callId}`, which answers a `<Dial>` to the person),
+//! and verify `X-Plivo-Signature-V3` on its callbacks.
 
 use super::{
-    CallIndex, CarrierCredentials, CarrierKind, CarriersError, base_url, call_lifetime,
-    load_account, required_field, send, twilio::url_port_variants, xml_escape,
+    CallIndex, CarrierCredentials, CarrierKind, CarriersError, TRANSFER_STATUS_SEGMENT, base_url,
+    call_lifetime, load_account, required_field, send, twilio::url_port_variants, with_params,
+    xml_escape,
 };
 use async_trait::async_trait;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use std::sync::Arc;
-use voxline_actors::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
+use voxline_actors::carrier::{
+    Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
+};
 use voxline_actors::signing::Signer;
 
 const KIND: CarrierKind = CarrierKind::Plivo;
@@ -86,6 +91,68 @@ pub fn stream_xml(media_url: &str, media_token: &str) -> String {
         STREAM_CONTENT_TYPE,
         xml_escape(&stream_url)
     )
+}
+
+/// The path segment of the route that answers a transferred leg's XML:
+/// `/carrier/plivo/transfer/{callId}`.
+pub const TRANSFER_XML_SEGMENT: &str = "transfer";
+
+/// The URL Plivo fetches for the transferred leg: our `/carrier/plivo/transfer/{callId}`
+/// beside the leg-report URL, carrying the person's number, the caller ID and the
+/// report URL so the answer needs no server-side state. Plivo signs the whole URL
+/// (`X-Plivo-Signature-V3`), so the query cannot be altered on the way back.
+pub fn transfer_xml_url(req: &TransferRequest) -> Result<String, CarriersError> {
+    let path = req
+        .leg_status_url
+        .split(['?', '#'])
+        .next()
+        .unwrap_or(&req.leg_status_url);
+    let suffix = format!("/{TRANSFER_STATUS_SEGMENT}/{}", req.call_id);
+    let base = path.strip_suffix(&suffix).ok_or_else(|| {
+        CarriersError::InvalidRequest(format!(
+            "plivo transfers need a leg status URL ending in {suffix}, got {}",
+            req.leg_status_url
+        ))
+    })?;
+    Ok(with_params(
+        &format!("{base}/{TRANSFER_XML_SEGMENT}/{}", req.call_id),
+        &[
+            ("to", &req.to),
+            ("from", &req.from),
+            ("action", &req.leg_status_url),
+        ],
+    ))
+}
+
+/// The JSON body of the call-transfer request: only the callee's leg (the A leg)
+/// moves to [`transfer_xml_url`], which ends its `<Stream>`.
+pub fn transfer_body(req: &TransferRequest) -> Result<serde_json::Value, CarriersError> {
+    Ok(serde_json::json!({
+        "legs": "aleg",
+        "aleg_url": transfer_xml_url(req)?,
+        "aleg_method": "POST",
+    }))
+}
+
+/// The Plivo XML that bridges the callee to `to`; Plivo posts `DialStatus` (and
+/// `DialBLegDuration` when the person answered) to `action` when the dial ends.
+pub fn transfer_xml(to: &str, from: &str, action: &str) -> String {
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Dial action=\"{}\" method=\"POST\" callerId=\"{}\"><Number>{}</Number></Dial></Response>",
+        xml_escape(action),
+        xml_escape(from),
+        xml_escape(to)
+    )
+}
+
+/// Maps a `<Dial action>` report's `DialStatus` to the leg outcome we store:
+/// completed, no-answer, busy, failed or canceled.
+pub fn map_leg_status(dial_status: &str) -> String {
+    match dial_status.trim().to_ascii_lowercase().as_str() {
+        "no-answer" | "timeout" => "no-answer".into(),
+        "cancel" | "cancelled" | "canceled" => "canceled".into(),
+        other => other.to_string(),
+    }
 }
 
 /// Plivo behind the engine's [`Carrier`] trait, one account per workspace.
@@ -167,6 +234,29 @@ impl PlivoCarrier {
         }
         Ok(())
     }
+
+    /// Moves a live call's callee leg to [`transfer_xml_url`].
+    pub async fn transfer_call(&self, req: &TransferRequest) -> Result<(), CarriersError> {
+        let body = transfer_body(req)?;
+        let account = load_account(
+            self.credentials.as_ref(),
+            &req.org_id,
+            KIND,
+            PlivoAccount::from_credential,
+        )
+        .await?;
+        let request = self
+            .http
+            .post(format!(
+                "{}/Call/{}/",
+                account.account_url(),
+                req.carrier_call_id
+            ))
+            .basic_auth(&account.auth_id, Some(&account.auth_token))
+            .json(&body);
+        send(KIND, request).await?;
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -177,15 +267,17 @@ impl Carrier for PlivoCarrier {
     }
 
     async fn hangup(&self, carrier_call_id: &str) -> Result<(), CarrierError> {
-        let org_id =
-            self.calls
-                .org_of(carrier_call_id)
-                .ok_or_else(|| CarriersError::UnknownCall {
-                    kind: KIND,
-                    carrier_call_id: carrier_call_id.to_string(),
-                })?;
+        let Some(org_id) = self.calls.org_for_hangup(KIND, carrier_call_id)? else {
+            return Ok(());
+        };
         self.end_call(&org_id, carrier_call_id).await?;
         self.calls.remove(carrier_call_id);
+        Ok(())
+    }
+
+    async fn transfer(&self, req: TransferRequest) -> Result<(), CarrierError> {
+        self.transfer_call(&req).await?;
+        self.calls.mark_transferred(&req.carrier_call_id);
         Ok(())
     }
 }

@@ -1,16 +1,18 @@
 //! Connects the real carriers to the service: workspace carrier accounts come
-//! from the encrypted credentials table, and verified status callbacks go to
-//! the call engine.
+//! from the encrypted credentials table, verified status callbacks go to the
+//! call engine, and transferred calls' leg reports (from real carriers' callbacks
+//! and from the sim carrier) go to the store.
 
 use super::callbacks::CallbackHost;
-use super::{CarrierCredentials, CarrierKind};
+use super::{CarrierCredentials, CarrierKind, CarriersError};
 use crate::app::state::AppState;
 use crate::domain::{CallId, OrgId};
 use crate::secrets::credentials::CredentialCipher;
 use crate::store::Store;
 use async_trait::async_trait;
 use std::sync::Arc;
-use voxline_actors::carrier::CarrierStatus;
+use voxline_actors::carrier::sim::TransferLegSink;
+use voxline_actors::carrier::{CarrierStatus, TransferLeg};
 
 /// Reads and decrypts a workspace's carrier account from the store.
 pub struct StoreCredentials {
@@ -99,4 +101,44 @@ impl CallbackHost for ServiceCallbackHost {
             tracing::debug!(call_id, error = %err, "carrier status for a call that is not live");
         }
     }
+
+    async fn record_transfer_leg(&self, leg: TransferLeg) -> Result<bool, CarriersError> {
+        store_transfer_leg(&self.state.store, &leg).await
+    }
+}
+
+/// Stores a transferred call's leg report; `false` when the call is not stored
+/// (including a call id that is no call id at all).
+pub async fn store_transfer_leg(store: &Store, leg: &TransferLeg) -> Result<bool, CarriersError> {
+    let Ok(call_id) = leg.call_id.parse::<CallId>() else {
+        return Ok(false);
+    };
+    Ok(store
+        .record_transfer_leg(call_id, &leg.status, leg.duration_seconds)
+        .await?)
+}
+
+/// The sink the sim carrier reports transferred legs to, storing them like real
+/// carriers' leg reports: `sim.report_transfers_to(sim_transfer_sink(store.clone()))`
+/// where the service builds its `SimCarrier`.
+pub fn sim_transfer_sink(store: Store) -> TransferLegSink {
+    Arc::new(move |leg: TransferLeg| {
+        // The sim carrier reports from a synchronous callback; storing is async.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(call = %leg.call_id, "sim transfer leg reported outside a runtime; dropped");
+            return;
+        };
+        let store = store.clone();
+        runtime.spawn(async move {
+            match store_transfer_leg(&store, &leg).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(call = %leg.call_id, "sim transfer leg for a call that is not stored");
+                }
+                Err(err) => {
+                    tracing::error!(call = %leg.call_id, error = %err, "storing a sim transfer leg failed");
+                }
+            }
+        });
+    })
 }

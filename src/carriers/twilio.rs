@@ -1,6 +1,7 @@
 //! Twilio Programmable Voice: place a call with inline TwiML that connects a
-//! bidirectional Media Stream to our `/media/twilio` endpoint, hang it up, and
-//! verify `X-Twilio-Signature` on its status callbacks.
+//! bidirectional Media Stream to our `/media/twilio` endpoint, hang it up,
+//! transfer it (new TwiML `<Dial>` on the live call, whose `action` reports the
+//! bridged leg), and verify `X-Twilio-Signature` on its callbacks.
 
 use super::{
     CallIndex, CarrierCredentials, CarrierKind, CarriersError, base_url, call_lifetime,
@@ -11,7 +12,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
-use voxline_actors::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
+use voxline_actors::carrier::{
+    Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
+};
 use voxline_actors::signing::Signer;
 
 const KIND: CarrierKind = CarrierKind::Twilio;
@@ -91,6 +94,23 @@ pub fn create_call_form(req: &DialRequest) -> Vec<(&'static str, String)> {
     form
 }
 
+/// The TwiML that replaces the live call's `<Connect><Stream>` (which ends our media
+/// stream) with a `<Dial>` to the person; Twilio posts `DialCallStatus`,
+/// `DialCallDuration` and `DialCallSid` to the `action` URL when the bridged leg ends.
+pub fn transfer_twiml(req: &TransferRequest) -> String {
+    format!(
+        "<Response><Dial action=\"{}\" method=\"POST\" callerId=\"{}\"><Number>{}</Number></Dial></Response>",
+        xml_escape(&req.leg_status_url),
+        xml_escape(&req.from),
+        xml_escape(&req.to)
+    )
+}
+
+/// The form fields of the update-call request that transfers a call.
+pub fn transfer_form(req: &TransferRequest) -> Vec<(&'static str, String)> {
+    vec![("Twiml", transfer_twiml(req))]
+}
+
 /// Twilio behind the engine's [`Carrier`] trait, one account per workspace.
 pub struct TwilioCarrier {
     credentials: Arc<dyn CarrierCredentials>,
@@ -161,6 +181,24 @@ impl TwilioCarrier {
             Err(err) => Err(err),
         }
     }
+
+    /// Redirects a live call of a workspace to [`transfer_twiml`].
+    pub async fn transfer_call(&self, req: &TransferRequest) -> Result<(), CarriersError> {
+        let account = load_account(
+            self.credentials.as_ref(),
+            &req.org_id,
+            KIND,
+            TwilioAccount::from_credential,
+        )
+        .await?;
+        let request = self
+            .http
+            .post(account.call_url(&req.carrier_call_id))
+            .basic_auth(&account.account_sid, Some(&account.auth_token))
+            .form(&transfer_form(req));
+        send(KIND, request).await?;
+        Ok(())
+    }
 }
 
 /// Whether a 404 body is Twilio's "resource not found" (code 20404).
@@ -179,16 +217,28 @@ impl Carrier for TwilioCarrier {
     }
 
     async fn hangup(&self, carrier_call_id: &str) -> Result<(), CarrierError> {
-        let org_id =
-            self.calls
-                .org_of(carrier_call_id)
-                .ok_or_else(|| CarriersError::UnknownCall {
-                    kind: KIND,
-                    carrier_call_id: carrier_call_id.to_string(),
-                })?;
+        let Some(org_id) = self.calls.org_for_hangup(KIND, carrier_call_id)? else {
+            return Ok(());
+        };
         self.end_call(&org_id, carrier_call_id).await?;
         self.calls.remove(carrier_call_id);
         Ok(())
+    }
+
+    async fn transfer(&self, req: TransferRequest) -> Result<(), CarrierError> {
+        self.transfer_call(&req).await?;
+        self.calls.mark_transferred(&req.carrier_call_id);
+        Ok(())
+    }
+}
+
+/// Maps a `<Dial action>` report's `DialCallStatus` to the leg outcome we store:
+/// completed, no-answer, busy, failed or canceled (`answered` means the person
+/// picked up and the bridge ended normally, so it is `completed` too).
+pub fn map_leg_status(dial_call_status: &str) -> String {
+    match dial_call_status.trim().to_ascii_lowercase().as_str() {
+        "answered" | "completed" => "completed".into(),
+        other => other.to_string(),
     }
 }
 

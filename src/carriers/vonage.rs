@@ -1,6 +1,7 @@
 //! Vonage Voice API: place a call whose NCCO connects a websocket to our
 //! `/media/vonage` endpoint, authenticated by an RS256 application JWT; hang
-//! it up; and check its event callbacks.
+//! it up; transfer it to an inline NCCO that connects the callee to a person
+//! (whose `eventUrl` reports the bridged leg); and check its event callbacks.
 //!
 //! Vonage signs callbacks only when the account enables signed webhooks
 //! (an HS256 JWT keyed by the signature secret, checked when the credential
@@ -8,14 +9,17 @@
 //! `sig` keyed by the application's private key.
 
 use super::{
-    CallIndex, CarrierCredentials, CarrierKind, CarriersError, base_url, call_lifetime,
-    callback_sig, load_account, optional_field, required_field, send, with_sig,
+    CallIndex, CarrierCredentials, CarrierKind, CarriersError, TRANSFER_ALEG_PARAM, base_url,
+    call_lifetime, callback_sig, load_account, optional_field, required_field, send,
+    transfer_callback_sig, with_params, with_sig,
 };
 use async_trait::async_trait;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
-use voxline_actors::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
+use voxline_actors::carrier::{
+    Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
+};
 
 const KIND: CarrierKind = CarrierKind::Vonage;
 
@@ -124,6 +128,49 @@ pub fn create_call_body(req: &DialRequest, account: &VonageAccount) -> serde_jso
     })
 }
 
+/// The event URL of a transfer's `connect`: the leg-report URL with our `sig` (Vonage
+/// signs webhooks only when the account opts in) and the callee's leg uuid.
+pub fn transfer_event_url(req: &TransferRequest, account: &VonageAccount) -> String {
+    let signed = with_sig(
+        &req.leg_status_url,
+        &transfer_callback_sig(&account.private_key_pem, &req.call_id),
+    );
+    with_params(&signed, &[(TRANSFER_ALEG_PARAM, &req.carrier_call_id)])
+}
+
+/// The JSON body of the update-call request that moves the callee into a new
+/// conversation with the person (which leaves our websocket leg behind).
+pub fn transfer_body(req: &TransferRequest, account: &VonageAccount) -> serde_json::Value {
+    serde_json::json!({
+        "action": "transfer",
+        "destination": {
+            "type": "ncco",
+            "ncco": [{
+                "action": "connect",
+                "from": vonage_number(&req.from),
+                "endpoint": [{ "type": "phone", "number": vonage_number(&req.to) }],
+                "eventUrl": [transfer_event_url(req, account)],
+                "eventMethod": "POST",
+            }],
+        },
+    })
+}
+
+/// Maps an event of the transfer's connected leg to the leg outcome we store
+/// (completed, no-answer, busy, failed, canceled); `None` for progress on the way
+/// (started, ringing, answered) and anything else.
+pub fn map_leg_status(status: &str) -> Option<String> {
+    let status = match status.trim().to_ascii_lowercase().as_str() {
+        "completed" => "completed",
+        "busy" => "busy",
+        "unanswered" | "timeout" => "no-answer",
+        "failed" | "rejected" => "failed",
+        "cancelled" | "canceled" => "canceled",
+        _ => return None,
+    };
+    Some(status.to_string())
+}
+
 /// Vonage behind the engine's [`Carrier`] trait, one application per workspace.
 pub struct VonageCarrier {
     credentials: Arc<dyn CarrierCredentials>,
@@ -195,6 +242,27 @@ impl VonageCarrier {
             Err(err) => Err(err),
         }
     }
+
+    /// Transfers a live call of a workspace to [`transfer_body`]'s NCCO.
+    pub async fn transfer_call(&self, req: &TransferRequest) -> Result<(), CarriersError> {
+        let account = load_account(
+            self.credentials.as_ref(),
+            &req.org_id,
+            KIND,
+            VonageAccount::from_credential,
+        )
+        .await?;
+        let request = self
+            .http
+            .put(format!(
+                "{}/v1/calls/{}",
+                account.base_url, req.carrier_call_id
+            ))
+            .bearer_auth(account.jwt(now_unix())?)
+            .json(&transfer_body(req, &account));
+        send(KIND, request).await?;
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -205,15 +273,17 @@ impl Carrier for VonageCarrier {
     }
 
     async fn hangup(&self, carrier_call_id: &str) -> Result<(), CarrierError> {
-        let org_id =
-            self.calls
-                .org_of(carrier_call_id)
-                .ok_or_else(|| CarriersError::UnknownCall {
-                    kind: KIND,
-                    carrier_call_id: carrier_call_id.to_string(),
-                })?;
+        let Some(org_id) = self.calls.org_for_hangup(KIND, carrier_call_id)? else {
+            return Ok(());
+        };
         self.end_call(&org_id, carrier_call_id).await?;
         self.calls.remove(carrier_call_id);
+        Ok(())
+    }
+
+    async fn transfer(&self, req: TransferRequest) -> Result<(), CarrierError> {
+        self.transfer_call(&req).await?;
+        self.calls.mark_transferred(&req.carrier_call_id);
         Ok(())
     }
 }

@@ -27,7 +27,7 @@ use wiremock::matchers::{body_json, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 /// A throwaway 2048-bit test key; it signs nothing outside these tests.
-const VONAGE_PRIVATE_KEY: &str = "-----BEGIN PRIVATE KEY-----
+pub(crate) const VONAGE_PRIVATE_KEY: &str = "-----BEGIN PRIVATE KEY-----
 MIIEvgIBADANBgkqhkiG9w0BAQEFAASCBKgwggSkAgEAAoIBAQDujxVtC8hzKp1B
 ZZKjr6M6PRTZmmjo4jTaLyVIPISnTulU7ubXUrRlroMkSGSMTH4IrSiErnZ8b/1w
 F3Emifdrh4TqcEobGjCAMVK9/w405hhphFEAHrpUOeiOWrMVefYEX+eiMv7xorD/
@@ -55,7 +55,7 @@ IE8zUUaMaqwwMRVtP/skbk0cXwy7W5YR73pQMzf1uCIgeFKzgxsYhYLUUPQGgwFD
 rxLdQFXqtDsQP3u7AhgQJosUXXhhRNtMRCWqiztHXSsy4+9q7TbQn8NeWCSYkdna
 toA1ZR7vtVhpi1BmqPI4VJbN
 -----END PRIVATE KEY-----";
-const VONAGE_PUBLIC_KEY: &str = "-----BEGIN PUBLIC KEY-----
+pub(crate) const VONAGE_PUBLIC_KEY: &str = "-----BEGIN PUBLIC KEY-----
 MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA7o8VbQvIcyqdQWWSo6+j
 Oj0U2Zpo6OI02i8lSDyEp07pVO7m11K0Za6DJEhkjEx+CK0ohK52fG/9cBdxJon3
 a4eE6nBKGxowgDFSvf8ONOYYaYRRAB66VDnojlqzFXn2BF/nojL+8aKw/zs7qLd0
@@ -1349,6 +1349,14 @@ impl CallbackHost for TestHost {
             .lock()
             .unwrap()
             .push((call_id.to_string(), status));
+    }
+
+    async fn record_transfer_leg(
+        &self,
+        _leg: voxline_actors::carrier::TransferLeg,
+    ) -> Result<bool, voxline::carriers::CarriersError> {
+        // These tests post no leg reports; tests/it/carrier_transfers.rs does.
+        Ok(false)
     }
 }
 

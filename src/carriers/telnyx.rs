@@ -1,0 +1,376 @@
+//! Telnyx Call Control v2: place a call that streams both ways to our
+//! `/media/telnyx/{token}` endpoint, hang it up, transfer it to a person, and
+//! read its webhooks (call progress, and the transferred leg's hang-up).
+//!
+//! Telnyx signs webhooks with Ed25519 under a key from the portal that the
+//! credential does not carry, so every webhook URL we hand Telnyx carries our
+//! own `sig` (an HMAC of the call id keyed by the API key) instead.
+
+use super::{
+    CallIndex, CarrierCredentials, CarrierKind, CarriersError, TRANSFER_ALEG_PARAM, base_url,
+    call_lifetime, callback_sig, load_account, optional_field, required_field, send,
+    transfer_callback_sig, with_params, with_sig,
+};
+use async_trait::async_trait;
+use std::sync::Arc;
+use voxline_actors::carrier::{
+    Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
+};
+
+const KIND: CarrierKind = CarrierKind::Telnyx;
+
+/// Telnyx's public API host.
+pub const DEFAULT_BASE_URL: &str = "https://api.telnyx.com";
+
+/// Telnyx's error code for a command on a call that has already ended.
+pub const CODE_ALREADY_ENDED: &str = "90018";
+
+/// Telnyx takes a call's time limit between 30 s and 4 h.
+const TIME_LIMIT_RANGE: (u32, u32) = (30, 14_400);
+
+/// One Telnyx account: `{apiKey, connectionId, baseUrl?}`.
+#[derive(Clone)]
+pub struct TelnyxAccount {
+    /// API v2 key (Bearer token and our webhook `sig` key).
+    pub api_key: String,
+    /// The Call Control application placing calls; only placing needs it.
+    pub connection_id: Option<String>,
+    /// API base URL without a trailing slash.
+    pub base_url: String,
+}
+
+impl std::fmt::Debug for TelnyxAccount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key stays out of logs.
+        f.debug_struct("TelnyxAccount")
+            .field("connection_id", &self.connection_id)
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TelnyxAccount {
+    /// Parses the workspace's `telnyx` credential JSON. `connectionId` is optional
+    /// here because the credential kind only requires `apiKey`; placing a call
+    /// without one is refused then.
+    pub fn from_credential(value: &serde_json::Value) -> Result<Self, CarriersError> {
+        Ok(Self {
+            api_key: required_field(KIND, value, "apiKey")?,
+            connection_id: optional_field(value, "connectionId"),
+            base_url: base_url(value, DEFAULT_BASE_URL),
+        })
+    }
+
+    fn connection_id(&self) -> Result<&str, CarriersError> {
+        self.connection_id
+            .as_deref()
+            .ok_or_else(|| CarriersError::InvalidCredential {
+                kind: KIND,
+                reason: "needs a non-empty string field connectionId to place calls".into(),
+            })
+    }
+
+    fn action_url(&self, call_control_id: &str, action: &str) -> String {
+        format!(
+            "{}/v2/calls/{}/actions/{action}",
+            self.base_url,
+            path_segment(call_control_id)
+        )
+    }
+}
+
+/// Escapes what would end a path segment. Call control ids look like
+/// `v3:<base64url>` and Telnyx's own examples put them in the path as they are,
+/// so only characters that would break the path are encoded.
+fn path_segment(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for ch in id.chars() {
+        match ch {
+            '/' => out.push_str("%2F"),
+            '?' => out.push_str("%3F"),
+            '#' => out.push_str("%23"),
+            '%' => out.push_str("%25"),
+            ' ' => out.push_str("%20"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The JSON body of the dial request. The stream is bidirectional in RTP mode
+/// with PCMU payloads, which is what our Telnyx media codec sends back.
+pub fn dial_body(
+    req: &DialRequest,
+    account: &TelnyxAccount,
+) -> Result<serde_json::Value, CarriersError> {
+    let (min_limit, max_limit) = TIME_LIMIT_RANGE;
+    Ok(serde_json::json!({
+        "connection_id": account.connection_id()?,
+        "to": req.to,
+        "from": req.from,
+        "stream_url": format!("{}/{}", req.media_url.trim_end_matches('/'), req.media_token),
+        "stream_track": "inbound_track",
+        "stream_bidirectional_mode": "rtp",
+        "stream_bidirectional_codec": "PCMU",
+        "webhook_url": with_sig(&req.status_url, &callback_sig(&account.api_key, &req.call_id)),
+        "webhook_url_method": "POST",
+        "timeout_secs": req.ring_timeout_seconds,
+        "time_limit_secs": req.time_limit_seconds.clamp(min_limit, max_limit),
+    }))
+}
+
+/// The webhook URL of a transfer: the leg-report URL with our `sig` and the callee's
+/// leg, so the report handler can tell the bridged leg's events from the callee's.
+pub fn transfer_webhook_url(req: &TransferRequest, account: &TelnyxAccount) -> String {
+    let signed = with_sig(
+        &req.leg_status_url,
+        &transfer_callback_sig(&account.api_key, &req.call_id),
+    );
+    with_params(&signed, &[(TRANSFER_ALEG_PARAM, &req.carrier_call_id)])
+}
+
+/// The JSON body of the transfer command; the new leg's webhooks go to
+/// [`transfer_webhook_url`].
+pub fn transfer_body(req: &TransferRequest, account: &TelnyxAccount) -> serde_json::Value {
+    serde_json::json!({
+        "to": req.to,
+        "from": req.from,
+        "webhook_url": transfer_webhook_url(req, account),
+        "webhook_url_method": "POST",
+    })
+}
+
+/// Ends a call by its `call_control_id`; a call that already ended (code 90018) is success.
+pub async fn hangup_call(
+    http: &reqwest::Client,
+    account: &TelnyxAccount,
+    call_control_id: &str,
+) -> Result<(), CarriersError> {
+    let request = http
+        .post(account.action_url(call_control_id, "hangup"))
+        .bearer_auth(&account.api_key)
+        .json(&serde_json::json!({}));
+    match send(KIND, request).await {
+        Ok(_) => Ok(()),
+        Err(CarriersError::Rejected { body, .. }) if has_error_code(&body, CODE_ALREADY_ENDED) => {
+            Ok(())
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// Whether an error answer (`{"errors":[{"code":"90018",…}]}`) carries `code`.
+fn has_error_code(body: &str, code: &str) -> bool {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else {
+        return false;
+    };
+    value
+        .get("errors")
+        .and_then(|e| e.as_array())
+        .is_some_and(|errors| {
+            errors.iter().any(|e| match e.get("code") {
+                Some(serde_json::Value::String(s)) => s == code,
+                Some(serde_json::Value::Number(n)) => n.to_string() == code,
+                _ => false,
+            })
+        })
+}
+
+/// Telnyx behind the engine's [`Carrier`] trait, one account per workspace.
+pub struct TelnyxCarrier {
+    credentials: Arc<dyn CarrierCredentials>,
+    http: reqwest::Client,
+    calls: CallIndex,
+}
+
+impl TelnyxCarrier {
+    /// A carrier that looks up each workspace's account in `credentials`.
+    pub fn new(credentials: Arc<dyn CarrierCredentials>, http: reqwest::Client) -> Self {
+        Self {
+            credentials,
+            http,
+            calls: CallIndex::default(),
+        }
+    }
+
+    async fn account(&self, org_id: &str) -> Result<TelnyxAccount, CarriersError> {
+        load_account(
+            self.credentials.as_ref(),
+            org_id,
+            KIND,
+            TelnyxAccount::from_credential,
+        )
+        .await
+    }
+
+    /// Places a call and returns its `call_control_id`.
+    pub async fn create_call(&self, req: &DialRequest) -> Result<String, CarriersError> {
+        let account = self.account(&req.org_id).await?;
+        let request = self
+            .http
+            .post(format!("{}/v2/calls", account.base_url))
+            .bearer_auth(&account.api_key)
+            .json(&dial_body(req, &account)?);
+        let (_, body) = send(KIND, request).await?;
+        let id = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| {
+                v.get("data")?
+                    .get("call_control_id")?
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| CarriersError::UnexpectedResponse {
+                kind: KIND,
+                reason: "dial answer has no data.call_control_id".into(),
+            })?;
+        self.calls.insert(
+            &id,
+            &req.org_id,
+            call_lifetime(req.ring_timeout_seconds, req.time_limit_seconds),
+        );
+        Ok(id)
+    }
+
+    /// Ends a call of a workspace; an already-ended call is success.
+    pub async fn end_call(&self, org_id: &str, call_control_id: &str) -> Result<(), CarriersError> {
+        let account = self.account(org_id).await?;
+        hangup_call(&self.http, &account, call_control_id).await
+    }
+
+    /// Bridges a live call of a workspace to the person (the transfer command).
+    pub async fn transfer_call(&self, req: &TransferRequest) -> Result<(), CarriersError> {
+        let account = self.account(&req.org_id).await?;
+        let request = self
+            .http
+            .post(account.action_url(&req.carrier_call_id, "transfer"))
+            .bearer_auth(&account.api_key)
+            .json(&transfer_body(req, &account));
+        send(KIND, request).await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Carrier for TelnyxCarrier {
+    async fn place(&self, req: DialRequest, _status: StatusSink) -> Result<String, CarrierError> {
+        // Progress arrives by webhook, routed to the engine by the service.
+        Ok(self.create_call(&req).await?)
+    }
+
+    async fn hangup(&self, carrier_call_id: &str) -> Result<(), CarrierError> {
+        let Some(org_id) = self.calls.org_for_hangup(KIND, carrier_call_id)? else {
+            return Ok(());
+        };
+        self.end_call(&org_id, carrier_call_id).await?;
+        self.calls.remove(carrier_call_id);
+        Ok(())
+    }
+
+    async fn transfer(&self, req: TransferRequest) -> Result<(), CarrierError> {
+        self.transfer_call(&req).await?;
+        self.calls.mark_transferred(&req.carrier_call_id);
+        Ok(())
+    }
+}
+
+/// The parts of a Call Control webhook (`{"data":{"event_type","occurred_at","payload":{…}}}`)
+/// we act on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TelnyxEvent {
+    /// `call.initiated`, `call.answered`, `call.hangup`, …
+    pub event_type: String,
+    /// The leg the event is about.
+    pub call_control_id: Option<String>,
+    /// On `call.hangup`: `normal_clearing`, `user_busy`, `timeout`, …
+    pub hangup_cause: Option<String>,
+    /// When the leg started (RFC 3339).
+    pub start_time: Option<String>,
+    /// When the leg ended (RFC 3339), where Telnyx says.
+    pub end_time: Option<String>,
+    /// When the event happened (RFC 3339).
+    pub occurred_at: Option<String>,
+}
+
+/// Reads a webhook body; `None` when it is not a Call Control event.
+pub fn parse_event(body: &[u8]) -> Option<TelnyxEvent> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let data = value.get("data")?;
+    let text = |v: Option<&serde_json::Value>| {
+        v.and_then(|v| v.as_str())
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let payload = data.get("payload");
+    let field = |name: &str| text(payload.and_then(|p| p.get(name)));
+    Some(TelnyxEvent {
+        event_type: text(data.get("event_type"))?,
+        call_control_id: field("call_control_id"),
+        hangup_cause: field("hangup_cause"),
+        start_time: field("start_time"),
+        end_time: field("end_time"),
+        occurred_at: text(data.get("occurred_at")),
+    })
+}
+
+/// Maps a webhook of the placed call to engine progress; `None` for events the
+/// engine does not act on (Telnyx sends no ringing event for outbound calls).
+pub fn map_status(event: &TelnyxEvent) -> Option<CarrierStatus> {
+    match event.event_type.as_str() {
+        "call.answered" => Some(CarrierStatus::Answered),
+        "call.hangup" => Some(
+            match event
+                .hangup_cause
+                .as_deref()
+                .unwrap_or("unspecified")
+                .to_ascii_lowercase()
+                .as_str()
+            {
+                "normal_clearing" | "time_limit" => CarrierStatus::Completed,
+                "user_busy" => CarrierStatus::Busy,
+                "timeout" | "no_answer" => CarrierStatus::NoAnswer,
+                "originator_cancel" => CarrierStatus::Failed("canceled".into()),
+                other => CarrierStatus::Failed(other.to_string()),
+            },
+        ),
+        _ => None,
+    }
+}
+
+/// Maps the transferred leg's `call.hangup` to the leg outcome we store (completed,
+/// no-answer, busy, canceled, failed) and its length; `None` for any other event.
+///
+/// Telnyx reports no talk time on hang-up, so a completed leg's length is from the
+/// leg's start to its end, which includes its ringing.
+pub fn map_leg(event: &TelnyxEvent) -> Option<(String, Option<u32>)> {
+    if event.event_type != "call.hangup" {
+        return None;
+    }
+    let status = match event
+        .hangup_cause
+        .as_deref()
+        .unwrap_or("unspecified")
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "normal_clearing" | "time_limit" => "completed",
+        "user_busy" => "busy",
+        "timeout" | "no_answer" => "no-answer",
+        "originator_cancel" => "canceled",
+        _ => "failed",
+    };
+    let duration = (status == "completed")
+        .then(|| {
+            let start = parse_time(event.start_time.as_deref())?;
+            let end = parse_time(event.end_time.as_deref().or(event.occurred_at.as_deref()))?;
+            u32::try_from((end - start).num_seconds()).ok()
+        })
+        .flatten();
+    Some((status.to_string(), duration))
+}
+
+fn parse_time(text: Option<&str>) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+    chrono::DateTime::parse_from_rfc3339(text?).ok()
+}
