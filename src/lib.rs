@@ -13,6 +13,7 @@ pub mod batches;
 pub mod calls;
 pub mod carriers;
 pub mod domain;
+pub mod egress;
 pub mod http;
 pub mod loadgen;
 pub mod postcall;

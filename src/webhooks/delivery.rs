@@ -1,17 +1,17 @@
 //! Delivers the webhook outbox (decisions §8): signed POSTs of JSON, retried
 //! with exponential backoff for up to 8 attempts over about a day, refusing
-//! addresses inside private networks unless the host is allow-listed.
+//! addresses inside private networks unless the host is allow-listed, and
+//! connecting only to the addresses that were checked ([`crate::egress`]).
 
 use crate::app::state::AppState;
 use crate::calls::recording_link::recording_link;
 use crate::domain::CallId;
+use crate::egress::{self, EgressError};
 use crate::postcall::analysis::view::{AnalysisView, merged_extracted};
 use crate::store::webhook_outbox::DueDelivery;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use std::net::IpAddr;
 use std::time::Duration;
-use voxline_actors::signing::Signer;
 
 /// Attempts before a delivery is given up.
 pub const MAX_ATTEMPTS: i64 = 8;
@@ -58,66 +58,21 @@ impl DeliveryError {
     }
 }
 
-/// The `X-Service-Signature` value: `v1=` hex HMAC-SHA256 of `"<timestamp>.<body>"`.
-pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
-    let tag = Signer::sha256(secret).sign_hex(&[timestamp.to_string().as_bytes(), b".", body]);
-    format!("v1={tag}")
-}
+/// The address guard and the request signature live in [`crate::egress`],
+/// shared with function tools; re-exported under their old paths.
+pub use crate::egress::{check_address, signature};
 
-/// Whether an address lies where webhooks must not reach by default.
-fn is_internal(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64
-        }
-        IpAddr::V6(v6) => {
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || (v6.segments()[0] & 0xfe00) == 0xfc00
-                || (v6.segments()[0] & 0xffc0) == 0xfe80
-                || v6
-                    .to_ipv4_mapped()
-                    .is_some_and(|v4| is_internal(IpAddr::V4(v4)))
+impl From<EgressError> for DeliveryError {
+    fn from(err: EgressError) -> Self {
+        match err {
+            EgressError::Refused(why) => Self::AddressRefused(why),
+            EgressError::BadUrl(why) => Self::BadUrl(why),
+            // DNS and client failures may pass: retry them, as before.
+            other @ (EgressError::Resolve { .. } | EgressError::Client(_)) => {
+                Self::Request(other.to_string())
+            }
         }
     }
-}
-
-/// Refuses URLs that resolve into loopback, private or link-local networks
-/// unless their host is allow-listed.
-pub async fn check_address(
-    url: &reqwest::Url,
-    allow_hosts: &[String],
-) -> Result<(), DeliveryError> {
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(DeliveryError::BadUrl(format!("scheme {}", url.scheme())));
-    }
-    let host = url
-        .host_str()
-        .ok_or_else(|| DeliveryError::BadUrl("no host".into()))?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_ascii_lowercase();
-    if allow_hosts.contains(&host) {
-        return Ok(());
-    }
-    let port = url.port_or_known_default().unwrap_or(443);
-    let addrs = tokio::net::lookup_host((host.as_str(), port))
-        .await
-        .map_err(|e| DeliveryError::Request(format!("resolving {host}: {e}")))?;
-    for addr in addrs {
-        if is_internal(addr.ip()) {
-            return Err(DeliveryError::AddressRefused(format!(
-                "{host} resolves to {}",
-                addr.ip()
-            )));
-        }
-    }
-    Ok(())
 }
 
 fn iso(ms: i64) -> String {
@@ -231,20 +186,15 @@ pub async fn call_completed_body(
     }))
 }
 
-/// Sends one delivery.
-async fn attempt(
-    state: &AppState,
-    http: &reqwest::Client,
-    d: &DueDelivery,
-) -> Result<(), DeliveryError> {
+/// Sends one delivery, on a client pinned to the addresses just checked.
+async fn attempt(state: &AppState, d: &DueDelivery) -> Result<(), DeliveryError> {
     let url = reqwest::Url::parse(&d.url).map_err(|e| DeliveryError::BadUrl(e.to_string()))?;
-    check_address(&url, &state.settings.webhook_allow_hosts).await?;
+    let http = egress::guarded_client(&url, &state.settings.webhook_allow_hosts, TIMEOUT).await?;
     let body = serde_json::to_vec(&delivery_body(state, d).await?)
         .map_err(|e| DeliveryError::Request(e.to_string()))?;
     let timestamp = state.clock.now().timestamp();
     let response = http
         .post(url)
-        .timeout(TIMEOUT)
         .header("content-type", "application/json")
         .header("x-service-event", &d.event)
         .header("x-service-delivery", d.id.to_string())
@@ -266,11 +216,18 @@ async fn attempt(
 }
 
 /// One pass over the due deliveries; returns how many were attempted.
-pub async fn deliver_due(state: &AppState, http: &reqwest::Client) -> Result<usize, DeliveryError> {
+///
+/// `_http` is no longer used: each delivery gets its own client, pinned to
+/// the addresses its URL was checked against (a shared client would resolve
+/// the name again). The parameter stays so callers keep compiling.
+pub async fn deliver_due(
+    state: &AppState,
+    _http: &reqwest::Client,
+) -> Result<usize, DeliveryError> {
     let now = state.clock.now().timestamp_millis();
     let due = state.store.due_deliveries(now, BATCH).await?;
     let attempts = due.iter().map(|d| async move {
-        let result = attempt(state, http, d).await;
+        let result = attempt(state, d).await;
         let now = state.clock.now().timestamp_millis();
         let recorded = match &result {
             Ok(()) => state.store.delivery_succeeded(d.id, now).await,
@@ -308,44 +265,20 @@ mod tests {
         assert_ne!(sig, signature("whsec_test", 1_700_000_001, br#"{"a":1}"#));
     }
 
-    #[test]
-    fn internal_addresses_are_recognised() {
-        for ip in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "192.168.0.9",
-            "172.16.5.5",
-            "169.254.1.1",
-            "100.64.0.1",
-            "::1",
-            "fd00::1",
-            "fe80::1",
-            "::ffff:10.0.0.1",
-            "0.0.0.0",
-        ] {
-            assert!(is_internal(ip.parse().unwrap()), "{ip}");
-        }
-        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700::1111", "172.32.0.1"] {
-            assert!(!is_internal(ip.parse().unwrap()), "{ip}");
-        }
-    }
-
     #[tokio::test]
     async fn loopback_is_refused_unless_allow_listed() {
         let url = reqwest::Url::parse("http://127.0.0.1:9/hook").unwrap();
-        assert!(matches!(
-            check_address(&url, &[]).await,
-            Err(DeliveryError::AddressRefused(_))
-        ));
+        let refused = DeliveryError::from(check_address(&url, &[]).await.unwrap_err());
+        assert!(matches!(refused, DeliveryError::AddressRefused(_)));
+        assert!(!refused.retryable());
         assert!(
             check_address(&url, &["127.0.0.1".to_string()])
                 .await
                 .is_ok()
         );
         let ftp = reqwest::Url::parse("ftp://example.com/x").unwrap();
-        assert!(matches!(
-            check_address(&ftp, &[]).await,
-            Err(DeliveryError::BadUrl(_))
-        ));
+        let bad = DeliveryError::from(check_address(&ftp, &[]).await.unwrap_err());
+        assert!(matches!(bad, DeliveryError::BadUrl(_)));
+        assert!(!bad.retryable());
     }
 }

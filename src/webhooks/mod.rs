@@ -1,5 +1,6 @@
-//! Outgoing webhooks: the durable outbox's delivery worker, request signing
-//! and the address guard that keeps deliveries off private networks.
+//! Outgoing webhooks: the durable outbox's delivery worker and request
+//! signing; deliveries pass the address guard in [`crate::egress`], which
+//! keeps them off private networks.
 
 pub mod delivery;
 pub mod events;
