@@ -19,6 +19,7 @@ pub const CREDENTIAL_KINDS: &[&str] = &[
     "vonage",
     "telnyx",
     "google",
+    "calcom",
 ];
 
 /// A vendor a workspace can hold a credential for; the stored `kind`.
@@ -45,11 +46,15 @@ pub enum CredentialKind {
     Telnyx,
     /// Google Sheets: `accessToken`.
     Google,
+    /// Cal.com, for the calendar tools: `apiKey`, optional `baseUrl`
+    /// (a self-hosted Cal.com's API).
+    #[serde(rename = "calcom")]
+    CalCom,
 }
 
 impl CredentialKind {
     /// Every kind, in the order of [`CREDENTIAL_KINDS`].
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::OpenAi,
         Self::Deepgram,
         Self::ElevenLabs,
@@ -59,6 +64,7 @@ impl CredentialKind {
         Self::Vonage,
         Self::Telnyx,
         Self::Google,
+        Self::CalCom,
     ];
 
     /// The stored name.
@@ -73,13 +79,16 @@ impl CredentialKind {
             Self::Vonage => "vonage",
             Self::Telnyx => "telnyx",
             Self::Google => "google",
+            Self::CalCom => "calcom",
         }
     }
 
     /// The string fields its JSON must carry, non-empty.
     fn required_fields(self) -> &'static [&'static str] {
         match self {
-            Self::OpenAi | Self::Deepgram | Self::ElevenLabs | Self::Telnyx => &["apiKey"],
+            Self::OpenAi | Self::Deepgram | Self::ElevenLabs | Self::Telnyx | Self::CalCom => {
+                &["apiKey"]
+            }
             Self::Twilio => &["accountSid", "authToken"],
             Self::Plivo => &["authId", "authToken"],
             Self::Exotel => &["accountSid", "apiKey", "apiToken"],
@@ -88,9 +97,13 @@ impl CredentialKind {
         }
     }
 
-    /// Model vendors, whose credential may point at another server (`baseUrl`).
+    /// Vendors whose credential may point at another server (`baseUrl`):
+    /// the model vendors and a self-hosted Cal.com.
     fn takes_base_url(self) -> bool {
-        matches!(self, Self::OpenAi | Self::Deepgram | Self::ElevenLabs)
+        matches!(
+            self,
+            Self::OpenAi | Self::Deepgram | Self::ElevenLabs | Self::CalCom
+        )
     }
 }
 
@@ -239,6 +252,15 @@ mod tests {
             )
             .is_err()
         );
+        assert!(validate("calcom", &serde_json::json!({"apiKey": "cal_live_k"})).is_ok());
+        assert!(
+            validate(
+                "calcom",
+                &serde_json::json!({"apiKey": "k", "baseUrl": "https://cal.example.com"})
+            )
+            .is_ok()
+        );
+        assert!(validate("calcom", &serde_json::json!({"baseUrl": "https://x.y"})).is_err());
     }
 
     #[test]
