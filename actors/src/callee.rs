@@ -15,6 +15,7 @@ use tokio_tungstenite::connect_async_with_config;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_util::sync::CancellationToken;
 use voxline_media::carrier::{OutboundFrame, ServerCommand, TwilioCarrierSide};
+use voxline_media::dtmf::DtmfDetector;
 use voxline_media::g711;
 use voxline_media::synth::{
     DtmfToneGenerator, SpeechLikeGenerator, ToneGenerator, samples_for_duration,
@@ -58,6 +59,15 @@ pub enum ScriptStep {
     },
     /// Hang up once the agent has finished its turn.
     Hangup,
+    /// An automated phone menu: say the options, then listen to the agent's audio for the
+    /// key it presses (with the media crate's DTMF detector). Hearing `expect`, the script
+    /// goes on; hearing nothing or another key, the menu hangs up.
+    Menu {
+        /// The options read out ("For sales, press 1. For support, press 2.").
+        text: String,
+        /// The key that reaches the option the test expects.
+        expect: char,
+    },
 }
 
 /// Why a caller script could not be read.
@@ -77,7 +87,8 @@ pub enum ScriptError {
 }
 
 /// Reads the variable `simScript`: a JSON array (or a JSON string holding one) of lines and
-/// steps `{"dtmf":"12"}`, `{"say":"…"}`, `{"interrupt":"…","afterMs":800}`, `{"hangup":true}`.
+/// steps `{"dtmf":"12"}`, `{"say":"…"}`, `{"interrupt":"…","afterMs":800}`, `{"hangup":true}`,
+/// `{"menu":"For sales, press 1. For support, press 2.","expect":"2"}`.
 pub fn parse_sim_script(value: &serde_json::Value) -> Result<Vec<ScriptStep>, ScriptError> {
     use serde_json::Value;
     let items = match value {
@@ -112,6 +123,17 @@ pub fn parse_sim_script(value: &serde_json::Value) -> Result<Vec<ScriptStep>, Sc
                         }
                         steps.push(ScriptStep::Dtmf(key));
                     }
+                } else if let Some(Value::String(line)) = step.get("menu") {
+                    let expect = step
+                        .get("expect")
+                        .and_then(Value::as_str)
+                        .and_then(|keys| keys.chars().next())
+                        .filter(|key| voxline_media::dtmf::dtmf_frequencies(*key).is_some())
+                        .ok_or_else(bad)?;
+                    steps.push(ScriptStep::Menu {
+                        text: line.clone(),
+                        expect,
+                    });
                 } else if let Some(Value::String(line)) = step.get("say") {
                     steps.push(ScriptStep::Say(line.clone()));
                 } else if let Some(Value::String(line)) = step.get("interrupt") {
@@ -149,7 +171,9 @@ pub fn spoken_lines(steps: &[ScriptStep]) -> Vec<String> {
     steps
         .iter()
         .filter_map(|step| match step {
-            ScriptStep::Say(text) | ScriptStep::Interrupt { text, .. } => Some(text.clone()),
+            ScriptStep::Say(text)
+            | ScriptStep::Interrupt { text, .. }
+            | ScriptStep::Menu { text, .. } => Some(text.clone()),
             ScriptStep::Dtmf(_) | ScriptStep::Hangup => None,
         })
         .collect()
@@ -240,6 +264,8 @@ pub struct CalleeReport {
     pub lines_said: usize,
     /// Keys pressed.
     pub digits_sent: usize,
+    /// Keys the agent pressed, as a menu step heard them in its audio.
+    pub digits_heard: String,
     /// The agent closed the stream.
     pub agent_hung_up: bool,
     /// The call ran to its natural end: agent or scripted hang-up, no error, no timeout.
@@ -351,7 +377,16 @@ struct Callee<T> {
     last_frame_at: Option<Instant>,
     jitter_total: Duration,
     jitter_samples: u64,
+    /// Listens for the agent's keys while a menu step waits for one.
+    menu: Option<MenuListener>,
     done: bool,
+}
+
+/// A menu step's ear: the agent's audio decoded and run through a DTMF detector.
+struct MenuListener {
+    detector: DtmfDetector,
+    pcm: Vec<i16>,
+    expect: char,
 }
 
 impl<T: MediaTransport> Callee<T> {
@@ -390,6 +425,7 @@ impl<T: MediaTransport> Callee<T> {
             last_frame_at: None,
             jitter_total: Duration::ZERO,
             jitter_samples: 0,
+            menu: None,
             done: false,
         }
     }
@@ -548,6 +584,13 @@ impl<T: MediaTransport> Callee<T> {
         self.agent_spoke = true;
         self.agent_started_at.get_or_insert(now);
         self.last_frame_at = Some(now);
+        if let Some(menu) = self.menu.as_mut() {
+            menu.pcm.resize(self.server_audio.len(), 0);
+            g711::decode_mulaw_into(&self.server_audio, &mut menu.pcm);
+            if let Some(key) = menu.detector.push(&menu.pcm) {
+                self.report.digits_heard.push(key);
+            }
+        }
     }
 
     fn start_speaking(&mut self, duration: Duration) {
@@ -628,9 +671,33 @@ impl<T: MediaTransport> Callee<T> {
         if !ready {
             return;
         }
+        if let Some(menu) = self.menu.take()
+            && !self.report.digits_heard.contains(menu.expect)
+        {
+            self.report.error = Some(format!(
+                "the menu heard {:?}, not {}",
+                self.report.digits_heard, menu.expect
+            ));
+            self.hang_up(false).await;
+            return;
+        }
         match self.script.pop_front() {
             Some(ScriptStep::Say(text) | ScriptStep::Interrupt { text, .. }) => {
                 self.report.lines_said += 1;
+                self.start_speaking(speech_duration_for_text(&text));
+            }
+            Some(ScriptStep::Menu { text, expect }) => {
+                self.report.lines_said += 1;
+                match DtmfDetector::new(RATE) {
+                    Ok(detector) => {
+                        self.menu = Some(MenuListener {
+                            detector,
+                            pcm: Vec::with_capacity(FRAME_SAMPLES),
+                            expect,
+                        });
+                    }
+                    Err(error) => self.report.error = Some(error.to_string()),
+                }
                 self.start_speaking(speech_duration_for_text(&text));
             }
             Some(ScriptStep::Dtmf(digit)) => {

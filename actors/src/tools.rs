@@ -179,3 +179,96 @@ pub struct ToolCallRecord {
     /// The index in the transcript of the agent turn that made it.
     pub turn_index: usize,
 }
+
+/// The name of the tool that bridges the callee to a person.
+pub const TRANSFER_TOOL: &str = "transfer_call";
+/// The name of the tool that presses keys.
+pub const DTMF_TOOL: &str = "dtmf";
+/// The name of the tool that lists free calendar slots.
+pub const AVAILABILITY_TOOL: &str = "check_availability";
+/// The name of the tool that books a calendar slot.
+pub const BOOKING_TOOL: &str = "book_appointment";
+
+/// The built-in tools' specs, as the model sees them.
+impl ToolSpec {
+    /// `transfer_call`: the destination is one of `destinations`' numbers.
+    pub fn transfer_call(destinations: &[TransferDestination]) -> Self {
+        let numbers: Vec<&str> = destinations.iter().map(|d| d.number.as_str()).collect();
+        let choices = destinations
+            .iter()
+            .map(|d| format!("{} ({})", d.number, d.description))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Self {
+            name: TRANSFER_TOOL.to_owned(),
+            description: format!(
+                "Transfer the caller to a person when they ask for one or when the conversation \
+                 needs a human. Destinations: {choices}."
+            ),
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {"destination": {"type": "string", "enum": numbers,
+                    "description": "The E.164 number to transfer to."}},
+                "required": ["destination"],
+            }),
+        }
+    }
+
+    /// `dtmf`: press keys to get through a phone menu.
+    pub fn dtmf() -> Self {
+        Self {
+            name: DTMF_TOOL.to_owned(),
+            description: "Press keys on the phone keypad, to choose an option of an automated \
+                          phone menu (\"press 2 for support\")."
+                .to_owned(),
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {"digits": {"type": "string", "pattern": "^[0-9*#]{1,32}$",
+                    "description": "The keys to press, in order (0-9, * and #)."}},
+                "required": ["digits"],
+            }),
+        }
+    }
+
+    /// `check_availability`: free slots on one day.
+    pub fn check_availability() -> Self {
+        Self {
+            name: AVAILABILITY_TOOL.to_owned(),
+            description: "List the free appointment slots on a day, before booking one.".to_owned(),
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {"date": {"type": "string", "format": "date",
+                    "description": "The day, YYYY-MM-DD, in the calendar's time zone."}},
+                "required": ["date"],
+            }),
+        }
+    }
+
+    /// `book_appointment`: book one of the slots `check_availability` listed.
+    pub fn book_appointment() -> Self {
+        Self {
+            name: BOOKING_TOOL.to_owned(),
+            description: "Book an appointment in a free slot found with check_availability, once \
+                          the caller has agreed to it."
+                .to_owned(),
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "start": {"type": "string", "format": "date-time",
+                        "description": "The slot's start, exactly as check_availability gave it."},
+                    "name": {"type": "string", "description": "The caller's name."},
+                    "email": {"type": "string", "description": "The caller's email, if given."},
+                },
+                "required": ["start"],
+            }),
+        }
+    }
+}
+
+/// Whether `digits` can be pressed: 1–32 of `0-9`, `*`, `#`.
+pub fn valid_dtmf_digits(digits: &str) -> bool {
+    (1..=32).contains(&digits.len())
+        && digits
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '*' || c == '#')
+}

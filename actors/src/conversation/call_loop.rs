@@ -13,11 +13,14 @@
 mod keypad;
 mod listening;
 mod speaking;
+mod tooling;
 mod turn;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use tokio::sync::mpsc;
 use tokio::time::{Instant, Interval, MissedTickBehavior, interval_at, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -32,13 +35,14 @@ use speaking::next_responder;
 use turn::{AgentTurn, Speech, TurnKind};
 
 use super::audio::{InboundAudio, OutboundAudio, Recorder};
-use super::responder::Responder;
+use super::responder::{Responder, ToolEvent};
 use super::transport::{MediaTransport, TransportMessage};
 use super::{
     CarrierSession, ConversationConfig, ConversationEngine, ConversationObserver,
     ConversationOutcome, EndedReason, KeypadMenu, Speaker, Turn, TurnLatency,
 };
 use crate::providers::{AsrContext, ChatMessage, ProviderError, Providers};
+use crate::tools::{CallTools, ToolCallRecord};
 
 /// One telephony frame.
 const FRAME: Duration = Duration::from_millis(20);
@@ -93,6 +97,8 @@ pub(crate) async fn run<T: MediaTransport>(
             answered_at: None,
             duration: Duration::ZERO,
             recording: None,
+            tool_calls: Vec::new(),
+            transfer: None,
         },
     }
 }
@@ -148,6 +154,8 @@ struct CallLoop<T> {
     asr_final_timeout: Duration,
     providers: Providers,
     observer: Arc<dyn ConversationObserver>,
+    tools: CallTools,
+    tool_drain_timeout: Duration,
 
     // Media.
     transport: T,
@@ -179,6 +187,20 @@ struct CallLoop<T> {
     keypad: KeypadPhase,
     prompts_played: u32,
     last_digit: Option<(char, Instant)>,
+
+    // Tools.
+    tool_tx: mpsc::UnboundedSender<ToolEvent>,
+    tool_rx: mpsc::UnboundedReceiver<ToolEvent>,
+    /// Calls made so far (for the per-call limit).
+    tool_calls_made: u32,
+    /// Calls started and not yet recorded.
+    tools_in_flight: usize,
+    /// The transcript index of the agent turn that made each call, once that turn is kept.
+    tool_turns: HashMap<String, usize>,
+    /// A transfer asked of the carrier and not yet answered.
+    transferring: bool,
+    transfer: Option<(String, SystemTime)>,
+    tool_records: Vec<ToolCallRecord>,
 
     // Results.
     history: Vec<ChatMessage>,
@@ -221,6 +243,7 @@ impl<T: MediaTransport> CallLoop<T> {
                 }
             });
         let started = Instant::now();
+        let (tool_tx, tool_rx) = mpsc::unbounded_channel();
         let mut ticker = interval_at(started + TICK, TICK);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
         Ok(Self {
@@ -244,6 +267,8 @@ impl<T: MediaTransport> CallLoop<T> {
             asr_final_timeout: config.asr_final_timeout,
             providers,
             observer,
+            tools: config.tools,
+            tool_drain_timeout: config.tool_drain_timeout,
             transport,
             codec,
             started,
@@ -268,6 +293,14 @@ impl<T: MediaTransport> CallLoop<T> {
             keypad: KeypadPhase::Idle,
             prompts_played: 0,
             last_digit: None,
+            tool_tx,
+            tool_rx,
+            tool_calls_made: 0,
+            tools_in_flight: 0,
+            tool_turns: HashMap::new(),
+            transferring: false,
+            transfer: None,
+            tool_records: Vec::new(),
             history: Vec::new(),
             transcript: Vec::new(),
             latencies: Vec::new(),
@@ -294,6 +327,7 @@ impl<T: MediaTransport> CallLoop<T> {
                 _ = self.ticker.tick() => self.on_tick().await,
                 event = next_responder(&mut self.responder) => self.on_responder(event).await,
                 signal = next_asr(&mut self.asr) => self.on_asr(signal).await,
+                Some(event) = self.tool_rx.recv() => self.on_tool_event(event).await,
                 () = &mut max_duration => self.end(EndedReason::MaxDuration, None),
                 () = &mut cancelled => self.end(EndedReason::Canceled, None),
             }
@@ -457,6 +491,7 @@ impl<T: MediaTransport> CallLoop<T> {
         }
         if self.engine == ConversationEngine::Pipeline
             && self.turn.is_none()
+            && !self.transferring
             && !self.listening.in_utterance
             && self.listening.awaiting.is_none()
             && now.saturating_duration_since(self.last_activity) >= self.silence_timeout
@@ -470,6 +505,7 @@ impl<T: MediaTransport> CallLoop<T> {
     async fn finish(mut self) -> ConversationOutcome {
         self.interrupt(false).await;
         self.responder = None;
+        self.drain_tools().await;
         if let AsrSlot::Open(mut stream) = std::mem::replace(&mut self.asr, AsrSlot::Idle) {
             match timeout(ASR_CLOSE_TIMEOUT, stream.close()).await {
                 Ok(Ok(())) => {}
@@ -500,6 +536,8 @@ impl<T: MediaTransport> CallLoop<T> {
             answered_at: Some(self.started_wall),
             duration,
             recording,
+            tool_calls: self.tool_records,
+            transfer: self.transfer,
         }
     }
 }

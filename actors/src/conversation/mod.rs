@@ -22,6 +22,7 @@ use voxline_media::carrier::{CarrierCodec, CarrierKind, StreamStart};
 use voxline_media::endpoint::EndpointerConfig;
 
 use crate::providers::{ProviderKind, Providers};
+use crate::tools::{CallTools, ToolCallRecord};
 
 pub use audio::RecordingInfo;
 pub use transport::{
@@ -141,6 +142,11 @@ pub struct ConversationConfig {
     pub start_timeout: Duration,
     /// How long to wait for the ASR's transcript after the caller stopped talking.
     pub asr_final_timeout: Duration,
+    /// What the agent can do besides talking (by default: hang up).
+    pub tools: CallTools,
+    /// How long the end of the call waits for tools still running (a booking that has
+    /// begun is recorded rather than lost).
+    pub tool_drain_timeout: Duration,
 }
 
 impl Default for ConversationConfig {
@@ -167,6 +173,8 @@ impl Default for ConversationConfig {
             endpointing: EndpointerConfig::default(),
             start_timeout: Duration::from_secs(10),
             asr_final_timeout: Duration::from_secs(3),
+            tools: CallTools::default(),
+            tool_drain_timeout: Duration::from_secs(15),
         }
     }
 }
@@ -258,6 +266,8 @@ pub enum EndedReason {
     TtsError,
     /// The media stream failed or never started.
     CarrierError,
+    /// The agent transferred the callee to a person.
+    Transferred,
 }
 
 impl EndedReason {
@@ -273,6 +283,7 @@ impl EndedReason {
             EndedReason::LlmError => "llm-error",
             EndedReason::TtsError => "tts-error",
             EndedReason::CarrierError => "carrier-error",
+            EndedReason::Transferred => "transferred",
         }
     }
 
@@ -313,6 +324,10 @@ pub struct ConversationOutcome {
     pub duration: Duration,
     /// The finalized recording, if one was written.
     pub recording: Option<RecordingInfo>,
+    /// Every tool call, in the order they finished.
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// Where the callee was transferred, and when.
+    pub transfer: Option<(String, SystemTime)>,
 }
 
 /// Hears about a conversation while it runs. Calls are made from the loop: they must return
@@ -346,3 +361,5 @@ pub async fn run_conversation(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tool_tests;

@@ -11,6 +11,7 @@
 pub mod analysis;
 pub mod scorecard;
 pub mod sim;
+pub mod sim_tools;
 
 use std::fmt;
 use std::sync::Arc;

@@ -15,6 +15,7 @@ use voxline_media::synth::{SpeechLikeGenerator, samples_for_duration, speech_dur
 
 use super::analysis::{AnalysisRequest, sim_analysis};
 use super::scorecard::{ScorecardRequest, sim_scorecard};
+use super::sim_tools::{SimToolTurn, sim_tool_turn};
 use super::{
     AsrContext, AsrEvent, AsrProvider, AsrStream, ChatRole, END_CALL_TOOL, LlmEvent, LlmProvider,
     LlmRequest, LlmStream, LlmUsage, ProviderError, ProviderKind, TtsProvider, TtsStream,
@@ -312,10 +313,28 @@ impl LlmProvider for SimLlm {
         if self.counter.use_fails() {
             events.push_back(Err(self.counter.injected()));
         } else {
-            let (reply, end_call) = if request.response_format.is_json() {
-                (Self::json_reply_for(&request), false)
-            } else {
-                Self::reply_for(&request)
+            let user_turns = request
+                .history
+                .iter()
+                .filter(|m| m.role == ChatRole::User)
+                .count();
+            let script_done =
+                !request.sim_script.is_empty() && user_turns >= request.sim_script.len();
+            let tool_turn = (!request.response_format.is_json())
+                .then(|| sim_tool_turn(&request, script_done))
+                .flatten();
+            let (reply, end_call) = match tool_turn {
+                _ if request.response_format.is_json() => (Self::json_reply_for(&request), false),
+                Some(SimToolTurn::Call(call)) => {
+                    events.push_back(Ok(LlmEvent::ToolCall {
+                        id: call.id,
+                        name: call.name,
+                        arguments_json: call.arguments_json,
+                    }));
+                    (String::new(), false)
+                }
+                Some(SimToolTurn::Say(text, end_call)) => (text, end_call),
+                None => Self::reply_for(&request),
             };
             for word in reply.split_inclusive(' ') {
                 events.push_back(Ok(LlmEvent::Token(word.to_owned())));

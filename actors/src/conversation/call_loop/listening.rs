@@ -3,7 +3,6 @@
 //! barge-in once the caller has talked over the agent long enough; telling a
 //! backchannel from a turn; and the transcribed turn that starts the reply.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -16,9 +15,7 @@ use super::{CallLoop, FRAME_MS};
 use crate::conversation::Speaker;
 use crate::conversation::text::contains_phrase;
 use crate::conversation::transport::MediaTransport;
-use crate::providers::{
-    AsrEvent, AsrStream, ChatMessage, ChatRole, LlmRequest, ProviderError, ProviderKind, ToolSpec,
-};
+use crate::providers::{AsrEvent, AsrStream, ChatMessage, ChatRole, ProviderError, ProviderKind};
 
 /// An utterance whose transcript is awaited.
 #[derive(Debug, Clone, Copy)]
@@ -232,14 +229,7 @@ impl<T: MediaTransport> CallLoop<T> {
         self.push_turn(Speaker::User, text, now);
         // A reply to an earlier utterance that is still going gives way to this one.
         self.interrupt(true).await;
-        let request = LlmRequest {
-            system_prompt: self.prompt.clone(),
-            history: self.history.clone(),
-            tools: vec![ToolSpec::end_call()],
-            sim_script: Arc::clone(&self.sim_script),
-            sim_questions: Arc::clone(&self.sim_questions),
-            ..LlmRequest::default()
-        };
+        let request = self.reply_request();
         let latency = PendingLatency {
             speech_end_at: awaiting.speech_end_at,
             endpoint_at: awaiting.endpoint_at,

@@ -13,7 +13,7 @@ use voxline_media::synth::{samples_for_duration, speech_duration_for_text};
 use voxline_media::wav::RECORDING_SAMPLE_RATE;
 
 use super::keypad::KeypadPhase;
-use super::turn::{AgentTurn, PendingLatency, Segment, Speech, TurnKind};
+use super::turn::{AgentTurn, PendingLatency, PendingTransfer, Segment, Speech, TurnKind};
 use super::{CallLoop, FRAME, PLAYBACK_LEAD, STARVED_LEAD};
 use crate::conversation::responder::{Responder, ResponderEvent, ResponsePlan, Voice};
 use crate::conversation::text::{contains_phrase, split_sentences};
@@ -39,6 +39,10 @@ impl<T: MediaTransport> CallLoop<T> {
         latency: Option<PendingLatency>,
     ) {
         self.responder = None;
+        if let Some(transfer) = self.turn.take().and_then(|old| old.transfer) {
+            // A transfer that has begun survives the turn that asked for it.
+            self.start_transfer(transfer);
+        }
         let id = self.next_turn_id;
         self.next_turn_id += 1;
         let mut turn = AgentTurn {
@@ -48,6 +52,8 @@ impl<T: MediaTransport> CallLoop<T> {
             playing: 0,
             source_done: false,
             end_call: false,
+            tool_ids: Vec::new(),
+            transfer: None,
             latency,
             first_frame_at: None,
             last_frame_at: None,
@@ -57,6 +63,7 @@ impl<T: MediaTransport> CallLoop<T> {
             tts: Arc::clone(&self.providers.tts),
             voice: self.voice.clone(),
             sample_rate: self.playback.rate(),
+            tools: self.tool_run(),
         };
         match speech {
             Speech::Text(text) => {
@@ -266,6 +273,24 @@ impl<T: MediaTransport> CallLoop<T> {
                 }
             }
             ResponderEvent::EndCall => turn.end_call = true,
+            ResponderEvent::ToolStarted { id, counted } => self.on_tool_started(id, counted),
+            ResponderEvent::Dtmf(digits) => {
+                self.queue_keys(&digits);
+                if self.playback_starved() {
+                    self.fill_playback().await;
+                }
+            }
+            ResponderEvent::Transfer {
+                call,
+                arguments,
+                number,
+            } => {
+                turn.transfer = Some(PendingTransfer {
+                    call,
+                    arguments,
+                    number,
+                });
+            }
             ResponderEvent::Finished => {
                 turn.source_done = true;
                 self.responder = None;
@@ -280,7 +305,7 @@ impl<T: MediaTransport> CallLoop<T> {
         if !self.turn.as_ref().is_some_and(|turn| turn.all_heard(now)) {
             return;
         }
-        let Some(turn) = self.turn.take() else {
+        let Some(mut turn) = self.turn.take() else {
             return;
         };
         self.responder = None;
@@ -290,14 +315,12 @@ impl<T: MediaTransport> CallLoop<T> {
                 .end_call_phrases
                 .iter()
                 .any(|phrase| contains_phrase(&text, phrase));
-        if !text.is_empty() {
-            if matches!(turn.kind, TurnKind::Welcome | TurnKind::Reply) {
-                self.history
-                    .push(ChatMessage::new(ChatRole::Assistant, text.clone()));
-            }
-            self.push_turn(Speaker::Assistant, text, now);
-        }
+        self.keep_agent_turn(&mut turn, text, now);
         self.last_activity = now;
+        if let Some(transfer) = turn.transfer.take() {
+            self.start_transfer(transfer);
+            return;
+        }
         if turn.end_call
             || says_end_phrase
             || (turn.kind == TurnKind::Reply && self.hangup_after_reply)
@@ -351,13 +374,27 @@ impl<T: MediaTransport> CallLoop<T> {
         }
         let heard = turn.heard_text(now, self.playback.rate());
         debug!(call_id = %self.call_id, heard = %heard, "agent interrupted");
-        if !heard.is_empty() {
-            if matches!(turn.kind, TurnKind::Welcome | TurnKind::Reply) {
-                self.history
-                    .push(ChatMessage::new(ChatRole::Assistant, heard.clone()));
-            }
-            self.push_turn(Speaker::Assistant, heard, now);
-        }
+        let mut turn = turn;
+        self.keep_agent_turn(&mut turn, heard, now);
         self.last_activity = now;
+        if let Some(transfer) = turn.transfer.take() {
+            self.start_transfer(transfer);
+        }
+    }
+
+    /// Records what the caller heard of an agent turn in the transcript and the model's
+    /// history; a turn that called tools is kept even when it said nothing, so its calls
+    /// have a turn to show on.
+    fn keep_agent_turn(&mut self, turn: &mut AgentTurn, text: String, now: Instant) {
+        if text.is_empty() && turn.tool_ids.is_empty() {
+            return;
+        }
+        if !text.is_empty() && matches!(turn.kind, TurnKind::Welcome | TurnKind::Reply) {
+            self.history
+                .push(ChatMessage::new(ChatRole::Assistant, text.clone()));
+        }
+        let index = self.transcript.len();
+        self.place_tool_calls(std::mem::take(&mut turn.tool_ids), index);
+        self.push_turn(Speaker::Assistant, text, now);
     }
 }

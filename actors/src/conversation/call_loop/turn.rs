@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::ACK_GRACE;
 use crate::conversation::text::leading_words;
-use crate::providers::LlmRequest;
+use crate::providers::{LlmRequest, ToolCallRequest};
 
 /// What an agent turn is for; decides what follows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +65,14 @@ pub(super) struct PendingLatency {
     pub(super) tts_first_byte: Duration,
 }
 
+/// A transfer the model asked for: it starts once its message has been heard.
+#[derive(Debug)]
+pub(super) struct PendingTransfer {
+    pub(super) call: ToolCallRequest,
+    pub(super) arguments: serde_json::Value,
+    pub(super) number: String,
+}
+
 /// The agent's current turn.
 #[derive(Debug)]
 pub(super) struct AgentTurn {
@@ -77,6 +85,10 @@ pub(super) struct AgentTurn {
     pub(super) source_done: bool,
     /// Hang up once the turn has been heard.
     pub(super) end_call: bool,
+    /// The tool calls the turn made (it is kept in the transcript even when silent).
+    pub(super) tool_ids: Vec<String>,
+    /// Bridge the callee once the turn has been heard.
+    pub(super) transfer: Option<PendingTransfer>,
     pub(super) latency: Option<PendingLatency>,
     pub(super) first_frame_at: Option<Instant>,
     /// When the last frame sent finishes playing at the carrier.

@@ -1,0 +1,314 @@
+//! In-call tools end to end: the loop against the simulated callee over an in-memory
+//! connection on a paused clock, with the sim LLM choosing tools and a scripted service.
+
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::callee::{CalleeBehaviour, CalleeOptions, CalleeReport, ScriptStep, SimCallee};
+use crate::providers::{SimConfig, ToolSpec};
+use crate::tools::{
+    CallTool, CallTools, ToolBehavior, ToolError, ToolLimits, ToolService, TransferDestination,
+};
+
+const DESK: &str = "+14155550100";
+
+/// A service that answers from a script and remembers what it was asked.
+struct ScriptedService {
+    answer: Result<Value, ToolError>,
+    delay: Duration,
+    transfer: Result<(), ToolError>,
+    asked: Mutex<Vec<(String, Value)>>,
+    transfers: Mutex<Vec<String>>,
+}
+
+impl ScriptedService {
+    fn new(answer: Result<Value, ToolError>, transfer: Result<(), ToolError>) -> Arc<Self> {
+        Arc::new(Self {
+            answer,
+            delay: Duration::from_millis(300),
+            transfer,
+            asked: Mutex::new(Vec::new()),
+            transfers: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+#[async_trait]
+impl ToolService for ScriptedService {
+    async fn run(&self, name: &str, arguments: &Value) -> Result<Value, ToolError> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push((name.to_owned(), arguments.clone()));
+        tokio::time::sleep(self.delay).await;
+        self.answer.clone()
+    }
+
+    async fn transfer(&self, number: &str) -> Result<(), ToolError> {
+        self.transfers.lock().unwrap().push(number.to_owned());
+        self.transfer.clone()
+    }
+}
+
+fn tools(service: Arc<ScriptedService>) -> CallTools {
+    let desk = TransferDestination {
+        number: DESK.to_owned(),
+        description: "the front desk".to_owned(),
+        message: "Let me connect you with the front desk now.".to_owned(),
+    };
+    CallTools {
+        tools: vec![
+            CallTool {
+                spec: ToolSpec::end_call(),
+                behavior: ToolBehavior::EndCall { goodbye: None },
+            },
+            CallTool {
+                spec: ToolSpec::transfer_call(std::slice::from_ref(&desk)),
+                behavior: ToolBehavior::Transfer {
+                    destinations: vec![desk],
+                },
+            },
+            CallTool {
+                spec: ToolSpec::dtmf(),
+                behavior: ToolBehavior::Dtmf,
+            },
+            CallTool {
+                spec: ToolSpec {
+                    name: "order_status".to_owned(),
+                    description: "Look up the delivery status of an order".to_owned(),
+                    parameters: json!({"type": "object",
+                        "properties": {"orderId": {"type": "string"}}}),
+                },
+                behavior: ToolBehavior::Service {
+                    message: Some("One moment while I look that up.".to_owned()),
+                    fire_and_forget: false,
+                },
+            },
+        ],
+        service,
+        limits: ToolLimits::default(),
+    }
+}
+
+async fn call(
+    script: Vec<ScriptStep>,
+    service: Arc<ScriptedService>,
+    prompt: &str,
+) -> (ConversationOutcome, CalleeReport) {
+    let config = ConversationConfig {
+        call_id: "call-tools".to_owned(),
+        welcome_message: "Hello, this is Voxline.".to_owned(),
+        prompt: prompt.to_owned(),
+        sim_script: crate::callee::spoken_lines(&script),
+        tools: tools(service),
+        ..ConversationConfig::default()
+    };
+    let (server, client) = memory_pair(256);
+    let params = vec![("token".to_owned(), "t0k".to_owned())];
+    let callee = tokio::spawn(SimCallee::run_on(
+        client,
+        params,
+        script,
+        CalleeBehaviour::Human,
+        CalleeOptions::default(),
+    ));
+    let outcome = run_conversation(
+        config,
+        Providers::sim(SimConfig::default()),
+        server,
+        Arc::new(NoopObserver),
+        CancellationToken::new(),
+    )
+    .await;
+    (outcome, callee.await.unwrap())
+}
+
+fn say(line: &str) -> ScriptStep {
+    ScriptStep::Say(line.to_owned())
+}
+
+fn agent_lines(outcome: &ConversationOutcome) -> Vec<&str> {
+    outcome
+        .transcript
+        .iter()
+        .filter(|t| t.speaker == Speaker::Assistant)
+        .map(|t| t.text.as_str())
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_phone_menu_hears_the_key_the_agent_presses() {
+    let script = vec![
+        ScriptStep::Menu {
+            text: "For sales, press 1. For support, press 2.".to_owned(),
+            expect: '2',
+        },
+        say("Support desk, how can I help?"),
+        say("Okay, bye."),
+    ];
+    let service = ScriptedService::new(Ok(json!({})), Ok(()));
+    let (outcome, report) = call(script, service, "Reach the support team.").await;
+    assert_eq!(report.digits_heard, "2", "{report:?}");
+    assert_eq!(report.error, None);
+    let record = &outcome.tool_calls[0];
+    assert_eq!(record.name, "dtmf");
+    assert_eq!(record.result, Some(json!({"pressed": "2"})));
+    // The silent turn that pressed the key is kept, and the call went on past the menu.
+    assert_eq!(
+        outcome.transcript[record.turn_index].speaker,
+        Speaker::Assistant
+    );
+    assert!(
+        outcome
+            .transcript
+            .iter()
+            .any(|t| t.text == "Support desk, how can I help?")
+    );
+    assert_eq!(outcome.ended_reason, EndedReason::AgentHangup);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_function_result_is_said_in_the_next_words() {
+    let script = vec![
+        say("What is the status of my order A-1234?"),
+        say("Great, thanks. Bye!"),
+    ];
+    let service = ScriptedService::new(Ok(json!({"message": "It ships tomorrow"})), Ok(()));
+    let (outcome, _) = call(script, Arc::clone(&service), "Help with orders.").await;
+    assert_eq!(
+        service.asked.lock().unwrap().as_slice(),
+        [("order_status".to_owned(), json!({"orderId": "A-1234"}))]
+    );
+    let lines = agent_lines(&outcome);
+    assert!(
+        lines.iter().any(|l| l.starts_with(
+            "One moment while I look that up. Here is what I found: It ships tomorrow."
+        )),
+        "{lines:?}"
+    );
+    let record = &outcome.tool_calls[0];
+    assert_eq!(record.result, Some(json!({"message": "It ships tomorrow"})));
+    assert!(record.latency >= Duration::from_millis(300));
+    assert!(
+        outcome.transcript[record.turn_index]
+            .text
+            .contains("It ships tomorrow")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_function_is_told_and_the_call_goes_on() {
+    let script = vec![
+        say("What is the status of my order A-1234?"),
+        say("Never mind. Bye!"),
+    ];
+    let service = ScriptedService::new(Err(ToolError("timed out after 5 s".into())), Ok(()));
+    let (outcome, _) = call(script, service, "Help with orders.").await;
+    let lines = agent_lines(&outcome);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("I could not get that: timed out after 5 s")),
+        "{lines:?}"
+    );
+    assert_eq!(
+        outcome.tool_calls[0].error.as_deref(),
+        Some("timed out after 5 s")
+    );
+    assert!(
+        outcome
+            .transcript
+            .iter()
+            .any(|t| t.text == "Never mind. Bye!")
+    );
+    assert_eq!(outcome.ended_reason, EndedReason::AgentHangup);
+}
+
+#[tokio::test(start_paused = true)]
+async fn asking_for_a_person_says_the_message_then_transfers() {
+    let script = vec![say("Can I speak to a person please?"), say("Hello?")];
+    let service = ScriptedService::new(Ok(json!({})), Ok(()));
+    let (outcome, _) = call(script, Arc::clone(&service), "Be helpful.").await;
+    assert_eq!(outcome.ended_reason, EndedReason::Transferred);
+    assert_eq!(service.transfers.lock().unwrap().as_slice(), [DESK]);
+    assert_eq!(outcome.transfer.as_ref().map(|t| t.0.as_str()), Some(DESK));
+    assert_eq!(
+        agent_lines(&outcome).last(),
+        Some(&"Let me connect you with the front desk now.")
+    );
+    assert_eq!(outcome.tool_calls[0].name, "transfer_call");
+    assert_eq!(
+        outcome.tool_calls[0].arguments,
+        json!({"destination": DESK})
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_transfer_is_told_and_the_call_goes_on() {
+    let script = vec![
+        say("Can I speak to a person please?"),
+        say("Okay then, bye!"),
+    ];
+    let service = ScriptedService::new(Ok(json!({})), Err(ToolError("busy".into())));
+    let (outcome, _) = call(script, service, "Be helpful.").await;
+    assert_eq!(outcome.ended_reason, EndedReason::AgentHangup);
+    assert_eq!(outcome.transfer, None);
+    assert_eq!(outcome.tool_calls[0].error.as_deref(), Some("busy"));
+    let lines = agent_lines(&outcome);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("I'm sorry, I could not transfer you right now.")),
+        "{lines:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_per_call_limit_takes_tools_away() {
+    let script = vec![
+        say("What is the status of my order A-1?"),
+        say("And the status of my order A-2?"),
+        say("Bye!"),
+    ];
+    let service = ScriptedService::new(Ok(json!({"status": "shipped"})), Ok(()));
+    let config_tools = {
+        let mut t = tools(Arc::clone(&service));
+        t.limits = ToolLimits {
+            per_turn: 4,
+            per_call: 1,
+        };
+        t
+    };
+    let config = ConversationConfig {
+        call_id: "call-limit".to_owned(),
+        welcome_message: "Hello.".to_owned(),
+        sim_script: crate::callee::spoken_lines(&script),
+        tools: config_tools,
+        ..ConversationConfig::default()
+    };
+    let (server, client) = memory_pair(256);
+    let callee = tokio::spawn(SimCallee::run_on(
+        client,
+        Vec::new(),
+        script,
+        CalleeBehaviour::Human,
+        CalleeOptions::default(),
+    ));
+    let outcome = run_conversation(
+        config,
+        Providers::sim(SimConfig::default()),
+        server,
+        Arc::new(NoopObserver),
+        CancellationToken::new(),
+    )
+    .await;
+    let _ = callee.await;
+    assert_eq!(service.asked.lock().unwrap().len(), 1);
+    let names: Vec<&str> = outcome.tool_calls.iter().map(|c| c.name.as_str()).collect();
+    // Out of calls, the agent still hangs up.
+    assert_eq!(names, ["order_status", "end_call"]);
+    assert_eq!(outcome.ended_reason, EndedReason::AgentHangup);
+}
