@@ -104,9 +104,7 @@ impl OpenAiLlm {
         if !request.system_prompt.trim().is_empty() {
             messages.push(json!({"role": "system", "content": request.system_prompt}));
         }
-        for message in &request.history {
-            messages.push(wire_message(message));
-        }
+        messages.extend(wire_history(&request.history));
         let mut body = json!({
             "model": self.model,
             "stream": true,
@@ -133,8 +131,13 @@ impl OpenAiLlm {
                 .tools
                 .iter()
                 .map(|t| {
-                    json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.parameters}})
+                    let mut function = json!({"name": t.name, "description": t.description});
+                    // OpenAI refuses `"parameters": null`; a tool without
+                    // arguments may simply leave it out.
+                    if !t.parameters.is_null() {
+                        function["parameters"] = t.parameters.clone();
+                    }
+                    json!({"type": "function", "function": function})
                 })
                 .collect();
             body["tools"] = Value::Array(tools);
@@ -296,6 +299,81 @@ impl LlmStream for OpenAiLlmStream {
     }
 }
 
+/// The history in an order OpenAI accepts: every assistant message with
+/// `tool_calls` is followed at once by the `tool` results of those calls, in
+/// call order. OpenAI answers 400 otherwise, and the engine's history may not
+/// keep that order (a caller speaking while a tool ran puts their words
+/// between the call and its result). A call whose result is missing is left
+/// out of its message, and a result no call asked for is dropped, for the same
+/// reason: a request that names them is refused whole.
+fn wire_history(history: &[ChatMessage]) -> Vec<Value> {
+    let calls_tools = |m: &ChatMessage| m.role == ChatRole::Assistant && !m.tool_calls.is_empty();
+    let callers: Vec<usize> = (0..history.len())
+        .filter(|&at| calls_tools(&history[at]))
+        .collect();
+    // For each message calling tools, the history index of each call's result.
+    // A result belongs to the calls between the previous and the next message
+    // calling tools only: servers without ids get `call_0` on every turn.
+    let mut claimed = vec![false; history.len()];
+    let mut results: HashMap<usize, Vec<Option<usize>>> = HashMap::new();
+    for (turn, &at) in callers.iter().enumerate() {
+        let from = turn.checked_sub(1).map_or(0, |prev| callers[prev] + 1);
+        let to = callers.get(turn + 1).copied().unwrap_or(history.len());
+        let found = history[at]
+            .tool_calls
+            .iter()
+            .map(|call| {
+                let n = (from..to).find(|&n| {
+                    !claimed[n]
+                        && history[n].role == ChatRole::Tool
+                        && history[n].tool_call_id.as_deref() == Some(call.id.as_str())
+                })?;
+                claimed[n] = true;
+                Some(n)
+            })
+            .collect();
+        results.insert(at, found);
+    }
+    let mut messages = Vec::with_capacity(history.len());
+    for (at, message) in history.iter().enumerate() {
+        if message.role == ChatRole::Tool {
+            if !claimed[at] {
+                tracing::debug!(
+                    tool_call_id = ?message.tool_call_id,
+                    "a tool result answers no tool call; left out of the request"
+                );
+            }
+            continue;
+        }
+        let Some(found) = results.get(&at) else {
+            messages.push(wire_message(message));
+            continue;
+        };
+        let mut answered = message.clone();
+        answered.tool_calls.clear();
+        let mut tool_messages = Vec::new();
+        for (call, result) in message.tool_calls.iter().zip(found) {
+            match result {
+                Some(n) => {
+                    answered.tool_calls.push(call.clone());
+                    tool_messages.push(wire_message(&history[*n]));
+                }
+                None => tracing::debug!(
+                    tool_call_id = %call.id,
+                    tool = %call.name,
+                    "a tool call has no result; left out of the request"
+                ),
+            }
+        }
+        if answered.tool_calls.is_empty() && answered.content.is_empty() {
+            continue;
+        }
+        messages.push(wire_message(&answered));
+        messages.extend(tool_messages);
+    }
+    messages
+}
+
 /// One history message in the chat-completions shape: an assistant message
 /// carries its `tool_calls` (content null when it said nothing), a tool
 /// result its `tool_call_id`.
@@ -338,7 +416,9 @@ struct PartialToolCall {
     arguments: String,
 }
 
-/// Turns SSE bytes into LLM events.
+/// Turns SSE bytes into LLM events: text as it comes, then the turn's tool
+/// calls (their streamed fragments joined, in `index` order) once the choice
+/// finishes, then `Done`, each exactly once.
 #[derive(Debug, Default)]
 pub struct SseParser {
     buffer: String,
@@ -355,6 +435,10 @@ pub struct SseParser {
 impl SseParser {
     /// Feeds bytes; returns the events they complete.
     pub fn push(&mut self, bytes: &[u8]) -> Vec<Result<LlmEvent, ProviderError>> {
+        if self.done {
+            // Whatever a server sends after `[DONE]` would repeat the turn's end.
+            return Vec::new();
+        }
         // A network chunk may end inside a multi-byte character (accented or
         // non-Latin text); decode only whole characters and keep the rest.
         let mut bytes_now = std::mem::take(&mut self.partial_char);
@@ -409,8 +493,17 @@ impl SseParser {
         if self.done {
             return Some(Vec::new());
         }
+        // The last event may lack its blank line when the body ends right after it.
+        let mut events = if self.buffer.trim().is_empty() {
+            Vec::new()
+        } else {
+            self.push(b"\n\n")
+        };
+        if self.done {
+            return Some(events);
+        }
         self.finish_reason.as_ref()?;
-        let mut events = self.tool_events();
+        events.extend(self.tool_events());
         events.push(Ok(LlmEvent::Done { usage: self.usage }));
         self.done = true;
         Some(events)
@@ -459,22 +552,15 @@ impl SseParser {
         }
         if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
             for call in calls {
-                let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
-                let partial = self.tool_calls.entry(index).or_default();
-                if let Some(id) = call.get("id").and_then(Value::as_str) {
-                    partial.id.push_str(id);
-                }
-                if let Some(function) = call.get("function") {
-                    if let Some(name) = function.get("name").and_then(Value::as_str) {
-                        partial.name.push_str(name);
-                    }
-                    if let Some(args) = function.get("arguments").and_then(Value::as_str) {
-                        partial.arguments.push_str(args);
-                    }
-                }
+                self.tool_call_fragment(call);
             }
         }
-        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+        // Some servers send `"finish_reason": ""` on every chunk until the last.
+        if let Some(reason) = choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .filter(|r| !r.is_empty())
+        {
             self.finish_reason = Some(reason.to_string());
             // Tool calls are complete once the choice finishes; hand them on
             // now rather than after the usage chunk.
@@ -483,6 +569,76 @@ impl SseParser {
         Ok(())
     }
 
+    /// Adds one `delta.tool_calls[]` fragment to its call. OpenAI sends the
+    /// id, type and name in a call's first fragment and only `index` and a
+    /// piece of `function.arguments` in the rest; the pieces are joined as
+    /// text, since one may end inside a JSON string or an escape sequence.
+    fn tool_call_fragment(&mut self, call: &Value) {
+        if self.tools_emitted {
+            return; // the turn's calls are already handed on
+        }
+        let id = call
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty());
+        let next_index = |calls: &BTreeMap<u64, PartialToolCall>| {
+            calls.last_key_value().map_or(0, |(index, _)| index + 1)
+        };
+        let index = match call.get("index").and_then(Value::as_u64) {
+            // Some servers give every parallel call index 0: a different id
+            // at a taken index is another call.
+            Some(index)
+                if id.is_some_and(|id| {
+                    self.tool_calls
+                        .get(&index)
+                        .is_some_and(|partial| !partial.id.is_empty() && partial.id != id)
+                }) =>
+            {
+                next_index(&self.tool_calls)
+            }
+            Some(index) => index,
+            // Servers that send each call whole may leave out `index`: a new
+            // id starts a new call, a fragment without one continues the last.
+            None => match id {
+                Some(id) => self
+                    .tool_calls
+                    .iter()
+                    .find(|(_, partial)| partial.id == id)
+                    .map(|(index, _)| *index)
+                    .unwrap_or_else(|| next_index(&self.tool_calls)),
+                None => self
+                    .tool_calls
+                    .last_key_value()
+                    .map_or(0, |(index, _)| *index),
+            },
+        };
+        let partial = self.tool_calls.entry(index).or_default();
+        // Some servers repeat the id and name in every fragment; they are
+        // whole values, not pieces to join.
+        if let Some(id) = id {
+            partial.id = id.to_string();
+        }
+        let Some(function) = call.get("function") else {
+            return;
+        };
+        if let Some(name) = function
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|name| *name != partial.name)
+        {
+            partial.name.push_str(name);
+        }
+        match function.get("arguments") {
+            Some(Value::String(piece)) => partial.arguments.push_str(piece),
+            // A few servers send the arguments as an object rather than as text.
+            Some(arguments @ Value::Object(_)) => partial.arguments = arguments.to_string(),
+            _ => {}
+        }
+    }
+
+    /// The turn's tool calls, once: a call without a name is dropped (nothing
+    /// can run it), empty arguments become `{}`, and a call the server gave no
+    /// id gets `call_<index>`.
     fn tool_events(&mut self) -> Vec<Result<LlmEvent, ProviderError>> {
         if self.tools_emitted {
             return Vec::new();
@@ -544,6 +700,7 @@ fn event_boundary(buffer: &str) -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use voxline_actors::providers::ToolCallRequest;
 
     #[test]
     fn parses_content_tool_call_usage_and_done_across_splits() {
@@ -739,5 +896,307 @@ mod tests {
         assert!(
             matches!(&events[0], Err(ProviderError::Stream { message, .. }) if message == "model overloaded")
         );
+    }
+
+    /// One SSE event per value, then `[DONE]`.
+    fn sse_bytes(chunks: &[Value]) -> Vec<u8> {
+        let mut bytes: Vec<u8> = chunks
+            .iter()
+            .flat_map(|c| format!("data: {c}\n\n").into_bytes())
+            .collect();
+        bytes.extend_from_slice(b"data: [DONE]\n\n");
+        bytes
+    }
+
+    /// Everything the parser makes of `bytes` fed in pieces of `size`.
+    fn parse_in_pieces(bytes: &[u8], size: usize) -> Vec<LlmEvent> {
+        let mut parser = SseParser::default();
+        let mut events = Vec::new();
+        for piece in bytes.chunks(size) {
+            events.extend(parser.push(piece).into_iter().map(Result::unwrap));
+        }
+        events.extend(parser.finish().unwrap().into_iter().map(Result::unwrap));
+        events
+    }
+
+    fn call_fragment(index: u64, head: Option<(&str, &str)>, arguments: &str) -> Value {
+        let mut call = json!({"index": index, "function": {"arguments": arguments}});
+        if let Some((id, name)) = head {
+            call["id"] = json!(id);
+            call["type"] = json!("function");
+            call["function"]["name"] = json!(name);
+        }
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": null}]})
+    }
+
+    fn tool_call(id: &str, name: &str, arguments_json: &str) -> LlmEvent {
+        LlmEvent::ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments_json: arguments_json.into(),
+        }
+    }
+
+    #[test]
+    fn parallel_tool_calls_are_joined_by_index_and_follow_the_text() {
+        // Fragments cut inside a JSON string, between `\` and its escaped
+        // character and inside a `\u` escape; the two calls interleave (and the
+        // second one starts first) to show only `index` decides.
+        let chunks = vec![
+            json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}),
+            json!({"choices": [{"index": 0, "delta": {"content": "Un instant, "}}]}),
+            json!({"choices": [{"index": 0, "delta": {"content": "je vérifie."}}]}),
+            call_fragment(1, Some(("call_B", "book_table")), ""),
+            call_fragment(0, Some(("call_A", "get_weather")), ""),
+            call_fragment(0, None, "{\"ci"),
+            call_fragment(0, None, "ty\": \"Zü"),
+            call_fragment(1, None, "{\"note\": \"say \\"),
+            call_fragment(0, None, "rich\", \"unit\": \"\\u00"),
+            call_fragment(1, None, "\"hi\\\" 👋\", \"when\": \"20:00\"}"),
+            call_fragment(0, None, "b0C\"}"),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+            json!({"choices": [], "usage": {"prompt_tokens": 80, "completion_tokens": 31}}),
+        ];
+        let bytes = sse_bytes(&chunks);
+        let expected = vec![
+            LlmEvent::Token("Un instant, ".into()),
+            LlmEvent::Token("je vérifie.".into()),
+            tool_call(
+                "call_A",
+                "get_weather",
+                "{\"city\": \"Zürich\", \"unit\": \"\\u00b0C\"}",
+            ),
+            tool_call(
+                "call_B",
+                "book_table",
+                "{\"note\": \"say \\\"hi\\\" 👋\", \"when\": \"20:00\"}",
+            ),
+            LlmEvent::Done {
+                usage: LlmUsage {
+                    prompt_tokens: 80,
+                    completion_tokens: 31,
+                },
+            },
+        ];
+        for size in 1..=13 {
+            assert_eq!(parse_in_pieces(&bytes, size), expected, "pieces of {size}");
+        }
+        let LlmEvent::ToolCall { arguments_json, .. } = &expected[3] else {
+            unreachable!()
+        };
+        let arguments: Value = serde_json::from_str(arguments_json).unwrap();
+        assert_eq!(arguments["note"], "say \"hi\" 👋");
+    }
+
+    #[test]
+    fn nameless_calls_are_dropped_empty_arguments_become_an_object_and_ids_are_made_up() {
+        let chunks = vec![
+            call_fragment(0, Some(("", "end_call")), ""),
+            call_fragment(1, Some(("call_x", "")), "{\"a\": 1}"),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 2, "function": {"name": "transfer", "arguments": "  "}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ];
+        assert_eq!(
+            parse_in_pieces(&sse_bytes(&chunks), 64),
+            vec![
+                tool_call("call_0", "end_call", "{}"),
+                tool_call("call_2", "transfer", "{}"),
+                LlmEvent::Done {
+                    usage: LlmUsage::default()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn the_finish_reason_and_done_end_the_turn_once() {
+        let mut parser = SseParser::default();
+        let first = parser.push(
+            format!(
+                "data: {}\n\ndata: {}\n\n",
+                call_fragment(0, Some(("c1", "end_call")), "{}"),
+                json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+            )
+            .as_bytes(),
+        );
+        assert_eq!(
+            first.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+            vec![tool_call("c1", "end_call", "{}")],
+            "the calls are handed on at the finish reason"
+        );
+        // A server repeating the finish reason, or sending a late fragment.
+        let again = parser.push(
+            format!(
+                "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+                json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+                call_fragment(1, Some(("c2", "transfer")), "{}"),
+            )
+            .as_bytes(),
+        );
+        assert_eq!(
+            again.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+            vec![LlmEvent::Done {
+                usage: LlmUsage::default()
+            }]
+        );
+        assert!(parser.push(b"data: [DONE]\n\n").is_empty());
+        assert!(parser.finish().unwrap().is_empty());
+    }
+
+    #[test]
+    fn repeated_ids_and_names_and_odd_indexes_are_understood() {
+        // Servers that repeat the id and name in every fragment.
+        let repeated = vec![
+            call_fragment(0, Some(("call_r", "get_weather")), "{\"city\":"),
+            call_fragment(0, Some(("call_r", "get_weather")), " \"Paris\"}"),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ];
+        // Servers that send each call whole, without `index` (one with its
+        // arguments as an object).
+        let unindexed = vec![
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"id": "u1", "type": "function", "function": {"name": "a", "arguments": "{\"x\":1}"}},
+                {"id": "u2", "type": "function", "function": {"name": "b", "arguments": {"y": 2}}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"id": "u3", "type": "function", "function": {"name": "c", "arguments": ""}}]},
+                "finish_reason": "stop"}]}),
+        ];
+        // Servers that give every parallel call index 0.
+        let all_zero = vec![
+            call_fragment(0, Some(("z1", "a")), "{\"x\":"),
+            call_fragment(0, None, "1}"),
+            call_fragment(0, Some(("z2", "b")), "{}"),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ];
+        let done = LlmEvent::Done {
+            usage: LlmUsage::default(),
+        };
+        assert_eq!(
+            parse_in_pieces(&sse_bytes(&all_zero), 5),
+            vec![
+                tool_call("z1", "a", "{\"x\":1}"),
+                tool_call("z2", "b", "{}"),
+                done.clone()
+            ]
+        );
+        assert_eq!(
+            parse_in_pieces(&sse_bytes(&repeated), 5),
+            vec![
+                tool_call("call_r", "get_weather", "{\"city\": \"Paris\"}"),
+                done.clone()
+            ]
+        );
+        assert_eq!(
+            parse_in_pieces(&sse_bytes(&unindexed), 5),
+            vec![
+                tool_call("u1", "a", "{\"x\":1}"),
+                tool_call("u2", "b", "{\"y\":2}"),
+                tool_call("u3", "c", "{}"),
+                done
+            ]
+        );
+    }
+
+    #[test]
+    fn a_body_ending_without_done_or_its_last_blank_line_still_finishes() {
+        let body = format!(
+            "data: {}\n\ndata: {}",
+            call_fragment(0, Some(("c1", "end_call")), ""),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1}}),
+        );
+        let mut parser = SseParser::default();
+        assert!(parser.push(body.as_bytes()).is_empty());
+        assert_eq!(
+            parser
+                .finish()
+                .unwrap()
+                .into_iter()
+                .map(Result::unwrap)
+                .collect::<Vec<_>>(),
+            vec![
+                tool_call("c1", "end_call", "{}"),
+                LlmEvent::Done {
+                    usage: LlmUsage {
+                        prompt_tokens: 3,
+                        completion_tokens: 1
+                    }
+                }
+            ]
+        );
+        let mut cut = SseParser::default();
+        cut.push(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n");
+        assert!(
+            cut.finish().is_none(),
+            "no finish reason: the stream was cut"
+        );
+    }
+
+    fn call(id: &str, name: &str) -> ToolCallRequest {
+        ToolCallRequest {
+            id: id.into(),
+            name: name.into(),
+            arguments_json: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn tool_results_follow_their_call_and_unmatched_ones_are_left_out() {
+        let mut said_and_called =
+            ChatMessage::tool_calls(vec![call("a", "lookup"), call("b", "x")]);
+        said_and_called.content = "One moment.".into();
+        let history = vec![
+            ChatMessage::new(ChatRole::User, "Book me in"),
+            said_and_called,
+            // The caller spoke while the tools ran; the results came after.
+            ChatMessage::new(ChatRole::User, "for two"),
+            ChatMessage::tool_result("b", "{\"ok\":true}"),
+            ChatMessage::tool_result("a", "{\"found\":1}"),
+            ChatMessage::tool_result("zzz", "{}"),
+            // A server without ids: the next turn reuses `call_0`.
+            ChatMessage::tool_calls(vec![call("call_0", "end_call")]),
+            ChatMessage::tool_result("call_0", "{\"ended\":true}"),
+            ChatMessage::tool_calls(vec![call("call_0", "end_call")]),
+            ChatMessage::new(ChatRole::User, "still there?"),
+        ];
+        let messages = wire_history(&history);
+        let fn_call = |id: &str, name: &str| json!({"id": id, "type": "function", "function": {"name": name, "arguments": "{}"}});
+        assert_eq!(
+            Value::Array(messages),
+            json!([
+                {"role": "user", "content": "Book me in"},
+                {"role": "assistant", "content": "One moment.",
+                    "tool_calls": [fn_call("a", "lookup"), fn_call("b", "x")]},
+                {"role": "tool", "tool_call_id": "a", "content": "{\"found\":1}"},
+                {"role": "tool", "tool_call_id": "b", "content": "{\"ok\":true}"},
+                {"role": "user", "content": "for two"},
+                {"role": "assistant", "content": null, "tool_calls": [fn_call("call_0", "end_call")]},
+                {"role": "tool", "tool_call_id": "call_0", "content": "{\"ended\":true}"},
+                {"role": "user", "content": "still there?"},
+            ])
+        );
+    }
+
+    #[test]
+    fn tools_are_sent_only_when_there_are_some() {
+        let llm = client("http://tools.test/v1");
+        let mut request = LlmRequest {
+            history: vec![ChatMessage::new(ChatRole::User, "hi")],
+            ..LlmRequest::default()
+        };
+        let body = llm.body(&request);
+        assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
+        assert!(body.get("parallel_tool_calls").is_none());
+        request.tools = vec![voxline_actors::providers::ToolSpec::end_call()];
+        let body = llm.body(&request);
+        assert_eq!(
+            body["tools"],
+            json!([{"type": "function", "function": {"name": "end_call",
+                "description": request.tools[0].description,
+                "parameters": {"type": "object", "properties": {}}}}])
+        );
+        assert_eq!(body["tool_choice"], "auto");
+        assert!(body.get("parallel_tool_calls").is_none());
     }
 }

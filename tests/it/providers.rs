@@ -36,7 +36,7 @@ use voxline_actors::providers::scorecard::{
 };
 use voxline_actors::providers::{
     AsrContext, AsrEvent, AsrProvider, ChatMessage, ChatRole, LlmEvent, LlmProvider, LlmRequest,
-    LlmUsage, ProviderError, ProviderKind, ResponseFormat, ToolSpec, TtsProvider,
+    LlmUsage, ProviderError, ProviderKind, ResponseFormat, ToolCallRequest, ToolSpec, TtsProvider,
 };
 
 fn policy() -> HttpPolicy {
@@ -816,6 +816,311 @@ async fn a_real_llm_server_analyzes_a_call_when_configured() {
             .as_deref()
             .is_some_and(|s| !s.is_empty())
     );
+}
+
+/// Two parallel tool calls after some text, streamed as OpenAI streams them:
+/// each call's first fragment carries its id, type, name and empty
+/// arguments, the rest only `index` and a piece of the arguments (cut inside
+/// strings, escapes and multi-byte characters), then the finish reason, a
+/// usage chunk with no choices and `[DONE]`.
+fn parallel_tool_call_events() -> Vec<Value> {
+    let delta = |delta: Value| {
+        json!({"id": "chatcmpl-9", "object": "chat.completion.chunk",
+        "model": "fake", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+    };
+    let head = |index: u64, id: &str, name: &str| {
+        delta(
+            json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+            "function": {"name": name, "arguments": ""}}]}),
+        )
+    };
+    let piece = |index: u64, arguments: &str| {
+        delta(json!({"tool_calls": [{"index": index, "function": {"arguments": arguments}}]}))
+    };
+    let mut events = vec![
+        delta(json!({"role": "assistant", "content": ""})),
+        content_chunk("Je regarde "),
+        content_chunk("ça tout de suite."),
+        head(0, "call_w1", "get_weather"),
+    ];
+    events.extend(
+        [
+            "{\"",
+            "city",
+            "\":\"",
+            "São",
+            " Pau",
+            "lo\",\"",
+            "unit\":\"",
+            "\\u00",
+            "b0C",
+            "\"}",
+        ]
+        .iter()
+        .map(|p| piece(0, p)),
+    );
+    events.push(head(1, "call_s2", "send_sms"));
+    events.extend(
+        [
+            "{\"to\":\"+3361",
+            "2345678\",",
+            "\"text\":\"Il fait ",
+            "20 \\",
+            "\"beau\\",
+            "\" 😀",
+            "\\n",
+            "\"}",
+        ]
+        .iter()
+        .map(|p| piece(1, p)),
+    );
+    events.push(
+        json!({"id": "chatcmpl-9", "object": "chat.completion.chunk", "model": "fake",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    );
+    events.push(json!({"id": "chatcmpl-9", "object": "chat.completion.chunk", "model": "fake",
+        "choices": [], "usage": {"prompt_tokens": 120, "completion_tokens": 48, "total_tokens": 168}}));
+    events
+}
+
+/// A fake that records each request and answers with `events` as SSE, its
+/// bytes cut every `cut` bytes.
+fn tool_fake(seen: Seen, events: Vec<Value>, cut: usize) -> Router {
+    Router::new()
+        .route(
+            "/v1/chat/completions",
+            post(
+                move |State(seen): State<Seen>, headers: HeaderMap, body: Bytes| async move {
+                    seen.push("/v1/chat/completions", &headers, &body);
+                    let bytes = sse(&events).concat();
+                    Response::builder()
+                        .header("content-type", "text/event-stream")
+                        .body(chunked_body(
+                            odd_chunks(&bytes, cut),
+                            Duration::from_millis(1),
+                        ))
+                        .unwrap()
+                },
+            ),
+        )
+        .with_state(seen)
+}
+
+/// Every event of one streamed turn.
+async fn all_events(llm: &OpenAiLlm, request: LlmRequest) -> Vec<LlmEvent> {
+    let mut stream = llm.stream(request).await.unwrap();
+    let mut events = Vec::new();
+    while let Some(event) = stream.next_event().await {
+        events.push(event.unwrap());
+    }
+    events
+}
+
+fn weather_tool() -> ToolSpec {
+    ToolSpec {
+        name: "get_weather".into(),
+        description: "The current weather in a city.".into(),
+        parameters: json!({"type": "object", "required": ["city"],
+            "properties": {"city": {"type": "string", "description": "The city name"}}}),
+    }
+}
+
+#[tokio::test]
+async fn openai_llm_joins_parallel_tool_calls_streamed_in_fragments() {
+    let events = parallel_tool_call_events();
+    let bytes = sse(&events).concat();
+    // The first odd cut at which some network chunk starts inside a
+    // multi-byte character.
+    let cut = (5..40)
+        .step_by(2)
+        .find(|&cut| {
+            odd_chunks(&bytes, cut)
+                .iter()
+                .skip(1)
+                .any(|chunk| chunk[0] & 0b1100_0000 == 0b1000_0000)
+        })
+        .unwrap();
+    let seen = Seen::default();
+    let addr = serve(tool_fake(seen.clone(), events, cut)).await;
+    let llm = OpenAiLlm::new(
+        reqwest::Client::new(),
+        &format!("http://{addr}/v1"),
+        None,
+        "gpt-test",
+        policy(),
+    );
+    let request = LlmRequest {
+        history: vec![ChatMessage::new(
+            ChatRole::User,
+            "Quel temps fait-il à São Paulo ? Envoie-le par SMS.",
+        )],
+        tools: vec![weather_tool()],
+        ..request(&[])
+    };
+    let events = all_events(&llm, request).await;
+    assert_eq!(
+        events,
+        vec![
+            LlmEvent::Token("Je regarde ".into()),
+            LlmEvent::Token("ça tout de suite.".into()),
+            LlmEvent::ToolCall {
+                id: "call_w1".into(),
+                name: "get_weather".into(),
+                arguments_json: "{\"city\":\"São Paulo\",\"unit\":\"\\u00b0C\"}".into(),
+            },
+            LlmEvent::ToolCall {
+                id: "call_s2".into(),
+                name: "send_sms".into(),
+                arguments_json:
+                    "{\"to\":\"+33612345678\",\"text\":\"Il fait 20 \\\"beau\\\" 😀\\n\"}".into(),
+            },
+            LlmEvent::Done {
+                usage: LlmUsage {
+                    prompt_tokens: 120,
+                    completion_tokens: 48
+                }
+            },
+        ]
+    );
+    let LlmEvent::ToolCall { arguments_json, .. } = &events[3] else {
+        unreachable!()
+    };
+    let arguments: Value = serde_json::from_str(arguments_json).unwrap();
+    assert_eq!(arguments["text"], "Il fait 20 \"beau\" 😀\n");
+}
+
+#[tokio::test]
+async fn a_continuation_sends_the_tool_calls_then_their_results() {
+    let seen = Seen::default();
+    let answer = vec![
+        content_chunk("It is sunny in Paris, 21 degrees."),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+        json!({"choices": [], "usage": {"prompt_tokens": 60, "completion_tokens": 9}}),
+    ];
+    let addr = serve(tool_fake(seen.clone(), answer, 13)).await;
+    let llm = OpenAiLlm::new(
+        reqwest::Client::new(),
+        &format!("http://{addr}/v1"),
+        Some("sk-test".into()),
+        "gpt-test",
+        policy(),
+    );
+    let mut calling = ChatMessage::tool_calls(vec![ToolCallRequest {
+        id: "call_abc".into(),
+        name: "get_weather".into(),
+        arguments_json: "{\"city\":\"Paris\"}".into(),
+    }]);
+    calling.content = "Let me check.".into();
+    let request = LlmRequest {
+        system_prompt: "You are a weather line.".into(),
+        history: vec![
+            ChatMessage::new(ChatRole::User, "What's the weather in Paris?"),
+            calling,
+            ChatMessage::tool_result("call_abc", "{\"sky\":\"sunny\",\"celsius\":21}"),
+        ],
+        tools: vec![weather_tool(), ToolSpec::end_call()],
+        ..LlmRequest::default()
+    };
+    let events = all_events(&llm, request).await;
+    assert_eq!(
+        events,
+        vec![
+            LlmEvent::Token("It is sunny in Paris, 21 degrees.".into()),
+            LlmEvent::Done {
+                usage: LlmUsage {
+                    prompt_tokens: 60,
+                    completion_tokens: 9
+                }
+            },
+        ]
+    );
+    let requests = seen.all();
+    assert_eq!(requests.len(), 1);
+    let body: Value = serde_json::from_slice(&requests[0].2).unwrap();
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "system", "content": "You are a weather line."},
+            {"role": "user", "content": "What's the weather in Paris?"},
+            {"role": "assistant", "content": "Let me check.", "tool_calls": [
+                {"id": "call_abc", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_abc",
+             "content": "{\"sky\":\"sunny\",\"celsius\":21}"},
+        ])
+    );
+    assert_eq!(
+        body["tools"],
+        json!([
+            {"type": "function", "function": {
+                "name": "get_weather",
+                "description": "The current weather in a city.",
+                "parameters": {"type": "object", "required": ["city"],
+                    "properties": {"city": {"type": "string", "description": "The city name"}}}}},
+            {"type": "function", "function": {
+                "name": "end_call",
+                "description": ToolSpec::end_call().description,
+                "parameters": {"type": "object", "properties": {}}}},
+        ])
+    );
+    assert_eq!(body["tool_choice"], "auto");
+    assert!(body.get("parallel_tool_calls").is_none());
+}
+
+#[tokio::test]
+async fn a_real_llm_server_calls_a_tool_when_configured() {
+    let Ok(base) = std::env::var("VOXLINE_TEST_LLM_URL") else {
+        println!(
+            "skipped a_real_llm_server_calls_a_tool_when_configured: \
+             VOXLINE_TEST_LLM_URL is not set"
+        );
+        return;
+    };
+    let model = std::env::var("VOXLINE_TEST_LLM_MODEL").unwrap_or_else(|_| "local".into());
+    let key = std::env::var("VOXLINE_TEST_LLM_API_KEY").ok();
+    let patient = HttpPolicy {
+        connect_timeout: Duration::from_secs(5),
+        read_timeout: Duration::from_secs(90),
+        retries: 1,
+        backoff: Duration::from_millis(500),
+    };
+    let llm = OpenAiLlm::new(reqwest::Client::new(), &base, key, &model, patient);
+    let request = LlmRequest {
+        system_prompt: "You answer weather questions. Use the get_weather tool.".into(),
+        history: vec![ChatMessage::new(
+            ChatRole::User,
+            "What is the weather in Paris right now?",
+        )],
+        tools: vec![weather_tool()],
+        max_tokens: Some(300),
+        ..LlmRequest::default()
+    };
+    let mut stream = llm
+        .stream(request)
+        .await
+        .unwrap_or_else(|err| panic!("{model} at {base}: {err}"));
+    let mut events = Vec::new();
+    while let Some(event) = stream.next_event().await {
+        events.push(event.unwrap_or_else(|err| panic!("{model} at {base}: {err}")));
+    }
+    println!("{model} at {base}: {events:?}");
+    assert!(
+        matches!(events.last(), Some(LlmEvent::Done { .. })),
+        "the stream ends with Done: {events:?}"
+    );
+    for event in &events {
+        if let LlmEvent::ToolCall {
+            id,
+            name,
+            arguments_json,
+        } = event
+        {
+            assert!(!id.is_empty() && !name.is_empty(), "{event:?}");
+            let arguments: Value = serde_json::from_str(arguments_json)
+                .unwrap_or_else(|err| panic!("{name} arguments {arguments_json:?}: {err}"));
+            assert!(arguments.is_object(), "{arguments_json}");
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
