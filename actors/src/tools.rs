@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::providers::ToolSpec;
+use crate::providers::{ToolCallRequest, ToolSpec};
 
 /// One place a `transferCall` tool can bridge the callee to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,9 +88,9 @@ pub struct ToolError(pub String);
 /// one that has begun.
 #[async_trait]
 pub trait ToolService: Send + Sync {
-    /// Runs the service tool `name` with `arguments` (already JSON, not yet checked against
-    /// the tool's schema: the service checks them before sending anything).
-    async fn run(&self, name: &str, arguments: &Value) -> Result<Value, ToolError>;
+    /// Runs the service tool `call` names with `arguments` (already JSON, not yet checked
+    /// against the tool's schema: the service checks them before sending anything).
+    async fn run(&self, call: &ToolCallRequest, arguments: &Value) -> Result<Value, ToolError>;
 
     /// Asks the carrier to bridge the callee to `number`; the media stream ends when it does.
     async fn transfer(&self, number: &str) -> Result<(), ToolError>;
@@ -102,8 +102,8 @@ pub struct NoToolService;
 
 #[async_trait]
 impl ToolService for NoToolService {
-    async fn run(&self, name: &str, _arguments: &Value) -> Result<Value, ToolError> {
-        Err(ToolError(format!("tool {name} is not available")))
+    async fn run(&self, call: &ToolCallRequest, _arguments: &Value) -> Result<Value, ToolError> {
+        Err(ToolError(format!("tool {} is not available", call.name)))
     }
 
     async fn transfer(&self, _number: &str) -> Result<(), ToolError> {

@@ -478,7 +478,7 @@ async fn run_tools(
                 // has begun.
                 tokio::spawn(async move {
                     let outcome = service
-                        .run(&task_call.name, &task_arguments)
+                        .run(&task_call, &task_arguments)
                         .await
                         .map_err(|ToolError(error)| error);
                     let result = FinishedTool {

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::callee::{CalleeBehaviour, CalleeOptions, CalleeReport, ScriptStep, SimCallee};
-use crate::providers::{SimConfig, ToolSpec};
+use crate::providers::{SimConfig, ToolCallRequest, ToolSpec};
 use crate::tools::{
     CallTool, CallTools, ToolBehavior, ToolError, ToolLimits, ToolService, TransferDestination,
 };
@@ -38,11 +38,11 @@ impl ScriptedService {
 
 #[async_trait]
 impl ToolService for ScriptedService {
-    async fn run(&self, name: &str, arguments: &Value) -> Result<Value, ToolError> {
+    async fn run(&self, call: &ToolCallRequest, arguments: &Value) -> Result<Value, ToolError> {
         self.asked
             .lock()
             .unwrap()
-            .push((name.to_owned(), arguments.clone()));
+            .push((call.name.clone(), arguments.clone()));
         tokio::time::sleep(self.delay).await;
         self.answer.clone()
     }

@@ -333,7 +333,10 @@ impl LlmProvider for SimLlm {
                     }));
                     (String::new(), false)
                 }
-                Some(SimToolTurn::Say(text, end_call)) => (text, end_call),
+                Some(SimToolTurn::Say(text, false)) => (text, false),
+                Some(SimToolTurn::Say(text, true)) => {
+                    (format!("{text} {SIM_CLOSE}").trim_start().to_owned(), true)
+                }
                 None => Self::reply_for(&request),
             };
             for word in reply.split_inclusive(' ') {

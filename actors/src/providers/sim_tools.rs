@@ -20,7 +20,8 @@ use crate::tools::{AVAILABILITY_TOOL, BOOKING_TOOL, DTMF_TOOL, TRANSFER_TOOL};
 pub enum SimToolTurn {
     /// Call a tool, saying nothing first.
     Call(ToolCallRequest),
-    /// Say this (possibly nothing), and hang up after it when `true`.
+    /// Say this (possibly nothing); `true` when the script is done, so the caller's close
+    /// follows and the call ends.
     Say(String, bool),
 }
 
@@ -166,11 +167,7 @@ fn after_result(request: &LlmRequest, result: &ChatMessage, script_done: bool) -
         (_, Some(error)) => format!("I'm sorry, I could not get that: {error}. {anything_else}"),
         (_, None) => format!("Here is what I found: {}. {anything_else}", summary(&value)),
     };
-    if script_done {
-        SimToolTurn::Say(format!("{text} {}", super::sim::SIM_CLOSE), true)
-    } else {
-        SimToolTurn::Say(text, false)
-    }
+    SimToolTurn::Say(text, script_done)
 }
 
 fn tool<'a>(request: &'a LlmRequest, name: &str) -> Option<&'a ToolSpec> {
