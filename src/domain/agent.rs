@@ -1,7 +1,7 @@
 //! Agents: the AI persona that runs a call, and the rules for editing one.
 
 use crate::domain::analysis::{AnalysisPlan, PlanError, PlanField};
-use crate::domain::tools::AgentTool;
+use crate::domain::tools::{AgentTool, ToolLimits, ToolsError, parse_tools, validate_tools};
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeSet;
 use utoipa::ToSchema;
@@ -325,6 +325,9 @@ pub struct AgentSpec {
     /// What the agent can do during the call; none means only hanging up (`endCall`).
     #[serde(default)]
     pub tools: Vec<AgentTool>,
+    /// How many tool calls the model may make per reply and per call.
+    #[serde(default)]
+    pub tool_limits: ToolLimits,
 }
 
 /// The wire names of [`TelephonyProvider`], for the admin CLI's `--provider`.
@@ -405,6 +408,9 @@ pub enum AgentSpecError {
     /// Different field lists in `analysis.fields` and `extraction.fields`.
     #[error("extraction.fields differs from analysis.fields; give the fields once")]
     FieldsTwice,
+    /// Tools or tool limits that do not hold together; names the path.
+    #[error(transparent)]
+    Tools(#[from] ToolsError),
 }
 
 /// `Err(OutOfRange)` unless `value` lies in `min..=max`.
@@ -464,6 +470,7 @@ impl AgentSpec {
             announcement: AnnouncementConfig::default(),
             per_minute_rate_paise: DEFAULT_RATE_PAISE,
             tools: Vec::new(),
+            tool_limits: ToolLimits::default(),
         }
     }
 
@@ -580,6 +587,8 @@ impl AgentSpec {
                 engine: ConversationEngine::Announcement,
             });
         }
+        validate_tools(&self.tools)?;
+        self.tool_limits.validate()?;
         Ok(())
     }
 }
@@ -721,8 +730,10 @@ pub struct AgentInput {
     pub announcement: Option<AnnouncementConfig>,
     /// See [`AgentSpec::per_minute_rate_paise`].
     pub per_minute_rate_paise: Option<i64>,
-    /// See [`AgentSpec::tools`].
+    /// See [`AgentSpec::tools`]; replaces the whole list.
     pub tools: Option<Vec<AgentTool>>,
+    /// See [`AgentSpec::tool_limits`]; fields left out take their defaults.
+    pub tool_limits: Option<ToolLimits>,
 }
 
 /// Distinguishes an explicit `null` (Some(None)) from an absent field (None).
@@ -755,6 +766,9 @@ impl AgentInput {
     fn apply_to(mut self, spec: &mut AgentSpec) -> Result<(), AgentSpecError> {
         let extraction = self.extraction.take();
         let analysis = self.analysis.take();
+        if let Some(tools) = self.tools.take() {
+            spec.tools = parse_tools(tools)?;
+        }
         macro_rules! set {
             ($($field:ident),*) => { $( if let Some(v) = self.$field { spec.$field = v; } )* };
         }
@@ -779,7 +793,7 @@ impl AgentInput {
             keypad,
             announcement,
             per_minute_rate_paise,
-            tools
+            tool_limits
         );
         let given_fields = match &analysis {
             Some(Some(plan)) => {
@@ -883,6 +897,45 @@ mod tests {
         assert_eq!(
             spec.validate().unwrap_err().to_string(),
             "welcomeMessage is required when conversationEngine is announcement"
+        );
+    }
+
+    #[test]
+    fn stored_specs_without_tools_read_the_defaults() {
+        let mut stored = serde_json::to_value(AgentSpec::with_name("Old")).unwrap();
+        let map = stored.as_object_mut().unwrap();
+        map.remove("tools");
+        map.remove("toolLimits");
+        let spec: AgentSpec = serde_json::from_value(stored).unwrap();
+        assert!(spec.tools.is_empty());
+        assert_eq!(spec.tool_limits, ToolLimits::default());
+        assert_eq!(
+            (spec.tool_limits.per_turn, spec.tool_limits.per_call),
+            (4, 16)
+        );
+    }
+
+    #[test]
+    fn tool_refusals_become_spec_errors_naming_the_path() {
+        let input: AgentInput = serde_json::from_value(json!({
+            "name": "A",
+            "tools": [{"type": "endCall", "message": "x".repeat(501)}],
+        }))
+        .unwrap();
+        let err = input.into_new_spec().unwrap_err();
+        assert!(matches!(err, AgentSpecError::Tools(_)));
+        assert_eq!(
+            err.to_string(),
+            "tools[0].message must be at most 500 characters"
+        );
+        let input: AgentInput =
+            serde_json::from_value(json!({"toolLimits": {"perTurn": 11}})).unwrap();
+        assert_eq!(
+            input
+                .patch(&AgentSpec::with_name("A"))
+                .unwrap_err()
+                .to_string(),
+            "toolLimits.perTurn must be between 1 and 10"
         );
     }
 

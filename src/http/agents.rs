@@ -6,8 +6,10 @@ use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
 use crate::app::state::AppState;
 use crate::domain::AgentId;
-use crate::domain::agent::{AgentInput, AgentSpec, AgentStatus};
+use crate::domain::agent::{AgentInput, AgentSpec, AgentSpecError, AgentStatus};
 use crate::domain::clock::iso;
+use crate::domain::tools::{AgentTool, ToolsError, fill_function_secrets, new_function_secret};
+use crate::egress::address_guard::{EgressError, check_url_for_storage};
 use crate::http::agent_cache::CachedAgent;
 use crate::store::AgentRow;
 use axum::Json;
@@ -17,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Serialize;
 use std::sync::Arc;
+use std::time::Duration;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -72,6 +75,49 @@ fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("Agent {id} not found"))
 }
 
+/// How long one function URL's host may take to resolve when an agent is saved.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Refuses `function` tools whose URL resolves into loopback, private,
+/// link-local or metadata addresses, unless the host is on the server's
+/// allow-list: the server calls these URLs during calls, so a customer must
+/// not be able to point it at our own network. Checked when saved so the
+/// mistake shows at once rather than as failed calls.
+async fn refuse_private_function_urls(state: &AppState, tools: &[AgentTool]) -> ApiResult<()> {
+    let allow = &state.settings.webhook_allow_hosts;
+    let checks = tools.iter().enumerate().filter_map(|(index, tool)| {
+        let function = tool.as_function()?;
+        Some(async move {
+            let checked =
+                tokio::time::timeout(RESOLVE_TIMEOUT, check_url_for_storage(&function.url, allow))
+                    .await;
+            match checked {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(EgressError::Refused(why))) => Err(ToolsError::url_refused(
+                    index,
+                    format!(
+                        "{why}, a loopback, private, link-local or metadata address; \
+                         only hosts on the server's allow-list may be called"
+                    ),
+                )),
+                Ok(Err(other)) => Err(ToolsError::url_refused(index, other.to_string())),
+                Err(_) => Err(ToolsError::url_refused(
+                    index,
+                    format!(
+                        "its host did not resolve within {}s",
+                        RESOLVE_TIMEOUT.as_secs()
+                    ),
+                )),
+            }
+        })
+    });
+    // All at once (an agent has up to 32 tools); the first refusal by index is reported.
+    for result in futures::future::join_all(checks).await {
+        result.map_err(AgentSpecError::from)?;
+    }
+    Ok(())
+}
+
 /// Loads an agent of the caller's workspace, deleted ones included.
 pub async fn load_agent_any(state: &AppState, caller: &Caller, id: &str) -> ApiResult<AgentRow> {
     let parsed: AgentId = id.parse().map_err(|_| not_found(id))?;
@@ -113,7 +159,12 @@ async fn create_agent(
     caller: Caller,
     ApiJson(input): ApiJson<AgentInput>,
 ) -> ApiResult<(StatusCode, Json<AgentView>)> {
-    let spec = input.into_new_spec()?;
+    let tools_sent = input.tools.is_some();
+    let mut spec = input.into_new_spec()?;
+    if tools_sent {
+        refuse_private_function_urls(&state, &spec.tools).await?;
+    }
+    fill_function_secrets(&mut spec.tools, &[], new_function_secret);
     let id = AgentId::new();
     let now = state.clock.now().timestamp_millis();
     let row = state
@@ -177,7 +228,14 @@ async fn patch_agent(
     ApiJson(input): ApiJson<AgentInput>,
 ) -> ApiResult<Json<AgentView>> {
     let row = load_agent(&state, &caller, &agent_id).await?;
-    let spec = input.patch(&row.spec()?)?;
+    let tools_sent = input.tools.is_some();
+    let current = row.spec()?;
+    let mut spec = input.patch(&current)?;
+    // Tools left out of the patch are the stored ones, already checked.
+    if tools_sent {
+        refuse_private_function_urls(&state, &spec.tools).await?;
+    }
+    fill_function_secrets(&mut spec.tools, &current.tools, new_function_secret);
     let now = state.clock.now().timestamp_millis();
     if !state
         .store
