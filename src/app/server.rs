@@ -9,7 +9,9 @@ use crate::app::telemetry::metrics_handle;
 use crate::background::janitor;
 use crate::calls::dispatch;
 use crate::calls::ledger::StoreLedger;
+use crate::calls::call_tools::ToolDeps;
 use crate::calls::runner::CallRunner;
+use crate::tools::function::FunctionCaller;
 use crate::calls::welcome_cache::{WelcomeCache, sim_tts_for_agents};
 use crate::carriers::store_wiring::StoreCredentials;
 use crate::domain::clock::SharedClock;
@@ -400,11 +402,22 @@ async fn start_engine(
         },
         launcher,
     );
+    sim.report_transfers_to(crate::carriers::store_wiring::sim_transfer_sink(
+        store.clone(),
+    ));
     let credentials = Arc::new(StoreCredentials::new(store.clone(), secret));
     let mut carriers: HashMap<String, Arc<dyn Carrier>> =
-        crate::carriers::all_carriers(credentials);
+        crate::carriers::all_carriers(Arc::clone(&credentials) as _);
     carriers.insert("sim".into(), sim);
     carriers.extend(extra);
+    let tool_deps = ToolDeps {
+        store: store.clone(),
+        credentials,
+        carriers: Arc::new(carriers.clone()),
+        functions: Arc::new(FunctionCaller::new(settings.webhook_allow_hosts.clone())),
+        http: reqwest::Client::new(),
+        public_url: public_url.to_owned(),
+    };
     let now_clock = clock.clone();
     let engine = Engine::start(EngineConfig {
         ledger: ledger.clone(),
@@ -414,6 +427,7 @@ async fn start_engine(
             clock.clone(),
             Arc::clone(welcome_cache),
             breakers.clone(),
+            tool_deps,
         )),
         carriers,
         tokens: tokens.clone(),

@@ -1,6 +1,7 @@
 //! Calls on the service side: placing them, dispatching stored calls to the
 //! engine, and the ledger through which the engine records their outcomes.
 
+pub mod call_tools;
 pub mod dispatch;
 pub mod job;
 pub mod ledger;

@@ -2,6 +2,7 @@
 //! the agent and the call's variables, persists turns as they end, and stores
 //! the transcript, extracted fields, latencies and recording afterwards.
 
+use super::call_tools::{ToolCallContext, ToolDeps, call_tools};
 use super::welcome_cache::WelcomeCache;
 use crate::app::config::Settings;
 use crate::calls::media_stream::MediaStream;
@@ -12,6 +13,7 @@ use crate::providers::resilience::Breakers;
 use crate::providers::select::{ProviderSelector, prepare_call, record_usage};
 use crate::store::Store;
 use crate::store::calls::NewRecording;
+use crate::store::tool_calls::{CallToolOutcome, NewToolCall};
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -35,6 +37,7 @@ pub struct CallRunner {
     selector: ProviderSelector,
     clock: SharedClock,
     welcome_cache: Arc<WelcomeCache>,
+    tool_deps: ToolDeps,
 }
 
 impl CallRunner {
@@ -46,6 +49,7 @@ impl CallRunner {
         clock: SharedClock,
         welcome_cache: Arc<WelcomeCache>,
         breakers: Breakers,
+        tool_deps: ToolDeps,
     ) -> Self {
         let secret = settings.storage.load_secret().ok();
         let selector = ProviderSelector::new(
@@ -60,6 +64,7 @@ impl CallRunner {
             selector,
             clock,
             welcome_cache,
+            tool_deps,
         }
     }
 
@@ -266,6 +271,19 @@ impl ConversationRunner for CallRunner {
             // Cold after a restart or an eviction: warm it for the next call.
             self.welcome_cache.warm(org_id, agent.id, &spec);
         }
+        let (tools, tool_service) = call_tools(
+            &spec,
+            self.tool_deps.clone(),
+            ToolCallContext {
+                call_id,
+                org_id,
+                variables: variables.clone(),
+                phone: job.to.clone(),
+                from: job.from.clone(),
+                provider: job.provider.clone(),
+            },
+        );
+        config.tools = tools;
         let sim = self.sim_config(&variables);
         let selected = match prepare_call(&self.selector, call_id, org_id, &spec, sim).await {
             Ok(selected) => selected,
@@ -316,6 +334,35 @@ impl ConversationRunner for CallRunner {
             .await
         {
             tracing::error!(call = %job.call_id, error = %err, "could not store call results");
+        }
+        let tool_calls: Vec<NewToolCall> = outcome
+            .tool_calls
+            .iter()
+            .map(|call| NewToolCall {
+                turn_seq: i64::try_from(call.turn_index).unwrap_or(i64::MAX),
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.to_string(),
+                result: call.result.as_ref().map(Value::to_string),
+                error: call.error.clone(),
+                latency_ms: i64::try_from(call.latency.as_millis()).unwrap_or(i64::MAX),
+                created_at: unix_ms(call.at),
+            })
+            .collect();
+        let calendar = tool_service.calendar_outcome();
+        let tool_outcome = CallToolOutcome {
+            calendar_status: calendar.status.map(str::to_owned),
+            calendar_event_url: calendar.event_url,
+            calendar_error: calendar.error,
+            transferred_to: outcome.transfer.as_ref().map(|(to, _)| to.clone()),
+            transferred_at: outcome.transfer.as_ref().map(|(_, at)| unix_ms(*at)),
+        };
+        if let Err(err) = self
+            .store
+            .record_tool_outcome(call_id, org_id, &tool_calls, &tool_outcome)
+            .await
+        {
+            tracing::error!(call = %job.call_id, error = %err, "could not store the call's tool calls");
         }
         if let Some(rec) = &outcome.recording {
             let bytes = std::fs::metadata(&rec.path).map(|m| m.len()).unwrap_or(0);

@@ -313,7 +313,10 @@ impl Actor for CallActor {
                 }
             },
             CallMsg::ConversationDone(reason) => {
-                state.hangup().await;
+                // A transferred callee is talking to a person on the carrier's bridge now.
+                if reason != "transferred" {
+                    state.hangup().await;
+                }
                 // A carrier's "completed" can overtake the conversation's own
                 // ending (the agent hung up, so the callee's leg closed): the
                 // conversation's reason wins unless it only saw the cancel.
