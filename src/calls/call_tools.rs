@@ -283,12 +283,23 @@ impl CallToolService {
                     .map(str::to_owned)
             })
         };
-        let attendee_name = arguments
+        let named = arguments
             .get("name")
             .and_then(Value::as_str)
             .map(str::to_owned)
-            .or_else(|| variable(&["name", "studentName", "candidateName"]))
-            .unwrap_or_else(|| self.context.phone.clone());
+            .or_else(|| variable(&["name", "studentName", "candidateName"]));
+        let attendee_name = match named {
+            Some(name) => name,
+            // The name the call was placed with, else the number.
+            None => self
+                .deps
+                .store
+                .call_target_name(self.context.call_id)
+                .await
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| self.context.phone.clone()),
+        };
         let attendee_email = arguments
             .get("email")
             .and_then(Value::as_str)
@@ -329,7 +340,11 @@ impl CallToolService {
     ) -> Result<Value, ToolError> {
         if let Some(error) = validator.iter_errors(arguments).next() {
             let path = error.instance_path().to_string();
-            let at = if path.is_empty() { "/".to_owned() } else { path };
+            let at = if path.is_empty() {
+                "/".to_owned()
+            } else {
+                path
+            };
             return Err(ToolError(format!("invalid arguments at {at}: {error}")));
         }
         let call_id = self.context.call_id.to_string();

@@ -10,4 +10,5 @@ pub mod placement;
 pub mod recording_link;
 pub mod runner;
 pub mod sim_callee;
+pub mod tool_call_view;
 pub mod welcome_cache;

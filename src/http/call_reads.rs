@@ -7,6 +7,7 @@ use super::csv_download::csv_attachment;
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiQuery, flag, trimmed};
 use crate::app::state::AppState;
+use crate::calls::tool_call_view::ToolCallView;
 use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::{AgentId, CallId, OrgId};
@@ -262,11 +263,12 @@ pub struct CallRowView {
     pub started_at: String,
     /// Post-call summary.
     pub summary: String,
-    /// Calendar booking status (no calendar integration: always null).
+    /// Calendar booking by the agent's `bookAppointment` tool: `booked`, `failed`, or null
+    /// when none was tried.
     pub calendar_status: Option<String>,
-    /// Calendar event link (always null).
+    /// The booked event's page.
     pub calendar_event_url: Option<String>,
-    /// Calendar error (always null).
+    /// Why the booking failed.
     pub calendar_error: Option<String>,
     /// Empty in list rows; every turn in order in the detail read.
     pub transcript: Vec<TranscriptLine>,
@@ -290,6 +292,14 @@ pub struct CallRowView {
     pub campaign_id: Option<String>,
     /// The post-call analysis; null until the call has ended.
     pub analysis: Option<AnalysisView>,
+    /// Where the agent transferred the callee (`endedReason` `transferred`).
+    pub transferred_to: Option<String>,
+    /// When the callee was handed over, ISO 8601.
+    pub transferred_at: Option<String>,
+    /// What the carrier reported about the bridged leg: completed, no-answer, busy, failed.
+    pub transfer_status: Option<String>,
+    /// How long the bridged leg lasted, in seconds.
+    pub transfer_duration_seconds: Option<i64>,
 }
 
 impl CallRowView {
@@ -309,9 +319,13 @@ impl CallRowView {
             provider: row.provider,
             started_at: relative_time(row.created_at, now.timestamp_millis()),
             summary: row.summary,
-            calendar_status: None,
-            calendar_event_url: None,
-            calendar_error: None,
+            calendar_status: row.calendar_status,
+            calendar_event_url: row.calendar_event_url,
+            calendar_error: row.calendar_error,
+            transferred_to: row.transferred_to,
+            transferred_at: row.transferred_at.map(iso),
+            transfer_status: row.transfer_status,
+            transfer_duration_seconds: row.transfer_duration_seconds,
             transcript: Vec::new(),
             raw_status: row.status,
             duration_seconds: row.duration_seconds,
@@ -395,6 +409,8 @@ pub struct CallDetailView {
     pub ended_at: Option<String>,
     /// Every status transition in order.
     pub status_history: Vec<StatusEventView>,
+    /// Every tool the agent called, in order.
+    pub tool_calls: Vec<ToolCallView>,
 }
 
 /// One turn of the transcript read.
@@ -407,6 +423,8 @@ pub struct TranscriptTurnView {
     pub text: String,
     /// When, ISO 8601.
     pub created_at: String,
+    /// The tools the agent called in this turn, in order (empty for most turns).
+    pub tool_calls: Vec<ToolCallView>,
 }
 
 /// `{transcriptText, turns}`.
@@ -678,10 +696,11 @@ async fn get_call(
         .call_detail(org, id)
         .await?
         .ok_or_else(|| call_not_found(&call_id))?;
-    let (turns, events, analysis) = tokio::try_join!(
+    let (turns, events, analysis, tool_calls) = tokio::try_join!(
         state.store.call_turns(org, id),
         state.store.call_events(id),
         state.store.analysis(org, id),
+        state.store.tool_calls(id),
     )?;
     let from_number = detail.call.from_number.clone();
     let retry_of = detail.call.retry_of.map(|id| id.to_string());
@@ -712,6 +731,7 @@ async fn get_call(
                 at: iso(event.at),
             })
             .collect(),
+        tool_calls: tool_calls.iter().map(ToolCallView::from_row).collect(),
     }))
 }
 
@@ -731,9 +751,10 @@ async fn get_call_transcript(
         .call_transcript_text(org, id)
         .await?
         .ok_or_else(|| call_not_found(&call_id))?;
-    let (turns, analysis) = tokio::try_join!(
+    let (turns, analysis, tool_calls) = tokio::try_join!(
         state.store.call_turns(org, id),
         state.store.analysis(org, id),
+        state.store.tool_calls(id),
     )?;
     Ok(Json(TranscriptView {
         analysis: analysis.as_ref().map(AnalysisView::from_row),
@@ -741,6 +762,11 @@ async fn get_call_transcript(
         turns: turns
             .into_iter()
             .map(|turn| TranscriptTurnView {
+                tool_calls: tool_calls
+                    .iter()
+                    .filter(|call| call.turn_seq == turn.seq)
+                    .map(ToolCallView::from_row)
+                    .collect(),
                 speaker: turn.speaker,
                 text: turn.text,
                 created_at: iso(turn.created_at),
@@ -1044,6 +1070,13 @@ mod tests {
             created_at: 0,
             answered_at: None,
             ended_at: None,
+            calendar_status: None,
+            calendar_event_url: None,
+            calendar_error: None,
+            transferred_to: None,
+            transferred_at: None,
+            transfer_status: None,
+            transfer_duration_seconds: None,
         };
         let text = String::from_utf8(csv_chunk(&[row], None, true).unwrap().to_vec()).unwrap();
         assert_eq!(

@@ -71,8 +71,24 @@ pub struct CallReadRow {
     pub answered_at: Option<i64>,
     /// End time, Unix ms.
     pub ended_at: Option<i64>,
+    /// Calendar booking: `booked`, `failed`, or null when none was tried.
+    pub calendar_status: Option<String>,
+    /// The booked event's page.
+    pub calendar_event_url: Option<String>,
+    /// Why the booking failed.
+    pub calendar_error: Option<String>,
+    /// Where the agent transferred the callee.
+    pub transferred_to: Option<String>,
+    /// When, Unix ms.
+    pub transferred_at: Option<i64>,
+    /// What the carrier reported about the bridged leg.
+    pub transfer_status: Option<String>,
+    /// How long the bridged leg lasted.
+    pub transfer_duration_seconds: Option<i64>,
 }
 /// The list columns, for `SELECT` from `calls c`.
 const ROW_COLUMNS: &str = "c.id, c.agent_id, c.agent_name, c.phone, c.target_name, c.email, c.from_number,
     c.provider, c.status, c.ended_reason, c.attempt, c.retry_of, c.batch_id, c.campaign_id,
-    c.campaign_name, c.duration_seconds, c.cost_paise, c.summary, c.created_at, c.answered_at, c.ended_at";
+    c.campaign_name, c.duration_seconds, c.cost_paise, c.summary, c.created_at, c.answered_at, c.ended_at,
+    c.calendar_status, c.calendar_event_url, c.calendar_error, c.transferred_to, c.transferred_at,
+    c.transfer_status, c.transfer_duration_seconds";

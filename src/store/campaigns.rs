@@ -17,7 +17,9 @@ impl Store {
             let rows = sqlx::query_as::<_, CallReadRow>(
                 "SELECT c.id, c.agent_id, c.agent_name, c.phone, c.target_name, c.email, c.from_number,
                    c.provider, c.status, c.ended_reason, c.attempt, c.retry_of, c.batch_id, c.campaign_id,
-                   c.campaign_name, c.duration_seconds, c.cost_paise, c.summary, c.created_at, c.answered_at, c.ended_at
+                   c.campaign_name, c.duration_seconds, c.cost_paise, c.summary, c.created_at, c.answered_at, c.ended_at,
+                   c.calendar_status, c.calendar_event_url, c.calendar_error, c.transferred_to,
+                   c.transferred_at, c.transfer_status, c.transfer_duration_seconds
                  FROM calls c WHERE c.campaign_id = $1 AND c.org_id = $2
                  ORDER BY c.created_at DESC, c.id DESC LIMIT $3 OFFSET $4",
             )

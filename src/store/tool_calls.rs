@@ -87,6 +87,17 @@ impl Store {
         Ok(id.flatten())
     }
 
+    /// The name of the person a call is for, when it has one.
+    pub async fn call_target_name(&self, call_id: CallId) -> StoreResult<Option<String>> {
+        let name = with_pool!(self, pool => {
+            sqlx::query_scalar::<_, String>("SELECT target_name FROM calls WHERE id = $1")
+                .bind(call_id)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(name.filter(|n| !n.trim().is_empty()))
+    }
+
     /// Stores a finished call's tool calls and what they changed on the call, in one
     /// transaction.
     pub async fn record_tool_outcome(

@@ -5,6 +5,7 @@
 
 use crate::app::state::AppState;
 use crate::calls::recording_link::recording_link;
+use crate::calls::tool_call_view::ToolCallView;
 use crate::domain::CallId;
 use crate::egress::{self, EgressError};
 use crate::postcall::analysis::view::{AnalysisView, merged_extracted};
@@ -137,6 +138,7 @@ pub async fn call_completed_body(
         .await?
         .map_or(Value::Null, |overall| json!({ "overall": overall }));
     let analysis = state.store.analysis(d.org_id, d.call_id).await?;
+    let tool_calls = state.store.tool_calls(d.call_id).await?;
     let recording_url = state
         .store
         .recording_file(d.org_id, d.call_id)
@@ -169,7 +171,20 @@ pub async fn call_completed_body(
             "speaker": t.speaker,
             "text": t.text,
             "createdAt": iso(t.created_at),
+            "toolCalls": tool_calls
+                .iter()
+                .filter(|c| c.turn_seq == t.seq)
+                .map(ToolCallView::from_row)
+                .collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
+        "toolCalls": tool_calls.iter().map(ToolCallView::from_row).collect::<Vec<_>>(),
+        "calendarStatus": call.calendar_status,
+        "calendarEventUrl": call.calendar_event_url,
+        "calendarError": call.calendar_error,
+        "transferredTo": call.transferred_to,
+        "transferredAt": call.transferred_at.map(iso),
+        "transferStatus": call.transfer_status,
+        "transferDurationSeconds": call.transfer_duration_seconds,
         "transcriptText": detail.transcript_text,
         "summary": call.summary,
         "extracted": merged_extracted(&keypad, analysis.as_ref()),
