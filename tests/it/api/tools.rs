@@ -430,3 +430,51 @@ async fn arguments_that_break_the_schema_never_leave_the_server() {
     );
     assert!(said(&read, "Okay, bye!"), "{read}");
 }
+
+/// A callee that is a phone menu: it reads its options, listens for a key in the agent's
+/// audio (the media crate's DTMF detector) and goes on only when it hears `expect`.
+async fn menu_call(expect: &str) -> Value {
+    let app = TestApp::spawn().await;
+    let ws = app.calling_workspace("Menus", 5).await;
+    let agent = app
+        .create_agent(
+            &ws.key,
+            json!({"name": "Menu walker", "welcomeMessage": "Hello.",
+                   "prompt": "Reach the support team and report the outage.",
+                   "tools": [{"type": "dtmf"}]}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let call = place(
+        &app,
+        &ws,
+        &agent,
+        "+919845014007",
+        json!([{"menu": "For sales, press 1. For support, press 2.", "expect": expect},
+               "Support desk, how can I help?", "Thanks, bye!"]),
+    )
+    .await;
+    ended(&app, &ws.key, &call).await
+}
+
+#[tokio::test]
+async fn the_dtmf_tool_presses_the_key_the_sim_menu_hears() {
+    let read = menu_call("2").await;
+    let tool = &read["toolCalls"][0];
+    assert_eq!(tool["name"], "dtmf", "{read}");
+    assert_eq!(tool["arguments"], json!({"digits": "2"}));
+    // The menu heard the 2 in the agent's audio and put the call through.
+    assert!(said(&read, "Support desk, how can I help?"), "{read}");
+    assert_eq!(read["endedReason"], "agent-hangup");
+}
+
+#[tokio::test]
+async fn a_menu_that_hears_another_key_hangs_up() {
+    // The agent presses 2 (support), but this menu waits for 3: it hears the 2 and hangs up.
+    let read = menu_call("3").await;
+    assert_eq!(read["toolCalls"][0]["arguments"], json!({"digits": "2"}));
+    assert!(!said(&read, "Support desk, how can I help?"), "{read}");
+    assert_eq!(read["endedReason"], "caller-hangup", "{read}");
+}
