@@ -22,6 +22,7 @@ mod ratings;
 mod recordings;
 mod settings;
 mod tools;
+mod tools_twilio;
 mod webhooks;
 
 use crate::support::{PG_ENV, TestApp};

@@ -1,0 +1,434 @@
+//! In-call transfer over Twilio, end to end (issue 17): the app places the call
+//! through a local axum fake of Twilio's REST API, the test plays Twilio's side
+//! of the media stream (a [`SimCallee`] connecting to our `/media/twilio` with
+//! the `<Stream>` parameters from the create request), the sim LLM transfers the
+//! caller who asks for a person, and the fake receives the call update that
+//! dials the destination. Twilio's later callbacks (the `<Dial action>` report
+//! and the parent call's `completed`) are signed here independently of the code
+//! under test.
+
+use crate::support::{TestApp, Workspace, eventually};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::{Value, json};
+use sha1::Sha1;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use voxline_actors::callee::{CalleeBehaviour, CalleeOptions, ScriptStep, SimCallee};
+
+const ACCOUNT: &str = "AC5f1d0c2e9b8a7f6e5d4c3b2a19081726";
+const TOKEN: &str = "tw-auth-token";
+const CALL_SID: &str = "CA0a1b2c3d4e5f60718293a4b5c6d7e8f9";
+const DIAL_SID: &str = "CAf9e8d7c6b5a4938271605f4e3d2c1b0a";
+const OUR_NUMBER: &str = "+14155550100";
+const CALLEE: &str = "+919845012311";
+const FRONT_DESK: &str = "+14155550123";
+const SCRIPT: [&str; 2] = ["Hello, yes.", "Can I speak to a person please?"];
+
+// ------------------------------------------------------------ the fake Twilio REST API
+
+/// One request the fake received.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: Method,
+    path: String,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Seen {
+    fn form(&self) -> HashMap<String, String> {
+        form_urlencoded::parse(&self.body).into_owned().collect()
+    }
+
+    fn authorization(&self) -> &str {
+        self.headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    }
+}
+
+/// Twilio's Calls resource: a create answers with the new call's SID, an update
+/// of that call with the call, anything else with Twilio's 404 (code 20404).
+/// Every request is recorded.
+struct FakeTwilio {
+    base: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl FakeTwilio {
+    async fn start() -> Self {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let app = Router::new().fallback(answer).with_state(Arc::clone(&seen));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Self {
+            base: format!("http://{addr}"),
+            seen,
+        }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+async fn answer(
+    State(seen): State<Arc<Mutex<Vec<Seen>>>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let request = Seen {
+        method,
+        path: uri.path().to_string(),
+        headers,
+        body,
+    };
+    let calls = format!("/2010-04-01/Accounts/{ACCOUNT}/Calls.json");
+    let call = format!("/2010-04-01/Accounts/{ACCOUNT}/Calls/{CALL_SID}.json");
+    let reply = if request.method != Method::POST {
+        not_found()
+    } else if request.path == calls {
+        (
+            StatusCode::CREATED,
+            json!({"sid": CALL_SID, "account_sid": ACCOUNT, "status": "queued"}),
+        )
+    } else if request.path == call {
+        (
+            StatusCode::OK,
+            json!({"sid": CALL_SID, "account_sid": ACCOUNT, "status": "in-progress"}),
+        )
+    } else {
+        not_found()
+    };
+    seen.lock().unwrap().push(request);
+    (reply.0, axum::Json(reply.1)).into_response()
+}
+
+fn not_found() -> (StatusCode, Value) {
+    (
+        StatusCode::NOT_FOUND,
+        json!({"code": 20404, "message": "The requested resource was not found", "status": 404}),
+    )
+}
+
+// ------------------------------------------------------------ TwiML and signatures
+
+fn xml_unescape(text: &str) -> String {
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&amp;", "&")
+}
+
+/// The value of `attribute` on the first `<element …>` of `xml`.
+fn attribute(xml: &str, element: &str, attribute: &str) -> Option<String> {
+    let start = xml.find(&format!("<{element} "))?;
+    let tag = &xml[start..start + xml[start..].find('>')?];
+    let key = format!(" {attribute}=\"");
+    let from = tag.find(&key)? + key.len();
+    let len = tag[from..].find('"')?;
+    Some(xml_unescape(&tag[from..from + len]))
+}
+
+/// Every `<Parameter name=… value=…/>` of a `<Stream>`, as Twilio sends them in
+/// `start.customParameters`.
+fn stream_parameters(twiml: &str) -> Vec<(String, String)> {
+    twiml
+        .match_indices("<Parameter ")
+        .filter_map(|(at, _)| {
+            let tag = &twiml[at..];
+            Some((
+                attribute(tag, "Parameter", "name")?,
+                attribute(tag, "Parameter", "value")?,
+            ))
+        })
+        .collect()
+}
+
+/// `X-Twilio-Signature`: base64 HMAC-SHA1, keyed by the auth token, of the URL
+/// followed by each parameter's name and value, sorted by name.
+fn twilio_signature(url: &str, fields: &[(&str, &str)]) -> String {
+    let mut sorted = fields.to_vec();
+    sorted.sort();
+    let mut signing = url.to_string();
+    for (name, value) in sorted {
+        signing.push_str(name);
+        signing.push_str(value);
+    }
+    let mut mac = <Hmac<Sha1> as KeyInit>::new_from_slice(TOKEN.as_bytes()).unwrap();
+    mac.update(signing.as_bytes());
+    STANDARD.encode(mac.finalize().into_bytes())
+}
+
+/// Posts a signed Twilio form callback; returns the status and body.
+async fn post_signed(app: &TestApp, url: &str, fields: &[(&str, &str)]) -> (u16, String) {
+    let body = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(fields.iter().copied())
+        .finish();
+    let response = app
+        .http
+        .post(url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("x-twilio-signature", twilio_signature(url, fields))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
+// ------------------------------------------------------------ the app side
+
+async fn detail(app: &TestApp, ws: &Workspace, id: &str) -> Value {
+    app.get(&ws.key, &format!("/api/calls/{id}"))
+        .await
+        .expect(200)
+        .body
+}
+
+/// A workspace on Twilio: its credential (pointing at the fake) stored the way
+/// the admin CLI does, and a Twilio caller ID as its default number.
+async fn twilio_workspace(app: &TestApp, fake: &FakeTwilio) -> Workspace {
+    let ws = app.calling_workspace("Twilio transfers", 2).await;
+    voxline::admin::ops::add_number(
+        app.store(),
+        ws.org_id,
+        OUR_NUMBER,
+        "twilio",
+        true,
+        None,
+        app.now(),
+    )
+    .await
+    .expect("twilio number");
+    let credential = json!({"accountSid": ACCOUNT, "authToken": TOKEN, "baseUrl": fake.base});
+    app.admin_ok(&[
+        "credential",
+        "set",
+        "--org",
+        &ws.org_id.to_string(),
+        "--kind",
+        "twilio",
+        "--json",
+        &credential.to_string(),
+    ])
+    .await;
+    ws
+}
+
+#[tokio::test]
+async fn a_sim_callee_asking_for_a_person_is_transferred_through_twilio() {
+    let fake = FakeTwilio::start().await;
+    let app = TestApp::spawn().await;
+    let ws = twilio_workspace(&app, &fake).await;
+    let agent = app
+        .create_agent(
+            &ws.key,
+            json!({
+                "name": "Front desk",
+                "welcomeMessage": "Hi, this is Voxline.",
+                "prompt": "Help the caller; connect them with the front desk when they ask for a person.",
+                "telephonyProvider": "twilio",
+                "llmProvider": "sim",
+                "asrProvider": "sim",
+                "ttsProvider": "sim",
+                "tools": [{"type": "transferCall", "destinations": [{
+                    "number": FRONT_DESK,
+                    "description": "the front desk",
+                    "message": "Let me connect you with the front desk.",
+                }]}],
+            }),
+        )
+        .await;
+    let agent_id = agent["id"].as_str().expect("agent id");
+    let placed = app
+        .post(
+            &ws.key,
+            "/api/calls",
+            json!({"agentId": agent_id, "to": CALLEE, "variables": {"simScript": SCRIPT}}),
+        )
+        .await
+        .expect(201);
+    let id = placed.body["callId"].as_str().expect("callId").to_string();
+
+    // Twilio accepts the create.
+    let create = eventually(
+        Duration::from_secs(15),
+        "the create-call request",
+        || async { fake.seen().into_iter().next() },
+    )
+    .await;
+    assert_eq!(create.method, Method::POST);
+    assert_eq!(
+        create.path,
+        format!("/2010-04-01/Accounts/{ACCOUNT}/Calls.json")
+    );
+    let basic = format!("Basic {}", STANDARD.encode(format!("{ACCOUNT}:{TOKEN}")));
+    assert_eq!(create.authorization(), basic);
+    let form = create.form();
+    assert_eq!(form["To"], CALLEE);
+    assert_eq!(form["From"], OUR_NUMBER);
+    let twiml = &form["Twiml"];
+    let media_url = attribute(twiml, "Stream", "url").unwrap_or_else(|| panic!("{twiml}"));
+    assert!(media_url.ends_with("/media/twilio"), "{media_url}");
+    let params = stream_parameters(twiml);
+    assert!(params.iter().any(|(k, _)| k == "token"), "{twiml}");
+
+    // The callee answers: Twilio opens the stream with the TwiML's parameters.
+    let callee = tokio::spawn(SimCallee::run(
+        media_url,
+        params,
+        SCRIPT
+            .iter()
+            .map(|line| ScriptStep::Say((*line).to_string()))
+            .collect(),
+        CalleeBehaviour::Human,
+        CalleeOptions {
+            call_sid: CALL_SID.into(),
+            account_sid: ACCOUNT.into(),
+            max_call: Duration::from_secs(90),
+            ..CalleeOptions::default()
+        },
+    ));
+
+    // The transfer: the live call's TwiML becomes a <Dial> to the front desk.
+    let update = eventually(Duration::from_secs(60), "the transfer update", || async {
+        fake.seen().into_iter().find(|r| {
+            r.path == format!("/2010-04-01/Accounts/{ACCOUNT}/Calls/{CALL_SID}.json")
+                && r.form().contains_key("Twiml")
+        })
+    })
+    .await;
+    assert_eq!(update.method, Method::POST);
+    assert_eq!(update.authorization(), basic);
+    let dial = &update.form()["Twiml"];
+    assert!(
+        dial.contains(&format!("<Number>{FRONT_DESK}</Number>")),
+        "{dial}"
+    );
+    assert_eq!(
+        attribute(dial, "Dial", "callerId").as_deref(),
+        Some(OUR_NUMBER),
+        "{dial}"
+    );
+    let action = attribute(dial, "Dial", "action").unwrap_or_else(|| panic!("{dial}"));
+    assert_eq!(
+        action,
+        format!("{}/carrier/twilio/transfer-status/{id}", app.base),
+        "{dial}"
+    );
+
+    // The call ends transferred and the callee's stream is closed by us.
+    let call = eventually(Duration::from_secs(30), "the call to end", || async {
+        let call = detail(&app, &ws, &id).await;
+        (call["endedReason"] != Value::Null).then_some(call)
+    })
+    .await;
+    assert_eq!(call["rawStatus"], "completed", "{call}");
+    assert_eq!(call["endedReason"], "transferred", "{call}");
+    assert_eq!(call["provider"], "twilio", "{call}");
+    assert_eq!(call["transferredTo"], FRONT_DESK, "{call}");
+    assert!(call["transferredAt"].is_string(), "{call}");
+    let report = tokio::time::timeout(Duration::from_secs(30), callee)
+        .await
+        .expect("the callee's stream ends")
+        .expect("the callee ran");
+    assert!(report.connected, "{report:?}");
+    assert_eq!(report.lines_said, SCRIPT.len(), "{report:?}");
+    assert!(report.agent_hung_up, "{report:?}");
+
+    // The transcript: the callee's lines, and the agent turn that transferred.
+    let transcript = app
+        .get(&ws.key, &format!("/api/calls/{id}/transcript"))
+        .await
+        .expect(200)
+        .body;
+    let turns = transcript["turns"].as_array().expect("turns");
+    for line in SCRIPT {
+        assert!(
+            turns
+                .iter()
+                .any(|t| t["speaker"] == "user" && t["text"] == line),
+            "{transcript}"
+        );
+    }
+    let transferring: Vec<&Value> = turns
+        .iter()
+        .filter(|t| t["speaker"] == "assistant")
+        .flat_map(|t| t["toolCalls"].as_array().into_iter().flatten())
+        .filter(|c| c["name"] == "transfer_call")
+        .collect();
+    assert_eq!(transferring.len(), 1, "{transcript}");
+    assert_eq!(
+        transferring[0]["arguments"],
+        json!({"destination": FRONT_DESK}),
+        "{transcript}"
+    );
+    assert!(transferring[0]["error"].is_null(), "{transcript}");
+
+    // The person hangs up: Twilio reports the bridged leg to the Dial action.
+    let (status, body) = post_signed(
+        &app,
+        &action,
+        &[
+            ("AccountSid", ACCOUNT),
+            ("CallSid", CALL_SID),
+            ("CallStatus", "in-progress"),
+            ("Direction", "outbound-api"),
+            ("DialCallSid", DIAL_SID),
+            ("DialCallStatus", "completed"),
+            ("DialCallDuration", "42"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("<Hangup/>"), "{body}");
+    // Then the parent call completes.
+    let status_url = format!("{}/carrier/twilio/status/{id}", app.base);
+    let (status, body) = post_signed(
+        &app,
+        &status_url,
+        &[
+            ("AccountSid", ACCOUNT),
+            ("CallSid", CALL_SID),
+            ("CallStatus", "completed"),
+            ("CallDuration", "60"),
+            ("Direction", "outbound-api"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    let call = detail(&app, &ws, &id).await;
+    assert_eq!(call["transferStatus"], "completed", "{call}");
+    assert_eq!(call["transferDurationSeconds"], 42, "{call}");
+    assert_eq!(call["endedReason"], "transferred", "{call}");
+    assert_eq!(call["transferredTo"], FRONT_DESK, "{call}");
+
+    // The bridge was never hung up: Twilio saw the create and the transfer only.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let seen = fake.seen();
+    assert!(
+        seen.iter()
+            .all(|r| r.form().get("Status").map(String::as_str) != Some("completed")),
+        "a hang-up was sent: {seen:?}"
+    );
+    assert_eq!(seen.len(), 2, "create and transfer only: {seen:?}");
+    app.shutdown().await;
+}
