@@ -312,3 +312,35 @@ async fn the_per_call_limit_takes_tools_away() {
     assert_eq!(names, ["order_status", "end_call"]);
     assert_eq!(outcome.ended_reason, EndedReason::AgentHangup);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_barge_in_does_not_cancel_a_tool_that_has_begun() {
+    // The caller talks over the tool's message: the reply is cut, the tool runs to its end
+    // and is recorded, and the model hears its result with the caller's next words.
+    let script = vec![
+        say("What is the status of my order A-1234?"),
+        ScriptStep::Interrupt {
+            text: "Sorry, go on.".to_owned(),
+            after: Duration::from_millis(300),
+        },
+        say("Okay, bye!"),
+    ];
+    let mut service = ScriptedService::new(Ok(json!({"message": "It ships tomorrow"})), Ok(()));
+    Arc::get_mut(&mut service).unwrap().delay = Duration::from_secs(2);
+    let (outcome, report) = call(script, Arc::clone(&service), "Help with orders.").await;
+    assert!(report.clears >= 1, "the caller barged in: {report:?}");
+    assert_eq!(service.asked.lock().unwrap().len(), 1);
+    let record = outcome
+        .tool_calls
+        .iter()
+        .find(|c| c.name == "order_status")
+        .expect("the tool call is recorded");
+    assert_eq!(record.result, Some(json!({"message": "It ships tomorrow"})));
+    assert!(record.latency >= Duration::from_secs(2));
+    // Its turn was kept (what was heard of it) and the call went on to the goodbye.
+    assert_eq!(
+        outcome.transcript[record.turn_index].speaker,
+        Speaker::Assistant
+    );
+    assert_eq!(outcome.ended_reason, EndedReason::AgentHangup);
+}
