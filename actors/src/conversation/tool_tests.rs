@@ -20,6 +20,7 @@ struct ScriptedService {
     answer: Result<Value, ToolError>,
     delay: Duration,
     transfer: Result<(), ToolError>,
+    transfer_delay: Duration,
     asked: Mutex<Vec<(String, Value)>>,
     transfers: Mutex<Vec<String>>,
 }
@@ -30,6 +31,7 @@ impl ScriptedService {
             answer,
             delay: Duration::from_millis(300),
             transfer,
+            transfer_delay: Duration::ZERO,
             asked: Mutex::new(Vec::new()),
             transfers: Mutex::new(Vec::new()),
         })
@@ -49,6 +51,7 @@ impl ToolService for ScriptedService {
 
     async fn transfer(&self, number: &str) -> Result<(), ToolError> {
         self.transfers.lock().unwrap().push(number.to_owned());
+        tokio::time::sleep(self.transfer_delay).await;
         self.transfer.clone()
     }
 }
@@ -343,4 +346,16 @@ async fn a_barge_in_does_not_cancel_a_tool_that_has_begun() {
         Speaker::Assistant
     );
     assert_eq!(outcome.ended_reason, EndedReason::AgentHangup);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_stops_before_the_carrier_answers_the_transfer_is_the_transfer() {
+    // Carriers end the media stream as they bridge; the stop can overtake their answer.
+    let script = vec![say("Can I speak to a person please?"), ScriptStep::Hangup];
+    let mut service = ScriptedService::new(Ok(json!({})), Ok(()));
+    Arc::get_mut(&mut service).unwrap().transfer_delay = Duration::from_secs(3);
+    let (outcome, report) = call(script, Arc::clone(&service), "Be helpful.").await;
+    assert!(report.ended_cleanly, "{report:?}");
+    assert_eq!(outcome.ended_reason, EndedReason::Transferred);
+    assert_eq!(outcome.transfer.as_ref().map(|t| t.0.as_str()), Some(DESK));
 }

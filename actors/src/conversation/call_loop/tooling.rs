@@ -215,6 +215,12 @@ impl<T: MediaTransport> CallLoop<T> {
                     self.record_tool(&tool);
                     if tool.outcome.is_ok() {
                         self.transfer = Some((number, tool.at + tool.latency));
+                        // The carrier may end the stream before it answers the transfer
+                        // request (Twilio's `stop` can overtake its reply): that hang-up
+                        // is the transfer.
+                        if self.ended == Some(EndedReason::CallerHangup) {
+                            self.ended = Some(EndedReason::Transferred);
+                        }
                     }
                 }
                 Ok(None) | Err(_) => break,
