@@ -219,6 +219,11 @@ async fn call_list_rows_have_the_spec_shape_newest_first() {
         "campaignId": null,
         // Fixture calls ended before analysis existed: they have none.
         "analysis": null,
+        // Nor did their agents transfer anyone.
+        "transferredTo": null,
+        "transferredAt": null,
+        "transferStatus": null,
+        "transferDurationSeconds": null,
     });
     assert_eq!(asha, &expected);
 
@@ -520,9 +525,9 @@ async fn call_detail_transcript_and_turns() {
             "analysis": null,
             "transcriptText": "Hello Asha\nHi\nBye",
             "turns": [
-                {"speaker": "assistant", "text": "Hello Asha", "createdAt": "2026-03-15T05:50:04.000Z"},
-                {"speaker": "user", "text": "Hi", "createdAt": "2026-03-15T05:50:06.000Z"},
-                {"speaker": "assistant", "text": "Bye", "createdAt": "2026-03-15T05:51:00.000Z"},
+                {"speaker": "assistant", "text": "Hello Asha", "createdAt": "2026-03-15T05:50:04.000Z", "toolCalls": []},
+                {"speaker": "user", "text": "Hi", "createdAt": "2026-03-15T05:50:06.000Z", "toolCalls": []},
+                {"speaker": "assistant", "text": "Bye", "createdAt": "2026-03-15T05:51:00.000Z", "toolCalls": []},
             ]
         })
     );
