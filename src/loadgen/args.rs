@@ -80,6 +80,12 @@ pub struct LoadgenArgs {
     /// the control run, with the same data in the workspace and no analysis.
     #[arg(long, requires = "analysis_backlog")]
     pub hold_analysis_backlog: bool,
+    /// Give the load agent a `function` tool served by a loopback server that answers after
+    /// this many ms, and a script line that calls it (0: no tool). Without --script the default
+    /// script gains the line; a --script must have one ("What is the status of my order
+    /// A-1234?") for the tool to be called. The summary reports the tool's calls.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub tool_latency_ms: u64,
     /// Worker threads of the callee fleet (in-process). Two, so a thousand callees sending
     /// 50 frames a second each are not queued behind one another on one thread.
     #[arg(long, default_value_t = 2)]

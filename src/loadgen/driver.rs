@@ -7,10 +7,16 @@ use super::LoadgenOutput;
 use super::args::LoadgenArgs;
 use super::backlog::Backlog;
 use super::fleet::{Api, Fleet, PlaceMode, callee_number};
-use super::metrics::{self, CallObservation, StepMetrics, StepSummary, TurnBudget, UsageSample};
+use super::metrics::{
+    self, CallObservation, StepMetrics, StepSummary, ToolCallSeen, ToolsSummary, TurnBudget,
+    UsageSample,
+};
 use super::observation::{failure_of, fill_from_detail, fill_from_report};
 use super::procstat::ProcessProbe;
 use super::sweep::{self, SweepReport, SweepStep, Targets};
+use super::tools::{self, ToolServer};
+use crate::domain::CallId;
+use crate::store::Store;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::Value;
 use std::sync::Arc;
@@ -66,6 +72,41 @@ pub(super) struct LoadRun {
     pub(super) show_progress: bool,
     /// The seeded analysis backlog, released when the step starts (`--analysis-backlog`).
     pub(super) backlog: Option<Arc<Backlog>>,
+    /// The load function and where its calls are read (`--tool-latency-ms`).
+    pub(super) tools: Option<ToolRun>,
+}
+
+/// The function tool of a run (`--tool-latency-ms`).
+pub(super) struct ToolRun {
+    /// The loopback function server.
+    pub(super) server: Arc<ToolServer>,
+    /// Which spoken line asks for it; `None` when the script has none.
+    pub(super) line: Option<usize>,
+    /// The in-process server's store, where each call's tool calls are read after it ends.
+    pub(super) store: Option<Store>,
+}
+
+impl ToolRun {
+    /// The function's calls stored for `call_id`; `None` when they cannot be read.
+    async fn stored_calls(&self, call_id: &str) -> Option<Vec<ToolCallSeen>> {
+        let store = self.store.as_ref()?;
+        let id: CallId = call_id.parse().ok()?;
+        match store.tool_calls(id).await {
+            Ok(rows) => Some(
+                rows.iter()
+                    .filter(|row| row.name == tools::FUNCTION_NAME)
+                    .map(|row| ToolCallSeen {
+                        latency: Duration::from_millis(u64::try_from(row.latency_ms).unwrap_or(0)),
+                        failed: row.error.is_some(),
+                    })
+                    .collect(),
+            ),
+            Err(error) => {
+                tracing::warn!(%error, call = call_id, "reading the call's tool calls failed");
+                None
+            }
+        }
+    }
 }
 
 /// Counters the progress line and the usage sampler read while a step runs.
@@ -120,6 +161,7 @@ impl LoadRun {
         let (idle_cpu, idle_rss) = self.idle_baseline().await;
         let started = Instant::now();
         let deadline = started + self.duration;
+        let requests_before = self.tools.as_ref().map_or(0, |t| t.server.requests());
         let live = Arc::new(Live::default());
         let (observed_tx, mut observed_rx) = mpsc::unbounded_channel::<CallObservation>();
 
@@ -199,6 +241,13 @@ impl LoadRun {
             &self.usage_source,
         );
         summary.analysis = analysis;
+        summary.tools = self.tools.as_ref().map(|tools| {
+            ToolsSummary::new(
+                &metrics,
+                tools.server.latency(),
+                tools.server.requests().saturating_sub(requests_before),
+            )
+        });
         summary
     }
 
@@ -418,6 +467,15 @@ impl LoadRun {
         let detail = self.await_terminal(&call_id, settle).await;
         if let Some(report) = &report {
             fill_from_report(&mut call, report);
+        }
+        if let Some(tools) = &self.tools {
+            call.at_tool_line = match (tools.line, &report) {
+                (Some(line), Some(report)) => report.lines_said > line,
+                _ => false,
+            };
+            // Read once the call is terminal: the runner stores its tool calls before the
+            // call ends.
+            call.tool_calls = tools.stored_calls(&call_id).await;
         }
         if let Some(detail) = &detail {
             fill_from_detail(&mut call, detail, report.is_none());

@@ -236,9 +236,14 @@ impl Api {
             .await
     }
 
-    /// Creates the load agent (sim providers, a short greeting) and returns its id.
-    pub async fn create_agent(&self) -> Result<String, ApiFailure> {
-        let agent = self.post("/api/agents", &agent_body()).await?;
+    /// Creates the load agent (sim providers, a short greeting) with `tools` (none: the
+    /// implicit hang-up only) and returns its id.
+    pub async fn create_agent(&self, tools: &[Value]) -> Result<String, ApiFailure> {
+        let mut body = agent_body();
+        if !tools.is_empty() {
+            body["tools"] = Value::Array(tools.to_vec());
+        }
+        let agent = self.post("/api/agents", &body).await?;
         agent["id"]
             .as_str()
             .map(str::to_owned)

@@ -129,6 +129,20 @@ pub struct CallObservation {
     pub max_jitter: Duration,
     /// Why the call failed, if it did.
     pub failure: Option<String>,
+    /// The callee said the line that asks for the load function (`--tool-latency-ms`).
+    pub at_tool_line: bool,
+    /// The load function's calls as the server stored them; `None` when not read (no
+    /// `--tool-latency-ms`, or a `--target` server whose store the loadgen cannot see).
+    pub tool_calls: Option<Vec<ToolCallSeen>>,
+}
+
+/// One stored call of the load function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolCallSeen {
+    /// From the call to its result, as the server measured it.
+    pub latency: Duration,
+    /// It ended in an error.
+    pub failed: bool,
 }
 
 /// Running totals of one step, merged from every call.
@@ -160,6 +174,18 @@ pub struct StepMetrics {
     jitter_calls: u64,
     /// Largest jitter seen.
     pub max_jitter: Duration,
+    /// Calls whose callee said the function's line.
+    pub at_tool_line: u64,
+    /// Calls whose stored tool calls were read.
+    pub tool_calls_read: u64,
+    /// The load function's stored calls.
+    pub tool_calls: u64,
+    /// Of those, ended in an error.
+    pub tool_errors: u64,
+    /// Their latency.
+    pub tool_latency: LatencyHistogram,
+    /// The smallest of them (the histogram rounds).
+    pub tool_latency_min: Option<Duration>,
 }
 
 impl StepMetrics {
@@ -189,6 +215,19 @@ impl StepMetrics {
             self.jitter_calls += 1;
         }
         self.max_jitter = self.max_jitter.max(call.max_jitter);
+        self.at_tool_line += u64::from(call.at_tool_line);
+        if let Some(tool_calls) = &call.tool_calls {
+            self.tool_calls_read += 1;
+            for tool_call in tool_calls {
+                self.tool_calls += 1;
+                self.tool_errors += u64::from(tool_call.failed);
+                self.tool_latency.record(tool_call.latency);
+                self.tool_latency_min = Some(
+                    self.tool_latency_min
+                        .map_or(tool_call.latency, |min| min.min(tool_call.latency)),
+                );
+            }
+        }
     }
 
     /// Calls that failed.
@@ -347,6 +386,47 @@ pub struct StepSummary {
     /// How the seeded analysis backlog drained (`--analysis-backlog`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisDrain>,
+    /// The load function's requests and stored calls (`--tool-latency-ms`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<ToolsSummary>,
+}
+
+/// The in-call function tool during a step (`--tool-latency-ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsSummary {
+    /// The function server's delay before each answer.
+    pub server_delay_ms: u64,
+    /// POSTs the function server received during the step.
+    pub function_requests: u64,
+    /// Calls whose callee said the line that asks for the function.
+    pub calls_at_tool_line: u64,
+    /// Calls whose stored tool calls were read (0 with `--target`: its store is not ours).
+    pub calls_read: u64,
+    /// The function's calls the server stored for those calls.
+    pub tool_calls: u64,
+    /// Of those, ended in an error (timeout, refused, bad answer).
+    pub tool_errors: u64,
+    /// Their latency as the server stored it (`latency_ms`): request to result.
+    pub latency: Option<Percentiles>,
+    /// The smallest stored latency, exact.
+    pub min_latency_ms: Option<f64>,
+}
+
+impl ToolsSummary {
+    /// The step's tool figures; `function_requests` counted by the function server.
+    pub fn new(metrics: &StepMetrics, server_delay: Duration, function_requests: u64) -> Self {
+        Self {
+            server_delay_ms: u64::try_from(server_delay.as_millis()).unwrap_or(u64::MAX),
+            function_requests,
+            calls_at_tool_line: metrics.at_tool_line,
+            calls_read: metrics.tool_calls_read,
+            tool_calls: metrics.tool_calls,
+            tool_errors: metrics.tool_errors,
+            latency: metrics.tool_latency.percentiles(),
+            min_latency_ms: metrics.tool_latency_min.map(|d| d.as_secs_f64() * 1000.0),
+        }
+    }
 }
 
 impl StepSummary {
@@ -387,6 +467,7 @@ impl StepSummary {
             usage,
             usage_source: usage_source.to_owned(),
             analysis: None,
+            tools: None,
         }
     }
 }

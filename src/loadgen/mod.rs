@@ -5,7 +5,8 @@
 //! This file is the command's entry and its output; `args` holds the options, `setup` what a
 //! run goes against, `driver` the steps and the sweep, `observation` how one call is judged,
 //! `report` the human-readable summary, `backlog` the post-call analysis backlog seeded
-//! and drained alongside the run (`--analysis-backlog`).
+//! and drained alongside the run (`--analysis-backlog`), `tools` the function server and
+//! function tool of `--tool-latency-ms`.
 
 pub mod fleet;
 pub mod metrics;
@@ -18,6 +19,7 @@ mod driver;
 mod observation;
 mod report;
 mod setup;
+mod tools;
 
 pub use args::LoadgenArgs;
 pub use setup::run_with_fleet_runtime;

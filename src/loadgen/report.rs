@@ -70,6 +70,21 @@ fn print_step(step: &StepSummary) {
         ),
         None => println!("  server usage: - [{}]", step.usage_source),
     }
+    if let Some(t) = &step.tools {
+        println!(
+            "  function tool (answers after {} ms): {} requests received, {} calls at its line",
+            t.server_delay_ms, t.function_requests, t.calls_at_tool_line
+        );
+        if t.calls_read > 0 {
+            println!(
+                "  tool calls stored for {} calls: {}, errors {}",
+                t.calls_read, t.tool_calls, t.tool_errors
+            );
+            latency("tool latency (server)", &t.latency);
+        } else {
+            println!("  tool calls stored: - (the --target server's store is not read)");
+        }
+    }
     if let Some(a) = &step.analysis {
         let drained = match a.seconds_to_drain {
             _ if a.held => "held from the worker (control run)".to_owned(),

@@ -6,10 +6,11 @@
 use super::LoadgenOutput;
 use super::args::LoadgenArgs;
 use super::backlog::{self, Backlog};
-use super::driver::{LoadRun, drive};
+use super::driver::{LoadRun, ToolRun, drive};
 use super::fleet::{self, Api, Fleet};
 use super::metrics::TurnBudget;
 use super::procstat::ProcessProbe;
+use super::tools::{self, ToolServer};
 use crate::access::api_key::GeneratedKey;
 use crate::admin::ops;
 use crate::app::config::{Settings, SimSettings};
@@ -47,13 +48,40 @@ pub async fn run_with_fleet_runtime(
             "--analysis-backlog measures one run; it cannot be used with --sweep"
         );
     }
-    let variables = match &args.script {
+    anyhow::ensure!(
+        args.tool_latency_ms == 0 || args.agent.is_none(),
+        "--tool-latency-ms gives the created load agent its function tool; it cannot be used with --agent"
+    );
+    let script = match &args.script {
         Some(script) => {
-            let script: Value = serde_json::from_str(script).context("--script is not JSON")?;
-            voxline_actors::callee::parse_sim_script(&script).context("--script")?;
-            serde_json::json!({ "simScript": script })
+            Some(serde_json::from_str::<Value>(script).context("--script is not JSON")?)
         }
-        None => serde_json::json!({}),
+        // The default script has no line that calls a function: the tool run gets one.
+        None if args.tool_latency_ms > 0 => Some(tools::default_script()),
+        None => None,
+    };
+    let (variables, tool_line) = match &script {
+        Some(script) => {
+            let steps = voxline_actors::callee::parse_sim_script(script).context("--script")?;
+            (
+                serde_json::json!({ "simScript": script }),
+                tools::tool_line_index(&steps),
+            )
+        }
+        None => (serde_json::json!({}), None),
+    };
+    let tool_server = if args.tool_latency_ms > 0 {
+        if tool_line.is_none() {
+            tracing::warn!(
+                "--script has no line that asks for the order status: the function tool will not be called"
+            );
+        }
+        let server = ToolServer::start(Duration::from_millis(args.tool_latency_ms), fleet_runtime)
+            .await
+            .context("starting the function server")?;
+        Some(Arc::new(server))
+    } else {
+        None
     };
     let budget = TurnBudget {
         endpointing_ms: u64::from(EndpointerConfig::default().end_silence_ms),
@@ -114,10 +142,24 @@ pub async fn run_with_fleet_runtime(
     };
     let agent_id = match &args.agent {
         Some(agent) => agent.clone(),
-        None => api
-            .create_agent()
-            .await
-            .context("creating the load agent")?,
+        None => {
+            let agent_tools: Vec<Value> = tool_server
+                .iter()
+                .map(|server| tools::function_tool(server.url()))
+                .collect();
+            api.create_agent(&agent_tools).await.context(if agent_tools.is_empty() {
+                "creating the load agent"
+            } else {
+                // A --target server refuses a loopback function URL unless allow-listed.
+                "creating the load agent with its function tool (a --target server must allow-list 127.0.0.1 in webhook_allow_hosts)"
+            })?
+        }
+    };
+    // The function's stored calls are read straight from the in-process server's store;
+    // a --target server's store is not the loadgen's to read.
+    let tool_store = match (&tool_server, &server) {
+        (Some(_), Some(server)) => Some(server.state().store.clone()),
+        _ => None,
     };
     let backlog = match (&server, org) {
         (Some(server), Some(org)) if args.analysis_backlog > 0 => Some(Arc::new(
@@ -146,6 +188,11 @@ pub async fn run_with_fleet_runtime(
         duration: Duration::from_secs(args.duration),
         show_progress: true,
         backlog,
+        tools: tool_server.map(|server| ToolRun {
+            server,
+            line: tool_line,
+            store: tool_store,
+        }),
     });
     let driver = {
         let run = Arc::clone(&run);
@@ -234,6 +281,16 @@ async fn start_in_process(
     );
     let mut carriers: HashMap<String, Arc<dyn Carrier>> = HashMap::new();
     carriers.insert("sim".into(), sim);
+    // The loadgen's function server listens on loopback, which the egress guard refuses
+    // unless allow-listed.
+    if args.tool_latency_ms > 0
+        && !settings
+            .webhook_allow_hosts
+            .iter()
+            .any(|h| h == "127.0.0.1")
+    {
+        settings.webhook_allow_hosts.push("127.0.0.1".to_owned());
+    }
     let server = Server::start_with_carriers(settings, Arc::new(SystemClock), carriers).await?;
     let store = &server.state().store;
     let now = chrono::Utc::now();

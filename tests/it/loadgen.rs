@@ -91,3 +91,50 @@ fn loadgen_drains_a_seeded_analysis_backlog_and_reports_it() {
         "{summary:#}"
     );
 }
+
+#[test]
+fn loadgen_calls_a_slow_function_tool_once_per_call_and_reports_it() {
+    let output = Command::new(VOXLINE_BIN)
+        .args([
+            "loadgen",
+            "--calls",
+            "5",
+            "--concurrency",
+            "5",
+            "--duration",
+            "60",
+            "--sim-answer-ms",
+            "100",
+            "--tool-latency-ms",
+            "50",
+            "--json",
+        ])
+        .env_remove("VOXLINE_API_KEY")
+        .output()
+        .expect("the voxline binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "loadgen failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: Value = serde_json::from_str(&stdout).expect("stdout is the JSON summary");
+    assert_eq!(summary["failed"], 0, "{summary:#}");
+    assert_eq!(summary["answered"], 5, "{summary:#}");
+    let tools = &summary["tools"];
+    assert_eq!(tools["serverDelayMs"], 50, "{summary:#}");
+    // Every call reached the order question, and each asked the function exactly once.
+    assert_eq!(tools["callsAtToolLine"], 5, "{summary:#}");
+    assert_eq!(tools["functionRequests"], 5, "{summary:#}");
+    assert_eq!(tools["callsRead"], 5, "{summary:#}");
+    assert_eq!(tools["toolCalls"], 5, "{summary:#}");
+    assert_eq!(tools["toolErrors"], 0, "{summary:#}");
+    assert_eq!(tools["latency"]["count"], 5, "{summary:#}");
+    assert!(
+        tools["minLatencyMs"].as_f64().unwrap_or(0.0) >= 50.0,
+        "{summary:#}"
+    );
+    assert_eq!(summary["frames"]["lateFrames"], 0, "{summary:#}");
+    // The greeting and the three lines of the default tool script were answered.
+    assert_eq!(summary["turnLatency"]["count"], 15, "{summary:#}");
+}
