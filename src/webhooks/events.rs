@@ -2,6 +2,7 @@
 //! `call.analyzed` and `rating.completed` carry, for the OpenAPI document's
 //! `webhooks` section. The bodies are built in [`super::delivery`].
 
+use crate::calls::tool_call_view::ToolCallView;
 use crate::postcall::analysis::view::AnalysisView;
 use serde::Serialize;
 use serde_json::Value;
@@ -17,6 +18,8 @@ pub struct EventTurn {
     pub text: String,
     /// When, ISO 8601.
     pub created_at: String,
+    /// The tools the agent called in this turn.
+    pub tool_calls: Vec<ToolCallView>,
 }
 
 /// `{overall}` once the call's scorecard is done.
@@ -81,6 +84,22 @@ pub struct CallCompletedEvent {
     /// Variables the call was placed with.
     #[schema(value_type = Object)]
     pub variables: Value,
+    /// Every tool the agent called, in order.
+    pub tool_calls: Vec<ToolCallView>,
+    /// The calendar booking: `booked`, `failed`, or null when none was tried.
+    pub calendar_status: Option<String>,
+    /// The booked event's page.
+    pub calendar_event_url: Option<String>,
+    /// Why the booking failed.
+    pub calendar_error: Option<String>,
+    /// Where the agent transferred the callee.
+    pub transferred_to: Option<String>,
+    /// When, ISO 8601.
+    pub transferred_at: Option<String>,
+    /// What the carrier reported about the bridged leg, when it has.
+    pub transfer_status: Option<String>,
+    /// How long the bridged leg lasted.
+    pub transfer_duration_seconds: Option<i64>,
 }
 
 /// The scorecard in a `rating.completed` event.
