@@ -212,10 +212,7 @@ impl Server {
                 }
             }
         });
-        let webhook_http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .context("building the webhook client")?;
+        let webhook_http = crate::egress::GuardedClient::new(settings.webhook_allow_hosts.clone());
         spawn_every(&tasks, settings.dispatch_interval, &stop, {
             let state = state.clone();
             move || {

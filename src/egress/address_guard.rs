@@ -5,6 +5,7 @@
 
 use reqwest::Url;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why a URL may not be reached.
@@ -175,6 +176,81 @@ pub async fn guarded_client(
         .map_err(|e| EgressError::Client(e.to_string()))
 }
 
+/// One HTTP client for every guarded request, so TLS roots are loaded once
+/// (building a client per request reads the whole system certificate store,
+/// which at a few hundred function calls a second starves the call loops).
+///
+/// Its resolver is the guard: a name that resolves into an internal network
+/// fails to connect unless allow-listed, and the connection goes only to the
+/// addresses the resolver checked, so DNS cannot answer differently between
+/// the check and the connect. IP literals, which are never resolved, are
+/// checked by [`GuardedClient::post`] before the request is built. No proxy
+/// (it would resolve the name itself) and no redirects (they would leave the
+/// checked host).
+#[derive(Clone)]
+pub struct GuardedClient {
+    client: Result<reqwest::Client, String>,
+    allow_hosts: Arc<[String]>,
+}
+
+impl GuardedClient {
+    /// A client that lets `allow_hosts` through even when they resolve to
+    /// internal addresses.
+    pub fn new(allow_hosts: Vec<String>) -> Self {
+        let allow_hosts: Arc<[String]> = allow_hosts
+            .into_iter()
+            .map(|h| h.to_ascii_lowercase())
+            .collect();
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(Arc::new(GuardedResolver {
+                allow_hosts: Arc::clone(&allow_hosts),
+            }))
+            .build()
+            .map_err(|e| e.to_string());
+        Self {
+            client,
+            allow_hosts,
+        }
+    }
+
+    /// Checks `url` (scheme, host, the addresses it resolves to now, for a
+    /// clear refusal) and starts a POST to it; the connection checks again.
+    pub async fn post(&self, url: &Url) -> Result<reqwest::RequestBuilder, EgressError> {
+        check_address(url, &self.allow_hosts).await?;
+        let client = self
+            .client
+            .as_ref()
+            .map_err(|e| EgressError::Client(e.clone()))?;
+        Ok(client.post(url.clone()))
+    }
+}
+
+/// The resolver behind [`GuardedClient`]: the system's answer, refused when
+/// any address is internal and the host is not allow-listed.
+struct GuardedResolver {
+    allow_hosts: Arc<[String]>,
+}
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let allow_hosts = Arc::clone(&self.allow_hosts);
+        let host = name.as_str().to_ascii_lowercase();
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            if !allow_hosts.contains(&host)
+                && let Some(bad) = addrs.iter().find(|a| is_internal(a.ip()))
+            {
+                let refused = EgressError::Refused(format!("{host} resolves to {}", bad.ip()));
+                return Err(Box::new(refused) as Box<dyn std::error::Error + Send + Sync>);
+            }
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,5 +351,27 @@ mod tests {
                 .await
                 .is_ok()
         );
+    }
+
+    #[tokio::test]
+    async fn the_shared_clients_resolver_refuses_internal_names_at_connect_time() {
+        use reqwest::dns::Resolve;
+        use std::str::FromStr;
+        let guard = GuardedResolver {
+            allow_hosts: Arc::from(Vec::<String>::new()),
+        };
+        let name = reqwest::dns::Name::from_str("localhost").unwrap();
+        let refused = guard.resolve(name).await.err().unwrap();
+        assert!(
+            refused.to_string().contains("localhost resolves to"),
+            "{refused}"
+        );
+        let allowed = GuardedResolver {
+            allow_hosts: Arc::from(vec!["localhost".to_owned()]),
+        };
+        let name = reqwest::dns::Name::from_str("localhost").unwrap();
+        let addrs: Vec<SocketAddr> = allowed.resolve(name).await.unwrap().collect();
+        assert!(addrs.iter().all(|a| a.ip().is_loopback()), "{addrs:?}");
+        assert!(!addrs.is_empty());
     }
 }

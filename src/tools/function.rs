@@ -17,9 +17,10 @@ use std::time::Duration;
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 
 /// Calls function tools on behalf of calls.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone)]
 pub struct FunctionCaller {
-    allow_hosts: Vec<String>,
+    /// One guarded client for every call (TLS roots loaded once).
+    http: egress::GuardedClient,
 }
 
 /// One function call: where, how long, the signing secret and what to send.
@@ -83,7 +84,9 @@ impl FunctionCaller {
     /// A caller that lets `allow_hosts` (the `webhook_allow_hosts` setting)
     /// through even when they resolve to private addresses.
     pub fn new(allow_hosts: Vec<String>) -> Self {
-        Self { allow_hosts }
+        Self {
+            http: egress::GuardedClient::new(allow_hosts),
+        }
     }
 
     /// Calls the function and returns its answer: the JSON it sent, or
@@ -98,8 +101,6 @@ impl FunctionCaller {
 
     async fn send(&self, call: &FunctionCall<'_>) -> Result<Value, FunctionError> {
         let url = Url::parse(call.url).map_err(|e| FunctionError::BadUrl(e.to_string()))?;
-        // A client per call: it connects only to the addresses just checked.
-        let http = egress::guarded_client(&url, &self.allow_hosts, call.timeout).await?;
         let body = json!({
             "callId": call.call_id,
             "toolCallId": call.tool_call_id,
@@ -111,8 +112,11 @@ impl FunctionCaller {
         .into_bytes();
         // Wall-clock seconds, as for webhooks: receivers compare them with theirs.
         let timestamp = chrono::Utc::now().timestamp();
-        let response = http
-            .post(url)
+        let response = self
+            .http
+            .post(&url)
+            .await?
+            .timeout(call.timeout)
             .header("content-type", "application/json")
             .header("x-service-timestamp", timestamp.to_string())
             .header(

@@ -7,7 +7,7 @@ use crate::app::state::AppState;
 use crate::calls::recording_link::recording_link;
 use crate::calls::tool_call_view::ToolCallView;
 use crate::domain::CallId;
-use crate::egress::{self, EgressError};
+use crate::egress::{EgressError, GuardedClient};
 use crate::postcall::analysis::view::{AnalysisView, merged_extracted};
 use crate::store::webhook_outbox::DueDelivery;
 use chrono::{DateTime, Utc};
@@ -201,15 +201,20 @@ pub async fn call_completed_body(
     }))
 }
 
-/// Sends one delivery, on a client pinned to the addresses just checked.
-async fn attempt(state: &AppState, d: &DueDelivery) -> Result<(), DeliveryError> {
+/// Sends one delivery through the guarded client (only checked addresses are
+/// connected to).
+async fn attempt(
+    state: &AppState,
+    http: &GuardedClient,
+    d: &DueDelivery,
+) -> Result<(), DeliveryError> {
     let url = reqwest::Url::parse(&d.url).map_err(|e| DeliveryError::BadUrl(e.to_string()))?;
-    let http = egress::guarded_client(&url, &state.settings.webhook_allow_hosts, TIMEOUT).await?;
+    let request = http.post(&url).await?;
     let body = serde_json::to_vec(&delivery_body(state, d).await?)
         .map_err(|e| DeliveryError::Request(e.to_string()))?;
     let timestamp = state.clock.now().timestamp();
-    let response = http
-        .post(url)
+    let response = request
+        .timeout(TIMEOUT)
         .header("content-type", "application/json")
         .header("x-service-event", &d.event)
         .header("x-service-delivery", d.id.to_string())
@@ -230,19 +235,13 @@ async fn attempt(state: &AppState, d: &DueDelivery) -> Result<(), DeliveryError>
     }
 }
 
-/// One pass over the due deliveries; returns how many were attempted.
-///
-/// `_http` is no longer used: each delivery gets its own client, pinned to
-/// the addresses its URL was checked against (a shared client would resolve
-/// the name again). The parameter stays so callers keep compiling.
-pub async fn deliver_due(
-    state: &AppState,
-    _http: &reqwest::Client,
-) -> Result<usize, DeliveryError> {
+/// One pass over the due deliveries, through `http` (a [`GuardedClient`] with
+/// the server's allow-list); returns how many were attempted.
+pub async fn deliver_due(state: &AppState, http: &GuardedClient) -> Result<usize, DeliveryError> {
     let now = state.clock.now().timestamp_millis();
     let due = state.store.due_deliveries(now, BATCH).await?;
     let attempts = due.iter().map(|d| async move {
-        let result = attempt(state, d).await;
+        let result = attempt(state, http, d).await;
         let now = state.clock.now().timestamp_millis();
         let recorded = match &result {
             Ok(()) => state.store.delivery_succeeded(d.id, now).await,
