@@ -153,6 +153,8 @@ pub fn conversation_config(
         sim_script,
         sim_questions: spec.analysis_plan().questions(),
         recording_path,
+        max_tokens: Some(spec.max_tokens),
+        temperature: spec.temperature,
         ..ConversationConfig::default()
     }
 }

@@ -325,6 +325,13 @@ pub struct AgentSpec {
     /// What the agent can do during the call; none means only hanging up (`endCall`).
     #[serde(default)]
     pub tools: Vec<AgentTool>,
+    /// The most tokens the model may generate in one reply (1–4096, default 150: a spoken
+    /// turn, so a slow or chatty model cannot talk for minutes).
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+    /// Sampling temperature (0–2); the model server's default when absent.
+    #[serde(default)]
+    pub temperature: Option<f32>,
     /// How many tool calls the model may make per reply and per call.
     #[serde(default)]
     pub tool_limits: ToolLimits,
@@ -422,6 +429,13 @@ fn within(field: &'static str, value: i64, min: i64, max: i64) -> Result<(), Age
     }
 }
 
+/// Tokens a reply may use unless the agent says otherwise: about a minute of speech at most.
+pub const DEFAULT_MAX_TOKENS: u32 = 150;
+
+fn default_max_tokens() -> u32 {
+    DEFAULT_MAX_TOKENS
+}
+
 /// Default bundled rate: ₹6 a minute.
 pub const DEFAULT_RATE_PAISE: i64 = 600;
 
@@ -470,6 +484,8 @@ impl AgentSpec {
             announcement: AnnouncementConfig::default(),
             per_minute_rate_paise: DEFAULT_RATE_PAISE,
             tools: Vec::new(),
+            max_tokens: DEFAULT_MAX_TOKENS,
+            temperature: None,
             tool_limits: ToolLimits::default(),
         }
     }
@@ -532,6 +548,16 @@ impl AgentSpec {
             return Err(E::TooLong {
                 field: "prompt",
                 max: 100_000,
+            });
+        }
+        within("maxTokens", i64::from(self.max_tokens), 1, 4_096)?;
+        if let Some(temperature) = self.temperature
+            && !(0.0..=2.0).contains(&temperature)
+        {
+            return Err(E::OutOfRange {
+                field: "temperature",
+                min: 0,
+                max: 2,
             });
         }
         let policy = &self.retry_policy;
@@ -734,6 +760,11 @@ pub struct AgentInput {
     pub tools: Option<Vec<AgentTool>>,
     /// See [`AgentSpec::tool_limits`]; fields left out take their defaults.
     pub tool_limits: Option<ToolLimits>,
+    /// See [`AgentSpec::max_tokens`].
+    pub max_tokens: Option<u32>,
+    /// See [`AgentSpec::temperature`]; null returns to the server's default.
+    #[serde(default, deserialize_with = "present")]
+    pub temperature: Option<Option<f32>>,
 }
 
 /// Distinguishes an explicit `null` (Some(None)) from an absent field (None).
@@ -793,7 +824,9 @@ impl AgentInput {
             keypad,
             announcement,
             per_minute_rate_paise,
-            tool_limits
+            tool_limits,
+            max_tokens,
+            temperature
         );
         let given_fields = match &analysis {
             Some(Some(plan)) => {

@@ -252,6 +252,8 @@ async fn chat(
         history: history[context_start..].to_vec(),
         tools: vec![ToolSpec::end_call()],
         sim_script: Vec::new().into(),
+        max_tokens: Some(spec.max_tokens),
+        temperature: spec.temperature,
         ..LlmRequest::default()
     };
     let reply = collect_reply(chosen.llm.as_ref(), request)

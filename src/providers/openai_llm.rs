@@ -126,6 +126,9 @@ impl OpenAiLlm {
         if let Some(max_tokens) = request.max_tokens {
             body["max_tokens"] = json!(max_tokens);
         }
+        if let Some(temperature) = request.temperature {
+            body["temperature"] = json!(temperature);
+        }
         if !request.tools.is_empty() {
             let tools: Vec<Value> = request
                 .tools
@@ -781,6 +784,19 @@ mod tests {
             max_tokens,
             ..LlmRequest::default()
         }
+    }
+
+    #[test]
+    fn a_live_turn_sends_the_agents_token_cap_and_temperature() {
+        let llm = client("http://body.test/v1");
+        let mut request = json_request(ResponseFormat::Text, Some(150));
+        request.temperature = Some(0.3);
+        let body = llm.body(&request);
+        assert_eq!(body["max_tokens"], json!(150));
+        assert!((body["temperature"].as_f64().unwrap() - 0.3).abs() < 1e-6);
+        assert!(body.get("response_format").is_none());
+        request.temperature = None;
+        assert!(llm.body(&request).get("temperature").is_none());
     }
 
     #[test]

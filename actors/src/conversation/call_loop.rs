@@ -156,6 +156,9 @@ struct CallLoop<T> {
     observer: Arc<dyn ConversationObserver>,
     tools: CallTools,
     tool_drain_timeout: Duration,
+    max_tokens: Option<u32>,
+    temperature: Option<f32>,
+    max_reply_sentences: usize,
 
     // Media.
     transport: T,
@@ -269,6 +272,9 @@ impl<T: MediaTransport> CallLoop<T> {
             observer,
             tools: config.tools,
             tool_drain_timeout: config.tool_drain_timeout,
+            max_tokens: config.max_tokens,
+            temperature: config.temperature,
+            max_reply_sentences: config.max_reply_sentences,
             transport,
             codec,
             started,

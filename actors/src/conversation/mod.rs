@@ -144,6 +144,12 @@ pub struct ConversationConfig {
     pub asr_final_timeout: Duration,
     /// What the agent can do besides talking (by default: hang up).
     pub tools: CallTools,
+    /// The most tokens one reply may use.
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature for replies.
+    pub temperature: Option<f32>,
+    /// A reply is cut after this many sentences, whatever the model still has to say.
+    pub max_reply_sentences: usize,
     /// How long the end of the call waits for tools still running (a booking that has
     /// begun is recorded rather than lost).
     pub tool_drain_timeout: Duration,
@@ -174,6 +180,9 @@ impl Default for ConversationConfig {
             start_timeout: Duration::from_secs(10),
             asr_final_timeout: Duration::from_secs(3),
             tools: CallTools::default(),
+            max_tokens: None,
+            temperature: None,
+            max_reply_sentences: 12,
             tool_drain_timeout: Duration::from_secs(15),
         }
     }

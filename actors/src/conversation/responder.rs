@@ -97,6 +97,8 @@ pub(crate) struct Voice {
     pub(crate) voice: String,
     pub(crate) sample_rate: u32,
     pub(crate) tools: ToolRun,
+    /// A reply is cut after this many sentences (a model that will not stop).
+    pub(crate) max_sentences: usize,
 }
 
 /// The tools a reply may call, and where their records go.
@@ -232,6 +234,7 @@ async fn speak(
     let mut awaiting: Option<BoxFuture<'static, Vec<FinishedTool>>> = None;
     let mut tools = voice.tools.clone();
     let mut turn_calls = 0_u32;
+    let mut spoken = 0_usize;
     loop {
         if llm.is_none() && tts.is_none() && sentences.is_empty() && !called.is_empty() {
             let calls = std::mem::take(&mut called);
@@ -244,7 +247,14 @@ async fn speak(
                 // soon as they exist, not when the first sentence is complete.
                 sentences.extend(chunker.take_words());
             }
+            if plan_request.is_some() && spoken >= voice.max_sentences {
+                // Enough: the rest of this reply is never said, nor asked for.
+                sentences.clear();
+                llm = None;
+                called.clear();
+            }
             if let Some(sentence) = sentences.pop_front() {
+                spoken += 1;
                 first_segment = false;
                 tts_started = Instant::now();
                 let stream = voice

@@ -763,3 +763,56 @@ async fn wideband_vonage_stream_plays_binary_frames_and_records_at_8k() {
         Duration::from_millis(40)
     ));
 }
+
+/// A model that never stops talking.
+struct TalkativeLlm;
+
+struct TalkativeStream(u32);
+
+#[async_trait]
+impl LlmStream for TalkativeStream {
+    async fn next_event(&mut self) -> Option<Result<crate::providers::LlmEvent, ProviderError>> {
+        self.0 += 1;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        Some(Ok(crate::providers::LlmEvent::Token(format!(
+            "This is sentence number {}. ",
+            self.0
+        ))))
+    }
+}
+
+#[async_trait]
+impl LlmProvider for TalkativeLlm {
+    async fn stream(&self, _request: LlmRequest) -> Result<Box<dyn LlmStream>, ProviderError> {
+        Ok(Box::new(TalkativeStream(0)))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_model_that_will_not_stop_is_cut_at_the_sentence_limit() {
+    let script = says(&["Tell me everything."]);
+    let config = ConversationConfig {
+        max_reply_sentences: 3,
+        silence_timeout: Duration::from_secs(2),
+        ..pipeline(&script)
+    };
+    let providers = Providers {
+        llm: Arc::new(TalkativeLlm),
+        ..Providers::sim(SimConfig::default())
+    };
+    let (outcome, _, _) = call(
+        config,
+        providers,
+        script,
+        CalleeBehaviour::Human,
+        CalleeOptions::default(),
+    )
+    .await;
+    let reply = &outcome.transcript.last().unwrap();
+    assert_eq!(reply.speaker, Speaker::Assistant);
+    assert_eq!(
+        reply.text,
+        "This is sentence number 1. This is sentence number 2. This is sentence number 3."
+    );
+    assert_eq!(outcome.ended_reason, EndedReason::SilenceTimeout);
+}

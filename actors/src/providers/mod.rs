@@ -270,8 +270,10 @@ pub struct LlmRequest {
     /// Free text, one JSON object, or an object matching a JSON Schema; the sim LLM answers
     /// a JSON request carrying a scorecard or analysis request with its deterministic answer.
     pub response_format: ResponseFormat,
-    /// The most tokens the model may generate (post-call work caps it; live turns do not).
+    /// The most tokens the model may generate (live turns: the agent's `maxTokens`).
     pub max_tokens: Option<u32>,
+    /// Sampling temperature; the server's default when `None`.
+    pub temperature: Option<f32>,
 }
 
 /// What shape the model's reply must take.

@@ -400,3 +400,42 @@ async fn a_read_right_after_any_change_sees_it_even_from_another_process() {
     app.get(&ws.key, &path).await.expect(404);
     second.close().await;
 }
+
+#[tokio::test]
+async fn replies_have_a_token_cap_and_an_optional_temperature() {
+    let app = TestApp::spawn().await;
+    let ws = app.workspace("Caps").await;
+    let agent = app
+        .create_agent(&ws.key, serde_json::json!({"name": "Capped"}))
+        .await;
+    assert_eq!(agent["maxTokens"], 150, "{agent}");
+    assert!(agent["temperature"].is_null());
+    let id = agent["id"].as_str().unwrap();
+    let updated = app
+        .patch(
+            &ws.key,
+            &format!("/api/agents/{id}"),
+            serde_json::json!({"maxTokens": 300, "temperature": 0.4}),
+        )
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(updated["maxTokens"], 300, "{updated}");
+    assert!((updated["temperature"].as_f64().unwrap() - 0.4).abs() < 1e-6);
+    for (body, message) in [
+        (
+            serde_json::json!({"maxTokens": 0}),
+            "maxTokens must be between 1 and 4096",
+        ),
+        (
+            serde_json::json!({"temperature": 2.5}),
+            "temperature must be between 0 and 2",
+        ),
+    ] {
+        let reply = app
+            .patch(&ws.key, &format!("/api/agents/{id}"), body)
+            .await
+            .expect(400);
+        assert_eq!(reply.body["message"], message);
+    }
+}

@@ -64,6 +64,7 @@ impl<T: MediaTransport> CallLoop<T> {
             voice: self.voice.clone(),
             sample_rate: self.playback.rate(),
             tools: self.tool_run(),
+            max_sentences: self.max_reply_sentences,
         };
         match speech {
             Speech::Text(text) => {

@@ -104,6 +104,8 @@ impl<T: MediaTransport> CallLoop<T> {
             },
             sim_script: Arc::clone(&self.sim_script),
             sim_questions: Arc::clone(&self.sim_questions),
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
             ..LlmRequest::default()
         }
     }
