@@ -214,21 +214,25 @@ impl ProviderSelector {
             })?;
             let value: Value = serde_json::from_slice(&plain)
                 .map_err(|_| unavailable("the workspace credential is not JSON".into()))?;
+            let own_base_url = value
+                .get("baseUrl")
+                .and_then(Value::as_str)
+                .filter(|u| !u.is_empty());
             let api_key = value
                 .get("apiKey")
                 .and_then(Value::as_str)
-                .filter(|k| !k.is_empty())
-                .ok_or_else(|| unavailable("the workspace credential has no apiKey".into()))?;
-            let base_url = value
-                .get("baseUrl")
-                .and_then(Value::as_str)
-                .filter(|u| !u.is_empty())
-                .map_or_else(
-                    || platform.base_url.clone(),
-                    |u| u.trim_end_matches('/').to_string(),
-                );
+                .filter(|k| !k.is_empty());
+            // A server of one's own may take no key (credentials allow that only with a
+            // baseUrl that is not the vendor's).
+            if api_key.is_none() && own_base_url.is_none() {
+                return Err(unavailable("the workspace credential has no apiKey".into()));
+            }
+            let base_url = own_base_url.map_or_else(
+                || platform.base_url.clone(),
+                |u| u.trim_end_matches('/').to_string(),
+            );
             return Ok(ResolvedAccount {
-                api_key: Some(api_key.to_string()),
+                api_key: api_key.map(str::to_string),
                 base_url,
                 own: true,
             });

@@ -97,6 +97,18 @@ impl CredentialKind {
         }
     }
 
+    /// Whether `host` is the vendor's own API host (where a key is always
+    /// needed); every host is, for kinds that are not model vendors.
+    fn is_vendor_host(self, host: &str) -> bool {
+        let vendor = match self {
+            Self::OpenAi => "openai.com",
+            Self::Deepgram => "deepgram.com",
+            Self::ElevenLabs => "elevenlabs.io",
+            _ => return true,
+        };
+        host == vendor || host.ends_with(&format!(".{vendor}"))
+    }
+
     /// Vendors whose credential may point at another server (`baseUrl`):
     /// the model vendors and a self-hosted Cal.com.
     fn takes_base_url(self) -> bool {
@@ -202,7 +214,18 @@ pub fn validate(kind: &str, value: &serde_json::Value) -> Result<(), CredentialE
             )));
         }
     }
+    // A model server of one's own (llama.cpp, faster-whisper-server, Ollama, …) often takes
+    // no key: one is needed only for the vendor's own host.
+    let own_server = kind.takes_base_url()
+        && obj
+            .get("baseUrl")
+            .and_then(|u| u.as_str())
+            .and_then(|u| reqwest::Url::parse(u).ok())
+            .is_some_and(|u| !kind.is_vendor_host(u.host_str().unwrap_or_default()));
     for field in kind.required_fields() {
+        if own_server && *field == "apiKey" && obj.get("apiKey").is_none() {
+            continue;
+        }
         let present = obj
             .get(*field)
             .and_then(|v| v.as_str())
@@ -231,6 +254,21 @@ mod tests {
         );
         let other = CredentialCipher::new(b"secret-b");
         assert!(other.open(&nonce, &sealed).is_err());
+    }
+
+    #[test]
+    fn a_server_of_ones_own_needs_no_key_but_the_vendor_does() {
+        let local = serde_json::json!({"baseUrl": "http://127.0.0.1:8080/v1"});
+        assert!(validate("openai", &local).is_ok());
+        assert!(validate("deepgram", &local).is_ok());
+        let vendor = serde_json::json!({"baseUrl": "https://api.openai.com/v1"});
+        assert!(validate("openai", &vendor).is_err());
+        assert!(validate("openai", &serde_json::json!({})).is_err());
+        // A key given must still be a non-empty string.
+        let empty = serde_json::json!({"baseUrl": "http://127.0.0.1:8080/v1", "apiKey": ""});
+        assert!(validate("openai", &empty).is_err());
+        // Carriers always need their fields.
+        assert!(validate("twilio", &local).is_err());
     }
 
     #[test]
