@@ -411,6 +411,29 @@ pub struct CallDetailView {
     pub status_history: Vec<StatusEventView>,
     /// Every tool the agent called, in order.
     pub tool_calls: Vec<ToolCallView>,
+    /// LLM tokens used per stage.
+    pub usage: CallUsageView,
+}
+
+/// Tokens one stage of a call used.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsageView {
+    /// Tokens in the prompts sent.
+    pub prompt_tokens: i64,
+    /// Tokens generated.
+    pub completion_tokens: i64,
+}
+
+/// A call's LLM tokens per stage: the live conversation's turns, and the post-call
+/// analysis once it ran (ratings show theirs on the scorecard).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CallUsageView {
+    /// The agent's replies during the call.
+    pub conversation: TokenUsageView,
+    /// The post-call analysis; null until it ran.
+    pub analysis: Option<TokenUsageView>,
 }
 
 /// One turn of the transcript read.
@@ -732,6 +755,19 @@ async fn get_call(
             })
             .collect(),
         tool_calls: tool_calls.iter().map(ToolCallView::from_row).collect(),
+        usage: CallUsageView {
+            conversation: TokenUsageView {
+                prompt_tokens: detail.llm_prompt_tokens,
+                completion_tokens: detail.llm_completion_tokens,
+            },
+            analysis: analysis
+                .as_ref()
+                .filter(|a| a.prompt_tokens > 0 || a.completion_tokens > 0)
+                .map(|a| TokenUsageView {
+                    prompt_tokens: a.prompt_tokens,
+                    completion_tokens: a.completion_tokens,
+                }),
+        },
     }))
 }
 

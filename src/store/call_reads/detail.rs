@@ -19,6 +19,10 @@ pub struct CallDetailRow {
     pub latencies: String,
     /// The whole transcript as one text.
     pub transcript_text: String,
+    /// Prompt tokens the conversation's LLM turns used.
+    pub llm_prompt_tokens: i64,
+    /// Tokens the conversation's LLM turns generated.
+    pub llm_completion_tokens: i64,
 }
 /// One stored transcript turn.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -48,7 +52,8 @@ impl Store {
         call_id: CallId,
     ) -> StoreResult<Option<CallDetailRow>> {
         let sql = format!(
-            "SELECT {ROW_COLUMNS}, c.variables, c.extracted, c.latencies, c.transcript_text
+            "SELECT {ROW_COLUMNS}, c.variables, c.extracted, c.latencies, c.transcript_text,
+               c.llm_prompt_tokens, c.llm_completion_tokens
              FROM calls c WHERE c.id = $1 AND c.org_id = $2"
         );
         let row = with_pool!(self, pool => {

@@ -229,6 +229,18 @@ async fn a_scripted_sim_call_yields_exactly_what_the_callee_said() {
     let read = analyzed(&app, &ws.key, &call).await;
     let analysis = &read["analysis"];
     assert_eq!(analysis["status"], "done", "{read}");
+    // Tokens per stage: the conversation's replies and the analysis.
+    assert!(
+        read["usage"]["conversation"]["completionTokens"]
+            .as_i64()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(
+        read["usage"]["analysis"]["promptTokens"], analysis["promptTokens"],
+        "{read}"
+    );
+    assert!(read["usage"]["analysis"]["promptTokens"].as_i64().unwrap() > 0);
     let expected = json!({
         "full_name": "Asha Rao",
         "notice_days": 30,

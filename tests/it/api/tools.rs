@@ -101,6 +101,13 @@ async fn a_sim_callee_who_asks_for_a_person_is_transferred() {
     );
     // The AI part is billed up to the transfer: a call this short is one minute.
     assert!(read["durationSeconds"].as_i64().unwrap() < 60, "{read}");
+    // The sim model's tokens for its replies show per stage.
+    let conversation = &read["usage"]["conversation"];
+    assert!(conversation["promptTokens"].as_i64().unwrap() > 0, "{read}");
+    assert!(
+        conversation["completionTokens"].as_i64().unwrap() > 0,
+        "{read}"
+    );
     let transcript = app
         .get(&ws.key, &format!("/api/calls/{call}/transcript"))
         .await
