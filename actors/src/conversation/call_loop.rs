@@ -159,6 +159,7 @@ struct CallLoop<T> {
     max_tokens: Option<u32>,
     temperature: Option<f32>,
     max_reply_sentences: usize,
+    closing_phrases: Vec<String>,
 
     // Media.
     transport: T,
@@ -275,6 +276,7 @@ impl<T: MediaTransport> CallLoop<T> {
             max_tokens: config.max_tokens,
             temperature: config.temperature,
             max_reply_sentences: config.max_reply_sentences,
+            closing_phrases: config.closing_phrases,
             transport,
             codec,
             started,

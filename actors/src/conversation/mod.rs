@@ -150,6 +150,9 @@ pub struct ConversationConfig {
     pub temperature: Option<f32>,
     /// A reply is cut after this many sentences, whatever the model still has to say.
     pub max_reply_sentences: usize,
+    /// An agent reply saying one of these ends the call after it, as `end_call` would: the
+    /// way out when a model server ignores tools.
+    pub closing_phrases: Vec<String>,
     /// How long the end of the call waits for tools still running (a booking that has
     /// begun is recorded rather than lost).
     pub tool_drain_timeout: Duration,
@@ -183,6 +186,7 @@ impl Default for ConversationConfig {
             max_tokens: None,
             temperature: None,
             max_reply_sentences: 12,
+            closing_phrases: vec!["goodbye".to_owned(), "good bye".to_owned()],
             tool_drain_timeout: Duration::from_secs(15),
         }
     }

@@ -816,3 +816,49 @@ async fn a_model_that_will_not_stop_is_cut_at_the_sentence_limit() {
     );
     assert_eq!(outcome.ended_reason, EndedReason::SilenceTimeout);
 }
+
+/// A model whose server ignores tools: it says goodbye but never calls `end_call`.
+struct ToolDeafLlm;
+
+#[async_trait]
+impl LlmProvider for ToolDeafLlm {
+    async fn stream(&self, _request: LlmRequest) -> Result<Box<dyn LlmStream>, ProviderError> {
+        Ok(Box::new(OneReply(Some(
+            "Thanks for calling, goodbye!".to_owned(),
+        ))))
+    }
+}
+
+struct OneReply(Option<String>);
+
+#[async_trait]
+impl LlmStream for OneReply {
+    async fn next_event(&mut self) -> Option<Result<crate::providers::LlmEvent, ProviderError>> {
+        match self.0.take() {
+            Some(text) => Some(Ok(crate::providers::LlmEvent::Token(text))),
+            None => None,
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_closing_phrase_ends_the_call_when_the_model_ignores_tools() {
+    let script = says(&["That is all, thanks.", "Hello? Are you there?"]);
+    let providers = Providers {
+        llm: Arc::new(ToolDeafLlm),
+        ..Providers::sim(SimConfig::default())
+    };
+    let (outcome, _, _) = call(
+        pipeline(&script),
+        providers,
+        script,
+        CalleeBehaviour::Human,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_eq!(outcome.ended_reason, EndedReason::AgentHangup);
+    assert_eq!(
+        texts(&outcome).last(),
+        Some(&(Speaker::Assistant, "Thanks for calling, goodbye!"))
+    );
+}

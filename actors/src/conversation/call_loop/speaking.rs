@@ -315,6 +315,7 @@ impl<T: MediaTransport> CallLoop<T> {
             && self
                 .end_call_phrases
                 .iter()
+                .chain(&self.closing_phrases)
                 .any(|phrase| contains_phrase(&text, phrase));
         self.keep_agent_turn(&mut turn, text, now);
         self.last_activity = now;
