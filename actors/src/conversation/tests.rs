@@ -834,10 +834,9 @@ struct OneReply(Option<String>);
 #[async_trait]
 impl LlmStream for OneReply {
     async fn next_event(&mut self) -> Option<Result<crate::providers::LlmEvent, ProviderError>> {
-        match self.0.take() {
-            Some(text) => Some(Ok(crate::providers::LlmEvent::Token(text))),
-            None => None,
-        }
+        self.0
+            .take()
+            .map(|text| Ok(crate::providers::LlmEvent::Token(text)))
     }
 }
 
