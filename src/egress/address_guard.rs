@@ -6,7 +6,6 @@
 use reqwest::Url;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Why a URL may not be reached.
 #[derive(Debug, thiserror::Error)]
@@ -159,21 +158,6 @@ pub fn pinned(url: &Url, addrs: &[SocketAddr]) -> reqwest::ClientBuilder {
         }
         _ => builder,
     }
-}
-
-/// Checks `url` and builds a client pinned to the approved addresses, with
-/// `timeout` on the whole request. A client per request, because reqwest
-/// pins names per client.
-pub async fn guarded_client(
-    url: &Url,
-    allow_hosts: &[String],
-    timeout: Duration,
-) -> Result<reqwest::Client, EgressError> {
-    let addrs = check_address(url, allow_hosts).await?;
-    pinned(url, &addrs)
-        .timeout(timeout)
-        .build()
-        .map_err(|e| EgressError::Client(e.to_string()))
 }
 
 /// One HTTP client for every guarded request, so TLS roots are loaded once
