@@ -58,9 +58,11 @@ async fn place(app: &TestApp, ws: &Workspace, agent: &str, to: &str, variables: 
         .to_string()
 }
 
-/// Polls the call read until its analysis is no longer pending.
+/// Polls the call read until its analysis is no longer pending. The deadline
+/// covers a scripted call of seven answers spoken in real time (about 40 s on
+/// a quiet machine, more in CI beside 200 other tests) plus the analysis.
 async fn analyzed(app: &TestApp, key: &str, call_id: &str) -> Value {
-    eventually(Duration::from_secs(60), "the analysis", || async {
+    eventually(Duration::from_secs(180), "the analysis", || async {
         let r = app.get(key, &format!("/api/calls/{call_id}")).await;
         let status = r.body["analysis"]["status"].as_str().unwrap_or_default();
         (!status.is_empty() && status != "pending").then_some(r.body)
