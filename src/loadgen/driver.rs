@@ -11,7 +11,7 @@ use super::metrics::{
     self, CallObservation, StepMetrics, StepSummary, ToolCallSeen, ToolsSummary, TurnBudget,
     UsageSample,
 };
-use super::observation::{failure_of, fill_from_detail, fill_from_report};
+use super::observation::{failure_of, fill_from_detail, fill_from_report, greeting_missing};
 use super::procstat::ProcessProbe;
 use super::sweep::{self, SweepReport, SweepStep, Targets};
 use super::tools::{self, ToolServer};
@@ -483,11 +483,18 @@ impl LoadRun {
         if call.answered {
             live.answered.fetch_add(1, Ordering::Relaxed);
         }
+        // A call cut at --duration was not a failed call: it was still talking. Only what
+        // the callee itself saw go wrong counts against it.
+        call.live_at_end = cut_off;
         call.failure = if cut_off {
-            Some("still on the line at --duration".to_owned())
+            report
+                .as_ref()
+                .and_then(|report| report.error.as_ref())
+                .map(|error| format!("callee: {error}"))
         } else {
             failure_of(&call, report.as_ref(), self.fleet.is_some())
         };
+        call.greeting_missing = greeting_missing(&call, report.as_ref(), self.fleet.is_some());
         if call.failure.is_some() {
             live.failed.fetch_add(1, Ordering::Relaxed);
         }

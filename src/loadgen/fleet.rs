@@ -84,13 +84,14 @@ impl Fleet {
         .await;
         self.active.fetch_sub(1, Ordering::Relaxed);
         let mut slots = self.slots.lock();
-        match slots.remove(&start.call_id) {
-            Some(ReportSlot::Waiting(tx)) => {
-                let _ = tx.send(report);
-            }
-            _ => {
-                slots.insert(start.call_id, ReportSlot::Arrived(report));
-            }
+        // A watcher that stopped waiting (its --duration ran out) dropped its receiver:
+        // the report is kept for the one it asks again after hanging up.
+        let unsent = match slots.remove(&start.call_id) {
+            Some(ReportSlot::Waiting(tx)) => tx.send(report).err(),
+            _ => Some(report),
+        };
+        if let Some(report) = unsent {
+            slots.insert(start.call_id, ReportSlot::Arrived(report));
         }
     }
 

@@ -129,6 +129,10 @@ pub struct CallObservation {
     pub max_jitter: Duration,
     /// Why the call failed, if it did.
     pub failure: Option<String>,
+    /// Still on the line when `--duration` ran out (hung up then; not a failure).
+    pub live_at_end: bool,
+    /// Why an answered call has no greeting latency, if it has none.
+    pub greeting_missing: Option<String>,
     /// The callee said the line that asks for the load function (`--tool-latency-ms`).
     pub at_tool_line: bool,
     /// The load function's calls as the server stored them; `None` when not read (no
@@ -156,6 +160,10 @@ pub struct StepMetrics {
     pub ended: u64,
     /// Calls failed, by reason.
     pub failures: BTreeMap<String, u64>,
+    /// Calls still on the line when `--duration` ran out.
+    pub live_at_end: u64,
+    /// Answered calls without a greeting latency, by reason.
+    pub greeting_missing: BTreeMap<String, u64>,
     /// Greeting latency.
     pub greeting: LatencyHistogram,
     /// Turn latency.
@@ -196,6 +204,10 @@ impl StepMetrics {
         self.ended += u64::from(call.ended);
         if let Some(reason) = &call.failure {
             *self.failures.entry(reason.clone()).or_default() += 1;
+        }
+        self.live_at_end += u64::from(call.live_at_end);
+        if let Some(reason) = &call.greeting_missing {
+            *self.greeting_missing.entry(reason.clone()).or_default() += 1;
         }
         if let Some(greeting) = call.greeting_latency {
             self.greeting.record(greeting);
@@ -367,6 +379,10 @@ pub struct StepSummary {
     pub failed: u64,
     /// Failures by reason.
     pub failures: BTreeMap<String, u64>,
+    /// Calls still on the line when `--duration` ran out, hung up then (not failures).
+    pub live_at_end: u64,
+    /// Answered calls without a greeting latency, by reason (the others are all measured).
+    pub greeting_missing: BTreeMap<String, u64>,
     /// Answer → first agent audio.
     pub greeting_latency: Option<Percentiles>,
     /// Caller end of speech → first agent audio.
@@ -453,6 +469,8 @@ impl StepSummary {
             ended: metrics.ended,
             failed: metrics.failed(),
             failures: metrics.failures.clone(),
+            live_at_end: metrics.live_at_end,
+            greeting_missing: metrics.greeting_missing.clone(),
             greeting_latency: metrics.greeting.percentiles(),
             turn_latency: metrics.turn.percentiles(),
             engine_share: metrics.engine_share.percentiles(),

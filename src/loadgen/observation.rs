@@ -41,6 +41,27 @@ pub(super) fn fill_from_detail(call: &mut CallObservation, detail: &Value, serve
     }
 }
 
+/// Why an answered call has no greeting latency, if it has none: every answered call
+/// is either measured or accounted for in the report.
+pub(super) fn greeting_missing(
+    call: &CallObservation,
+    report: Option<&CalleeReport>,
+    expect_report: bool,
+) -> Option<String> {
+    if !call.answered || call.greeting_latency.is_some() {
+        return None;
+    }
+    Some(
+        match report {
+            Some(_) => "the agent never spoke",
+            None if expect_report => "no callee report",
+            // --target: the server's own sim callee heard the call, and it keeps no figures.
+            None => "no callee in this process (--target)",
+        }
+        .to_owned(),
+    )
+}
+
 /// Why a call counts as failed, if it does.
 pub(super) fn failure_of(
     call: &CallObservation,

@@ -33,7 +33,7 @@ fn print_step(step: &StepSummary) {
         None => println!("  {name:<24} -"),
     };
     println!(
-        "{} calls at concurrency {} ({}) in {:.1} s: placed {}, answered {}, ended {}, failed {}",
+        "{} calls at concurrency {} ({}) in {:.1} s: placed {}, answered {}, ended {}, failed {}, live at the end {}",
         step.calls,
         step.concurrency,
         step.mode,
@@ -41,10 +41,14 @@ fn print_step(step: &StepSummary) {
         step.placed,
         step.answered,
         step.ended,
-        step.failed
+        step.failed,
+        step.live_at_end
     );
     for (reason, count) in &step.failures {
         println!("  failure: {count} × {reason}");
+    }
+    for (reason, count) in &step.greeting_missing {
+        println!("  no greeting latency: {count} × {reason}");
     }
     latency("greeting latency", &step.greeting_latency);
     latency("turn latency", &step.turn_latency);

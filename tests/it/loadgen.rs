@@ -38,6 +38,7 @@ fn loadgen_runs_three_calls_in_process_and_counts_them() {
     assert_eq!(summary["ended"], 3, "{summary:#}");
     assert_eq!(summary["failed"], 0, "{summary:#}");
     assert_eq!(summary["failures"], serde_json::json!({}), "{summary:#}");
+    assert_eq!(summary["liveAtEnd"], 0, "{summary:#}");
     // Every call had a greeting and two caller turns answered by the agent.
     assert_eq!(summary["greetingLatency"]["count"], 3, "{summary:#}");
     assert_eq!(summary["turnLatency"]["count"], 6, "{summary:#}");
@@ -47,6 +48,48 @@ fn loadgen_runs_three_calls_in_process_and_counts_them() {
     );
     assert!(
         summary["usage"]["peakActiveCalls"].as_u64().unwrap_or(0) >= 1,
+        "{summary:#}"
+    );
+}
+
+/// Calls still talking when `--duration` runs out are hung up and reported as live at
+/// the end, not failed, and each still has its greeting measured (the callee's report
+/// used to be lost when the watcher stopped waiting, so most had none).
+#[test]
+fn calls_cut_by_the_duration_are_live_at_the_end_not_failed() {
+    let output = Command::new(VOXLINE_BIN)
+        .args([
+            "loadgen",
+            "--calls",
+            "3",
+            "--concurrency",
+            "3",
+            "--duration",
+            "6",
+            "--sim-answer-ms",
+            "100",
+            "--script",
+            r#"["Yes, I have a minute.", "Tell me more.", "Go on.", "And then?", "Thank you, goodbye!"]"#,
+            "--json",
+        ])
+        .env_remove("VOXLINE_API_KEY")
+        .output()
+        .expect("the voxline binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "loadgen failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: Value = serde_json::from_str(&stdout).expect("stdout is the JSON summary");
+    assert_eq!(summary["answered"], 3, "{summary:#}");
+    assert_eq!(summary["liveAtEnd"], 3, "{summary:#}");
+    assert_eq!(summary["failed"], 0, "{summary:#}");
+    assert_eq!(summary["failures"], serde_json::json!({}), "{summary:#}");
+    assert_eq!(summary["greetingLatency"]["count"], 3, "{summary:#}");
+    assert_eq!(
+        summary["greetingMissing"],
+        serde_json::json!({}),
         "{summary:#}"
     );
 }
