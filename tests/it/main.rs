@@ -16,6 +16,7 @@ mod carriers;
 mod loadgen;
 mod media_protocols;
 mod module_graph;
+mod properties;
 mod providers;
 mod support;
 mod tools_calendar;
