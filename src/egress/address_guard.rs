@@ -3,6 +3,7 @@
 //! the request connects to exactly those (no second DNS answer, no
 //! rebinding between the check and the connect).
 
+use futures::future::BoxFuture;
 use reqwest::Url;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -106,15 +107,25 @@ pub async fn check_address(
     url: &Url,
     allow_hosts: &[String],
 ) -> Result<Vec<SocketAddr>, EgressError> {
+    check_address_with(&SystemLookup, url, allow_hosts).await
+}
+
+/// [`check_address`] with the names resolved by `lookup`.
+async fn check_address_with(
+    lookup: &dyn Lookup,
+    url: &Url,
+    allow_hosts: &[String],
+) -> Result<Vec<SocketAddr>, EgressError> {
     let host = host_of(url)?;
     let port = url.port_or_known_default().unwrap_or(443);
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
-        .await
-        .map_err(|e| EgressError::Resolve {
-            host: host.clone(),
-            reason: e.to_string(),
-        })?
-        .collect();
+    let addrs: Vec<SocketAddr> =
+        lookup
+            .lookup(&host, port)
+            .await
+            .map_err(|e| EgressError::Resolve {
+                host: host.clone(),
+                reason: e.to_string(),
+            })?;
     if addrs.is_empty() {
         return Err(EgressError::Resolve {
             host,
@@ -175,12 +186,19 @@ pub fn pinned(url: &Url, addrs: &[SocketAddr]) -> reqwest::ClientBuilder {
 pub struct GuardedClient {
     client: Result<reqwest::Client, String>,
     allow_hosts: Arc<[String]>,
+    lookup: Arc<dyn Lookup>,
 }
 
 impl GuardedClient {
     /// A client that lets `allow_hosts` through even when they resolve to
     /// internal addresses.
     pub fn new(allow_hosts: Vec<String>) -> Self {
+        Self::with_lookup(allow_hosts, Arc::new(SystemLookup))
+    }
+
+    /// A client whose names are resolved by `lookup` (the system resolver in
+    /// [`GuardedClient::new`]).
+    pub fn with_lookup(allow_hosts: Vec<String>, lookup: Arc<dyn Lookup>) -> Self {
         let allow_hosts: Arc<[String]> = allow_hosts
             .into_iter()
             .map(|h| h.to_ascii_lowercase())
@@ -190,19 +208,21 @@ impl GuardedClient {
             .redirect(reqwest::redirect::Policy::none())
             .dns_resolver(Arc::new(GuardedResolver {
                 allow_hosts: Arc::clone(&allow_hosts),
+                lookup: Arc::clone(&lookup),
             }))
             .build()
             .map_err(|e| e.to_string());
         Self {
             client,
             allow_hosts,
+            lookup,
         }
     }
 
     /// Checks `url` (scheme, host, the addresses it resolves to now, for a
     /// clear refusal) and starts a POST to it; the connection checks again.
     pub async fn post(&self, url: &Url) -> Result<reqwest::RequestBuilder, EgressError> {
-        check_address(url, &self.allow_hosts).await?;
+        check_address_with(self.lookup.as_ref(), url, &self.allow_hosts).await?;
         let client = self
             .client
             .as_ref()
@@ -211,19 +231,47 @@ impl GuardedClient {
     }
 }
 
-/// The resolver behind [`GuardedClient`]: the system's answer, refused when
-/// any address is internal and the host is not allow-listed.
+/// How a host name becomes addresses: the system resolver in service; a test
+/// scripts the answers (a name that answers public first and loopback next).
+pub trait Lookup: Send + Sync + 'static {
+    /// The addresses of `host`, with `port`.
+    fn lookup(&self, host: &str, port: u16)
+    -> BoxFuture<'static, std::io::Result<Vec<SocketAddr>>>;
+}
+
+/// The system resolver (`getaddrinfo` on tokio's blocking pool).
+pub struct SystemLookup;
+
+impl Lookup for SystemLookup {
+    fn lookup(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> BoxFuture<'static, std::io::Result<Vec<SocketAddr>>> {
+        let host = host.to_owned();
+        Box::pin(async move {
+            Ok(tokio::net::lookup_host((host.as_str(), port))
+                .await?
+                .collect())
+        })
+    }
+}
+
+/// The resolver behind [`GuardedClient`]: the lookup's answer, refused when
+/// any address is internal and the host is not allow-listed. The connection
+/// goes only to the addresses this one answer held.
 struct GuardedResolver {
     allow_hosts: Arc<[String]>,
+    lookup: Arc<dyn Lookup>,
 }
 
 impl reqwest::dns::Resolve for GuardedResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let allow_hosts = Arc::clone(&self.allow_hosts);
         let host = name.as_str().to_ascii_lowercase();
+        let answer = self.lookup.lookup(&host, 0);
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let addrs: Vec<SocketAddr> = answer.await?;
             if !allow_hosts.contains(&host)
                 && let Some(bad) = addrs.iter().find(|a| is_internal(a.ip()))
             {
@@ -343,6 +391,7 @@ mod tests {
         use std::str::FromStr;
         let guard = GuardedResolver {
             allow_hosts: Arc::from(Vec::<String>::new()),
+            lookup: Arc::new(SystemLookup),
         };
         let name = reqwest::dns::Name::from_str("localhost").unwrap();
         let refused = guard.resolve(name).await.err().unwrap();
@@ -352,10 +401,71 @@ mod tests {
         );
         let allowed = GuardedResolver {
             allow_hosts: Arc::from(vec!["localhost".to_owned()]),
+            lookup: Arc::new(SystemLookup),
         };
         let name = reqwest::dns::Name::from_str("localhost").unwrap();
         let addrs: Vec<SocketAddr> = allowed.resolve(name).await.unwrap().collect();
         assert!(addrs.iter().all(|a| a.ip().is_loopback()), "{addrs:?}");
         assert!(!addrs.is_empty());
+    }
+
+    /// A name that answers a public address to the first lookup and loopback
+    /// to the next, as a rebinding attacker's DNS would.
+    struct Rebinding {
+        lookups: std::sync::atomic::AtomicUsize,
+        loopback_port: u16,
+    }
+
+    impl Lookup for Rebinding {
+        fn lookup(
+            &self,
+            _host: &str,
+            port: u16,
+        ) -> BoxFuture<'static, std::io::Result<Vec<SocketAddr>>> {
+            let n = self
+                .lookups
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let addr = if n == 0 {
+                SocketAddr::from(([93, 184, 216, 34], port))
+            } else {
+                SocketAddr::from(([127, 0, 0, 1], self.loopback_port))
+            };
+            Box::pin(async move { Ok(vec![addr]) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_name_rebound_to_loopback_after_the_check_is_never_connected_to() {
+        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let app = axum::Router::new().fallback({
+            let hits = Arc::clone(&hits);
+            move || {
+                hits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async { "internal" }
+            }
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let lookup = Arc::new(Rebinding {
+            lookups: std::sync::atomic::AtomicUsize::new(0),
+            loopback_port: port,
+        });
+        let client = GuardedClient::with_lookup(Vec::new(), lookup.clone());
+        let url = Url::parse(&format!("http://rebind.example:{port}/hook")).unwrap();
+        // The check sees the public address and lets the request start...
+        let request = client.post(&url).await.unwrap();
+        // ...the connection resolves again, gets loopback, and is refused.
+        let error = request.send().await.unwrap_err();
+        let chain = std::iter::successors(Some(&error as &dyn std::error::Error), |e| e.source())
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(": ");
+        assert!(
+            chain.contains("rebind.example resolves to 127.0.0.1"),
+            "{chain}"
+        );
+        assert_eq!(lookup.lookups.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 }

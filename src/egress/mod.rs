@@ -9,7 +9,8 @@ pub mod body_limit;
 pub mod signing;
 
 pub use address_guard::{
-    EgressError, GuardedClient, check_address, check_url_for_storage, is_internal, pinned,
+    EgressError, GuardedClient, Lookup, SystemLookup, check_address, check_url_for_storage,
+    is_internal, pinned,
 };
 pub use body_limit::{BodyError, read_limited};
 pub use signing::signature;
