@@ -14,6 +14,7 @@ use super::{
     CarrierKind, CarriersError, http_client, plivo, telnyx, twilio, verify_callback_sig,
     verify_transfer_callback_sig, vonage,
 };
+use crate::domain::text::{self, Lines};
 use async_trait::async_trait;
 use axum::Router;
 use axum::body::Bytes;
@@ -101,7 +102,7 @@ impl CallbackRequest {
         let query = self.url.split_once('?')?.1;
         form_urlencoded::parse(query.as_bytes())
             .find(|(k, _)| k == name)
-            .map(|(_, v)| v.into_owned())
+            .and_then(|(_, v)| text::parse(&v, Lines::One, MAX_FIELD_CHARS).ok())
     }
 
     fn header(&self, name: &str) -> Option<&str> {
@@ -113,11 +114,17 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// Longest callback value read: statuses, ids, durations and signatures are short.
+const MAX_FIELD_CHARS: usize = 1_024;
+
+/// A field's value, trimmed; one holding NUL or a control character (or
+/// absurdly long) reads as absent, so it never reaches the store. Signatures
+/// are checked over the raw fields, not these.
 fn field(fields: &[(String, String)], name: &str) -> Option<String> {
     fields
         .iter()
         .find(|(k, _)| k == name)
-        .map(|(_, v)| v.clone())
+        .and_then(|(_, v)| text::parse(v, Lines::One, MAX_FIELD_CHARS).ok())
 }
 
 fn unverifiable(message: &str) -> CarriersError {

@@ -1,6 +1,7 @@
 //! Agents: the AI persona that runs a call, and the rules for editing one.
 
 use crate::domain::analysis::{AnalysisPlan, PlanError, PlanField};
+use crate::domain::text::Line;
 use crate::domain::tools::{AgentTool, ToolLimits, ToolsError, parse_tools, validate_tools};
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeSet;
@@ -709,7 +710,8 @@ pub fn fill_placeholders(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AgentInput {
     /// See [`AgentSpec::name`].
-    pub name: Option<String>,
+    #[schema(value_type = Option<String>, max_length = 200)]
+    pub name: Option<Line<200>>,
     /// See [`AgentSpec::conversation_engine`].
     pub conversation_engine: Option<ConversationEngine>,
     /// See [`AgentSpec::welcome_message`].
@@ -778,9 +780,9 @@ where
 
 impl AgentInput {
     /// Builds a new agent's spec; `name` is required.
-    pub fn into_new_spec(self) -> Result<AgentSpec, AgentSpecError> {
-        let name = self.name.clone().ok_or(AgentSpecError::NameMissing)?;
-        let mut spec = AgentSpec::with_name(name);
+    pub fn into_new_spec(mut self) -> Result<AgentSpec, AgentSpecError> {
+        let name = self.name.take().ok_or(AgentSpecError::NameMissing)?;
+        let mut spec = AgentSpec::with_name(name.into_string());
         self.apply_to(&mut spec)?;
         spec.validate()?;
         Ok(spec)
@@ -803,8 +805,10 @@ impl AgentInput {
         macro_rules! set {
             ($($field:ident),*) => { $( if let Some(v) = self.$field { spec.$field = v; } )* };
         }
+        if let Some(name) = self.name {
+            spec.name = name.into_string();
+        }
         set!(
-            name,
             conversation_engine,
             welcome_message,
             prompt,

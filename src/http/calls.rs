@@ -10,6 +10,7 @@ use crate::app::state::AppState;
 use crate::calls::placement::{self, CallSource, CallTarget};
 use crate::domain::PhoneNumber;
 use crate::domain::ids::CallId;
+use crate::domain::text::Line;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -44,7 +45,8 @@ pub struct PlaceCallBody {
     pub to: String,
     /// Name of the person called.
     #[serde(default)]
-    pub name: Option<String>,
+    #[schema(value_type = Option<String>, max_length = 200)]
+    pub name: Option<Line<200>>,
     /// Fills the agent's placeholders.
     #[serde(default)]
     pub variables: Option<Map<String, Value>>,
@@ -90,7 +92,7 @@ async fn place_call(
     let plan =
         placement::plan(&state, caller.org_id, agent_id, body.from_number.as_deref()).await?;
     let variables = body.variables.unwrap_or_default();
-    let name = target_name(&variables, body.name);
+    let name = target_name(&variables, body.name.map(Line::into_string));
     let placed = placement::place(
         &state,
         &plan,

@@ -21,6 +21,7 @@ mod openapi;
 mod ratings;
 mod recordings;
 mod settings;
+mod text_edge;
 mod tools;
 mod tools_twilio;
 mod webhooks;
