@@ -24,6 +24,7 @@ mod settings;
 mod text_edge;
 mod tools;
 mod tools_twilio;
+mod webhook_urls;
 mod webhooks;
 
 use crate::support::{PG_ENV, TestApp};
