@@ -802,3 +802,38 @@ async fn plivo_transfer_route(
     })
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form(body: &'static str) -> CallbackRequest {
+        CallbackRequest::new(
+            Some("https://voxline.example.com"),
+            Method::POST,
+            &Uri::from_static("/carrier/twilio/status/x?sig=a%00b"),
+            HeaderMap::new(),
+            Bytes::from_static(body.as_bytes()),
+        )
+    }
+
+    #[test]
+    fn values_with_nul_or_control_characters_read_as_absent() {
+        let request = form("CallStatus=completed&AnsweredBy=hu%00man&Note=%07&Ok=+fine+");
+        assert_eq!(request.field("CallStatus").as_deref(), Some("completed"));
+        assert_eq!(request.field("AnsweredBy"), None);
+        assert_eq!(request.field("Note"), None);
+        assert_eq!(request.field("Ok").as_deref(), Some("fine"));
+        assert_eq!(request.query_param("sig"), None);
+        // The raw fields stay as sent: signatures are computed over them.
+        assert!(
+            request
+                .fields()
+                .contains(&("AnsweredBy".into(), "hu\0man".into()))
+        );
+        let telnyx =
+            br#"{"data":{"event_type":"call.hangup","payload":{"hangup_cause":"x\u0000y"}}}"#;
+        let event = super::super::telnyx::parse_event(telnyx).expect("an event");
+        assert_eq!(event.hangup_cause, None);
+    }
+}
