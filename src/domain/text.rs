@@ -96,6 +96,61 @@ pub fn first_refused(value: &Value) -> Option<(String, TextError)> {
     walk(value, &mut String::new())
 }
 
+/// Call variables: an object whose keys are one-line names (trimmed, at most
+/// 200 characters) and whose string values, at any depth, hold no NUL or
+/// control character other than tab and line breaks. A refusal names the
+/// variable (`variables.name`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Variables(serde_json::Map<String, Value>);
+
+impl Variables {
+    /// The variables as a JSON object.
+    pub fn into_map(self) -> serde_json::Map<String, Value> {
+        self.0
+    }
+}
+
+/// One variable's value, checked as it is read so the error's path ends in its name.
+struct VariableValue(Value);
+
+impl<'de> Deserialize<'de> for VariableValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(d)?;
+        match first_refused(&value) {
+            Some((_, reason)) => Err(serde::de::Error::custom(reason)),
+            None => Ok(Self(value)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Variables {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Variables;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object of variables")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut access: A,
+            ) -> Result<Variables, A::Error> {
+                let mut map = serde_json::Map::new();
+                while let Some(key) = access.next_key::<Line<200>>()? {
+                    let VariableValue(value) = access.next_value()?;
+                    map.insert(key.into_string(), value);
+                }
+                Ok(Variables(map))
+            }
+        }
+
+        d.deserialize_map(Visit)
+    }
+}
+
 macro_rules! text_type {
     ($(#[doc = $doc:literal])* $name:ident, $lines:expr) => {
         $(#[doc = $doc])*
@@ -210,6 +265,29 @@ mod tests {
         assert_eq!(
             Prose::<20>::parse("a\u{1b}").unwrap_err(),
             TextError::Control('\u{1b}')
+        );
+    }
+
+    #[test]
+    fn variables_name_the_refused_one() {
+        let ok: Variables = serde_json::from_value(json!({" name ": "Asha\nRao", "n": 2})).unwrap();
+        assert_eq!(
+            ok.into_map(),
+            json!({"name": "Asha\nRao", "n": 2})
+                .as_object()
+                .unwrap()
+                .clone()
+        );
+        let mut de = serde_json::Deserializer::from_str(r#"{"v": {"name": "A\u0000"}}"#);
+        let err =
+            serde_path_to_error::deserialize::<_, std::collections::HashMap<String, Variables>>(
+                &mut de,
+            )
+            .unwrap_err();
+        assert_eq!(err.path().to_string(), "v.name");
+        assert!(
+            err.to_string().contains("must not contain NUL (U+0000)"),
+            "{err}"
         );
     }
 

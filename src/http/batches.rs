@@ -15,7 +15,7 @@ use crate::batches::{BatchAction, BatchKind, Progress};
 use crate::calls::placement;
 use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
-use crate::domain::text::Line;
+use crate::domain::text::{Line, Variables};
 use crate::domain::{BatchId, OrgId};
 use crate::store::batches::{BatchRow, ItemResultRow, ItemRow};
 use crate::store::{Store, StoreError};
@@ -25,7 +25,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -333,7 +333,8 @@ pub struct ItemBody {
     pub phone: String,
     /// Fills the agent's placeholders for this call.
     #[serde(default)]
-    pub variables: Option<Map<String, Value>>,
+    #[schema(value_type = Option<Object>)]
+    pub variables: Option<Variables>,
 }
 
 impl From<ItemBody> for ItemInput {
@@ -341,7 +342,7 @@ impl From<ItemBody> for ItemInput {
         Self {
             name: b.name.map(Line::into_string).unwrap_or_default(),
             phone: b.phone,
-            variables: b.variables.unwrap_or_default(),
+            variables: b.variables.map(Variables::into_map).unwrap_or_default(),
         }
     }
 }
