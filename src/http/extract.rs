@@ -50,24 +50,23 @@ where
 
 /// Parses a JSON body, naming the field that failed.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    refuse_control_text(bytes)?;
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(&mut de)
-        .map_err(|err| {
-            let path = err.path().to_string();
-            let inner = err.into_inner();
-            let detail = strip_position(&inner.to_string());
-            if path == "." || path.is_empty() {
-                ApiError::BadRequest(format!("Invalid request body: {detail}"))
-            } else {
-                ApiError::BadRequest(format!("Invalid field {path}: {detail}"))
-            }
-        })
-        .and_then(|parsed| refuse_control_text(bytes).map(|()| parsed))
+    serde_path_to_error::deserialize(&mut de).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        let detail = strip_position(&inner.to_string());
+        if path == "." || path.is_empty() {
+            ApiError::BadRequest(format!("Invalid request body: {detail}"))
+        } else {
+            ApiError::BadRequest(format!("Invalid field {path}: {detail}"))
+        }
+    })
 }
 
 /// Refuses NUL and control characters in every string of a body, the fields
 /// not typed as [`text`] included, so none reaches the store. Only bodies that
-/// could hold one (an escape or a raw C1/DEL byte) are parsed again.
+/// could hold one (an escape or a raw C1/DEL byte) are parsed twice.
 fn refuse_control_text(bytes: &[u8]) -> Result<(), ApiError> {
     let suspicious = bytes
         .windows(2)
