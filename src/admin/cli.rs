@@ -6,6 +6,7 @@ use crate::app::config::{StorageArgs, StorageSettings};
 use crate::domain::agent::TELEPHONY_PROVIDERS;
 use crate::domain::clock::{iso, ist_day, ist_month_key};
 use crate::domain::{ApiKeyId, OrgId, Paise, PhoneNumber};
+use crate::egress::address_guard::{EgressError, check_url_for_storage};
 use crate::secrets::credentials::{self, CredentialCipher};
 use crate::store::Store;
 use anyhow::{Context, anyhow, bail};
@@ -162,7 +163,42 @@ pub enum WebhookCommand {
         /// follow-up when the analysis finished after the wait); repeatable.
         #[arg(long = "event")]
         events: Vec<String>,
+        /// Hosts the URL may name although they resolve to loopback, private,
+        /// link-local or metadata addresses: the server's allow-list, read from
+        /// the same variable (comma-separated).
+        #[arg(
+            long = "allow-host",
+            env = "VOXLINE_WEBHOOK_ALLOW_HOSTS",
+            value_delimiter = ','
+        )]
+        allow_hosts: Vec<String>,
     },
+}
+
+/// How long a webhook URL's host may take to resolve when it is added.
+const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Refuses a webhook URL that resolves into loopback, private, link-local or
+/// metadata addresses unless its host is allow-listed: deliveries would be
+/// refused anyway, so the mistake shows when the URL is stored.
+async fn check_webhook_url(url: &str, allow_hosts: &[String]) -> anyhow::Result<()> {
+    let allow: Vec<String> = allow_hosts
+        .iter()
+        .map(|h| h.trim().to_ascii_lowercase())
+        .filter(|h| !h.is_empty())
+        .collect();
+    match tokio::time::timeout(RESOLVE_TIMEOUT, check_url_for_storage(url, &allow)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(EgressError::Refused(why))) => bail!(
+            "--url is refused: {why}, a loopback, private, link-local or metadata address; \
+             only hosts on the allow-list (--allow-host or VOXLINE_WEBHOOK_ALLOW_HOSTS) may receive webhooks"
+        ),
+        Ok(Err(other)) => bail!("--url is refused: {other}"),
+        Err(_) => bail!(
+            "--url is refused: its host did not resolve within {}s",
+            RESOLVE_TIMEOUT.as_secs()
+        ),
+    }
 }
 
 /// Event kinds a subscription may name.
@@ -358,7 +394,12 @@ async fn execute(
                 .await?;
             Ok(json!({"org": org, "kind": kind, "stored": true}))
         }
-        AdminCommand::Webhook(WebhookCommand::Add { org, url, events }) => {
+        AdminCommand::Webhook(WebhookCommand::Add {
+            org,
+            url,
+            events,
+            allow_hosts,
+        }) => {
             let org_id = require_org(store, &org).await?;
             let parsed =
                 reqwest::Url::parse(&url).map_err(|e| anyhow!("--url is not a URL: {e}"))?;
@@ -373,6 +414,7 @@ async fn execute(
             if let Some(bad) = events.iter().find(|e| !EVENT_KINDS.contains(&e.as_str())) {
                 bail!("--event {bad} is not one of {}", EVENT_KINDS.join(", "));
             }
+            check_webhook_url(&url, &allow_hosts).await?;
             let secret = format!(
                 "whsec_{}",
                 crate::access::api_key::GeneratedKey::generate()

@@ -3,6 +3,7 @@
 //! never held in memory. Handles a UTF-8 byte-order mark, quoted fields
 //! (with commas, quotes and line breaks inside) and CRLF or LF line ends.
 
+use crate::domain::text::{self, Lines, TextError};
 use csv_core::{ReadRecordResult, Reader};
 use serde_json::{Map, Value};
 
@@ -135,6 +136,13 @@ impl StudentColumns {
             .iter()
             .map(|f| String::from_utf8_lossy(f).trim().to_string())
             .collect();
+        if let Some((at, reason)) = headers
+            .iter()
+            .enumerate()
+            .find_map(|(at, h)| text::check(h, Lines::One).err().map(|e| (at, e)))
+        {
+            return Err(format!("the CSV header's column {} {reason}", at + 1));
+        }
         let find = |names: &[&str]| {
             headers
                 .iter()
@@ -154,6 +162,24 @@ impl StudentColumns {
             phone,
             variables,
             width: headers.len(),
+        })
+    }
+
+    /// The first cell of a data row holding NUL or a control character (line
+    /// breaks and tabs are allowed in variable columns), with its column's
+    /// header: such a file is refused whole rather than stored in part.
+    pub fn refused_cell(&self, record: &RawRecord) -> Option<(String, TextError)> {
+        record.iter().enumerate().find_map(|(i, bytes)| {
+            let cell = std::str::from_utf8(bytes).ok()?;
+            let (lines, column) = if i == self.name {
+                (Lines::One, "name".to_string())
+            } else if i == self.phone {
+                (Lines::One, "phone".to_string())
+            } else {
+                let column = self.variables.iter().find(|(at, _)| *at == i)?;
+                (Lines::Many, column.1.clone())
+            };
+            text::check(cell, lines).err().map(|e| (column, e))
         })
     }
 

@@ -14,6 +14,7 @@ use super::{
     CarrierKind, CarriersError, http_client, plivo, telnyx, twilio, verify_callback_sig,
     verify_transfer_callback_sig, vonage,
 };
+use crate::domain::text::{self, Lines};
 use async_trait::async_trait;
 use axum::Router;
 use axum::body::Bytes;
@@ -101,7 +102,7 @@ impl CallbackRequest {
         let query = self.url.split_once('?')?.1;
         form_urlencoded::parse(query.as_bytes())
             .find(|(k, _)| k == name)
-            .map(|(_, v)| v.into_owned())
+            .and_then(|(_, v)| text::parse(&v, Lines::One, MAX_FIELD_CHARS).ok())
     }
 
     fn header(&self, name: &str) -> Option<&str> {
@@ -113,11 +114,17 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// Longest callback value read: statuses, ids, durations and signatures are short.
+const MAX_FIELD_CHARS: usize = 1_024;
+
+/// A field's value, trimmed; one holding NUL or a control character (or
+/// absurdly long) reads as absent, so it never reaches the store. Signatures
+/// are checked over the raw fields, not these.
 fn field(fields: &[(String, String)], name: &str) -> Option<String> {
     fields
         .iter()
         .find(|(k, _)| k == name)
-        .map(|(_, v)| v.clone())
+        .and_then(|(_, v)| text::parse(v, Lines::One, MAX_FIELD_CHARS).ok())
 }
 
 fn unverifiable(message: &str) -> CarriersError {
@@ -794,4 +801,39 @@ async fn plivo_transfer_route(
         host.credential_for_call(&lookup_call, kind).await
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form(body: &'static str) -> CallbackRequest {
+        CallbackRequest::new(
+            Some("https://voxline.example.com"),
+            Method::POST,
+            &Uri::from_static("/carrier/twilio/status/x?sig=a%00b"),
+            HeaderMap::new(),
+            Bytes::from_static(body.as_bytes()),
+        )
+    }
+
+    #[test]
+    fn values_with_nul_or_control_characters_read_as_absent() {
+        let request = form("CallStatus=completed&AnsweredBy=hu%00man&Note=%07&Ok=+fine+");
+        assert_eq!(request.field("CallStatus").as_deref(), Some("completed"));
+        assert_eq!(request.field("AnsweredBy"), None);
+        assert_eq!(request.field("Note"), None);
+        assert_eq!(request.field("Ok").as_deref(), Some("fine"));
+        assert_eq!(request.query_param("sig"), None);
+        // The raw fields stay as sent: signatures are computed over them.
+        assert!(
+            request
+                .fields()
+                .contains(&("AnsweredBy".into(), "hu\0man".into()))
+        );
+        let telnyx =
+            br#"{"data":{"event_type":"call.hangup","payload":{"hangup_cause":"x\u0000y"}}}"#;
+        let event = super::super::telnyx::parse_event(telnyx).expect("an event");
+        assert_eq!(event.hangup_cause, None);
+    }
 }

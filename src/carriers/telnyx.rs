@@ -11,6 +11,7 @@ use super::{
     call_lifetime, callback_sig, load_account, optional_field, required_field, send,
     transfer_callback_sig, with_params, with_sig,
 };
+use crate::domain::text::{self, Lines};
 use async_trait::async_trait;
 use std::sync::Arc;
 use voxline_actors::carrier::{
@@ -297,10 +298,11 @@ pub struct TelnyxEvent {
 pub fn parse_event(body: &[u8]) -> Option<TelnyxEvent> {
     let value: serde_json::Value = serde_json::from_slice(body).ok()?;
     let data = value.get("data")?;
+    // A value holding NUL or a control character reads as absent: it never reaches the store.
     let text = |v: Option<&serde_json::Value>| {
         v.and_then(|v| v.as_str())
             .map(str::trim)
-            .filter(|s| !s.is_empty())
+            .filter(|s| !s.is_empty() && text::check(s, Lines::One).is_ok())
             .map(str::to_string)
     };
     let payload = data.get("payload");

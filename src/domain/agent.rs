@@ -1,6 +1,7 @@
 //! Agents: the AI persona that runs a call, and the rules for editing one.
 
 use crate::domain::analysis::{AnalysisPlan, PlanError, PlanField};
+use crate::domain::text::{Line, Prose};
 use crate::domain::tools::{AgentTool, ToolLimits, ToolsError, parse_tools, validate_tools};
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeSet;
@@ -709,25 +710,30 @@ pub fn fill_placeholders(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AgentInput {
     /// See [`AgentSpec::name`].
-    pub name: Option<String>,
+    #[schema(value_type = Option<String>, max_length = 200)]
+    pub name: Option<Line<200>>,
     /// See [`AgentSpec::conversation_engine`].
     pub conversation_engine: Option<ConversationEngine>,
     /// See [`AgentSpec::welcome_message`].
-    pub welcome_message: Option<String>,
+    #[schema(value_type = Option<String>, max_length = 4_000)]
+    pub welcome_message: Option<Prose<4_000>>,
     /// See [`AgentSpec::prompt`].
-    pub prompt: Option<String>,
+    #[schema(value_type = Option<String>, max_length = 100_000)]
+    pub prompt: Option<Prose<100_000>>,
     /// See [`AgentSpec::language`].
     pub language: Option<String>,
     /// See [`AgentSpec::llm_provider`].
     pub llm_provider: Option<LlmVendor>,
     /// See [`AgentSpec::llm_model`].
-    pub llm_model: Option<String>,
+    #[schema(value_type = Option<String>, max_length = 200)]
+    pub llm_model: Option<Line<200>>,
     /// See [`AgentSpec::asr_provider`].
     pub asr_provider: Option<AsrVendor>,
     /// See [`AgentSpec::tts_provider`].
     pub tts_provider: Option<TtsVendor>,
     /// See [`AgentSpec::voice`].
-    pub voice: Option<String>,
+    #[schema(value_type = Option<String>, max_length = 200)]
+    pub voice: Option<Line<200>>,
     /// See [`AgentSpec::telephony_provider`].
     pub telephony_provider: Option<TelephonyProvider>,
     /// See [`AgentSpec::max_duration_seconds`].
@@ -737,7 +743,8 @@ pub struct AgentInput {
     /// See [`AgentSpec::interruptible`].
     pub interruptible: Option<bool>,
     /// See [`AgentSpec::end_call_phrases`].
-    pub end_call_phrases: Option<Vec<String>>,
+    #[schema(value_type = Option<Vec<String>>)]
+    pub end_call_phrases: Option<Vec<Line<200>>>,
     /// See [`AgentSpec::retry_policy`].
     pub retry_policy: Option<RetryPolicy>,
     /// See [`AgentSpec::rating_template`]; null clears it.
@@ -778,9 +785,9 @@ where
 
 impl AgentInput {
     /// Builds a new agent's spec; `name` is required.
-    pub fn into_new_spec(self) -> Result<AgentSpec, AgentSpecError> {
-        let name = self.name.clone().ok_or(AgentSpecError::NameMissing)?;
-        let mut spec = AgentSpec::with_name(name);
+    pub fn into_new_spec(mut self) -> Result<AgentSpec, AgentSpecError> {
+        let name = self.name.take().ok_or(AgentSpecError::NameMissing)?;
+        let mut spec = AgentSpec::with_name(name.into_string());
         self.apply_to(&mut spec)?;
         spec.validate()?;
         Ok(spec)
@@ -803,22 +810,35 @@ impl AgentInput {
         macro_rules! set {
             ($($field:ident),*) => { $( if let Some(v) = self.$field { spec.$field = v; } )* };
         }
+        // Text parsed at the edge (see `domain::text`) is stored as plain strings.
+        if let Some(name) = self.name {
+            spec.name = name.into_string();
+        }
+        if let Some(text) = self.welcome_message {
+            spec.welcome_message = text.into_string();
+        }
+        if let Some(text) = self.prompt {
+            spec.prompt = text.into_string();
+        }
+        if let Some(text) = self.llm_model {
+            spec.llm_model = text.into_string();
+        }
+        if let Some(text) = self.voice {
+            spec.voice = text.into_string();
+        }
+        if let Some(phrases) = self.end_call_phrases {
+            spec.end_call_phrases = phrases.into_iter().map(Line::into_string).collect();
+        }
         set!(
-            name,
             conversation_engine,
-            welcome_message,
-            prompt,
             language,
             llm_provider,
-            llm_model,
             asr_provider,
             tts_provider,
-            voice,
             telephony_provider,
             max_duration_seconds,
             silence_timeout_seconds,
             interruptible,
-            end_call_phrases,
             retry_policy,
             rating_template,
             keypad,

@@ -7,6 +7,7 @@ pub mod ids;
 pub mod money;
 pub mod page;
 pub mod phone;
+pub mod text;
 pub mod tools;
 
 pub use ids::{

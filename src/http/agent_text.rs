@@ -10,6 +10,7 @@ use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
 use crate::app::state::AppState;
 use crate::domain::agent::{AgentSpec, AgentSpecError, LlmVendor, fill_placeholders};
+use crate::domain::text::Variables;
 use crate::domain::{AgentId, ChatSessionId, OrgId};
 use crate::providers::drafting::{
     assist_prompt_sim, assist_prompt_with, collect_reply, draft_agent_sim, draft_agent_with,
@@ -55,7 +56,8 @@ pub struct ChatRequest {
     /// Continues a session; omitted to start one.
     pub session_id: Option<String>,
     /// Fills {placeholders} in the welcome message and prompt; only when starting.
-    pub variables: Option<Map<String, Value>>,
+    #[schema(value_type = Option<Object>)]
+    pub variables: Option<Variables>,
 }
 
 /// The agent's reply.
@@ -204,7 +206,11 @@ async fn chat(
             (row, history)
         }
         None => {
-            let variables = body.variables.clone().unwrap_or_default();
+            let variables = body
+                .variables
+                .clone()
+                .map(Variables::into_map)
+                .unwrap_or_default();
             let welcome = fill_placeholders(&spec.welcome_message, &variables);
             let history = if welcome.trim().is_empty() {
                 Vec::new()

@@ -15,6 +15,7 @@ use crate::batches::{BatchAction, BatchKind, Progress};
 use crate::calls::placement;
 use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
+use crate::domain::text::{Line, Variables};
 use crate::domain::{BatchId, OrgId};
 use crate::store::batches::{BatchRow, ItemResultRow, ItemRow};
 use crate::store::{Store, StoreError};
@@ -24,7 +25,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -280,7 +281,8 @@ pub fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>
 pub struct UpdateBatchBody {
     /// New name.
     #[serde(default)]
-    pub name: Option<String>,
+    #[schema(value_type = Option<String>, max_length = 200)]
+    pub name: Option<Line<200>>,
     /// New automatic start (ISO 8601, future); null makes it a draft again. Only before start.
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>)]
@@ -296,7 +298,14 @@ pub async fn patch(
     body: UpdateBatchBody,
 ) -> ApiResult<Json<BatchView>> {
     let batch = service::load(state, org_id, kind, service::parse_id(kind, id)?).await?;
-    let row = service::update(state, kind, &batch, body.name, body.scheduled_start_at).await?;
+    let row = service::update(
+        state,
+        kind,
+        &batch,
+        body.name.map(Line::into_string),
+        body.scheduled_start_at,
+    )
+    .await?;
     Ok(Json(view(state, row).await?))
 }
 
@@ -318,20 +327,22 @@ pub async fn remove(
 pub struct ItemBody {
     /// Their name.
     #[serde(default)]
-    pub name: Option<String>,
+    #[schema(value_type = Option<String>, max_length = 200)]
+    pub name: Option<Line<200>>,
     /// E.164 number; malformed numbers are stored as skipped and reported.
     pub phone: String,
     /// Fills the agent's placeholders for this call.
     #[serde(default)]
-    pub variables: Option<Map<String, Value>>,
+    #[schema(value_type = Option<Object>)]
+    pub variables: Option<Variables>,
 }
 
 impl From<ItemBody> for ItemInput {
     fn from(b: ItemBody) -> Self {
         Self {
-            name: b.name.unwrap_or_default(),
+            name: b.name.map(Line::into_string).unwrap_or_default(),
             phone: b.phone,
-            variables: b.variables.unwrap_or_default(),
+            variables: b.variables.map(Variables::into_map).unwrap_or_default(),
         }
     }
 }
@@ -342,7 +353,8 @@ impl From<ItemBody> for ItemInput {
 pub struct CreateBatchBody {
     /// Name; required unless `contacts` is given.
     #[serde(default)]
-    pub name: Option<String>,
+    #[schema(value_type = Option<String>, max_length = 200)]
+    pub name: Option<Line<200>>,
     /// Agent placing the calls.
     pub agent_id: String,
     /// Automatic start, ISO 8601, in the future.
@@ -435,7 +447,8 @@ async fn create_batch(
     let Some(contacts) = body.contacts else {
         let name = body
             .name
-            .filter(|n| !n.trim().is_empty())
+            .map(Line::into_string)
+            .filter(|n| !n.is_empty())
             .ok_or_else(|| ApiError::BadRequest("name is required".into()))?;
         let row = service::create(
             &state,
@@ -469,7 +482,8 @@ async fn create_batch(
     placement::plan(&state, org, agent_id, body.from_number.as_deref()).await?;
     let name = body
         .name
-        .filter(|n| !n.trim().is_empty())
+        .map(Line::into_string)
+        .filter(|n| !n.is_empty())
         .unwrap_or_else(|| format!("Batch {}", now.format("%Y-%m-%d %H:%M")));
     let row = service::create(
         &state,

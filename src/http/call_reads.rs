@@ -10,6 +10,7 @@ use crate::app::state::AppState;
 use crate::calls::tool_call_view::ToolCallView;
 use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
+use crate::domain::text::{Line, optional_line};
 use crate::domain::{AgentId, CallId, OrgId};
 use crate::postcall::analysis::view::{AnalysisView, merged_extracted};
 use crate::store::analyses::AnalysisRow;
@@ -531,8 +532,9 @@ pub struct CallFilterQuery {
     #[param(value_type = Option<String>)]
     pub status: Vec<CallStatus>,
     /// Case-insensitive substring of the name, phone or agent name.
-    #[serde(default, deserialize_with = "trimmed")]
-    pub search: Option<String>,
+    #[serde(default, deserialize_with = "optional_line")]
+    #[param(value_type = Option<String>, max_length = 200)]
+    pub search: Option<Line<200>>,
     /// Also match transcript words of the last 90 days; needs a search of 3+ characters.
     #[serde(default, deserialize_with = "flag")]
     #[param(value_type = Option<bool>)]
@@ -624,7 +626,7 @@ impl CallFilterQuery {
         }
         Ok(CallFilter {
             statuses: self.status.iter().map(|s| s.as_str().to_string()).collect(),
-            search: self.search,
+            search: self.search.map(Line::into_string),
             transcript_since_ms: self
                 .deep
                 .then(|| now.timestamp_millis() - DEEP_SEARCH_DAYS * 86_400_000),

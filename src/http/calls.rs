@@ -10,6 +10,7 @@ use crate::app::state::AppState;
 use crate::calls::placement::{self, CallSource, CallTarget};
 use crate::domain::PhoneNumber;
 use crate::domain::ids::CallId;
+use crate::domain::text::{Line, Variables};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -44,10 +45,12 @@ pub struct PlaceCallBody {
     pub to: String,
     /// Name of the person called.
     #[serde(default)]
-    pub name: Option<String>,
+    #[schema(value_type = Option<String>, max_length = 200)]
+    pub name: Option<Line<200>>,
     /// Fills the agent's placeholders.
     #[serde(default)]
-    pub variables: Option<Map<String, Value>>,
+    #[schema(value_type = Option<Object>)]
+    pub variables: Option<Variables>,
     /// Caller ID override; must be a number the workspace owns.
     #[serde(default)]
     pub from_number: Option<String>,
@@ -89,8 +92,8 @@ async fn place_call(
     let agent_id = placement::agent_id(&body.agent_id)?;
     let plan =
         placement::plan(&state, caller.org_id, agent_id, body.from_number.as_deref()).await?;
-    let variables = body.variables.unwrap_or_default();
-    let name = target_name(&variables, body.name);
+    let variables = body.variables.map(Variables::into_map).unwrap_or_default();
+    let name = target_name(&variables, body.name.map(Line::into_string));
     let placed = placement::place(
         &state,
         &plan,
@@ -124,7 +127,8 @@ pub struct TestCallBody {
     pub phone_number: String,
     /// Fills the agent's placeholders.
     #[serde(default)]
-    pub variables: Option<Map<String, Value>>,
+    #[schema(value_type = Option<Object>)]
+    pub variables: Option<Variables>,
 }
 
 /// The agent, with the test call's id.
@@ -165,7 +169,7 @@ async fn test_call(
             extra: Some(json!({ "callId": live })),
         });
     }
-    let variables = body.variables.unwrap_or_default();
+    let variables = body.variables.map(Variables::into_map).unwrap_or_default();
     let name = target_name(&variables, None);
     let placed = placement::place(
         &state,
@@ -207,7 +211,8 @@ pub struct AlertBody {
     pub from_number: Option<String>,
     /// Applied to every call.
     #[serde(default)]
-    pub variables: Option<Map<String, Value>>,
+    #[schema(value_type = Option<Object>)]
+    pub variables: Option<Variables>,
 }
 
 /// One dialed number of an alert.
@@ -253,7 +258,7 @@ async fn alert(
             body.phones.len()
         )));
     }
-    let variables = body.variables.unwrap_or_default();
+    let variables = body.variables.map(Variables::into_map).unwrap_or_default();
     let mut seen = HashSet::new();
     let mut targets = Vec::new();
     let mut skipped = 0;

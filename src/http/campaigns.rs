@@ -15,6 +15,7 @@ use crate::batches::csv_upload::{CsvRecords, RawRecord, StudentColumns, is_blank
 use crate::batches::service::{self, NewBatchInput, check_phone, item_variables};
 use crate::batches::{BatchAction, BatchKind, BatchStatus, stored};
 use crate::domain::page::{ListEnvelope, PageRequest};
+use crate::domain::text::Line;
 use crate::store::Store;
 use crate::store::batches::{BatchRow, NewItem};
 use axum::Json;
@@ -33,9 +34,6 @@ pub const MAX_UPLOAD_ROWS: usize = 100_000;
 
 /// Largest upload body: 100,000 rows with a few variables fit well inside.
 pub const MAX_UPLOAD_BYTES: usize = 64 * 1024 * 1024;
-
-/// Rows written per transaction while an upload streams in.
-const UPLOAD_FLUSH_ROWS: usize = 1_000;
 
 /// Most rejected rows listed in the upload's answer.
 const MAX_LISTED_REJECTIONS: usize = 20;
@@ -64,7 +62,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateCampaignBody {
     /// Name, shown as `campaignName` on its calls.
-    pub name: String,
+    #[schema(value_type = String, max_length = 200)]
+    pub name: Line<200>,
     /// Agent placing the calls.
     pub agent_id: String,
     /// Caller ID override; a number the workspace owns.
@@ -93,7 +92,7 @@ async fn create_campaign(
         caller.org_id,
         BatchKind::Campaign,
         NewBatchInput {
-            name: body.name,
+            name: body.name.into_string(),
             agent_id: body.agent_id,
             from_number: body.from_number,
             scheduled_start_at: scheduled,
@@ -253,8 +252,9 @@ pub struct UploadReport {
     pub rejected_rows: Vec<RejectedRow>,
 }
 
-/// An upload in progress: rows are parsed as the body arrives and written in
-/// transactions of [`UPLOAD_FLUSH_ROWS`].
+/// An upload in progress: rows are parsed as the body arrives and kept until
+/// the whole file has been read and counted, then written in one transaction,
+/// so a file refused (over the row limit, a cell with NUL) stores nothing.
 struct StudentIngest<'a> {
     store: &'a Store,
     campaign: &'a BatchRow,
@@ -295,10 +295,14 @@ impl StudentIngest<'_> {
         };
         self.data_rows += 1;
         if self.data_rows > MAX_UPLOAD_ROWS {
-            self.reject(format!(
-                "beyond the {MAX_UPLOAD_ROWS}-row limit of one upload"
-            ));
+            // Still counted to the end so the answer says how many there were.
             return Ok(());
+        }
+        if let Some((column, reason)) = columns.refused_cell(&record) {
+            return Err(ApiError::BadRequest(format!(
+                "rows[{}].{column} {reason}",
+                self.row_no
+            )));
         }
         let (name, raw_phone, variables) = match columns.row(&record) {
             Ok(row) => row,
@@ -323,14 +327,11 @@ impl StudentIngest<'_> {
         Ok(())
     }
 
-    async fn chunk(&mut self, bytes: &[u8]) -> ApiResult<()> {
+    fn chunk(&mut self, bytes: &[u8]) -> ApiResult<()> {
         let mut records = Vec::new();
         self.parser.push(bytes, &mut records);
         for record in records {
             self.record(record)?;
-        }
-        if self.rows.len() >= UPLOAD_FLUSH_ROWS {
-            self.flush().await?;
         }
         Ok(())
     }
@@ -363,6 +364,13 @@ impl StudentIngest<'_> {
             return Err(ApiError::BadRequest(
                 "file: the CSV is empty; it needs a header row with name and phone columns".into(),
             ));
+        }
+        if self.data_rows > MAX_UPLOAD_ROWS {
+            return Err(ApiError::PayloadTooLarge(format!(
+                "file has {} data rows; one upload may hold at most {MAX_UPLOAD_ROWS}, \
+                 and none was added",
+                self.data_rows
+            )));
         }
         self.flush().await?;
         Ok(UploadReport {
@@ -447,7 +455,7 @@ async fn upload_students(
                 bad_multipart(e)
             }
         })? {
-            ingest.chunk(&chunk).await?;
+            ingest.chunk(&chunk)?;
         }
         break;
     }

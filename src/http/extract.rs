@@ -2,6 +2,7 @@
 //! naming the offending field.
 
 use super::error::ApiError;
+use crate::domain::text;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
@@ -49,6 +50,7 @@ where
 
 /// Parses a JSON body, naming the field that failed.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    refuse_control_text(bytes)?;
     let mut de = serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(&mut de).map_err(|err| {
         let path = err.path().to_string();
@@ -60,6 +62,31 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             ApiError::BadRequest(format!("Invalid field {path}: {detail}"))
         }
     })
+}
+
+/// Refuses NUL and control characters in every string of a body, the fields
+/// not typed as [`text`] included, so none reaches the store. Only bodies that
+/// could hold one (an escape or a raw C1/DEL byte) are parsed twice.
+fn refuse_control_text(bytes: &[u8]) -> Result<(), ApiError> {
+    let suspicious = bytes
+        .windows(2)
+        .any(|w| w == b"\\u" || w[0] == 0x7f || (w[0] == 0xc2 && (0x80..=0x9f).contains(&w[1])))
+        || bytes.last() == Some(&0x7f);
+    if !suspicious {
+        return Ok(());
+    }
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return Ok(());
+    };
+    match text::first_refused(&value) {
+        None => Ok(()),
+        Some((path, reason)) if path.is_empty() || path == "." => Err(ApiError::BadRequest(
+            format!("Invalid request body: {reason}"),
+        )),
+        Some((path, reason)) => Err(ApiError::BadRequest(format!(
+            "Invalid field {path}: {reason}"
+        ))),
+    }
 }
 
 /// serde_json appends "at line 1 column 9"; clients need the field, not the column.
@@ -105,6 +132,11 @@ pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
                 pairs.push((name, value));
             }
         }
+    }
+    // Query values are one line each: no NUL, no control character, no line break.
+    for (name, value) in &pairs {
+        text::check(value, text::Lines::One)
+            .map_err(|reason| ApiError::BadRequest(format!("{name} {reason}")))?;
     }
     let once = form_urlencoded::Serializer::new(String::new())
         .extend_pairs(&pairs)

@@ -129,7 +129,8 @@ async fn every_command_prints_one_json_object_while_the_server_runs() {
             "--org",
             &org_id,
             "--url",
-            "https://example.com/hooks",
+            // A public address literal: tests run without DNS, and a name is resolved when added.
+            "https://203.0.113.10/hooks",
             "--event",
             "call.completed",
         ])

@@ -21,8 +21,10 @@ mod openapi;
 mod ratings;
 mod recordings;
 mod settings;
+mod text_edge;
 mod tools;
 mod tools_twilio;
+mod webhook_urls;
 mod webhooks;
 
 use crate::support::{PG_ENV, TestApp};

@@ -317,6 +317,13 @@ impl TestApp {
             .env_remove("VOXLINE_CONFIG")
             .env_remove("VOXLINE_DATA_DIR")
             .env_remove("VOXLINE_SECRET")
+            // The operator's allow-list the test servers use, so loopback receivers register.
+            .env(
+                "VOXLINE_WEBHOOK_ALLOW_HOSTS",
+                Settings::for_tests(self.data_dir.clone(), None)
+                    .webhook_allow_hosts
+                    .join(","),
+            )
             .output()
             .await
             .expect("run voxline admin")
