@@ -1,11 +1,13 @@
 //! Properties of the parsers that take untrusted input, over generated input (issue 19,
-//! fuzzing): the campaign CSV reader and E.164 phone numbers. The carrier codecs have
+//! fuzzing): the campaign CSV reader, E.164 phone numbers and the text type every string
+//! field goes through. The carrier codecs have
 //! theirs in `media/tests/codec_properties.rs`; `fuzz/` holds `cargo fuzz` targets for
 //! the same code.
 
 use proptest::prelude::*;
 use voxline::batches::csv_upload::{CsvRecords, RawRecord};
 use voxline::domain::phone::{PhoneError, PhoneNumber};
+use voxline::domain::text::{Line, Prose, TextError};
 
 /// Parses `data` fed in pieces of `chunk` bytes.
 fn parse_in_chunks(data: &[u8], chunk: usize) -> Vec<RawRecord> {
@@ -81,6 +83,41 @@ proptest! {
             Ok(number) => prop_assert_eq!(number.as_str(), format!("+91{digits}")),
             // Dummies such as +919999999999 are refused on purpose.
             Err(error) => prop_assert_eq!(error, PhoneError::Placeholder, "{}", raw),
+        }
+    }
+
+    /// One-line text: accepted exactly when it holds no NUL or control character and
+    /// fits after trimming; what is accepted is trimmed, free of them, and parses again
+    /// to itself.
+    #[test]
+    fn a_line_is_clean_trimmed_and_bounded(raw in prop_oneof!["[ a-zA-Z]{0,40}", ".{0,40}", "[\\x00-\\x1f\\x7f-\\u{9f} a]{0,12}"]) {
+        let trimmed = raw.trim();
+        let clean = !raw.chars().any(char::is_control);
+        match Line::<30>::parse(&raw) {
+            Ok(line) => {
+                prop_assert!(clean, "{raw:?} accepted");
+                prop_assert_eq!(line.as_str(), trimmed);
+                prop_assert!(line.chars().count() <= 30);
+                prop_assert_eq!(Line::<30>::parse(line.as_str()), Ok(line.clone()));
+            }
+            Err(TextError::TooLong(30)) => prop_assert!(clean && trimmed.chars().count() > 30),
+            Err(TextError::Nul) => prop_assert!(raw.contains('\0')),
+            Err(TextError::Control(c)) => prop_assert!(c.is_control() && c != '\0'),
+            Err(other) => prop_assert!(false, "{other:?}"),
+        }
+    }
+
+    /// Multi-line text keeps tabs and line breaks inside and refuses every other
+    /// control character.
+    #[test]
+    fn prose_keeps_breaks_and_refuses_other_controls(raw in "[a \t\r\n\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f]{0,30}") {
+        let other_control = raw.chars().any(|c| c.is_control() && !matches!(c, '\t' | '\r' | '\n'));
+        match Prose::<100>::parse(&raw) {
+            Ok(prose) => {
+                prop_assert!(!other_control, "{raw:?} accepted");
+                prop_assert_eq!(prose.as_str(), raw.trim());
+            }
+            Err(_) => prop_assert!(other_control, "{raw:?} refused"),
         }
     }
 }
