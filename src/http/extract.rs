@@ -118,13 +118,12 @@ fn field_message(path: &str, detail: &str) -> String {
             None => format!("{at}: unknown field"),
         };
     }
-    if let Some(rest) = detail
+    if let Some((_, expected)) = detail
         .strip_prefix("invalid type: ")
         .or_else(|| detail.strip_prefix("invalid value: "))
+        .and_then(|rest| rest.rsplit_once(", expected "))
     {
-        if let Some((_, expected)) = rest.rsplit_once(", expected ") {
-            return format!("{at}: expected {}", json_type_name(expected));
-        }
+        return format!("{at}: expected {}", json_type_name(expected));
     }
     format!("{at}: {detail}")
 }
@@ -257,6 +256,7 @@ mod tests {
     #[derive(Debug, Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Body {
+        #[allow(dead_code)]
         name: String,
         #[serde(default)]
         silence_timeout_seconds: Option<u32>,

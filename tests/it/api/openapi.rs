@@ -183,3 +183,112 @@ async fn docs_health_and_readiness_need_no_key() {
     assert_eq!(metrics.status(), 200);
     app.get("", "/metrics").await.expect(404);
 }
+
+/// Every response object, with where it is, for the checks below.
+fn operations(doc: &Value) -> Vec<(String, String, &Value)> {
+    let mut ops = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in METHODS {
+            if let Some(op) = item.get(*method).filter(|op| op.is_object()) {
+                ops.push((method.to_string(), path.clone(), op));
+            }
+        }
+    }
+    ops
+}
+
+#[tokio::test]
+async fn the_document_is_exact_about_answers_and_bounds() {
+    let app = TestApp::spawn().await;
+    let ws = app.workspace("A").await;
+    let doc = app.get("", "/openapi.json").await.expect(200).body;
+    let ops = operations(&doc);
+    assert!(ops.len() > 60, "{}", ops.len());
+    let global_security = doc["security"].as_array().is_some_and(|s| !s.is_empty());
+
+    for (method, path, op) in &ops {
+        let responses = op["responses"].as_object().expect("responses");
+        // OpenAPI requires a description on every response object.
+        for (status, response) in responses {
+            assert!(
+                response["description"]
+                    .as_str()
+                    .is_some_and(|d| !d.trim().is_empty()),
+                "{method} {path} {status} has no description: {response}"
+            );
+        }
+        let secured = op
+            .get("security")
+            .and_then(Value::as_array)
+            .map_or(global_security, |s| !s.is_empty());
+        if secured {
+            for status in ["401", "429"] {
+                assert!(
+                    responses.contains_key(status),
+                    "{method} {path} does not document {status}"
+                );
+            }
+            assert!(
+                responses["429"]["headers"].get("Retry-After").is_some(),
+                "{method} {path}: 429 without Retry-After"
+            );
+            for (status, response) in responses.iter().filter(|(s, _)| *s != "401") {
+                assert!(
+                    response["headers"].get("X-RateLimit-Remaining").is_some(),
+                    "{method} {path} {status}: no X-RateLimit-* headers"
+                );
+            }
+        }
+        if op.get("requestBody").is_some() {
+            for status in ["400", "413", "415"] {
+                assert!(
+                    responses.contains_key(status),
+                    "{method} {path} takes a body but does not document {status}"
+                );
+            }
+        }
+        // Bounds equal the server's.
+        for param in op["parameters"].as_array().into_iter().flatten() {
+            let schema = &param["schema"];
+            let bounds = (schema["minimum"].as_i64(), schema["maximum"].as_i64());
+            match param["name"].as_str() {
+                Some("page") => assert_eq!(bounds, (Some(1), Some(2_147_483_647)), "{path}"),
+                Some("limit") => assert_eq!(bounds, (Some(1), Some(100)), "{path}"),
+                Some("days") => {
+                    let max = if path == "/api/dashboard/call-volume" {
+                        90
+                    } else {
+                        365
+                    };
+                    assert_eq!(bounds, (Some(1), Some(max)), "{path}");
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(
+        doc["components"]["headers"]["X-RateLimit-Limit"]["schema"]["type"],
+        "integer"
+    );
+
+    // The server refuses what the document refuses.
+    for (query, message) in [
+        (
+            "page=2147483648",
+            "page must be an integer from 1 to 2147483647",
+        ),
+        ("page=", "page must be an integer from 1 to 2147483647"),
+        ("limit=", "limit must be an integer from 1 to 100"),
+    ] {
+        let r = app.get(&ws.key, &format!("/api/calls?{query}")).await;
+        assert_eq!(r.status, 400, "{query}: {r:?}");
+        assert_eq!(r.message(), message, "{query}");
+    }
+    let r = app
+        .get(&ws.key, "/api/calls?page=2147483647&limit=100")
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let r = app.get(&ws.key, "/api/analytics/overview?days=").await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.message(), "days must be an integer from 1 to 365");
+}
