@@ -64,6 +64,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateCampaignBody {
     /// Name, shown as `campaignName` on its calls.
+    #[schema(pattern = r"\S")]
     pub name: String,
     /// Agent placing the calls.
     pub agent_id: String,
@@ -72,6 +73,7 @@ pub struct CreateCampaignBody {
     pub from_number: Option<String>,
     /// Automatic start, ISO 8601, in the future.
     #[serde(default)]
+    #[schema(format = DateTime)]
     pub scheduled_start_at: Option<String>,
 }
 

@@ -210,12 +210,13 @@ pub fn trimmed<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Err
     Ok((!value.is_empty()).then(|| value.to_string()))
 }
 
-/// A `true`/`false` (or `1`/`0`) query flag; blank reads as false.
+/// A `true`/`false` query flag, exactly the document's boolean: a blank or
+/// `1` is refused rather than read as a guess.
 pub fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     let raw = String::deserialize(d)?;
-    match raw.trim() {
-        "" | "false" | "0" => Ok(false),
-        "true" | "1" => Ok(true),
+    match raw.as_str() {
+        "false" => Ok(false),
+        "true" => Ok(true),
         other => Err(D::Error::custom(format!(
             "must be true or false, not \"{other}\""
         ))),
@@ -245,7 +246,7 @@ mod tests {
 
     #[test]
     fn values_are_decoded_trimmed_and_the_last_repeat_wins() {
-        let probe: Probe = parse_query("search=%20a+b%20&deep=1&search=c").unwrap();
+        let probe: Probe = parse_query("search=%20a+b%20&deep=true&search=c").unwrap();
         assert_eq!(probe.search.as_deref(), Some("c"));
         assert!(probe.deep);
         let probe: Probe = parse_query("search=++&unknown=1").unwrap();
@@ -326,6 +327,8 @@ mod tests {
     fn a_bad_value_is_named_with_its_reason() {
         let err = parse_query::<Probe>("deep=maybe").unwrap_err();
         assert_eq!(message(err), "deep must be true or false, not \"maybe\"");
+        let err = parse_query::<Probe>("deep=").unwrap_err();
+        assert_eq!(message(err), "deep must be true or false, not \"\"");
         let err = parse_query::<PageRequest>("page=2&limit=ten").unwrap_err();
         assert_eq!(message(err), "limit must be an integer from 1 to 100");
     }

@@ -173,6 +173,7 @@ const QUOTA_HEADERS: [(&str, &str); 3] = [
 pub fn finished(doc: utoipa::openapi::OpenApi) -> Value {
     let mut doc = serde_json::to_value(doc).unwrap_or(Value::Null);
     add_shared_components(&mut doc);
+    require_on_create(&mut doc);
     if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
         for (path, item) in paths.iter_mut() {
             let Some(item) = item.as_object_mut() else {
@@ -198,6 +199,20 @@ pub fn finished(doc: utoipa::openapi::OpenApi) -> Value {
         }
     }
     doc
+}
+
+/// Create and patch share one body schema whose fields are all optional;
+/// creating an agent needs a `name` that is not blank.
+fn require_on_create(doc: &mut Value) {
+    let body = &mut doc["paths"]["/api/agents"]["post"]["requestBody"]["content"]["application/json"]
+        ["schema"];
+    if body.is_object() {
+        *body = json!({
+            "allOf": [body.take()],
+            "required": ["name"],
+            "properties": {"name": {"type": "string", "pattern": "\\S"}},
+        });
+    }
 }
 
 /// The quota headers and the shared error answers, referred to by name.

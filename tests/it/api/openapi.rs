@@ -270,6 +270,56 @@ async fn the_document_is_exact_about_answers_and_bounds() {
         doc["components"]["headers"]["X-RateLimit-Limit"]["schema"]["type"],
         "integer"
     );
+    // Values, required fields and formats as the server reads them.
+    let schemas = &doc["components"]["schemas"];
+    assert_eq!(
+        schemas["LlmVendor"]["enum"],
+        serde_json::json!(["sim", "openai"])
+    );
+    assert_eq!(
+        schemas["TelephonyProvider"]["enum"][0], "sim",
+        "{}",
+        schemas["TelephonyProvider"]
+    );
+    let create_agent = &doc["paths"]["/api/agents"]["post"]["requestBody"]["content"]["application/json"]
+        ["schema"];
+    assert_eq!(
+        create_agent["required"],
+        serde_json::json!(["name"]),
+        "{create_agent}"
+    );
+    assert!(
+        schemas["ExportSheetRequest"]["required"]
+            .as_array()
+            .is_some_and(|r| r.contains(&"spreadsheetId".into())),
+        "{}",
+        schemas["ExportSheetRequest"]
+    );
+    assert_eq!(
+        schemas["PlaceCallBody"]["properties"]["to"]["pattern"],
+        r"^\+[1-9][0-9]{6,14}$"
+    );
+    assert_eq!(
+        schemas["CreateCampaignBody"]["properties"]["scheduledStartAt"]["format"],
+        "date-time"
+    );
+    assert!(
+        schemas["AgentInput"]["properties"]["language"]["pattern"].is_string(),
+        "{}",
+        schemas["AgentInput"]["properties"]["language"]
+    );
+    let calls = doc["paths"]["/api/calls"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    let analysis_status = calls
+        .iter()
+        .find(|p| p["name"] == "analysisStatus")
+        .unwrap();
+    assert_eq!(
+        analysis_status["schema"]["enum"],
+        serde_json::json!(["pending", "done", "failed", "skipped"]),
+        "{analysis_status}"
+    );
 
     // The server refuses what the document refuses.
     for (query, message) in [
@@ -288,7 +338,28 @@ async fn the_document_is_exact_about_answers_and_bounds() {
         .get(&ws.key, "/api/calls?page=2147483647&limit=100")
         .await;
     assert_eq!(r.status, 200, "{r:?}");
+    let r = app.get(&ws.key, "/api/calls?deep=").await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.message(), "deep must be true or false, not \"\"");
     let r = app.get(&ws.key, "/api/analytics/overview?days=").await;
     assert_eq!(r.status, 400, "{r:?}");
     assert_eq!(r.message(), "days must be an integer from 1 to 365");
+}
+
+#[tokio::test]
+async fn a_text_model_without_a_key_is_the_clients_400_not_a_503() {
+    let app = TestApp::spawn().await;
+    let ws = app.workspace("A").await;
+    let r = app
+        .post(
+            &ws.key,
+            "/api/agents/prompt-assist",
+            serde_json::json!({"prompt": "Be brief.", "llmProvider": "openai"}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(
+        r.message(),
+        "llm provider openai is unavailable: no API key: set VOXLINE_OPENAI_API_KEY, or an openai workspace credential"
+    );
 }
