@@ -341,6 +341,9 @@ async fn the_document_is_exact_about_answers_and_bounds() {
     let r = app.get(&ws.key, "/api/calls?deep=").await;
     assert_eq!(r.status, 400, "{r:?}");
     assert_eq!(r.message(), "deep must be true or false, not \"\"");
+    let r = app.get(&ws.key, "/api/ratings?minScore=").await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.message(), "minScore must be a number from 0 to 10");
     let r = app.get(&ws.key, "/api/analytics/overview?days=").await;
     assert_eq!(r.status, 400, "{r:?}");
     assert_eq!(r.message(), "days must be an integer from 1 to 365");
