@@ -157,7 +157,7 @@ fn json_type_name(expected: &str) -> Cow<'_, str> {
 ///
 /// A bad value answers 400 with `{message}` "`<parameter> <reason>`": the
 /// field deserializers of query structs phrase their errors as the reason
-/// that follows the name ("must be an integer of at least 1"). A repeated
+/// that follows the name ("must be an integer from 1 to 100"). A repeated
 /// parameter keeps its last value, as the parameter map handlers read before did.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ApiQuery<T>(pub T);
