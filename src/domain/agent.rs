@@ -73,10 +73,24 @@ macro_rules! wire_names {
         }
     ) => {
         $(#[doc = $doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
         pub enum $name {
             $( $(#[doc = $vdoc])* #[serde(rename = $wire)] $variant, )+
         }
+
+        // By hand: the derive does not see a `rename` whose value came
+        // through a macro, and documented the Rust names ("Sim", not "sim").
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some([$($wire),+]))
+                    .description(Some(concat!($($doc),*).trim()))
+                    .into()
+            }
+        }
+
+        impl ToSchema for $name {}
 
         impl $name {
             /// Every value, in the order the docs list them.
@@ -174,8 +188,10 @@ wire_names! {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct RetryPolicy {
     /// Total attempts including the first.
+    #[schema(minimum = 1, maximum = 10)]
     pub max_attempts: u32,
     /// Wait between attempts.
+    #[schema(maximum = 604_800)]
     pub retry_after_seconds: u32,
     /// Outcomes that trigger a re-dial: no-answer, busy, failed.
     pub retry_on: Vec<String>,
@@ -710,7 +726,7 @@ pub fn fill_placeholders(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AgentInput {
     /// See [`AgentSpec::name`].
-    #[schema(value_type = Option<String>, max_length = 200)]
+    #[schema(value_type = Option<String>, max_length = 200, pattern = r"\S")]
     pub name: Option<Line<200>>,
     /// See [`AgentSpec::conversation_engine`].
     pub conversation_engine: Option<ConversationEngine>,
@@ -721,11 +737,12 @@ pub struct AgentInput {
     #[schema(value_type = Option<String>, max_length = 100_000)]
     pub prompt: Option<Prose<100_000>>,
     /// See [`AgentSpec::language`].
+    #[schema(pattern = r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$")]
     pub language: Option<String>,
     /// See [`AgentSpec::llm_provider`].
     pub llm_provider: Option<LlmVendor>,
     /// See [`AgentSpec::llm_model`].
-    #[schema(value_type = Option<String>, max_length = 200)]
+    #[schema(value_type = Option<String>, max_length = 200, pattern = r"\S")]
     pub llm_model: Option<Line<200>>,
     /// See [`AgentSpec::asr_provider`].
     pub asr_provider: Option<AsrVendor>,
@@ -737,8 +754,10 @@ pub struct AgentInput {
     /// See [`AgentSpec::telephony_provider`].
     pub telephony_provider: Option<TelephonyProvider>,
     /// See [`AgentSpec::max_duration_seconds`].
+    #[schema(minimum = 10, maximum = 14_400)]
     pub max_duration_seconds: Option<u32>,
     /// See [`AgentSpec::silence_timeout_seconds`].
+    #[schema(minimum = 2, maximum = 3_600)]
     pub silence_timeout_seconds: Option<u32>,
     /// See [`AgentSpec::interruptible`].
     pub interruptible: Option<bool>,
@@ -768,9 +787,11 @@ pub struct AgentInput {
     /// See [`AgentSpec::tool_limits`]; fields left out take their defaults.
     pub tool_limits: Option<ToolLimits>,
     /// See [`AgentSpec::max_tokens`].
+    #[schema(minimum = 1, maximum = 4_096)]
     pub max_tokens: Option<u32>,
     /// See [`AgentSpec::temperature`]; null returns to the server's default.
     #[serde(default, deserialize_with = "present")]
+    #[schema(minimum = 0, maximum = 2)]
     pub temperature: Option<Option<f32>>,
 }
 

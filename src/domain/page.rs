@@ -15,7 +15,7 @@ pub const MAX_LIMIT: u32 = 100;
 pub struct PageRequest {
     /// 1-based page number, default 1.
     #[serde(default = "first_page", deserialize_with = "page_param")]
-    #[param(minimum = 1)]
+    #[param(minimum = 1, maximum = 2_147_483_647)]
     pub page: u32,
     /// Rows per page: 1 to 100, default 20.
     #[serde(default = "default_limit", deserialize_with = "limit_param")]
@@ -28,8 +28,13 @@ pub struct PageRequest {
 #[error("{0}")]
 pub struct PageError(pub String);
 
+/// The largest page number: the document says `int32`, so a client
+/// generated from it never needs more, and the server refuses what it could
+/// not send.
+pub const MAX_PAGE: u32 = 2_147_483_647;
+
 /// Why a `page` value is refused, said after the parameter's name.
-const PAGE_REASON: &str = "must be an integer of at least 1";
+const PAGE_REASON: &str = "must be an integer from 1 to 2147483647";
 
 fn limit_reason() -> String {
     format!("must be an integer from 1 to {MAX_LIMIT}")
@@ -43,19 +48,16 @@ fn default_limit() -> u32 {
     DEFAULT_LIMIT
 }
 
-/// A `page` value; blank is the first page.
+/// A `page` value; blank is refused like any other non-number (an absent
+/// `page` is the first page).
 fn page_number(raw: &str) -> Option<u32> {
-    if raw.is_empty() {
-        return Some(1);
-    }
-    raw.parse::<u32>().ok().filter(|p| *p >= 1)
+    raw.parse::<u32>()
+        .ok()
+        .filter(|p| (1..=MAX_PAGE).contains(p))
 }
 
-/// A `limit` value; blank is [`DEFAULT_LIMIT`].
+/// A `limit` value; blank is refused (an absent `limit` is [`DEFAULT_LIMIT`]).
 fn page_limit(raw: &str) -> Option<u32> {
-    if raw.is_empty() {
-        return Some(DEFAULT_LIMIT);
-    }
     raw.parse::<u32>()
         .ok()
         .filter(|l| (1..=MAX_LIMIT).contains(l))
@@ -72,9 +74,11 @@ fn limit_param<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
 impl PageRequest {
     /// Parses raw query values, naming the offending parameter on failure.
     pub fn parse(page: Option<&str>, limit: Option<&str>) -> Result<Self, PageError> {
-        let page = page_number(page.unwrap_or_default())
+        let page = page
+            .map_or(Some(1), page_number)
             .ok_or_else(|| PageError(format!("page {PAGE_REASON}")))?;
-        let limit = page_limit(limit.unwrap_or_default())
+        let limit = limit
+            .map_or(Some(DEFAULT_LIMIT), page_limit)
             .ok_or_else(|| PageError(format!("limit {}", limit_reason())))?;
         Ok(Self { page, limit })
     }

@@ -77,13 +77,16 @@ pub struct ChatReply {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GenerateRequest {
     /// What the agent should do, in plain language.
+    #[schema(min_length = 10, pattern = r"\S")]
     pub brief: String,
     /// Create the agent instead of only returning the draft.
     #[serde(default)]
     pub create: bool,
     /// BCP 47 language of the agent (the model chooses when omitted).
+    #[schema(pattern = r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$")]
     pub language: Option<String>,
     /// `sim` or `openai`; the server's default text LLM when omitted.
+    #[schema(value_type = Option<crate::domain::agent::LlmVendor>)]
     pub llm_provider: Option<String>,
     /// Model name for `openai`.
     pub llm_model: Option<String>,
@@ -108,10 +111,12 @@ pub struct GenerateReply {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PromptAssistRequest {
     /// The prompt to improve.
+    #[schema(pattern = r"\S")]
     pub prompt: String,
     /// What to change, in plain language.
     pub instruction: Option<String>,
     /// `sim` or `openai`; the server's default text LLM when omitted.
+    #[schema(value_type = Option<crate::domain::agent::LlmVendor>)]
     pub llm_provider: Option<String>,
     /// Model name for `openai`.
     pub llm_model: Option<String>,
@@ -147,10 +152,13 @@ fn instant_sim() -> SimConfig {
     }
 }
 
+/// A vendor the workspace has no key for is the client's to fix (pick
+/// another `llmProvider`, or store a credential): a 400, not a 5xx that says
+/// the server is failing.
 fn select_failed(err: SelectError) -> ApiError {
     match err {
         SelectError::Store(err) => ApiError::Store(err),
-        other => ApiError::Unavailable(other.to_string()),
+        other => ApiError::BadRequest(other.to_string()),
     }
 }
 

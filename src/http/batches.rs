@@ -359,6 +359,7 @@ pub struct CreateBatchBody {
     pub agent_id: String,
     /// Automatic start, ISO 8601, in the future.
     #[serde(default)]
+    #[schema(format = DateTime)]
     pub scheduled_start_at: Option<String>,
     /// Caller ID override; a number the workspace owns.
     #[serde(default)]
@@ -366,6 +367,7 @@ pub struct CreateBatchBody {
     /// One-step form: these people are added and the batch starts at once
     /// (or at `scheduledStartAt`).
     #[serde(default)]
+    #[schema(min_items = 1)]
     pub contacts: Option<Vec<ItemBody>>,
 }
 

@@ -529,7 +529,7 @@ pub fn relative_time(at_ms: i64, now_ms: i64) -> String {
 pub struct CallFilterQuery {
     /// Comma-separated raw statuses: queued, ringing, in-progress, completed, failed, no-answer, busy, canceled.
     #[serde(default, deserialize_with = "call_statuses")]
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, pattern = r"^\s*((queued|ringing|in-progress|completed|failed|no-answer|busy|canceled)\s*)?(,\s*((queued|ringing|in-progress|completed|failed|no-answer|busy|canceled)\s*)?)*$")]
     pub status: Vec<CallStatus>,
     /// Case-insensitive substring of the name, phone or agent name.
     #[serde(default, deserialize_with = "optional_line")]
@@ -544,11 +544,11 @@ pub struct CallFilterQuery {
     pub provider: Option<String>,
     /// `pass` or `fail`: calls whose analysis judged success so.
     #[serde(default)]
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<SuccessFilter>, inline)]
     pub success: Option<SuccessFilter>,
     /// `pending`, `done`, `failed` or `skipped`: calls whose analysis is in that state.
     #[serde(default, rename = "analysisStatus", alias = "analysis_status")]
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<AnalysisStatusFilter>, inline)]
     pub analysis_status: Option<AnalysisStatusFilter>,
     /// Calls of this agent (its id); an id of no agent matches nothing. The
     /// export filtered so also has the agent's analysis columns.
@@ -557,7 +557,7 @@ pub struct CallFilterQuery {
 }
 
 /// The `success` filter's values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SuccessFilter {
     /// The verdict passed.
@@ -567,7 +567,7 @@ pub enum SuccessFilter {
 }
 
 /// The `analysisStatus` filter's values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AnalysisStatusFilter {
     /// Waiting or running.

@@ -42,6 +42,7 @@ pub struct PlaceCallBody {
     /// Agent that runs the call.
     pub agent_id: String,
     /// E.164 number to dial.
+    #[schema(pattern = r"^\+[1-9][0-9]{6,14}$")]
     pub to: String,
     /// Name of the person called.
     #[serde(default)]
@@ -124,6 +125,7 @@ async fn place_call(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TestCallBody {
     /// E.164 number to ring.
+    #[schema(pattern = r"^\+[1-9][0-9]{6,14}$")]
     pub phone_number: String,
     /// Fills the agent's placeholders.
     #[serde(default)]
@@ -204,7 +206,7 @@ pub struct AlertBody {
     /// Agent that places the calls.
     pub agent_id: String,
     /// E.164 strings, or `{name?, phone}` objects.
-    #[schema(value_type = Vec<Object>)]
+    #[schema(value_type = Vec<Object>, min_items = 1)]
     pub phones: Vec<Value>,
     /// Caller ID override.
     #[serde(default)]

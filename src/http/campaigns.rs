@@ -62,7 +62,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateCampaignBody {
     /// Name, shown as `campaignName` on its calls.
-    #[schema(value_type = String, max_length = 200)]
+    #[schema(value_type = String, max_length = 200, pattern = r"\S")]
     pub name: Line<200>,
     /// Agent placing the calls.
     pub agent_id: String,
@@ -71,6 +71,7 @@ pub struct CreateCampaignBody {
     pub from_number: Option<String>,
     /// Automatic start, ISO 8601, in the future.
     #[serde(default)]
+    #[schema(format = DateTime)]
     pub scheduled_start_at: Option<String>,
 }
 

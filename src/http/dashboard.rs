@@ -51,7 +51,8 @@ fn ist_midnight(day: NaiveDate) -> DateTime<Utc> {
         .unwrap_or_default()
 }
 
-/// A `?days=` window of 1 to `MAX` days, `DEFAULT` when absent or blank.
+/// A `?days=` window of 1 to `MAX` days, `DEFAULT` when absent; a blank
+/// value is refused like any other non-number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DayWindow<const DEFAULT: u32, const MAX: u32>(pub u32);
 
@@ -64,15 +65,11 @@ impl<const DEFAULT: u32, const MAX: u32> Default for DayWindow<DEFAULT, MAX> {
 impl<'de, const DEFAULT: u32, const MAX: u32> Deserialize<'de> for DayWindow<DEFAULT, MAX> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = String::deserialize(d)?;
-        match raw.trim() {
-            "" => Ok(Self::default()),
-            raw => raw
-                .parse::<u32>()
-                .ok()
-                .filter(|days| (1..=MAX).contains(days))
-                .map(Self)
-                .ok_or_else(|| D::Error::custom(format!("must be an integer from 1 to {MAX}"))),
-        }
+        raw.parse::<u32>()
+            .ok()
+            .filter(|days| (1..=MAX).contains(days))
+            .map(Self)
+            .ok_or_else(|| D::Error::custom(format!("must be an integer from 1 to {MAX}")))
     }
 }
 

@@ -9,6 +9,7 @@ use axum::http::request::Parts;
 use bytes::Bytes;
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
+use serde_json::{Number, Value};
 use std::borrow::Cow;
 use std::collections::HashMap;
 
@@ -48,53 +49,121 @@ where
     }
 }
 
-/// Parses a JSON body, naming the field that failed.
+/// Parses a JSON body in two steps, so each kind of failure says what it is:
+/// text that is not JSON names the line and column, a document that is not
+/// an object says so, and a value of the wrong type names its field path and
+/// the type expected there ("`retryPolicy.maxAttempts: expected an integer`").
+///
+/// A whole-number float (`20.0`) counts as an integer, as JSON Schema says.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    refuse_control_text(bytes)?;
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(&mut de).map_err(|err| {
+    let mut value: Value = serde_json::from_slice(bytes)
+        .map_err(|err| ApiError::BadRequest(format!("the body is not valid JSON: {err}")))?;
+    if !value.is_object() {
+        return Err(ApiError::BadRequest(
+            "the body must be a JSON object".into(),
+        ));
+    }
+    refuse_control_text(&value)?;
+    integral_floats_as_integers(&mut value);
+    serde_path_to_error::deserialize(value).map_err(|err| {
         let path = err.path().to_string();
-        let inner = err.into_inner();
-        let detail = strip_position(&inner.to_string());
-        if path == "." || path.is_empty() {
-            ApiError::BadRequest(format!("Invalid request body: {detail}"))
-        } else {
-            ApiError::BadRequest(format!("Invalid field {path}: {detail}"))
-        }
+        let detail = err.into_inner().to_string();
+        ApiError::BadRequest(field_message(&path, &detail))
     })
 }
 
 /// Refuses NUL and control characters in every string of a body, the fields
-/// not typed as [`text`] included, so none reaches the store. Only bodies that
-/// could hold one (an escape or a raw C1/DEL byte) are parsed twice.
-fn refuse_control_text(bytes: &[u8]) -> Result<(), ApiError> {
-    let suspicious = bytes
-        .windows(2)
-        .any(|w| w == b"\\u" || w[0] == 0x7f || (w[0] == 0xc2 && (0x80..=0x9f).contains(&w[1])))
-        || bytes.last() == Some(&0x7f);
-    if !suspicious {
-        return Ok(());
-    }
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
-        return Ok(());
-    };
-    match text::first_refused(&value) {
+/// not typed as [`text`] included, so none reaches the store.
+fn refuse_control_text(value: &Value) -> Result<(), ApiError> {
+    match text::first_refused(value) {
         None => Ok(()),
-        Some((path, reason)) if path.is_empty() || path == "." => Err(ApiError::BadRequest(
-            format!("Invalid request body: {reason}"),
-        )),
-        Some((path, reason)) => Err(ApiError::BadRequest(format!(
-            "Invalid field {path}: {reason}"
+        Some((path, reason)) => Err(ApiError::BadRequest(field_message(
+            &path,
+            &reason.to_string(),
         ))),
     }
 }
 
-/// serde_json appends "at line 1 column 9"; clients need the field, not the column.
-fn strip_position(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(at) => message[..at].to_string(),
-        None => message.to_string(),
+/// The largest magnitude a float holds every whole number up to (2^53):
+/// beyond it `1e300` would turn into a different integer than was meant.
+const EXACT_FLOAT_LIMIT: f64 = 9_007_199_254_740_992.0;
+
+/// Rewrites every float with no fractional part (`20.0`, `-3e2`) as the
+/// integer it equals, so integer fields accept it; float fields accept an
+/// integer already, and JSON Schema counts both as the same number.
+fn integral_floats_as_integers(value: &mut Value) {
+    match value {
+        Value::Number(number) if number.is_f64() => {
+            let Some(float) = number.as_f64() else { return };
+            if float.fract() != 0.0 || float.abs() > EXACT_FLOAT_LIMIT {
+                return;
+            }
+            // Exact: `float` is whole and within ±2^53.
+            #[allow(clippy::cast_possible_truncation)]
+            let whole = float as i64;
+            *number = Number::from(whole);
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_floats_as_integers),
+        Value::Object(fields) => fields.values_mut().for_each(integral_floats_as_integers),
+        _ => {}
     }
+}
+
+/// `"<path>: <reason>"` from serde's message for the value at `path` (`.`
+/// for the body itself), with Rust's type names put in JSON's words.
+fn field_message(path: &str, detail: &str) -> String {
+    let join = |field: &str| {
+        if path == "." || path.is_empty() {
+            field.to_string()
+        } else {
+            format!("{path}.{field}")
+        }
+    };
+    let at = if path.is_empty() { "." } else { path };
+    if let Some(rest) = detail.strip_prefix("missing field `") {
+        let field = rest.split('`').next().unwrap_or_default();
+        return format!("{}: is required", join(field));
+    }
+    if let Some(rest) = detail.strip_prefix("unknown field `") {
+        // The path already ends at the unknown field.
+        let known = rest.split_once("`, ").map(|(_, known)| known);
+        return match known {
+            Some(known) => format!("{at}: unknown field, {known}"),
+            None => format!("{at}: unknown field"),
+        };
+    }
+    if let Some((_, expected)) = detail
+        .strip_prefix("invalid type: ")
+        .or_else(|| detail.strip_prefix("invalid value: "))
+        .and_then(|rest| rest.rsplit_once(", expected "))
+    {
+        return format!("{at}: expected {}", json_type_name(expected));
+    }
+    format!("{at}: {detail}")
+}
+
+/// serde's "expected …" in the words of a JSON client.
+fn json_type_name(expected: &str) -> Cow<'_, str> {
+    let name = match expected {
+        "u8" => "an integer from 0 to 255",
+        "u16" => "an integer from 0 to 65535",
+        "u32" => "an integer from 0 to 4294967295",
+        "u64" | "usize" | "u128" => "an integer of at least 0",
+        "i8" => "an integer from -128 to 127",
+        "i16" => "an integer from -32768 to 32767",
+        "i32" => "an integer from -2147483648 to 2147483647",
+        "i64" | "isize" | "i128" => "an integer",
+        "f32" | "f64" => "a number",
+        "a sequence" => "an array",
+        "a map" => "an object",
+        "a boolean" | "a string" | "a character" => return Cow::Borrowed(expected),
+        other if other.starts_with("struct ") => "an object",
+        other if other.starts_with("a sequence") => "an array",
+        other if other.starts_with("a map") => "an object",
+        other if other.starts_with("tuple") => "an array",
+        other => return Cow::Borrowed(other),
+    };
+    Cow::Borrowed(name)
 }
 
 /// A query string deserialized into `T`, so every handler's parameters are a
@@ -102,7 +171,7 @@ fn strip_position(message: &str) -> String {
 ///
 /// A bad value answers 400 with `{message}` "`<parameter> <reason>`": the
 /// field deserializers of query structs phrase their errors as the reason
-/// that follows the name ("must be an integer of at least 1"). A repeated
+/// that follows the name ("must be an integer from 1 to 100"). A repeated
 /// parameter keeps its last value, as the parameter map handlers read before did.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ApiQuery<T>(pub T);
@@ -160,12 +229,13 @@ pub fn trimmed<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Err
     Ok((!value.is_empty()).then(|| value.to_string()))
 }
 
-/// A `true`/`false` (or `1`/`0`) query flag; blank reads as false.
+/// A `true`/`false` query flag, exactly the document's boolean: a blank or
+/// `1` is refused rather than read as a guess.
 pub fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     let raw = String::deserialize(d)?;
-    match raw.trim() {
-        "" | "false" | "0" => Ok(false),
-        "true" | "1" => Ok(true),
+    match raw.as_str() {
+        "false" => Ok(false),
+        "true" => Ok(true),
         other => Err(D::Error::custom(format!(
             "must be true or false, not \"{other}\""
         ))),
@@ -195,7 +265,7 @@ mod tests {
 
     #[test]
     fn values_are_decoded_trimmed_and_the_last_repeat_wins() {
-        let probe: Probe = parse_query("search=%20a+b%20&deep=1&search=c").unwrap();
+        let probe: Probe = parse_query("search=%20a+b%20&deep=true&search=c").unwrap();
         assert_eq!(probe.search.as_deref(), Some("c"));
         assert!(probe.deep);
         let probe: Probe = parse_query("search=++&unknown=1").unwrap();
@@ -203,10 +273,81 @@ mod tests {
         assert!(!probe.deep);
     }
 
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Body {
+        #[allow(dead_code)]
+        name: String,
+        #[serde(default)]
+        silence_timeout_seconds: Option<u32>,
+        #[serde(default)]
+        temperature: Option<f64>,
+        #[serde(default)]
+        nested: Option<Nested>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Nested {
+        items: Vec<u8>,
+    }
+
+    #[test]
+    fn json_failures_say_what_kind_they_are() {
+        let err = parse_json::<Body>(br#"{"name": "#).unwrap_err();
+        assert_eq!(
+            message(err),
+            "the body is not valid JSON: EOF while parsing a value at line 1 column 9"
+        );
+        for shape in ["[1,2]", "\"a\"", "3", "null"] {
+            let err = parse_json::<Body>(shape.as_bytes()).unwrap_err();
+            assert_eq!(message(err), "the body must be a JSON object", "{shape}");
+        }
+        let err = parse_json::<Body>(br#"{"name": true}"#).unwrap_err();
+        assert_eq!(message(err), "name: expected a string");
+        let err = parse_json::<Body>(br#"{}"#).unwrap_err();
+        assert_eq!(message(err), "name: is required");
+        let err =
+            parse_json::<Body>(br#"{"name": "a", "nested": {"items": [1, "x"]}}"#).unwrap_err();
+        assert_eq!(
+            message(err),
+            "nested.items[1]: expected an integer from 0 to 255"
+        );
+        let err =
+            parse_json::<Body>(br#"{"name": "a", "nested": {"items": [], "b": 1}}"#).unwrap_err();
+        assert_eq!(message(err), "nested.b: unknown field, expected `items`");
+        let err =
+            parse_json::<Body>(br#"{"name": "a", "silenceTimeoutSeconds": 20.5}"#).unwrap_err();
+        assert_eq!(
+            message(err),
+            "silenceTimeoutSeconds: expected an integer from 0 to 4294967295"
+        );
+    }
+
+    #[test]
+    fn a_whole_number_float_is_an_integer() {
+        let body: Body = parse_json(
+            br#"{"name": "a", "silenceTimeoutSeconds": 20.0, "temperature": 1.0,
+                 "nested": {"items": [2e1, 255.0]}}"#,
+        )
+        .unwrap();
+        assert_eq!(body.silence_timeout_seconds, Some(20));
+        assert_eq!(body.temperature, Some(1.0));
+        assert_eq!(body.nested.unwrap().items, [20, 255]);
+        let err =
+            parse_json::<Body>(br#"{"name": "a", "silenceTimeoutSeconds": 1e300}"#).unwrap_err();
+        assert_eq!(
+            message(err),
+            "silenceTimeoutSeconds: expected an integer from 0 to 4294967295"
+        );
+    }
+
     #[test]
     fn a_bad_value_is_named_with_its_reason() {
         let err = parse_query::<Probe>("deep=maybe").unwrap_err();
         assert_eq!(message(err), "deep must be true or false, not \"maybe\"");
+        let err = parse_query::<Probe>("deep=").unwrap_err();
+        assert_eq!(message(err), "deep must be true or false, not \"\"");
         let err = parse_query::<PageRequest>("page=2&limit=ten").unwrap_err();
         assert_eq!(message(err), "limit must be an integer from 1 to 100");
     }

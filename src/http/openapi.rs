@@ -5,6 +5,7 @@ use axum::Json;
 use axum::Router;
 use axum::response::Html;
 use axum::routing::get;
+use serde_json::{Value, json};
 use std::sync::Arc;
 use utoipa::Modify;
 use utoipa::OpenApi;
@@ -134,7 +135,7 @@ pub fn base_document() -> utoipa::openapi::OpenApi {
 
 /// `/openapi.json` and `/docs`; no authentication.
 pub fn router(doc: utoipa::openapi::OpenApi) -> Router<AppState> {
-    let doc = Arc::new(doc);
+    let doc = Arc::new(finished(doc));
     Router::new()
         .route(
             "/openapi.json",
@@ -144,6 +145,222 @@ pub fn router(doc: utoipa::openapi::OpenApi) -> Router<AppState> {
             }),
         )
         .route("/docs", get(|| async { Html(DOCS_PAGE) }))
+}
+
+/// The headers every answer to an authenticated request carries, and the
+/// one a 429 adds (see `http::auth`).
+const QUOTA_HEADERS: [(&str, &str); 3] = [
+    ("X-RateLimit-Limit", "The key's daily request cap."),
+    (
+        "X-RateLimit-Remaining",
+        "Requests left today under the cap.",
+    ),
+    (
+        "X-RateLimit-Reset",
+        "Unix seconds at which the daily count resets (midnight IST).",
+    ),
+];
+
+/// The document as served: the handlers' annotations plus what every
+/// operation shares and no single handler states, so the document says
+/// everything the server can answer.
+///
+/// - every response has a `description` (OpenAPI requires one);
+/// - every `/api` operation documents 401 and 429, and the quota headers on
+///   each answer past authentication;
+/// - an operation with a JSON body documents 400, 413 and 415; one with
+///   query parameters 400; one with path parameters 404.
+pub fn finished(doc: utoipa::openapi::OpenApi) -> Value {
+    let mut doc = serde_json::to_value(doc).unwrap_or(Value::Null);
+    add_shared_components(&mut doc);
+    require_on_create(&mut doc);
+    if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
+        for (path, item) in paths.iter_mut() {
+            let Some(item) = item.as_object_mut() else {
+                continue;
+            };
+            for (method, op) in item.iter_mut() {
+                if matches!(
+                    method.as_str(),
+                    "get" | "put" | "post" | "delete" | "patch" | "head" | "options"
+                ) {
+                    complete_operation(path, op);
+                }
+            }
+        }
+    }
+    if let Some(webhooks) = doc.get_mut("webhooks").and_then(Value::as_object_mut) {
+        for item in webhooks.values_mut() {
+            if let Some(item) = item.as_object_mut() {
+                for op in item.values_mut() {
+                    describe_responses(op);
+                }
+            }
+        }
+    }
+    doc
+}
+
+/// Create and patch share one body schema whose fields are all optional;
+/// creating an agent needs a `name` that is not blank.
+fn require_on_create(doc: &mut Value) {
+    let body = &mut doc["paths"]["/api/agents"]["post"]["requestBody"]["content"]["application/json"]
+        ["schema"];
+    if body.is_object() {
+        *body = json!({
+            "allOf": [body.take()],
+            "required": ["name"],
+            "properties": {"name": {"type": "string", "pattern": "\\S"}},
+        });
+    }
+}
+
+/// The quota headers and the shared error answers, referred to by name.
+fn add_shared_components(doc: &mut Value) {
+    let Some(root) = doc.as_object_mut() else {
+        return;
+    };
+    let components = root
+        .entry("components")
+        .or_insert_with(|| json!({}))
+        .as_object_mut();
+    let Some(components) = components else {
+        return;
+    };
+    let headers = components.entry("headers").or_insert_with(|| json!({}));
+    for (name, description) in QUOTA_HEADERS {
+        headers[name] = json!({
+            "description": description,
+            "schema": {"type": "integer", "format": "int64", "minimum": 0},
+        });
+    }
+    headers["Retry-After"] = json!({
+        "description": "Seconds until the daily count resets and requests are served again.",
+        "schema": {"type": "integer", "format": "int64", "minimum": 0},
+    });
+}
+
+fn message_body() -> Value {
+    json!({"application/json": {"schema": {"$ref": "#/components/schemas/MessageBody"}}})
+}
+
+fn quota_headers(retry_after: bool) -> Value {
+    let mut headers = serde_json::Map::new();
+    for (name, _) in QUOTA_HEADERS {
+        headers.insert(
+            name.to_string(),
+            json!({"$ref": format!("#/components/headers/{name}")}),
+        );
+    }
+    if retry_after {
+        headers.insert(
+            "Retry-After".to_string(),
+            json!({"$ref": "#/components/headers/Retry-After"}),
+        );
+    }
+    Value::Object(headers)
+}
+
+/// What a status means when the handler's annotation says nothing more.
+fn status_description(status: &str) -> &'static str {
+    match status {
+        "200" => "OK",
+        "201" => "Created",
+        "202" => "Accepted: the work is queued",
+        "204" => "Done; no content",
+        "206" => "The requested byte range",
+        "400" => "A parameter or body field is missing or malformed; the message names it",
+        "401" => "The API key is missing, wrong or revoked",
+        "402" => "The wallet balance does not allow this",
+        "403" => "Not allowed for this key, or a quota is spent",
+        "404" => "No such record in this workspace",
+        "409" => "The request conflicts with the record's current state",
+        "413" => "The body is larger than allowed",
+        "415" => "The body is not `application/json`",
+        "416" => "The byte range is not satisfiable",
+        "429" => "The key's daily or monthly request cap is spent; see `Retry-After`",
+        "502" => "An upstream service failed the request",
+        "503" => "A dependency is not ready",
+        _ => "Answered",
+    }
+}
+
+/// Adds the answers every operation of its kind can give, then describes
+/// and, under `/api`, gives the quota headers to each response.
+fn complete_operation(path: &str, op: &mut Value) {
+    let has_body = op.get("requestBody").is_some();
+    let params = op
+        .get("parameters")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let has = |place: &str| params.iter().any(|p| p["in"] == place);
+    let authenticated = path.starts_with("/api/");
+    let Some(responses) = op
+        .as_object_mut()
+        .map(|op| op.entry("responses").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let mut add = |status: &str| {
+        responses
+            .entry(status.to_string())
+            .or_insert_with(|| json!({"content": message_body()}));
+    };
+    if has_body {
+        add("400");
+        add("413");
+        add("415");
+    }
+    if has("query") {
+        add("400");
+    }
+    if has("path") {
+        add("404");
+    }
+    if authenticated {
+        add("401");
+        add("429");
+    }
+    for (status, response) in responses.iter_mut() {
+        let Some(response) = response.as_object_mut() else {
+            continue;
+        };
+        describe(status, response);
+        if authenticated && status != "401" {
+            let headers = response.entry("headers").or_insert_with(|| json!({}));
+            if let (Some(headers), Value::Object(quota)) =
+                (headers.as_object_mut(), quota_headers(status == "429"))
+            {
+                for (name, header) in quota {
+                    headers.entry(name).or_insert(header);
+                }
+            }
+        }
+    }
+}
+
+/// Gives a response without a description (or an empty one) its status's.
+fn describe(status: &str, response: &mut serde_json::Map<String, Value>) {
+    let described = response
+        .get("description")
+        .and_then(Value::as_str)
+        .is_some_and(|d| !d.trim().is_empty());
+    if !described {
+        response.insert("description".into(), json!(status_description(status)));
+    }
+}
+
+/// Gives every response without a description the one of its status.
+fn describe_responses(op: &mut Value) {
+    if let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) {
+        for (status, response) in responses.iter_mut() {
+            if let Some(response) = response.as_object_mut() {
+                describe(status, response);
+            }
+        }
+    }
 }
 
 /// A self-contained page (no CDN: deployments may be offline) that renders

@@ -30,6 +30,7 @@ const EXPORT_PAGE_ROWS: i64 = 500;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExportSheetRequest {
     /// The spreadsheet id from its URL (required).
+    #[schema(required = true, nullable = false, pattern = r"\S")]
     pub spreadsheet_id: Option<String>,
     /// A1 range rows are appended after (default `Sheet1!A1`).
     pub range: Option<String>,

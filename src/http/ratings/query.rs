@@ -41,18 +41,16 @@ pub(super) fn optional_bound(field: &str, raw: Option<&str>, end: bool) -> ApiRe
         .transpose()
 }
 
+/// A score bound as the document types it, a number: a blank value is
+/// refused like any other non-number.
 fn parse_score(field: &str, raw: Option<&str>) -> ApiResult<Option<f64>> {
-    raw.map(str::trim)
-        .filter(|r| !r.is_empty())
-        .map(|r| {
-            r.parse::<f64>()
-                .ok()
-                .filter(|s| (0.0..=10.0).contains(s))
-                .ok_or_else(|| {
-                    ApiError::BadRequest(format!("{field} must be a number from 0 to 10"))
-                })
-        })
-        .transpose()
+    raw.map(|r| {
+        r.parse::<f64>()
+            .ok()
+            .filter(|s| (0.0..=10.0).contains(s))
+            .ok_or_else(|| ApiError::BadRequest(format!("{field} must be a number from 0 to 10")))
+    })
+    .transpose()
 }
 
 pub(super) fn parse_status(raw: Option<&str>, default: &str) -> ApiResult<String> {
@@ -79,6 +77,7 @@ pub(super) fn parse_agent(raw: Option<&str>) -> Option<String> {
 #[into_params(parameter_in = Query)]
 pub struct RatingFilterQuery {
     /// pending, done, failed or all; the list defaults to done, the export to all, and analytics reads done ratings only.
+    #[param(pattern = r"^\s*(pending|done|failed|all)?\s*$")]
     pub status: Option<String>,
     /// Only this agent's calls.
     pub agent_id: Option<String>,
@@ -99,6 +98,7 @@ pub struct RatingFilterQuery {
 #[into_params(parameter_in = Query)]
 pub struct RatingStatusQuery {
     /// done (default), pending, failed or all.
+    #[param(pattern = r"^\s*(pending|done|failed|all)?\s*$")]
     pub status: Option<String>,
 }
 

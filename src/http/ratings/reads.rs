@@ -153,7 +153,8 @@ pub(super) async fn get_rating(
 
 /// Every rating of calls to one number (`status` as in the list, default `done`).
 #[utoipa::path(get, path = "/api/ratings/by-phone/{phone}", tag = "ratings",
-    params(("phone" = String, Path, description = "E.164 number, e.g. +919845012310"),
+    params(("phone" = String, Path, description = "E.164 number, e.g. +919845012310",
+            pattern = r"^\+[1-9][0-9]{6,14}$"),
         RatingStatusQuery),
     responses((status = 200, body = PhoneRatings), (status = 400, body = MessageBody)))]
 pub(super) async fn ratings_by_phone(

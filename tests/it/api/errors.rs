@@ -20,55 +20,150 @@ async fn malformed_json_wrong_types_and_missing_fields_are_400_naming_the_field(
     let ws = app.workspace("A").await;
     let json = "application/json";
 
-    let r = app
-        .raw(&ws.key, Method::POST, "/api/agents", json, r#"{"name": "#)
-        .await;
-    assert_error(&r, 400);
-    assert!(
-        !r.message().contains("line 1"),
-        "no parser positions: {}",
-        r.text
-    );
-    let r = app
-        .raw(&ws.key, Method::POST, "/api/agents", json, "not json")
-        .await;
-    assert_error(&r, 400);
-    let r = app
-        .raw(&ws.key, Method::POST, "/api/agents", json, "[1,2]")
-        .await;
-    assert_error(&r, 400);
-    let r = app
-        .raw(&ws.key, Method::POST, "/api/agents", json, "")
-        .await;
-    assert_error(&r, 400);
-
-    for (body, field) in [
-        (r#"{"name": true}"#, "name"),
-        (r#"{"name": "a", "interruptible": "yes"}"#, "interruptible"),
+    // Not JSON: the parser's reason with line and column.
+    for (body, message) in [
         (
-            r#"{"name": "a", "endCallPhrases": "bye"}"#,
-            "endCallPhrases",
+            r#"{"name": "#,
+            "the body is not valid JSON: EOF while parsing a value at line 1 column 9",
         ),
         (
-            r#"{"name": "a", "retryPolicy": {"maxAttempts": "x"}}"#,
-            "retryPolicy.maxAttempts",
+            "not json",
+            "the body is not valid JSON: expected ident at line 1 column 2",
         ),
         (
-            r#"{"name": "a", "keypad": {"prompt": "p", "options": [{"digit": 1}]}}"#,
-            "keypad.options[0].digit",
+            "{\n  \"name\": \"a\",\n}",
+            "the body is not valid JSON: trailing comma at line 3 column 1",
         ),
-        (r#"{"prompt": "no name"}"#, "name"),
+        (
+            "",
+            "the body is not valid JSON: EOF while parsing a value at line 1 column 0",
+        ),
     ] {
         let r = app
             .raw(&ws.key, Method::POST, "/api/agents", json, body)
             .await;
         assert_error(&r, 400);
-        assert!(
-            r.message().contains(field),
-            "{body}: {} should name {field}",
-            r.text
+        assert_eq!(r.message(), message, "{body:?}");
+    }
+    // JSON, but not an object.
+    for body in ["[1,2]", r#""name""#, "42", "null", "true"] {
+        let r = app
+            .raw(&ws.key, Method::POST, "/api/agents", json, body)
+            .await;
+        assert_error(&r, 400);
+        assert_eq!(r.message(), "the body must be a JSON object", "{body}");
+    }
+
+    // A wrong type names the field path and the type expected there.
+    for (body, message) in [
+        (r#"{"name": true}"#, "name: expected a string"),
+        (
+            r#"{"name": "a", "interruptible": "yes"}"#,
+            "interruptible: expected a boolean",
+        ),
+        (
+            r#"{"name": "a", "endCallPhrases": "bye"}"#,
+            "endCallPhrases: expected an array",
+        ),
+        (
+            r#"{"name": "a", "retryPolicy": {"maxAttempts": "x"}}"#,
+            "retryPolicy.maxAttempts: expected an integer from 0 to 4294967295",
+        ),
+        (
+            r#"{"name": "a", "silenceTimeoutSeconds": 20.5}"#,
+            "silenceTimeoutSeconds: expected an integer from 0 to 4294967295",
+        ),
+        (
+            r#"{"name": "a", "silenceTimeoutSeconds": -1}"#,
+            "silenceTimeoutSeconds: expected an integer from 0 to 4294967295",
+        ),
+        (
+            r#"{"name": "a", "keypad": {"prompt": "p", "options": [{"digit": 1}]}}"#,
+            "keypad.options[0].digit: expected a string",
+        ),
+    ] {
+        let r = app
+            .raw(&ws.key, Method::POST, "/api/agents", json, body)
+            .await;
+        assert_error(&r, 400);
+        assert_eq!(r.message(), message, "{body}");
+    }
+    let r = app
+        .raw(
+            &ws.key,
+            Method::POST,
+            "/api/agents",
+            json,
+            r#"{"prompt": "no name"}"#,
+        )
+        .await;
+    assert_error(&r, 400);
+    assert!(r.message().contains("name"), "{}", r.text);
+    assert_eq!(
+        app.get(&ws.key, "/api/agents").await.expect(200).body,
+        json!([]),
+        "nothing stored"
+    );
+}
+
+#[tokio::test]
+async fn every_json_route_answers_the_same_json_errors() {
+    let app = TestApp::spawn().await;
+    let ws = app.workspace("A").await;
+    let agent = app.create_agent(&ws.key, json!({"name": "a"})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let json = "application/json";
+    for (method, path) in [
+        (Method::POST, "/api/calls".to_string()),
+        (Method::POST, "/api/alert".to_string()),
+        (Method::POST, format!("/api/agents/{agent}/test-call")),
+        (Method::PATCH, format!("/api/agents/{agent}")),
+        (Method::POST, "/api/batches".to_string()),
+        (Method::POST, "/api/campaigns".to_string()),
+    ] {
+        let r = app.raw(&ws.key, method.clone(), &path, json, "{").await;
+        assert_error(&r, 400);
+        assert_eq!(
+            r.message(),
+            "the body is not valid JSON: EOF while parsing an object at line 1 column 1",
+            "{method} {path}"
+        );
+        let r = app.raw(&ws.key, method.clone(), &path, json, "[{}]").await;
+        assert_error(&r, 400);
+        assert_eq!(
+            r.message(),
+            "the body must be a JSON object",
+            "{method} {path}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_whole_number_float_is_accepted_for_an_integer_field() {
+    let app = TestApp::spawn().await;
+    let ws = app.workspace("A").await;
+    let r = app
+        .raw(
+            &ws.key,
+            Method::POST,
+            "/api/agents",
+            "application/json",
+            r#"{"name": "a", "silenceTimeoutSeconds": 20.0, "maxDurationSeconds": 3e2,
+                "retryPolicy": {"maxAttempts": 2.0}}"#,
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let id = r.body["id"].as_str().unwrap();
+    let agent = app
+        .get(&ws.key, &format!("/api/agents/{id}"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(agent["silenceTimeoutSeconds"], 20, "{agent}");
+    assert_eq!(agent["maxDurationSeconds"], 300, "{agent}");
+    assert_eq!(agent["retryPolicy"]["maxAttempts"], 2, "{agent}");
 }
 
 #[tokio::test]

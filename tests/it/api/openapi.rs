@@ -183,3 +183,186 @@ async fn docs_health_and_readiness_need_no_key() {
     assert_eq!(metrics.status(), 200);
     app.get("", "/metrics").await.expect(404);
 }
+
+/// Every response object, with where it is, for the checks below.
+fn operations(doc: &Value) -> Vec<(String, String, &Value)> {
+    let mut ops = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in METHODS {
+            if let Some(op) = item.get(*method).filter(|op| op.is_object()) {
+                ops.push((method.to_string(), path.clone(), op));
+            }
+        }
+    }
+    ops
+}
+
+#[tokio::test]
+async fn the_document_is_exact_about_answers_and_bounds() {
+    let app = TestApp::spawn().await;
+    let ws = app.workspace("A").await;
+    let doc = app.get("", "/openapi.json").await.expect(200).body;
+    let ops = operations(&doc);
+    assert!(ops.len() > 60, "{}", ops.len());
+    let global_security = doc["security"].as_array().is_some_and(|s| !s.is_empty());
+
+    for (method, path, op) in &ops {
+        let responses = op["responses"].as_object().expect("responses");
+        // OpenAPI requires a description on every response object.
+        for (status, response) in responses {
+            assert!(
+                response["description"]
+                    .as_str()
+                    .is_some_and(|d| !d.trim().is_empty()),
+                "{method} {path} {status} has no description: {response}"
+            );
+        }
+        let secured = op
+            .get("security")
+            .and_then(Value::as_array)
+            .map_or(global_security, |s| !s.is_empty());
+        if secured {
+            for status in ["401", "429"] {
+                assert!(
+                    responses.contains_key(status),
+                    "{method} {path} does not document {status}"
+                );
+            }
+            assert!(
+                responses["429"]["headers"].get("Retry-After").is_some(),
+                "{method} {path}: 429 without Retry-After"
+            );
+            for (status, response) in responses.iter().filter(|(s, _)| *s != "401") {
+                assert!(
+                    response["headers"].get("X-RateLimit-Remaining").is_some(),
+                    "{method} {path} {status}: no X-RateLimit-* headers"
+                );
+            }
+        }
+        if op.get("requestBody").is_some() {
+            for status in ["400", "413", "415"] {
+                assert!(
+                    responses.contains_key(status),
+                    "{method} {path} takes a body but does not document {status}"
+                );
+            }
+        }
+        // Bounds equal the server's.
+        for param in op["parameters"].as_array().into_iter().flatten() {
+            let schema = &param["schema"];
+            let bounds = (schema["minimum"].as_i64(), schema["maximum"].as_i64());
+            match param["name"].as_str() {
+                Some("page") => assert_eq!(bounds, (Some(1), Some(2_147_483_647)), "{path}"),
+                Some("limit") => assert_eq!(bounds, (Some(1), Some(100)), "{path}"),
+                Some("days") => {
+                    let max = if path == "/api/dashboard/call-volume" {
+                        90
+                    } else {
+                        365
+                    };
+                    assert_eq!(bounds, (Some(1), Some(max)), "{path}");
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(
+        doc["components"]["headers"]["X-RateLimit-Limit"]["schema"]["type"],
+        "integer"
+    );
+    // Values, required fields and formats as the server reads them.
+    let schemas = &doc["components"]["schemas"];
+    assert_eq!(
+        schemas["LlmVendor"]["enum"],
+        serde_json::json!(["sim", "openai"])
+    );
+    assert_eq!(
+        schemas["TelephonyProvider"]["enum"][0], "sim",
+        "{}",
+        schemas["TelephonyProvider"]
+    );
+    let create_agent = &doc["paths"]["/api/agents"]["post"]["requestBody"]["content"]["application/json"]
+        ["schema"];
+    assert_eq!(
+        create_agent["required"],
+        serde_json::json!(["name"]),
+        "{create_agent}"
+    );
+    assert!(
+        schemas["ExportSheetRequest"]["required"]
+            .as_array()
+            .is_some_and(|r| r.contains(&"spreadsheetId".into())),
+        "{}",
+        schemas["ExportSheetRequest"]
+    );
+    assert_eq!(
+        schemas["PlaceCallBody"]["properties"]["to"]["pattern"],
+        r"^\+[1-9][0-9]{6,14}$"
+    );
+    assert_eq!(
+        schemas["CreateCampaignBody"]["properties"]["scheduledStartAt"]["format"],
+        "date-time"
+    );
+    assert!(
+        schemas["AgentInput"]["properties"]["language"]["pattern"].is_string(),
+        "{}",
+        schemas["AgentInput"]["properties"]["language"]
+    );
+    let calls = doc["paths"]["/api/calls"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    let analysis_status = calls
+        .iter()
+        .find(|p| p["name"] == "analysisStatus")
+        .unwrap();
+    assert_eq!(
+        analysis_status["schema"]["enum"],
+        serde_json::json!(["pending", "done", "failed", "skipped"]),
+        "{analysis_status}"
+    );
+
+    // The server refuses what the document refuses.
+    for (query, message) in [
+        (
+            "page=2147483648",
+            "page must be an integer from 1 to 2147483647",
+        ),
+        ("page=", "page must be an integer from 1 to 2147483647"),
+        ("limit=", "limit must be an integer from 1 to 100"),
+    ] {
+        let r = app.get(&ws.key, &format!("/api/calls?{query}")).await;
+        assert_eq!(r.status, 400, "{query}: {r:?}");
+        assert_eq!(r.message(), message, "{query}");
+    }
+    let r = app
+        .get(&ws.key, "/api/calls?page=2147483647&limit=100")
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let r = app.get(&ws.key, "/api/calls?deep=").await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.message(), "deep must be true or false, not \"\"");
+    let r = app.get(&ws.key, "/api/ratings?minScore=").await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.message(), "minScore must be a number from 0 to 10");
+    let r = app.get(&ws.key, "/api/analytics/overview?days=").await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.message(), "days must be an integer from 1 to 365");
+}
+
+#[tokio::test]
+async fn a_text_model_without_a_key_is_the_clients_400_not_a_503() {
+    let app = TestApp::spawn().await;
+    let ws = app.workspace("A").await;
+    let r = app
+        .post(
+            &ws.key,
+            "/api/agents/prompt-assist",
+            serde_json::json!({"prompt": "Be brief.", "llmProvider": "openai"}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(
+        r.message(),
+        "llm provider openai is unavailable: no API key: set VOXLINE_OPENAI_API_KEY, or an openai workspace credential"
+    );
+}

@@ -298,17 +298,14 @@ async fn the_refusal_names_the_field() {
         .post(&ws.key, "/api/agents", json!({"name": "Asha\u{0}"}))
         .await
         .expect(400);
-    assert_eq!(
-        r.message(),
-        "Invalid field name: must not contain NUL (U+0000)"
-    );
+    assert_eq!(r.message(), "name: must not contain NUL (U+0000)");
     let r = app
         .post(&ws.key, "/api/agents", json!({"name": "Asha\nRao"}))
         .await
         .expect(400);
     assert_eq!(
         r.message(),
-        "Invalid field name: must not contain the control character U+000A"
+        "name: must not contain the control character U+000A"
     );
     assert_eq!(
         app.get(&ws.key, "/api/agents").await.expect(200).body,
@@ -335,7 +332,7 @@ async fn the_refusal_names_the_field() {
         .expect(400);
     assert_eq!(
         r.message(),
-        "Invalid field prompt: must not contain the control character U+0007"
+        "prompt: must not contain the control character U+0007"
     );
 
     let r = app
@@ -346,10 +343,7 @@ async fn the_refusal_names_the_field() {
         )
         .await
         .expect(400);
-    assert_eq!(
-        r.message(),
-        "Invalid field variables.name: must not contain NUL (U+0000)"
-    );
+    assert_eq!(r.message(), "variables.name: must not contain NUL (U+0000)");
     let r = app
         .post(
             &ws.key,
@@ -363,7 +357,7 @@ async fn the_refusal_names_the_field() {
         .expect(400);
     assert_eq!(
         r.message(),
-        "Invalid field contacts[1].name: must not contain the control character U+0085"
+        "contacts[1].name: must not contain the control character U+0085"
     );
 
     let r = app.get(&ws.key, "/api/calls?search=%00").await.expect(400);
