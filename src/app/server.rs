@@ -373,6 +373,12 @@ impl Server {
             tracing::info!(live_calls = left, "ending live calls: service-shutdown");
         }
         engine.end_live_calls("service-shutdown").await;
+        // The loops stop first, so the flush is the only delivery pass (the
+        // outbox has no lease: two passes could send a row twice).
+        self.stop.cancel();
+        engine.shutdown_with("service-shutdown").await;
+        self.tasks.close();
+        self.tasks.wait().await;
         if !hurry.is_cancelled() {
             let until = deadline.max(tokio::time::Instant::now() + FLUSH_FLOOR);
             tokio::select! {
@@ -383,8 +389,6 @@ impl Server {
                 () = hurry.cancelled() => {}
             }
         }
-        self.stop.cancel();
-        engine.shutdown_with("service-shutdown").await;
         self.close().await;
         tracing::info!("drained");
     }
