@@ -490,3 +490,33 @@ async fn a_crash_bills_an_answered_call_up_to_its_last_sign_of_life() {
     assert_ledger_matches(&app, &ws, &[id]).await;
     app.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_bad_grace_stops_the_start_naming_the_variable() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = Command::new(crate::support::VOXLINE_BIN)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("serve")
+        .env_remove("DATABASE_URL")
+        .env_remove("VOXLINE_CONFIG")
+        .env("VOXLINE_LISTEN", "127.0.0.1:0")
+        .env("VOXLINE_ADMIN_LISTEN", "127.0.0.1:0")
+        .env("VOXLINE_SHUTDOWN_GRACE_SECONDS", "30s")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    // A server that ignored the value would serve on: bounded, it fails.
+    let out = tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("voxline serve stops at once on a bad value")
+        .expect("run voxline serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr
+            .contains("invalid value '30s' in environment variable VOXLINE_SHUTDOWN_GRACE_SECONDS"),
+        "{stderr}"
+    );
+}
