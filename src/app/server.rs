@@ -48,6 +48,9 @@ pub struct Server {
     /// Cancelled when draining starts (a child of `stop`): the loops that
     /// hand out new calls (dispatcher, batch scheduler) stop ticking.
     intake: CancellationToken,
+    /// Cancelled to cut post-call work in flight (analyses, ratings); a
+    /// drain first lets it finish, within its bound.
+    abandon: CancellationToken,
     /// The webhook client, for the final flush of the outbox.
     webhook_http: crate::egress::GuardedClient,
     /// The listeners and background loops, waited for on shutdown.
@@ -86,6 +89,7 @@ impl Server {
         };
         let stop = CancellationToken::new();
         let intake = stop.child_token();
+        let abandon = CancellationToken::new();
         let listener = tokio::net::TcpListener::bind(settings.listen)
             .await
             .with_context(|| format!("binding {}", settings.listen))?;
@@ -245,12 +249,13 @@ impl Server {
         });
         spawn_every(&tasks, settings.dispatch_interval, &stop, {
             let state = state.clone();
-            let stop = stop.clone();
+            let abandon = abandon.clone();
             move || {
                 let state = state.clone();
-                let stop = stop.clone();
+                let abandon = abandon.clone();
                 async move {
-                    // Shutdown abandons ratings in flight: they stay pending in
+                    // Shutdown abandons ratings in flight (a drain lets them
+                    // finish first, within its bound): they stay pending in
                     // the database and the next start re-queues them.
                     tokio::select! {
                         rated = crate::postcall::ratings::worker::rate_due(&state) => {
@@ -258,17 +263,17 @@ impl Server {
                                 tracing::warn!(error = %err, "rating pass failed");
                             }
                         }
-                        _ = stop.cancelled() => {}
+                        _ = abandon.cancelled() => {}
                     }
                 }
             }
         });
         spawn_every(&tasks, settings.dispatch_interval, &stop, {
             let state = state.clone();
-            let stop = stop.clone();
+            let abandon = abandon.clone();
             move || {
                 let state = state.clone();
-                let stop = stop.clone();
+                let abandon = abandon.clone();
                 async move {
                     // As with ratings: analyses in flight at shutdown stay
                     // pending and the next start runs them.
@@ -278,7 +283,7 @@ impl Server {
                                 tracing::warn!(error = %err, "analysis pass failed");
                             }
                         }
-                        _ = stop.cancelled() => {}
+                        _ = abandon.cancelled() => {}
                     }
                 }
             }
@@ -314,6 +319,7 @@ impl Server {
             state,
             stop,
             intake,
+            abandon,
             webhook_http,
             tasks,
         })
@@ -334,6 +340,7 @@ impl Server {
     /// counters persist and the store closes. What tests and the in-process
     /// load generator use; `voxline serve` drains with [`Server::drain`].
     pub async fn shutdown(self) {
+        self.abandon.cancel();
         self.stop.cancel();
         self.state.engine.shutdown().await;
         self.close().await;
@@ -348,9 +355,10 @@ impl Server {
     ///    or until `hurry` is cancelled (a second signal).
     /// 3. Those left are ended `service-shutdown` and billed to now; each
     ///    stores its results and recording before its end is recorded.
-    /// 4. The webhook outbox is flushed (what is due), bounded by what is
-    ///    left of the grace but never less than [`FLUSH_FLOOR`], unless
-    ///    `hurry` is cancelled.
+    /// 4. Post-call analyses and ratings in flight finish (they release held
+    ///    webhooks), then the webhook outbox is flushed (what is due); both
+    ///    bounded by what is left of the grace but never less than
+    ///    [`FLUSH_FLOOR`], and skipped when `hurry` is cancelled.
     /// 5. Listeners and loops stop, counters persist, the store closes.
     pub async fn drain(self, hurry: CancellationToken) {
         let grace = self.state.settings.shutdown_grace;
@@ -374,13 +382,22 @@ impl Server {
         }
         engine.end_live_calls("service-shutdown").await;
         // The loops stop first, so the flush is the only delivery pass (the
-        // outbox has no lease: two passes could send a row twice).
+        // outbox has no lease: two passes could send a row twice). Analyses
+        // and ratings in flight may finish, as they release held webhooks.
+        let until = deadline.max(tokio::time::Instant::now() + FLUSH_FLOOR);
+        if hurry.is_cancelled() {
+            self.abandon.cancel();
+        }
         self.stop.cancel();
         engine.shutdown_with("service-shutdown").await;
         self.tasks.close();
+        tokio::select! {
+            () = self.tasks.wait() => {}
+            () = tokio::time::sleep_until(until) => self.abandon.cancel(),
+            () = hurry.cancelled() => self.abandon.cancel(),
+        }
         self.tasks.wait().await;
         if !hurry.is_cancelled() {
-            let until = deadline.max(tokio::time::Instant::now() + FLUSH_FLOOR);
             tokio::select! {
                 () = self.flush_webhooks() => {}
                 () = tokio::time::sleep_until(until) => {
@@ -410,6 +427,7 @@ impl Server {
 
     /// Waits for the loops and listeners, persists counters, closes the store.
     async fn close(self) {
+        self.abandon.cancel();
         self.stop.cancel();
         self.tasks.close();
         self.tasks.wait().await;
