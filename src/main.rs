@@ -3,9 +3,10 @@
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 use voxline::admin::cli::{self as admin_cli, AdminCommand};
 use voxline::app::config::{ServeArgs, Settings, StorageArgs};
-use voxline::app::server::{Server, shutdown_signal};
+use voxline::app::server::{Server, ShutdownSignals};
 use voxline::app::telemetry::init_logging;
 use voxline::domain::clock::SystemClock;
 use voxline::loadgen::LoadgenArgs;
@@ -66,6 +67,7 @@ async fn main() -> ExitCode {
 async fn run_serve(storage: &StorageArgs, serve: &ServeArgs) -> anyhow::Result<()> {
     let settings = Settings::resolve(storage, serve)?;
     init_logging(settings.log_json);
+    let mut signals = ShutdownSignals::listen()?;
     let server = Server::start(settings, Arc::new(SystemClock)).await?;
     if let Some(boot) = &server.bootstrapped {
         println!(
@@ -83,8 +85,17 @@ async fn run_serve(storage: &StorageArgs, serve: &ServeArgs) -> anyhow::Result<(
             base = server.base_url()
         );
     }
-    shutdown_signal().await;
-    tracing::info!("shutting down");
-    server.shutdown().await;
+    signals.next().await;
+    tracing::info!("shutting down: draining");
+    // A second signal ends live calls at once; their results are still stored.
+    let hurry = CancellationToken::new();
+    let hurried = hurry.clone();
+    let second = tokio::spawn(async move {
+        signals.next().await;
+        tracing::warn!("second signal: ending live calls now");
+        hurried.cancel();
+    });
+    server.drain(hurry).await;
+    second.abort();
     Ok(())
 }

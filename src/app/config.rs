@@ -59,6 +59,10 @@ pub struct ServeArgs {
     /// link-local addresses (comma-separated).
     #[arg(long, env = "VOXLINE_WEBHOOK_ALLOW_HOSTS", value_delimiter = ',')]
     pub webhook_allow_hosts: Vec<String>,
+    /// Seconds live calls may go on after SIGTERM before they are ended
+    /// (default 30).
+    #[arg(long, env = "VOXLINE_SHUTDOWN_GRACE_SECONDS")]
+    pub shutdown_grace_seconds: Option<u64>,
     /// Simulated provider timings.
     #[command(flatten)]
     pub sim: SimArgs,
@@ -137,6 +141,8 @@ pub struct FileConfig {
     pub dormant_after_days: Option<u32>,
     /// Days a call recording is kept (`VOXLINE_RECORDING_RETENTION_DAYS`, default 90).
     pub recording_retention_days: Option<u32>,
+    /// See [`ServeArgs::shutdown_grace_seconds`].
+    pub shutdown_grace_seconds: Option<u64>,
     /// See [`SimSettings::ring_seconds`].
     pub sim_ring_seconds: Option<u32>,
     /// See [`SimSettings::answer_after_ms`].
@@ -261,6 +267,9 @@ impl SimSettings {
 /// Days a recording is kept when nothing else is configured (decisions §9).
 pub const DEFAULT_RECORDING_RETENTION_DAYS: u64 = 90;
 
+/// Seconds live calls may go on after SIGTERM when nothing else is configured.
+pub const DEFAULT_SHUTDOWN_GRACE_SECONDS: u64 = 30;
+
 /// Everything `serve` needs, fully resolved.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -293,6 +302,10 @@ pub struct Settings {
     pub providers: crate::providers::settings::ProviderSettings,
     /// Post-call ratings: webhook wait and the spreadsheet export's API.
     pub ratings: RatingSettings,
+    /// How long live calls may go on after the first SIGTERM or SIGINT
+    /// before they are ended with `service-shutdown`
+    /// (`VOXLINE_SHUTDOWN_GRACE_SECONDS`, default 30).
+    pub shutdown_grace: Duration,
 }
 
 /// Where Google's Sheets API lives.
@@ -498,6 +511,12 @@ impl Settings {
                 .collect(),
             providers,
             ratings: RatingSettings::resolve(&serve.ratings),
+            shutdown_grace: Duration::from_secs(
+                serve
+                    .shutdown_grace_seconds
+                    .or(file.shutdown_grace_seconds)
+                    .unwrap_or(DEFAULT_SHUTDOWN_GRACE_SECONDS),
+            ),
         })
     }
 
@@ -532,6 +551,7 @@ impl Settings {
             webhook_allow_hosts: vec!["127.0.0.1".into(), "localhost".into()],
             providers: ProviderSettings::default(),
             ratings: RatingSettings::default(),
+            shutdown_grace: Duration::from_secs(DEFAULT_SHUTDOWN_GRACE_SECONDS),
         }
     }
 }
@@ -661,6 +681,11 @@ mod tests {
                 "1m",
             ),
             ("--provider-retries", "VOXLINE_PROVIDER_RETRIES", "many"),
+            (
+                "--shutdown-grace-seconds",
+                "VOXLINE_SHUTDOWN_GRACE_SECONDS",
+                "30s",
+            ),
             ("--platform-fee-paise", "VOXLINE_PLATFORM_FEE_PAISE", "1.5"),
         ] {
             let message = from_variable(flag, variable, value, false);

@@ -45,6 +45,14 @@ pub struct Server {
     state: AppState,
     /// Cancelled to start the shutdown: listeners stop accepting, loops stop ticking.
     stop: CancellationToken,
+    /// Cancelled when draining starts (a child of `stop`): the loops that
+    /// hand out new calls (dispatcher, batch scheduler) stop ticking.
+    intake: CancellationToken,
+    /// Cancelled to cut post-call work in flight (analyses, ratings); a
+    /// drain first lets it finish, within its bound.
+    abandon: CancellationToken,
+    /// The webhook client, for the final flush of the outbox.
+    webhook_http: crate::egress::GuardedClient,
     /// The listeners and background loops, waited for on shutdown.
     tasks: TaskTracker,
 }
@@ -80,6 +88,8 @@ impl Server {
             bootstrap_if_empty(&store, clock.now()).await?
         };
         let stop = CancellationToken::new();
+        let intake = stop.child_token();
+        let abandon = CancellationToken::new();
         let listener = tokio::net::TcpListener::bind(settings.listen)
             .await
             .with_context(|| format!("binding {}", settings.listen))?;
@@ -201,7 +211,7 @@ impl Server {
                 }
             }
         });
-        spawn_every(&tasks, settings.dispatch_interval, &stop, {
+        spawn_every(&tasks, settings.dispatch_interval, &intake, {
             let state = state.clone();
             move || {
                 let state = state.clone();
@@ -215,6 +225,7 @@ impl Server {
         let webhook_http = crate::egress::GuardedClient::new(settings.webhook_allow_hosts.clone());
         spawn_every(&tasks, settings.dispatch_interval, &stop, {
             let state = state.clone();
+            let webhook_http = webhook_http.clone();
             move || {
                 let state = state.clone();
                 let http = webhook_http.clone();
@@ -225,7 +236,7 @@ impl Server {
                 }
             }
         });
-        spawn_every(&tasks, settings.dispatch_interval, &stop, {
+        spawn_every(&tasks, settings.dispatch_interval, &intake, {
             let state = state.clone();
             move || {
                 let state = state.clone();
@@ -238,12 +249,13 @@ impl Server {
         });
         spawn_every(&tasks, settings.dispatch_interval, &stop, {
             let state = state.clone();
-            let stop = stop.clone();
+            let abandon = abandon.clone();
             move || {
                 let state = state.clone();
-                let stop = stop.clone();
+                let abandon = abandon.clone();
                 async move {
-                    // Shutdown abandons ratings in flight: they stay pending in
+                    // Shutdown abandons ratings in flight (a drain lets them
+                    // finish first, within its bound): they stay pending in
                     // the database and the next start re-queues them.
                     tokio::select! {
                         rated = crate::postcall::ratings::worker::rate_due(&state) => {
@@ -251,17 +263,17 @@ impl Server {
                                 tracing::warn!(error = %err, "rating pass failed");
                             }
                         }
-                        _ = stop.cancelled() => {}
+                        _ = abandon.cancelled() => {}
                     }
                 }
             }
         });
         spawn_every(&tasks, settings.dispatch_interval, &stop, {
             let state = state.clone();
-            let stop = stop.clone();
+            let abandon = abandon.clone();
             move || {
                 let state = state.clone();
-                let stop = stop.clone();
+                let abandon = abandon.clone();
                 async move {
                     // As with ratings: analyses in flight at shutdown stay
                     // pending and the next start runs them.
@@ -271,7 +283,7 @@ impl Server {
                                 tracing::warn!(error = %err, "analysis pass failed");
                             }
                         }
-                        _ = stop.cancelled() => {}
+                        _ = abandon.cancelled() => {}
                     }
                 }
             }
@@ -306,6 +318,9 @@ impl Server {
             bootstrapped,
             state,
             stop,
+            intake,
+            abandon,
+            webhook_http,
             tasks,
         })
     }
@@ -320,16 +335,119 @@ impl Server {
         format!("http://{}", self.addr)
     }
 
-    /// Stops accepting, lets requests in flight finish, then persists counters.
+    /// Stops at once: live calls end `service-restart` (after storing their
+    /// results), listeners stop accepting, requests in flight finish, then
+    /// counters persist and the store closes. What tests and the in-process
+    /// load generator use; `voxline serve` drains with [`Server::drain`].
     pub async fn shutdown(self) {
+        self.abandon.cancel();
         self.stop.cancel();
         self.state.engine.shutdown().await;
+        self.close().await;
+    }
+
+    /// The graceful stop of `voxline serve` after SIGTERM or SIGINT.
+    ///
+    /// 1. No new call starts: `/healthz` says `draining`, `/readyz` answers
+    ///    503, the dispatcher and batch scheduler stop, and queued calls stay
+    ///    queued in the store for the next start. The API keeps answering.
+    /// 2. Live calls go on for the grace period (`settings.shutdown_grace`),
+    ///    or until `hurry` is cancelled (a second signal).
+    /// 3. Those left are ended `service-shutdown` and billed to now; each
+    ///    stores its results and recording before its end is recorded.
+    /// 4. Post-call analyses and ratings in flight finish (they release held
+    ///    webhooks), then the webhook outbox is flushed (what is due); both
+    ///    bounded by what is left of the grace but never less than
+    ///    [`FLUSH_FLOOR`], and skipped when `hurry` is cancelled.
+    /// 5. Listeners and loops stop, counters persist, the store closes.
+    pub async fn drain(self, hurry: CancellationToken) {
+        let grace = self.state.settings.shutdown_grace;
+        let deadline = tokio::time::Instant::now() + grace;
+        let engine = self.state.engine.clone();
+        engine.begin_drain();
+        self.intake.cancel();
+        tracing::info!(
+            live_calls = engine.live_calls(),
+            grace_seconds = grace.as_secs(),
+            "draining: no new calls; live calls may finish"
+        );
+        tokio::select! {
+            () = calls_ended(&engine) => {}
+            () = tokio::time::sleep_until(deadline) => {}
+            () = hurry.cancelled() => {}
+        }
+        let left = engine.live_calls();
+        if left > 0 {
+            tracing::info!(live_calls = left, "ending live calls: service-shutdown");
+        }
+        engine.end_live_calls("service-shutdown").await;
+        // The loops stop first, so the flush is the only delivery pass (the
+        // outbox has no lease: two passes could send a row twice). Analyses
+        // and ratings in flight may finish, as they release held webhooks.
+        let until = deadline.max(tokio::time::Instant::now() + FLUSH_FLOOR);
+        if hurry.is_cancelled() {
+            self.abandon.cancel();
+        }
+        self.stop.cancel();
+        engine.shutdown_with("service-shutdown").await;
+        self.tasks.close();
+        tokio::select! {
+            () = self.tasks.wait() => {}
+            () = tokio::time::sleep_until(until) => self.abandon.cancel(),
+            () = hurry.cancelled() => self.abandon.cancel(),
+        }
+        self.tasks.wait().await;
+        if !hurry.is_cancelled() {
+            tokio::select! {
+                () = self.flush_webhooks() => {}
+                () = tokio::time::sleep_until(until) => {
+                    tracing::warn!("webhook flush cut short by the grace period");
+                }
+                () = hurry.cancelled() => {}
+            }
+        }
+        self.close().await;
+        tracing::info!("drained");
+    }
+
+    /// Delivers what is due in the webhook outbox until nothing is left due
+    /// (a failed attempt is rescheduled later, so this ends).
+    async fn flush_webhooks(&self) {
+        loop {
+            match crate::webhooks::delivery::deliver_due(&self.state, &self.webhook_http).await {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::warn!(error = %err, "webhook flush failed");
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Waits for the loops and listeners, persists counters, closes the store.
+    async fn close(self) {
+        self.abandon.cancel();
+        self.stop.cancel();
         self.tasks.close();
         self.tasks.wait().await;
         if let Err(err) = self.state.limiter.shutdown().await {
             tracing::warn!(error = %err, "final usage flush failed");
         }
         self.state.store.close().await;
+    }
+}
+
+/// The least time the webhook flush gets after the calls ended, even when
+/// they used up the whole grace period.
+pub const FLUSH_FLOOR: Duration = Duration::from_secs(5);
+
+/// Returns once the engine holds no live call.
+async fn calls_ended(engine: &Engine) {
+    // A call's end is a store transaction; polling every 100 ms costs nothing
+    // beside it and needs no hook in the engine.
+    while engine.live_calls() > 0 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -352,25 +470,42 @@ where
     });
 }
 
-/// Waits for SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// SIGTERM and SIGINT, listened to once for the whole run, so that a second
+/// one (which hurries the drain) is not missed between two waits.
+pub struct ShutdownSignals {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignals {
+    /// Starts listening; from here on SIGTERM and SIGINT no longer kill the
+    /// process, [`ShutdownSignals::next`] reports them.
+    pub fn listen() -> std::io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Self {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+        #[cfg(not(unix))]
+        Ok(Self {})
+    }
+
+    /// Waits for the next SIGTERM or SIGINT.
+    pub async fn next(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {},
+            _ = self.int.recv() => {},
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 

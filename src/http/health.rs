@@ -1,4 +1,5 @@
-//! `/healthz` (the process is up) and `/readyz` (it can serve: the database answers).
+//! `/healthz` (the process is up, or draining after SIGTERM) and `/readyz`
+//! (it can take work: not draining, and the database answers).
 
 use crate::app::state::AppState;
 use axum::Json;
@@ -15,11 +16,25 @@ pub fn router() -> Router<AppState> {
         .route("/readyz", get(readyz))
 }
 
-async fn healthz() -> Json<Value> {
-    Json(json!({ "status": "ok" }))
+/// Still 200 while draining: the process is healthy and must not be killed
+/// for failing a liveness probe while its calls finish.
+async fn healthz(State(state): State<AppState>) -> Json<Value> {
+    let status = if state.engine.is_draining() {
+        "draining"
+    } else {
+        "ok"
+    };
+    Json(json!({ "status": status }))
 }
 
+/// 503 while draining, so a load balancer stops sending new work here.
 async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+    if state.engine.is_draining() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "draining", "message": "shutting down" })),
+        );
+    }
     match state.store.ping().await {
         Ok(()) => (
             StatusCode::OK,

@@ -392,7 +392,12 @@ impl Store {
             };
             let answered_at = stored_answer.or(o.answered_at);
             let duration = if o.status == "completed" { billable_seconds(answered_at, o.ended_at) } else { 0 };
-            let minutes = billed_minutes(duration);
+            // An answered call has started its first minute, however short.
+            let minutes = if o.status == "completed" && answered_at.is_some() {
+                billed_minutes(duration).max(1)
+            } else {
+                billed_minutes(duration)
+            };
             let cost = rate.times(minutes);
             let row: FinishedCall = sqlx::query_as(
                 "UPDATE calls SET ended_reason = $1, ended_at = $2, answered_at = $3,
@@ -568,15 +573,41 @@ impl Store {
         &self,
     ) -> StoreResult<Vec<(CallId, String, Option<i64>, Option<i64>)>> {
         let rows = with_pool!(self, pool => {
-            sqlx::query_as::<_, (CallId, String, Option<i64>, Option<i64>)>(
-                "SELECT c.id, c.status, c.answered_at,
+            sqlx::query_as::<_, (CallId, String, Option<i64>, Option<i64>, Option<i64>)>(
+                "SELECT c.id, c.status, c.answered_at, c.last_seen_at,
                    (SELECT MAX(t.created_at) FROM call_turns t WHERE t.call_id = c.id)
                  FROM calls c WHERE c.status IN ('ringing', 'in-progress')",
             )
             .fetch_all(pool)
             .await?
         });
-        Ok(rows)
+        // The later of the heartbeat and the last stored turn: a turn can
+        // land just after the last heartbeat.
+        Ok(rows
+            .into_iter()
+            .map(|(id, status, answered, seen, turn)| {
+                let last = match (seen, turn) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+                (id, status, answered, last)
+            })
+            .collect())
+    }
+
+    /// Stamps a live call's last sign of life (`at_ms`), which a restart bills
+    /// an orphaned answered call up to. Terminal calls are left alone.
+    pub async fn touch_live_call(&self, call_id: CallId, at_ms: i64) -> StoreResult<()> {
+        with_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE calls SET last_seen_at = $1 WHERE id = $2 AND status IN ('ringing', 'in-progress')",
+            )
+            .bind(at_ms)
+            .bind(call_id)
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
     }
 
     /// Appends one transcript turn.

@@ -23,8 +23,9 @@ pub(crate) enum CallMsg {
     ConversationDone(String),
     /// A guard timer fired.
     Timeout(TimeoutKind),
-    /// The service is stopping.
-    Shutdown(RpcReplyPort<()>),
+    /// The service is stopping: end the call with this reason, answering
+    /// once its results are stored and its end recorded.
+    Shutdown(&'static str, RpcReplyPort<()>),
 }
 
 /// Guard timers of a call.
@@ -59,6 +60,9 @@ pub(crate) struct CallState {
     _guard: DropGuard,
     stop_reason: Option<&'static str>,
     finished: bool,
+    /// Shutdown requests waiting for the conversation to wind down (its
+    /// results and recording stored) and the end to be recorded.
+    shutdown_waiters: Vec<RpcReplyPort<()>>,
 }
 
 fn timer(myself: &ActorRef<CallMsg>, after: Duration, kind: TimeoutKind) {
@@ -151,6 +155,7 @@ impl Actor for CallActor {
             answered_at: None,
             stop_reason: None,
             finished: false,
+            shutdown_waiters: Vec::new(),
         })
     }
 
@@ -326,6 +331,9 @@ impl Actor for CallActor {
                     None => reason,
                 };
                 state.finish(&myself, CallStatus::Completed, &reason).await;
+                for waiter in state.shutdown_waiters.drain(..) {
+                    let _ = waiter.send(());
+                }
             }
             CallMsg::Timeout(kind) => match (kind, state.phase) {
                 (TimeoutKind::Ring, Phase::Dialing) => {
@@ -345,7 +353,16 @@ impl Actor for CallActor {
                 }
                 _ => {}
             },
-            CallMsg::Shutdown(reply) => {
+            CallMsg::Shutdown(reason, reply) => {
+                if state.phase == Phase::Conversing {
+                    // The runner stores the transcript, results and recording
+                    // after the loop stops; the end is recorded (and the
+                    // shutdown answered) only once it has, so nothing is
+                    // written after the store closes.
+                    state.stop_conversation(reason);
+                    state.shutdown_waiters.push(reply);
+                    return Ok(());
+                }
                 state.conversation.cancel();
                 state.hangup().await;
                 let status = if state.answered_at.is_some() {
@@ -353,7 +370,7 @@ impl Actor for CallActor {
                 } else {
                     CallStatus::Failed
                 };
-                state.finish(&myself, status, "service-restart").await;
+                state.finish(&myself, status, reason).await;
                 let _ = reply.send(());
             }
         }

@@ -285,6 +285,10 @@ impl EngineShared {
     }
 }
 
+/// How long ending a live call at shutdown may take: the conversation winds
+/// down and the runner stores its results before the end is recorded.
+pub const END_WAIT: Duration = Duration::from_secs(20);
+
 /// Handle to the running engine; cheap to clone.
 #[derive(Clone)]
 pub struct Engine {
@@ -389,20 +393,51 @@ impl Engine {
         self.shared.calls.lock().map(|c| c.len()).unwrap_or(0)
     }
 
-    /// Stops the tree: live calls are hung up and ended with `service-restart`.
-    pub async fn shutdown(&self) {
+    /// Starts draining: no call starts any more (queued ones stay queued,
+    /// in the store, for the next run); live calls go on.
+    pub fn begin_drain(&self) {
         self.shared
             .stopping
             .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether [`Engine::begin_drain`] was called.
+    pub fn is_draining(&self) -> bool {
+        self.shared
+            .stopping
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Ends every live call with `reason` (hung up; answered ones completed
+    /// and billed to now, unanswered ones failed), all at once, and returns
+    /// when each has stored its results and recording and recorded its end,
+    /// or after [`END_WAIT`] for one that does not.
+    pub async fn end_live_calls(&self, reason: &'static str) {
         let live: Vec<ActorRef<CallMsg>> = self
             .shared
             .calls
             .lock()
             .map(|c| c.values().cloned().collect())
             .unwrap_or_default();
-        for actor in &live {
-            let _ = ractor::call!(actor, CallMsg::Shutdown);
-        }
+        let wait_ms = u64::try_from(END_WAIT.as_millis()).unwrap_or(u64::MAX);
+        let ends = live.iter().map(|actor| async move {
+            // An actor that ended meanwhile drops the port: nothing to wait for.
+            let _ = ractor::call_t!(actor, CallMsg::Shutdown, wait_ms, reason);
+        });
+        futures::future::join_all(ends).await;
+    }
+
+    /// Stops the tree: no call starts any more, live calls are hung up and
+    /// ended with `reason` once their results are stored, then the actors stop.
+    pub async fn shutdown_with(&self, reason: &'static str) {
+        self.begin_drain();
+        self.end_live_calls(reason).await;
         self.root.stop(None);
+    }
+
+    /// [`Engine::shutdown_with`] `service-restart`: what an in-process stop
+    /// (tests, the load generator) leaves for the next start to find.
+    pub async fn shutdown(&self) {
+        self.shutdown_with("service-restart").await;
     }
 }

@@ -1,0 +1,522 @@
+//! Stopping the real `voxline serve` process (issue 19, points 3 and 7).
+//!
+//! SIGTERM drains: `/healthz` says `draining` and `/readyz` answers 503, no new
+//! call starts (one placed meanwhile stays queued for the next start), live
+//! calls finish their scripts, and the process exits 0 with every result,
+//! recording and webhook stored. Past the grace period, or on a second signal,
+//! what is left ends `service-shutdown`, billed, with its results stored.
+//! A kill -9 bills an answered call up to its last sign of life, stamped every
+//! couple of seconds, so a crash never makes a call free.
+
+use crate::support::{TestApp, Workspace, eventually};
+use axum::Router;
+use axum::body::Bytes;
+use axum::routing::post;
+use serde_json::{Value, json};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use voxline::app::config::Settings;
+use voxline::app::server::Server;
+
+const LIVE: [&str; 3] = ["queued", "ringing", "in-progress"];
+
+/// A `voxline serve` process on the app's database and data dir.
+struct Serve {
+    child: Child,
+    /// What it logged (JSON lines on stderr).
+    logs: Arc<Mutex<Vec<String>>>,
+}
+
+impl Serve {
+    /// Starts the binary with `grace` seconds of shutdown grace, takes over
+    /// `app` (whose in-process server must be stopped) and points its HTTP
+    /// helpers at the process.
+    async fn start(app: &mut TestApp, grace: u64) -> Self {
+        let mut child = Command::new(crate::support::VOXLINE_BIN)
+            .arg("--data-dir")
+            .arg(&app.data_dir)
+            .arg("--database-url")
+            .arg(&app.database_url)
+            .arg("--secret")
+            .arg("test-secret")
+            .arg("serve")
+            .env_remove("DATABASE_URL")
+            .env_remove("VOXLINE_CONFIG")
+            .env_remove("VOXLINE_DATA_DIR")
+            .env_remove("VOXLINE_SECRET")
+            .env("RUST_LOG", "info,sqlx=warn")
+            .env("VOXLINE_LISTEN", "127.0.0.1:0")
+            .env("VOXLINE_ADMIN_LISTEN", "127.0.0.1:0")
+            .env("VOXLINE_NO_BOOTSTRAP", "true")
+            .env("VOXLINE_LOG_JSON", "true")
+            .env("VOXLINE_WEBHOOK_ALLOW_HOSTS", "127.0.0.1,localhost")
+            .env("VOXLINE_SHUTDOWN_GRACE_SECONDS", grace.to_string())
+            // The test settings' fast sim, as the in-process harness uses.
+            .env("VOXLINE_SIM_RING_SECONDS", "1")
+            .env("VOXLINE_SIM_ANSWER_MS", "100")
+            .env("VOXLINE_SIM_ASR_MS", "20")
+            .env("VOXLINE_SIM_LLM_MS", "20")
+            .env("VOXLINE_SIM_LLM_TOKEN_MS", "2")
+            .env("VOXLINE_SIM_TTS_MS", "20")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start voxline serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+        tokio::spawn({
+            let logs = logs.clone();
+            async move {
+                let mut lines = BufReader::new(stderr).lines();
+                let mut addr_tx = Some(addr_tx);
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if let Ok(entry) = serde_json::from_str::<Value>(&line)
+                        && entry["fields"]["message"] == "voxline serving"
+                        && let Some(tx) = addr_tx.take()
+                    {
+                        let _ = tx.send(entry["fields"]["addr"].as_str().unwrap_or("").to_string());
+                    }
+                    logs.lock().unwrap().push(line);
+                }
+            }
+        });
+        let addr = tokio::time::timeout(Duration::from_secs(60), addr_rx)
+            .await
+            .expect("voxline serve starts within 60 s")
+            .expect("voxline serve logged its address");
+        app.base = format!("http://{addr}");
+        app.http = reqwest::Client::new();
+        Self { child, logs }
+    }
+
+    fn signal(&self, name: &str) {
+        let pid = self.child.id().expect("still running").to_string();
+        let status = std::process::Command::new("kill")
+            .args([format!("-{name}"), pid])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name} failed");
+    }
+
+    /// Waits for the process to exit; returns its exit code and how long it took.
+    async fn exit_within(&mut self, limit: Duration) -> (Option<i32>, Duration) {
+        let began = Instant::now();
+        let status = tokio::time::timeout(limit, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("voxline serve still running after {limit:?}"))
+            .expect("wait for voxline serve");
+        (status.code(), began.elapsed())
+    }
+
+    fn logs(&self) -> String {
+        self.logs.lock().unwrap().join("\n")
+    }
+}
+
+/// A fresh in-process server on the same database after the process is gone.
+async fn restart_in_process(app: &mut TestApp) {
+    let server = Server::start(
+        Settings::for_tests(app.data_dir.clone(), Some(app.database_url.clone())),
+        app.clock.clone(),
+    )
+    .await
+    .expect("server restarts");
+    app.base = server.base_url();
+    app.server = Some(server);
+    app.http = reqwest::Client::new();
+}
+
+/// An app with a calling workspace and a pipeline agent, its in-process
+/// server stopped so that the process can take over.
+async fn prepared(welcome: &str) -> (TestApp, Workspace, String) {
+    let mut app = TestApp::spawn().await;
+    let ws = app.calling_workspace("Drain", 10).await;
+    let agent = app
+        .create_agent(
+            &ws.key,
+            json!({
+                "name": "Drain",
+                "welcomeMessage": welcome,
+                "prompt": "Be brief.",
+                "silenceTimeoutSeconds": 10,
+                "perMinuteRatePaise": 700,
+            }),
+        )
+        .await["id"]
+        .as_str()
+        .expect("agent id")
+        .to_string();
+    app.server.take().expect("running").shutdown().await;
+    (app, ws, agent)
+}
+
+async fn place(app: &TestApp, ws: &Workspace, agent: &str, to: &str, script: Value) -> String {
+    app.post(
+        &ws.key,
+        "/api/calls",
+        json!({"agentId": agent, "to": to, "variables": {"simScript": script}}),
+    )
+    .await
+    .expect(201)
+    .body["callId"]
+        .as_str()
+        .expect("callId")
+        .to_string()
+}
+
+async fn detail(app: &TestApp, ws: &Workspace, id: &str) -> Value {
+    app.get(&ws.key, &format!("/api/calls/{id}"))
+        .await
+        .expect(200)
+        .body
+}
+
+async fn all_in_progress(app: &TestApp, ws: &Workspace, ids: &[String]) {
+    eventually(
+        Duration::from_secs(20),
+        "the calls to be answered",
+        || async {
+            for id in ids {
+                if detail(app, ws, id).await["rawStatus"] != "in-progress" {
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
+}
+
+/// Waits until the call's stored transcript has `line` from the callee.
+async fn heard(app: &TestApp, ws: &Workspace, id: &str, line: &str) {
+    eventually(Duration::from_secs(20), "the callee's line", || async {
+        said(&detail(app, ws, id).await, line).then_some(())
+    })
+    .await;
+}
+
+/// Whether the callee's `line` is in the call's transcript.
+fn said(call: &Value, line: &str) -> bool {
+    call["transcript"].as_array().is_some_and(|turns| {
+        turns
+            .iter()
+            .any(|t| t["speaker"] != "Bot" && t["text"] == line)
+    })
+}
+
+async fn ended(app: &TestApp, ws: &Workspace, id: &str, within: Duration) -> Value {
+    eventually(within, &format!("call {id} to end"), || async {
+        let call = detail(app, ws, id).await;
+        (!LIVE.contains(&call["rawStatus"].as_str().unwrap_or("queued"))).then_some(call)
+    })
+    .await
+}
+
+/// No call of the workspace is queued, ringing or in progress.
+async fn none_live(app: &TestApp, ws: &Workspace) -> bool {
+    let page = app
+        .get(
+            &ws.key,
+            "/api/calls?status=queued,ringing,in-progress&limit=100",
+        )
+        .await
+        .expect(200);
+    page.body["stats"]["total"] == 0
+}
+
+/// The wallet moved by exactly the calls' charges.
+async fn assert_ledger_matches(app: &TestApp, ws: &Workspace, ids: &[String]) {
+    let mut charged = 0;
+    for id in ids {
+        charged += detail(app, ws, id).await["costPaise"]
+            .as_i64()
+            .expect("costPaise");
+    }
+    let balance = app.get(&ws.key, "/api/wallet").await.expect(200).body["balancePaise"]
+        .as_i64()
+        .expect("balance");
+    assert_eq!(balance, 100_000 - charged, "wallet vs. call charges");
+}
+
+/// The call's recording streams.
+async fn assert_recording(app: &TestApp, ws: &Workspace, id: &str) {
+    let reply = app
+        .get(&ws.key, &format!("/api/calls/{id}/recording"))
+        .await;
+    assert_eq!(reply.status, 200, "recording of {id}: {reply:?}");
+}
+
+/// A webhook receiver on port 0 collecting the events' bodies.
+async fn receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let app = Router::new().route(
+        "/hook",
+        post({
+            let seen = seen.clone();
+            move |body: Bytes| {
+                let seen = seen.clone();
+                async move {
+                    if let Ok(event) = serde_json::from_slice::<Value>(&body) {
+                        seen.lock().unwrap().push(event);
+                    }
+                    axum::http::StatusCode::OK
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (format!("http://{addr}/hook"), seen)
+}
+
+const FINISHING: [&str; 2] = ["Yes, I have a minute.", "Thank you, goodbye!"];
+
+#[tokio::test]
+async fn sigterm_drains_live_calls_then_exits_0_with_everything_stored() {
+    let (mut app, ws, agent) = prepared("Hi.").await;
+    let (url, events) = receiver().await;
+    app.admin_ok(&[
+        "webhook",
+        "add",
+        "--org",
+        &ws.org_id.to_string(),
+        "--url",
+        &url,
+    ])
+    .await;
+    let mut serve = Serve::start(&mut app, 60).await;
+    app.get("", "/healthz").await.expect(200);
+    let mut calls = Vec::new();
+    for i in 0..3 {
+        calls.push(
+            place(
+                &app,
+                &ws,
+                &agent,
+                &format!("+91984501230{i}"),
+                json!(FINISHING),
+            )
+            .await,
+        );
+    }
+    all_in_progress(&app, &ws, &calls).await;
+
+    serve.signal("TERM");
+    let health = eventually(
+        Duration::from_secs(5),
+        "/healthz to say draining",
+        || async {
+            let health = app.get("", "/healthz").await;
+            (health.body["status"] == "draining").then_some(health)
+        },
+    )
+    .await;
+    assert_eq!(health.status, 200);
+    assert_eq!(health.body, json!({"status": "draining"}));
+    let ready = app.get("", "/readyz").await.expect(503);
+    assert_eq!(
+        ready.body,
+        json!({"status": "draining", "message": "shutting down"})
+    );
+    // The calls go on while the server drains.
+    assert_eq!(
+        detail(&app, &ws, &calls[0]).await["rawStatus"],
+        "in-progress"
+    );
+    // A call placed now is stored but not started: it waits for the next start.
+    let later = place(&app, &ws, &agent, "+919845012310", json!(FINISHING)).await;
+    let (code, took) = serve.exit_within(Duration::from_secs(75)).await;
+    let logs = serve.logs();
+    assert_eq!(code, Some(0), "exit code; logs:\n{logs}");
+    assert!(
+        took < Duration::from_secs(60),
+        "drained in {took:?}, past the grace"
+    );
+    for bad in ["closed pool", "could not store", "could not record"] {
+        assert!(!logs.contains(bad), "logged {bad:?}:\n{logs}");
+    }
+
+    restart_in_process(&mut app).await;
+    for id in &calls {
+        let call = detail(&app, &ws, id).await;
+        assert_eq!(call["rawStatus"], "completed", "{call}");
+        assert_ne!(call["endedReason"], "service-shutdown", "{call}");
+        assert_ne!(call["endedReason"], "service-restart", "{call}");
+        assert!(said(&call, "Thank you, goodbye!"), "{call}");
+        assert!(
+            call["costPaise"].as_i64().unwrap_or_default() >= 700,
+            "{call}"
+        );
+        assert_recording(&app, &ws, id).await;
+    }
+    // Queued during the drain, dialed by the next start.
+    let call = ended(&app, &ws, &later, Duration::from_secs(60)).await;
+    assert_eq!(call["rawStatus"], "completed", "{call}");
+    assert!(none_live(&app, &ws).await);
+    let mut all = calls.clone();
+    all.push(later);
+    assert_ledger_matches(&app, &ws, &all).await;
+    eventually(Duration::from_secs(90), "every call.completed", || async {
+        let events = events.lock().unwrap();
+        all.iter()
+            .all(|id| {
+                events
+                    .iter()
+                    .any(|e| e["event"] == "call.completed" && e["callId"] == id.as_str())
+            })
+            .then_some(())
+    })
+    .await;
+    app.shutdown().await;
+}
+
+/// A script long enough (sixteen exchanges) to outlast the tests' waits:
+/// the sim agent hangs up only once the callee said every line.
+fn lingering() -> Value {
+    let mut lines = vec!["Yes, I have a minute."];
+    lines.extend(["Please go on."; 15]);
+    json!(lines)
+}
+
+#[tokio::test]
+async fn past_the_grace_live_calls_end_service_shutdown_billed_and_stored() {
+    let (mut app, ws, agent) = prepared("Hi.").await;
+    let mut serve = Serve::start(&mut app, 3).await;
+    let id = place(&app, &ws, &agent, "+919845012320", lingering()).await;
+    all_in_progress(&app, &ws, std::slice::from_ref(&id)).await;
+    let answered = Instant::now();
+    heard(&app, &ws, &id, "Yes, I have a minute.").await;
+    serve.signal("TERM");
+    let (code, _) = serve.exit_within(Duration::from_secs(30)).await;
+    let talked = answered.elapsed();
+    let logs = serve.logs();
+    assert_eq!(code, Some(0), "exit code; logs:\n{logs}");
+    for bad in ["closed pool", "could not store", "could not record"] {
+        assert!(!logs.contains(bad), "logged {bad:?}:\n{logs}");
+    }
+
+    restart_in_process(&mut app).await;
+    let call = detail(&app, &ws, &id).await;
+    assert_eq!(call["rawStatus"], "completed", "{call}");
+    assert_eq!(call["endedReason"], "service-shutdown", "{call}");
+    let seconds = call["durationSeconds"].as_i64().expect("durationSeconds");
+    assert!(
+        (2..=talked.as_secs() as i64 + 1).contains(&seconds),
+        "billed {seconds} s for a call cut after the 3 s grace ({talked:?}): {call}"
+    );
+    assert_eq!(call["costPaise"], 700, "one started minute: {call}");
+    assert!(said(&call, "Yes, I have a minute."), "{call}");
+    assert_recording(&app, &ws, &id).await;
+    assert!(none_live(&app, &ws).await);
+    assert_ledger_matches(&app, &ws, &[id]).await;
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_second_signal_ends_live_calls_at_once_still_storing_them() {
+    let (mut app, ws, agent) = prepared("Hi.").await;
+    let mut serve = Serve::start(&mut app, 120).await;
+    let id = place(&app, &ws, &agent, "+919845012330", lingering()).await;
+    all_in_progress(&app, &ws, std::slice::from_ref(&id)).await;
+    heard(&app, &ws, &id, "Yes, I have a minute.").await;
+    serve.signal("TERM");
+    eventually(
+        Duration::from_secs(5),
+        "/healthz to say draining",
+        || async { (app.get("", "/healthz").await.body["status"] == "draining").then_some(()) },
+    )
+    .await;
+    serve.signal("INT");
+    let (code, took) = serve.exit_within(Duration::from_secs(30)).await;
+    let logs = serve.logs();
+    assert_eq!(code, Some(0), "exit code; logs:\n{logs}");
+    assert!(
+        took < Duration::from_secs(15),
+        "took {took:?} after SIGTERM"
+    );
+    for bad in ["closed pool", "could not store", "could not record"] {
+        assert!(!logs.contains(bad), "logged {bad:?}:\n{logs}");
+    }
+
+    restart_in_process(&mut app).await;
+    let call = detail(&app, &ws, &id).await;
+    assert_eq!(call["rawStatus"], "completed", "{call}");
+    assert_eq!(call["endedReason"], "service-shutdown", "{call}");
+    assert_eq!(call["costPaise"], 700, "{call}");
+    assert!(said(&call, "Yes, I have a minute."), "{call}");
+    assert_recording(&app, &ws, &id).await;
+    assert_ledger_matches(&app, &ws, &[id]).await;
+    app.shutdown().await;
+}
+
+const LONG_GREETING: &str = "Hello, this is the hiring desk calling about your application. ";
+
+#[tokio::test]
+async fn a_crash_bills_an_answered_call_up_to_its_last_sign_of_life() {
+    // A long greeting: no turn ends (and none is stored) while it plays,
+    // so the last stored turn says nothing of how long the call went on.
+    let (mut app, ws, agent) = prepared(&LONG_GREETING.repeat(8)).await;
+    let mut serve = Serve::start(&mut app, 30).await;
+    let id = place(&app, &ws, &agent, "+919845012340", lingering()).await;
+    all_in_progress(&app, &ws, std::slice::from_ref(&id)).await;
+    let answered = Instant::now();
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let talked = answered.elapsed();
+    // kill -9: nothing of the shutdown runs.
+    serve.child.start_kill().expect("kill -9");
+    let _ = serve.exit_within(Duration::from_secs(10)).await;
+
+    restart_in_process(&mut app).await;
+    let call = detail(&app, &ws, &id).await;
+    assert_eq!(call["rawStatus"], "completed", "{call}");
+    assert_eq!(call["endedReason"], "service-restart", "{call}");
+    let seconds = call["durationSeconds"].as_i64().expect("durationSeconds");
+    let truth = talked.as_secs() as i64;
+    assert!(
+        seconds >= 5 && seconds <= truth + 1 && seconds >= truth - 3,
+        "billed {seconds} s for about {talked:?} talked: {call}"
+    );
+    assert_eq!(call["costPaise"], 700, "the started minute: {call}");
+    assert!(none_live(&app, &ws).await);
+    assert_ledger_matches(&app, &ws, &[id]).await;
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_bad_grace_stops_the_start_naming_the_variable() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = Command::new(crate::support::VOXLINE_BIN)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("serve")
+        .env_remove("DATABASE_URL")
+        .env_remove("VOXLINE_CONFIG")
+        .env("VOXLINE_LISTEN", "127.0.0.1:0")
+        .env("VOXLINE_ADMIN_LISTEN", "127.0.0.1:0")
+        .env("VOXLINE_SHUTDOWN_GRACE_SECONDS", "30s")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    // A server that ignored the value would serve on: bounded, it fails.
+    let out = tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("voxline serve stops at once on a bad value")
+        .expect("run voxline serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr
+            .contains("invalid value '30s' in environment variable VOXLINE_SHUTDOWN_GRACE_SECONDS"),
+        "{stderr}"
+    );
+}
