@@ -726,7 +726,7 @@ pub fn fill_placeholders(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AgentInput {
     /// See [`AgentSpec::name`].
-    #[schema(value_type = Option<String>, max_length = 200, pattern = r"\S")]
+    #[schema(value_type = Option<String>, max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")]
     pub name: Option<Line<200>>,
     /// See [`AgentSpec::conversation_engine`].
     pub conversation_engine: Option<ConversationEngine>,
@@ -742,14 +742,14 @@ pub struct AgentInput {
     /// See [`AgentSpec::llm_provider`].
     pub llm_provider: Option<LlmVendor>,
     /// See [`AgentSpec::llm_model`].
-    #[schema(value_type = Option<String>, max_length = 200, pattern = r"\S")]
+    #[schema(value_type = Option<String>, max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")]
     pub llm_model: Option<Line<200>>,
     /// See [`AgentSpec::asr_provider`].
     pub asr_provider: Option<AsrVendor>,
     /// See [`AgentSpec::tts_provider`].
     pub tts_provider: Option<TtsVendor>,
     /// See [`AgentSpec::voice`].
-    #[schema(value_type = Option<String>, max_length = 200)]
+    #[schema(value_type = Option<String>, max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     pub voice: Option<Line<200>>,
     /// See [`AgentSpec::telephony_provider`].
     pub telephony_provider: Option<TelephonyProvider>,

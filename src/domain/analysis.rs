@@ -7,6 +7,7 @@
 //! OpenAPI schema and the API's validation, which the engine crate must not
 //! know about; [`AnalysisPlan::engine_request`] is the one crossing.
 
+use crate::domain::text;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -190,6 +191,27 @@ pub struct PlanError {
     pub message: String,
 }
 
+/// The most characters of a prompt (summary or success).
+pub const MAX_PROMPT_CHARS: usize = 20_000;
+/// The most characters of a field's or criterion's description.
+pub const MAX_DESCRIPTION_CHARS: usize = 2_000;
+/// The most characters of an enum option or a criterion name.
+pub const MAX_LABEL_CHARS: usize = 200;
+
+/// Refuses text at `path` that is not clean [`text`] of its kind (NUL and
+/// control characters; line breaks in one-line text) or is over `max`.
+fn clean(
+    path: impl FnOnce() -> String,
+    raw: &str,
+    lines: text::Lines,
+    max: usize,
+) -> Result<(), PlanError> {
+    match text::parse(raw, lines, max) {
+        Ok(_) => Ok(()),
+        Err(reason) => refuse(path(), reason.to_string()),
+    }
+}
+
 fn refuse(path: impl Into<String>, message: impl Into<String>) -> Result<(), PlanError> {
     Err(PlanError {
         path: path.into(),
@@ -215,6 +237,12 @@ impl AnalysisPlan {
         if self.summary.enabled && self.summary.prompt.trim().is_empty() {
             return refuse(format!("{root}.summary.prompt"), "must not be blank");
         }
+        clean(
+            || format!("{root}.summary.prompt"),
+            &self.summary.prompt,
+            text::Lines::Many,
+            MAX_PROMPT_CHARS,
+        )?;
         if self.fields.len() > MAX_FIELDS {
             return refuse(
                 format!("{root}.fields"),
@@ -235,6 +263,12 @@ impl AnalysisPlan {
                     "must start with a letter or _ and hold only letters, digits and _ (at most 64)",
                 );
             }
+            clean(
+                || format!("{at}.description"),
+                &field.description,
+                text::Lines::Many,
+                MAX_DESCRIPTION_CHARS,
+            )?;
             if self.fields[..i].iter().any(|f| f.name == field.name) {
                 return refuse(
                     format!("{at}.name"),
@@ -250,6 +284,12 @@ impl AnalysisPlan {
                         if option.trim().is_empty() {
                             return refuse(format!("{at}.options[{j}]"), "must not be blank");
                         }
+                        clean(
+                            || format!("{at}.options[{j}]"),
+                            option,
+                            text::Lines::One,
+                            MAX_LABEL_CHARS,
+                        )?;
                         if field.options[..j].contains(option) {
                             return refuse(
                                 format!("{at}.options[{j}]"),
@@ -286,6 +326,12 @@ impl AnalysisPlan {
         }
         if let Some(success) = &self.success {
             let at = format!("{root}.success");
+            clean(
+                || format!("{at}.prompt"),
+                &success.prompt,
+                text::Lines::Many,
+                MAX_PROMPT_CHARS,
+            )?;
             match success.rubric {
                 Rubric::Checklist if success.criteria.is_empty() => {
                     return refuse(format!("{at}.criteria"), "must list at least one criterion");
@@ -295,6 +341,18 @@ impl AnalysisPlan {
                         if criterion.name.trim().is_empty() {
                             return refuse(format!("{at}.criteria[{i}].name"), "must not be blank");
                         }
+                        clean(
+                            || format!("{at}.criteria[{i}].name"),
+                            &criterion.name,
+                            text::Lines::One,
+                            MAX_LABEL_CHARS,
+                        )?;
+                        clean(
+                            || format!("{at}.criteria[{i}].description"),
+                            &criterion.description,
+                            text::Lines::Many,
+                            MAX_DESCRIPTION_CHARS,
+                        )?;
                         if success.criteria[..i]
                             .iter()
                             .any(|c| c.name == criterion.name)

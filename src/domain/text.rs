@@ -23,6 +23,12 @@ pub enum TextError {
     TooLong(usize),
 }
 
+/// [`Lines::One`] text as a JSON Schema (ECMA-262) pattern: no control character.
+pub const ONE_LINE_PATTERN: &str = r"^[^\x00-\x1f\x7f-\x9f]*$";
+
+/// [`Lines::Many`] text as a pattern: no control character but tab, CR and LF.
+pub const MANY_LINES_PATTERN: &str = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$";
+
 /// Whether line breaks and tabs belong in the text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lines {

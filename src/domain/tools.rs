@@ -2,6 +2,7 @@
 //! types. Each entry is an object with a `type` and that type's fields.
 
 use crate::domain::phone::{PhoneError, PhoneNumber};
+use crate::domain::text::{self, Lines, TextError};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -272,6 +273,9 @@ pub enum ToolProblem {
     /// The URL leads somewhere functions may not be called (checked when saved).
     #[error("is refused: {0}")]
     UrlRefused(String),
+    /// Text holding NUL or a control character (a line break in one-line text).
+    #[error("{0}")]
+    Text(TextError),
     /// A client-chosen secret of the wrong length.
     #[error("must be {} to {} characters", SECRET_CHARS.start(), SECRET_CHARS.end())]
     SecretLength,
@@ -302,11 +306,13 @@ fn within(path: String, value: i64, min: i64, max: i64) -> Result<(), ToolsError
     }
 }
 
-fn at_most(path: impl FnOnce() -> String, text: &str, max: usize) -> Result<(), ToolsError> {
-    if text.chars().count() > max {
-        Err(ToolsError::new(path(), ToolProblem::TooLong(max)))
-    } else {
-        Ok(())
+/// Refuses `raw` over `max` characters, or holding NUL or a control character
+/// other than the tab and line breaks that spoken or descriptive text may hold.
+fn at_most(path: impl FnOnce() -> String, raw: &str, max: usize) -> Result<(), ToolsError> {
+    match text::parse(raw, Lines::Many, max) {
+        Ok(_) => Ok(()),
+        Err(TextError::TooLong(_)) => Err(ToolsError::new(path(), ToolProblem::TooLong(max))),
+        Err(reason) => Err(ToolsError::new(path(), ToolProblem::Text(reason))),
     }
 }
 
@@ -399,6 +405,11 @@ fn validate_transfer(at: &str, destinations: &[TransferDestination]) -> Result<(
             ));
         }
         seen.push(number);
+        at_most(
+            || format!("{here}.description"),
+            &destination.description,
+            MAX_DESCRIPTION_CHARS,
+        )?;
         at_most(
             || format!("{here}.message"),
             &destination.message,

@@ -281,11 +281,11 @@ pub fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>
 pub struct UpdateBatchBody {
     /// New name.
     #[serde(default)]
-    #[schema(value_type = Option<String>, max_length = 200)]
+    #[schema(value_type = Option<String>, max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     pub name: Option<Line<200>>,
     /// New automatic start (ISO 8601, future); null makes it a draft again. Only before start.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub scheduled_start_at: Option<Option<String>>,
 }
 
@@ -327,7 +327,7 @@ pub async fn remove(
 pub struct ItemBody {
     /// Their name.
     #[serde(default)]
-    #[schema(value_type = Option<String>, max_length = 200)]
+    #[schema(value_type = Option<String>, max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     pub name: Option<Line<200>>,
     /// E.164 number; malformed numbers are stored as skipped and reported.
     pub phone: String,
@@ -353,7 +353,7 @@ impl From<ItemBody> for ItemInput {
 pub struct CreateBatchBody {
     /// Name; required unless `contacts` is given.
     #[serde(default)]
-    #[schema(value_type = Option<String>, max_length = 200)]
+    #[schema(value_type = Option<String>, max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     pub name: Option<Line<200>>,
     /// Agent placing the calls.
     pub agent_id: String,

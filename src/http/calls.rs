@@ -46,7 +46,7 @@ pub struct PlaceCallBody {
     pub to: String,
     /// Name of the person called.
     #[serde(default)]
-    #[schema(value_type = Option<String>, max_length = 200)]
+    #[schema(value_type = Option<String>, max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     pub name: Option<Line<200>>,
     /// Fills the agent's placeholders.
     #[serde(default)]

@@ -62,7 +62,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateCampaignBody {
     /// Name, shown as `campaignName` on its calls.
-    #[schema(value_type = String, max_length = 200, pattern = r"\S")]
+    #[schema(value_type = String, max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")]
     pub name: Line<200>,
     /// Agent placing the calls.
     pub agent_id: String,

@@ -1,6 +1,7 @@
 //! The OpenAPI document, generated from the handlers, and a small docs page.
 
 use crate::app::state::AppState;
+use crate::domain::text;
 use axum::Json;
 use axum::Router;
 use axum::response::Html;
@@ -174,6 +175,7 @@ pub fn finished(doc: utoipa::openapi::OpenApi) -> Value {
     let mut doc = serde_json::to_value(doc).unwrap_or(Value::Null);
     add_shared_components(&mut doc);
     require_on_create(&mut doc);
+    state_text_rules(&mut doc);
     if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
         for (path, item) in paths.iter_mut() {
             let Some(item) = item.as_object_mut() else {
@@ -199,6 +201,173 @@ pub fn finished(doc: utoipa::openapi::OpenApi) -> Value {
         }
     }
     doc
+}
+
+/// States the text rules of `domain::text` where a client's generator can see
+/// them: every free-form string of a request refuses NUL and control
+/// characters (query parameters are one line; body text may hold tab and line
+/// breaks unless its field says one line). Strings with a pattern, format or
+/// enum of their own already exclude them. Responses are left alone: a 404 may
+/// echo the id it was given.
+fn state_text_rules(doc: &mut Value) {
+    let mut bodies = Vec::new();
+    if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
+        for item in paths.values_mut().filter_map(Value::as_object_mut) {
+            for op in item.values_mut().filter_map(Value::as_object_mut) {
+                if let Some(params) = op.get_mut("parameters").and_then(Value::as_array_mut) {
+                    for param in params.iter_mut().filter(|p| p["in"] == "query") {
+                        if let Some(schema) = param.get_mut("schema") {
+                            add_text_pattern(schema, text::ONE_LINE_PATTERN);
+                        }
+                    }
+                }
+                if let Some(body) = op.get_mut("requestBody") {
+                    collect_refs(body, &mut bodies);
+                    add_text_pattern(body, text::MANY_LINES_PATTERN);
+                }
+            }
+        }
+    }
+    if let Some(components) = doc.get_mut("components") {
+        state_one_line_lists(components);
+    }
+    if let Some(paths) = doc.get_mut("paths") {
+        state_one_line_lists(paths);
+    }
+    if let Some(schemas) = doc
+        .get_mut("components")
+        .and_then(|c| c.get_mut("schemas"))
+        .and_then(Value::as_object_mut)
+    {
+        schemas.insert("TextJson".into(), text_json_schema());
+    }
+    // Components a request body reaches, followed through their own refs.
+    let mut seen = std::collections::HashSet::new();
+    while let Some(name) = bodies.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        if let Some(schema) = doc["components"]["schemas"].get_mut(&name) {
+            collect_refs(schema, &mut bodies);
+            add_text_pattern(schema, text::MANY_LINES_PATTERN);
+        }
+    }
+}
+
+/// Where the schema of free-form JSON in a request lives.
+const TEXT_JSON_REF: &str = "#/components/schemas/TextJson";
+
+/// Free-form JSON as a request may hold it: any value, but no NUL or control
+/// character in a key, nor in a string but tab and line breaks, at any depth.
+fn text_json_schema() -> Value {
+    json!({
+        "description": "Any JSON value whose keys hold no NUL or control character, and whose strings none but tab and line breaks.",
+        "anyOf": [
+            {"type": "string", "pattern": text::MANY_LINES_PATTERN},
+            {"type": ["number", "boolean", "null"]},
+            {"type": "array", "items": {"$ref": TEXT_JSON_REF}},
+            {
+                "type": "object",
+                "propertyNames": {"pattern": text::ONE_LINE_PATTERN},
+                "additionalProperties": {"$ref": TEXT_JSON_REF}
+            }
+        ]
+    })
+}
+
+/// One-line text the derive cannot describe: the items of a list of `Line`s
+/// and the names of call variables (a `Line` each).
+fn state_one_line_lists(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(items) = map
+                .get_mut("endCallPhrases")
+                .and_then(|phrases| phrases.get_mut("items"))
+                .and_then(Value::as_object_mut)
+            {
+                items.insert("pattern".into(), json!(text::ONE_LINE_PATTERN));
+            }
+            if let Some(variables) = map.get_mut("variables").and_then(Value::as_object_mut)
+                && variables.get("type").is_some_and(|t| {
+                    t == "object"
+                        || t.as_array()
+                            .is_some_and(|ts| ts.iter().any(|t| t == "object"))
+                })
+            {
+                variables.insert(
+                    "propertyNames".into(),
+                    json!({"pattern": text::ONE_LINE_PATTERN, "maxLength": 200}),
+                );
+            }
+            map.values_mut().for_each(state_one_line_lists);
+        }
+        Value::Array(items) => items.iter_mut().for_each(state_one_line_lists),
+        _ => {}
+    }
+}
+
+/// The component names `value` refers to (`#/components/schemas/<name>`).
+fn collect_refs(value: &Value, names: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(name) = map
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix("#/components/schemas/"))
+            {
+                names.push(name.to_owned());
+            }
+            map.values().for_each(|v| collect_refs(v, names));
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_refs(v, names)),
+        _ => {}
+    }
+}
+
+/// Gives every string schema in `value` without a pattern, format or enum the
+/// control-character `pattern`.
+fn add_text_pattern(value: &mut Value, pattern: &str) {
+    match value {
+        Value::Object(map) => {
+            let is_string = match map.get("type") {
+                Some(Value::String(t)) => t == "string",
+                Some(Value::Array(types)) => types.iter().any(|t| t == "string"),
+                _ => false,
+            };
+            let constrained = ["pattern", "format", "enum", "const", "contentMediaType"]
+                .iter()
+                .any(|k| map.contains_key(*k));
+            if is_string && !constrained {
+                map.insert("pattern".into(), Value::String(pattern.to_owned()));
+            }
+            // A free-form object (variables, a tool's JSON Schema): any JSON
+            // whose strings and keys, at any depth, follow the body's rule.
+            let is_object = match map.get("type") {
+                Some(Value::String(t)) => t == "object",
+                Some(Value::Array(types)) => types.iter().any(|t| t == "object"),
+                _ => false,
+            };
+            if is_object
+                && !map.contains_key("properties")
+                && !map.contains_key("additionalProperties")
+            {
+                map.insert(
+                    "additionalProperties".into(),
+                    json!({"$ref": TEXT_JSON_REF}),
+                );
+                map.entry("propertyNames")
+                    .or_insert_with(|| json!({"pattern": text::ONE_LINE_PATTERN}));
+            }
+            // Examples are data, not schemas.
+            for (key, v) in map.iter_mut() {
+                if key != "example" && key != "examples" && key != "default" {
+                    add_text_pattern(v, pattern);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| add_text_pattern(v, pattern)),
+        _ => {}
+    }
 }
 
 /// Create and patch share one body schema whose fields are all optional;

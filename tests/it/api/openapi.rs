@@ -366,3 +366,42 @@ async fn a_text_model_without_a_key_is_the_clients_400_not_a_503() {
         "llm provider openai is unavailable: no API key: set VOXLINE_OPENAI_API_KEY, or an openai workspace credential"
     );
 }
+
+/// The document states the text rules the server enforces, so a client (or
+/// schemathesis) generating from it never sends text the server refuses:
+/// query strings are one line, body text refuses control characters but tab
+/// and line breaks, one-line fields and variable names say so, and free-form
+/// JSON follows the same rules at any depth.
+#[tokio::test]
+async fn the_document_states_the_text_rules() {
+    let app = TestApp::spawn().await;
+    let doc = app.get("", "/openapi.json").await.expect(200).body;
+    let one = r"^[^\x00-\x1f\x7f-\x9f]*$";
+    let many = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$";
+    let search = doc["paths"]["/api/calls"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "search")
+        .unwrap();
+    assert_eq!(search["schema"]["pattern"], one, "{search}");
+    let agent = &doc["components"]["schemas"]["AgentInput"]["properties"];
+    assert_eq!(agent["prompt"]["pattern"], many, "{}", agent["prompt"]);
+    // One line and not blank.
+    let model = agent["llmModel"]["pattern"].as_str().unwrap();
+    assert!(model.starts_with(r"^[^\x00-\x1f\x7f-\x9f]*[^\s"), "{model}");
+    assert_eq!(
+        agent["endCallPhrases"]["items"]["pattern"], one,
+        "{}",
+        agent["endCallPhrases"]
+    );
+    let text_json = &doc["components"]["schemas"]["TextJson"];
+    assert_eq!(text_json["anyOf"][0]["pattern"], many, "{text_json}");
+    assert_eq!(
+        text_json["anyOf"][3]["propertyNames"]["pattern"], one,
+        "{text_json}"
+    );
+    // Responses are not constrained: a 404 may echo the id it was given.
+    let message = &doc["components"]["schemas"]["MessageBody"]["properties"]["message"];
+    assert!(message.get("pattern").is_none(), "{message}");
+}

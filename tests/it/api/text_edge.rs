@@ -471,3 +471,54 @@ async fn a_csv_over_the_row_limit_stores_nothing() {
         1
     );
 }
+
+/// Text nested in an agent's analysis plan and tools follows the same rules as
+/// its top-level fields: one-line labels refuse line breaks, descriptions and
+/// prompts are bounded, and the refusal names the nested path.
+#[tokio::test]
+async fn nested_plan_and_tool_text_is_checked_by_its_kind() {
+    let app = TestApp::spawn().await;
+    let ws = app.calling_workspace("Nested", 1).await;
+    let refused = |body: serde_json::Value, message: &'static str| {
+        let app = &app;
+        let key = ws.key.clone();
+        async move {
+            let mut agent = json!({"name": "Screener"});
+            for (k, v) in body.as_object().unwrap() {
+                agent[k] = v.clone();
+            }
+            let r = app.post(&key, "/api/agents", agent).await.expect(400);
+            assert_eq!(r.message(), message);
+        }
+    };
+    refused(
+        json!({"analysis": {"fields": [{"name": "shift", "type": "enum", "description": "Shift", "options": ["day\nnight"]}]}}),
+        "analysis.fields[0].options[0] must not contain the control character U+000A",
+    )
+    .await;
+    refused(
+        json!({"analysis": {"fields": [{"name": "shift", "type": "string", "description": "x".repeat(2_001)}]}}),
+        "analysis.fields[0].description must be at most 2000 characters",
+    )
+    .await;
+    refused(
+        json!({"analysis": {"success": {"rubric": "checklist", "prompt": "Done.", "criteria": [{"name": "Notice\tperiod", "description": "Gave one"}]}}}),
+        "analysis.success.criteria[0].name must not contain the control character U+0009",
+    )
+    .await;
+    refused(
+        json!({"tools": [{"type": "transferCall", "destinations": [{"number": "+14155550123", "description": "Sales ".repeat(200), "message": "Connecting you."}]}]}),
+        "tools[0].destinations[0].description must be at most 1000 characters",
+    )
+    .await;
+    assert_eq!(
+        app.get(&ws.key, "/api/agents").await.expect(200).body,
+        json!([])
+    );
+    // Multi-line text keeps its line breaks.
+    app.create_agent(
+        &ws.key,
+        json!({"name": "Screener", "analysis": {"fields": [{"name": "shift", "type": "enum", "description": "Your shift,\nday or night", "options": ["day", "night"]}]}}),
+    )
+    .await;
+}
