@@ -336,13 +336,15 @@ impl ConversationRunner for CallRunner {
             }
         });
         let observer: Arc<dyn ConversationObserver> = Arc::new(TurnWriter { tx });
-        let heartbeat = tokio::spawn(stamp_last_seen(
+        // Aborted when dropped, so it cannot outlive the conversation even
+        // if the conversation panics.
+        let heartbeat = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(stamp_last_seen(
             self.store.clone(),
             self.clock.clone(),
             call_id,
-        ));
+        )));
         let outcome = run_conversation(config, providers, transport, observer, cancel).await;
-        heartbeat.abort();
+        drop(heartbeat);
         let _ = writer.await;
         record_usage(&self.store, call_id, &selected.usage).await;
 

@@ -288,11 +288,7 @@ fn state_one_line_lists(value: &mut Value) {
                 items.insert("pattern".into(), json!(text::ONE_LINE_PATTERN));
             }
             if let Some(variables) = map.get_mut("variables").and_then(Value::as_object_mut)
-                && variables.get("type").is_some_and(|t| {
-                    t == "object"
-                        || t.as_array()
-                            .is_some_and(|ts| ts.iter().any(|t| t == "object"))
-                })
+                && has_type(variables, "object")
             {
                 variables.insert(
                     "propertyNames".into(),
@@ -303,6 +299,15 @@ fn state_one_line_lists(value: &mut Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(state_one_line_lists),
         _ => {}
+    }
+}
+
+/// Whether a schema's `type` is `name`, alone or among others (`["string", "null"]`).
+fn has_type(schema: &serde_json::Map<String, Value>, name: &str) -> bool {
+    match schema.get("type") {
+        Some(Value::String(t)) => t == name,
+        Some(Value::Array(types)) => types.iter().any(|t| t == name),
+        _ => false,
     }
 }
 
@@ -329,25 +334,15 @@ fn collect_refs(value: &Value, names: &mut Vec<String>) {
 fn add_text_pattern(value: &mut Value, pattern: &str) {
     match value {
         Value::Object(map) => {
-            let is_string = match map.get("type") {
-                Some(Value::String(t)) => t == "string",
-                Some(Value::Array(types)) => types.iter().any(|t| t == "string"),
-                _ => false,
-            };
             let constrained = ["pattern", "format", "enum", "const", "contentMediaType"]
                 .iter()
                 .any(|k| map.contains_key(*k));
-            if is_string && !constrained {
+            if has_type(map, "string") && !constrained {
                 map.insert("pattern".into(), Value::String(pattern.to_owned()));
             }
             // A free-form object (variables, a tool's JSON Schema): any JSON
             // whose strings and keys, at any depth, follow the body's rule.
-            let is_object = match map.get("type") {
-                Some(Value::String(t)) => t == "object",
-                Some(Value::Array(types)) => types.iter().any(|t| t == "object"),
-                _ => false,
-            };
-            if is_object
+            if has_type(map, "object")
                 && !map.contains_key("properties")
                 && !map.contains_key("additionalProperties")
             {

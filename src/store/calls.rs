@@ -585,13 +585,8 @@ impl Store {
         // land just after the last heartbeat.
         Ok(rows
             .into_iter()
-            .map(|(id, status, answered, seen, turn)| {
-                let last = match (seen, turn) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                };
-                (id, status, answered, last)
-            })
+            // `None` orders before any `Some`, so this keeps whichever exists.
+            .map(|(id, status, answered, seen, turn)| (id, status, answered, seen.max(turn)))
             .collect())
     }
 

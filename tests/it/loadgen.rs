@@ -5,23 +5,13 @@ use crate::support::VOXLINE_BIN;
 use serde_json::Value;
 use std::process::Command;
 
-#[test]
-fn loadgen_runs_three_calls_in_process_and_counts_them() {
+/// Runs `voxline loadgen <args> --json` (in-process server) and returns its
+/// JSON summary, failing the test if the run fails.
+fn run_loadgen(args: &[&str]) -> Value {
     let output = Command::new(VOXLINE_BIN)
-        .args([
-            "loadgen",
-            "--calls",
-            "3",
-            "--concurrency",
-            "3",
-            "--duration",
-            "60",
-            "--sim-answer-ms",
-            "100",
-            "--script",
-            r#"["Yes, I have a minute.", "Thank you, goodbye!"]"#,
-            "--json",
-        ])
+        .arg("loadgen")
+        .args(args)
+        .arg("--json")
         .env_remove("VOXLINE_API_KEY")
         .output()
         .expect("the voxline binary runs");
@@ -31,7 +21,23 @@ fn loadgen_runs_three_calls_in_process_and_counts_them() {
         "loadgen failed: {}\n{stdout}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let summary: Value = serde_json::from_str(&stdout).expect("stdout is the JSON summary");
+    serde_json::from_str(&stdout).expect("stdout is the JSON summary")
+}
+
+#[test]
+fn loadgen_runs_three_calls_in_process_and_counts_them() {
+    let summary = run_loadgen(&[
+        "--calls",
+        "3",
+        "--concurrency",
+        "3",
+        "--duration",
+        "60",
+        "--sim-answer-ms",
+        "100",
+        "--script",
+        r#"["Yes, I have a minute.", "Thank you, goodbye!"]"#,
+    ]);
     assert_eq!(summary["calls"], 3, "{summary:#}");
     assert_eq!(summary["placed"], 3, "{summary:#}");
     assert_eq!(summary["answered"], 3, "{summary:#}");
@@ -57,31 +63,18 @@ fn loadgen_runs_three_calls_in_process_and_counts_them() {
 /// used to be lost when the watcher stopped waiting, so most had none).
 #[test]
 fn calls_cut_by_the_duration_are_live_at_the_end_not_failed() {
-    let output = Command::new(VOXLINE_BIN)
-        .args([
-            "loadgen",
-            "--calls",
-            "3",
-            "--concurrency",
-            "3",
-            "--duration",
-            "6",
-            "--sim-answer-ms",
-            "100",
-            "--script",
-            r#"["Yes, I have a minute.", "Tell me more.", "Go on.", "And then?", "Thank you, goodbye!"]"#,
-            "--json",
-        ])
-        .env_remove("VOXLINE_API_KEY")
-        .output()
-        .expect("the voxline binary runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "loadgen failed: {}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let summary: Value = serde_json::from_str(&stdout).expect("stdout is the JSON summary");
+    let summary = run_loadgen(&[
+        "--calls",
+        "3",
+        "--concurrency",
+        "3",
+        "--duration",
+        "6",
+        "--sim-answer-ms",
+        "100",
+        "--script",
+        r#"["Yes, I have a minute.", "Tell me more.", "Go on.", "And then?", "Thank you, goodbye!"]"#,
+    ]);
     assert_eq!(summary["answered"], 3, "{summary:#}");
     assert_eq!(summary["liveAtEnd"], 3, "{summary:#}");
     assert_eq!(summary["failed"], 0, "{summary:#}");
@@ -96,33 +89,20 @@ fn calls_cut_by_the_duration_are_live_at_the_end_not_failed() {
 
 #[test]
 fn loadgen_drains_a_seeded_analysis_backlog_and_reports_it() {
-    let output = Command::new(VOXLINE_BIN)
-        .args([
-            "loadgen",
-            "--calls",
-            "1",
-            "--concurrency",
-            "1",
-            "--duration",
-            "30",
-            "--sim-answer-ms",
-            "100",
-            "--script",
-            r#"["Thank you, goodbye!"]"#,
-            "--analysis-backlog",
-            "50",
-            "--json",
-        ])
-        .env_remove("VOXLINE_API_KEY")
-        .output()
-        .expect("the voxline binary runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "loadgen failed: {}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let summary: Value = serde_json::from_str(&stdout).expect("stdout is the JSON summary");
+    let summary = run_loadgen(&[
+        "--calls",
+        "1",
+        "--concurrency",
+        "1",
+        "--duration",
+        "30",
+        "--sim-answer-ms",
+        "100",
+        "--script",
+        r#"["Thank you, goodbye!"]"#,
+        "--analysis-backlog",
+        "50",
+    ]);
     assert_eq!(summary["failed"], 0, "{summary:#}");
     let analysis = &summary["analysis"];
     assert_eq!(analysis["backlog"], 50, "{summary:#}");
@@ -137,31 +117,18 @@ fn loadgen_drains_a_seeded_analysis_backlog_and_reports_it() {
 
 #[test]
 fn loadgen_calls_a_slow_function_tool_once_per_call_and_reports_it() {
-    let output = Command::new(VOXLINE_BIN)
-        .args([
-            "loadgen",
-            "--calls",
-            "5",
-            "--concurrency",
-            "5",
-            "--duration",
-            "60",
-            "--sim-answer-ms",
-            "100",
-            "--tool-latency-ms",
-            "50",
-            "--json",
-        ])
-        .env_remove("VOXLINE_API_KEY")
-        .output()
-        .expect("the voxline binary runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "loadgen failed: {}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let summary: Value = serde_json::from_str(&stdout).expect("stdout is the JSON summary");
+    let summary = run_loadgen(&[
+        "--calls",
+        "5",
+        "--concurrency",
+        "5",
+        "--duration",
+        "60",
+        "--sim-answer-ms",
+        "100",
+        "--tool-latency-ms",
+        "50",
+    ]);
     assert_eq!(summary["failed"], 0, "{summary:#}");
     assert_eq!(summary["answered"], 5, "{summary:#}");
     let tools = &summary["tools"];

@@ -114,6 +114,18 @@ impl Serve {
         (status.code(), began.elapsed())
     }
 
+    /// Waits for the process to exit 0 without having lost a call's results
+    /// (no closed-pool or store error logged); returns how long it took.
+    async fn exit_cleanly_within(&mut self, limit: Duration) -> Duration {
+        let (code, took) = self.exit_within(limit).await;
+        let logs = self.logs();
+        assert_eq!(code, Some(0), "exit code; logs:\n{logs}");
+        for bad in ["closed pool", "could not store", "could not record"] {
+            assert!(!logs.contains(bad), "logged {bad:?}:\n{logs}");
+        }
+        took
+    }
+
     fn logs(&self) -> String {
         self.logs.lock().unwrap().join("\n")
     }
@@ -334,16 +346,11 @@ async fn sigterm_drains_live_calls_then_exits_0_with_everything_stored() {
     );
     // A call placed now is stored but not started: it waits for the next start.
     let later = place(&app, &ws, &agent, "+919845012310", json!(FINISHING)).await;
-    let (code, took) = serve.exit_within(Duration::from_secs(75)).await;
-    let logs = serve.logs();
-    assert_eq!(code, Some(0), "exit code; logs:\n{logs}");
+    let took = serve.exit_cleanly_within(Duration::from_secs(75)).await;
     assert!(
         took < Duration::from_secs(60),
         "drained in {took:?}, past the grace"
     );
-    for bad in ["closed pool", "could not store", "could not record"] {
-        assert!(!logs.contains(bad), "logged {bad:?}:\n{logs}");
-    }
 
     restart_in_process(&mut app).await;
     for id in &calls {
@@ -396,13 +403,8 @@ async fn past_the_grace_live_calls_end_service_shutdown_billed_and_stored() {
     let answered = Instant::now();
     heard(&app, &ws, &id, "Yes, I have a minute.").await;
     serve.signal("TERM");
-    let (code, _) = serve.exit_within(Duration::from_secs(30)).await;
+    serve.exit_cleanly_within(Duration::from_secs(30)).await;
     let talked = answered.elapsed();
-    let logs = serve.logs();
-    assert_eq!(code, Some(0), "exit code; logs:\n{logs}");
-    for bad in ["closed pool", "could not store", "could not record"] {
-        assert!(!logs.contains(bad), "logged {bad:?}:\n{logs}");
-    }
 
     restart_in_process(&mut app).await;
     let call = detail(&app, &ws, &id).await;
@@ -436,16 +438,11 @@ async fn a_second_signal_ends_live_calls_at_once_still_storing_them() {
     )
     .await;
     serve.signal("INT");
-    let (code, took) = serve.exit_within(Duration::from_secs(30)).await;
-    let logs = serve.logs();
-    assert_eq!(code, Some(0), "exit code; logs:\n{logs}");
+    let took = serve.exit_cleanly_within(Duration::from_secs(30)).await;
     assert!(
         took < Duration::from_secs(15),
         "took {took:?} after SIGTERM"
     );
-    for bad in ["closed pool", "could not store", "could not record"] {
-        assert!(!logs.contains(bad), "logged {bad:?}:\n{logs}");
-    }
 
     restart_in_process(&mut app).await;
     let call = detail(&app, &ws, &id).await;
