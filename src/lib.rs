@@ -12,6 +12,7 @@ pub mod background;
 pub mod batches;
 pub mod calls;
 pub mod carriers;
+pub mod cluster;
 pub mod domain;
 pub mod egress;
 pub mod http;

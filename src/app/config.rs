@@ -63,6 +63,18 @@ pub struct ServeArgs {
     /// (default 30).
     #[arg(long, env = "VOXLINE_SHUTDOWN_GRACE_SECONDS")]
     pub shutdown_grace_seconds: Option<u64>,
+    /// This node's id among several on one Postgres database (default:
+    /// generated once and kept in the data directory as `node-id`).
+    #[arg(long, env = "VOXLINE_NODE_ID")]
+    pub node_id: Option<crate::domain::NodeId>,
+    /// Live calls above which this node takes no new calls from the queue
+    /// (default: no limit).
+    #[arg(long, env = "VOXLINE_NODE_MAX_CALLS")]
+    pub node_max_calls: Option<u32>,
+    /// CPU use, in percent of one core, above which this node takes no new
+    /// calls from the queue (default: no limit).
+    #[arg(long, env = "VOXLINE_NODE_MAX_CPU_PERCENT")]
+    pub node_max_cpu_percent: Option<u32>,
     /// Simulated provider timings.
     #[command(flatten)]
     pub sim: SimArgs,
@@ -135,6 +147,12 @@ pub struct FileConfig {
     pub log_json: Option<bool>,
     /// See [`ServeArgs::no_bootstrap`].
     pub no_bootstrap: Option<bool>,
+    /// See [`ServeArgs::node_id`].
+    pub node_id: Option<crate::domain::NodeId>,
+    /// See [`ServeArgs::node_max_calls`].
+    pub node_max_calls: Option<u32>,
+    /// See [`ServeArgs::node_max_cpu_percent`].
+    pub node_max_cpu_percent: Option<u32>,
     /// Seconds between background janitor passes (renewals, dormancy).
     pub janitor_interval_seconds: Option<u64>,
     /// Days of idleness before an agent turns dormant.
@@ -189,6 +207,12 @@ pub enum ConfigError {
     /// The secret could not be created or read.
     #[error("server secret: {0}")]
     Secret(std::io::Error),
+    /// The data directory's `node-id` file does not hold a node id.
+    #[error("{path} does not hold a node id (1 to 64 letters, digits, '.', '_' or '-')")]
+    NodeId {
+        /// The file.
+        path: String,
+    },
 }
 
 /// Storage settings after merging.
@@ -306,6 +330,63 @@ pub struct Settings {
     /// before they are ended with `service-shutdown`
     /// (`VOXLINE_SHUTDOWN_GRACE_SECONDS`, default 30).
     pub shutdown_grace: Duration,
+    /// This node among several on one database.
+    pub node: NodeSettings,
+}
+
+/// A node's identity and load threshold.
+#[derive(Debug, Clone)]
+pub struct NodeSettings {
+    /// Configured id; None: generated once and kept in the data directory.
+    pub id: Option<crate::domain::NodeId>,
+    /// Live calls above which the node takes no new calls.
+    pub max_live_calls: Option<u32>,
+    /// CPU percent of one core above which the node takes no new calls.
+    pub max_cpu_percent: Option<u32>,
+    /// How often the node stamps its heartbeat.
+    pub heartbeat: Duration,
+    /// Silence after which peers take a node for dead.
+    pub lease: Duration,
+}
+
+impl Default for NodeSettings {
+    fn default() -> Self {
+        Self {
+            id: None,
+            max_live_calls: None,
+            max_cpu_percent: None,
+            heartbeat: Duration::from_secs(2),
+            lease: Duration::from_secs(10),
+        }
+    }
+}
+
+impl NodeSettings {
+    /// The node's id: configured, or read from (or generated into) the
+    /// data directory's `node-id` file, so a restarted node is the same node
+    /// and ends its own orphans as a restart, not as a lost peer.
+    pub fn resolve_id(
+        &self,
+        storage: &StorageSettings,
+    ) -> Result<crate::domain::NodeId, ConfigError> {
+        if let Some(id) = &self.id {
+            return Ok(id.clone());
+        }
+        let path = storage.data_dir.join("node-id");
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                return text.parse().map_err(|_| ConfigError::NodeId {
+                    path: path.display().to_string(),
+                });
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => return Err(ConfigError::Secret(err)),
+        }
+        std::fs::create_dir_all(&storage.data_dir).map_err(ConfigError::Secret)?;
+        let fresh = crate::domain::NodeId::generate();
+        std::fs::write(&path, fresh.as_str()).map_err(ConfigError::Secret)?;
+        Ok(fresh)
+    }
 }
 
 /// Where Google's Sheets API lives.
@@ -517,6 +598,12 @@ impl Settings {
                     .or(file.shutdown_grace_seconds)
                     .unwrap_or(DEFAULT_SHUTDOWN_GRACE_SECONDS),
             ),
+            node: NodeSettings {
+                id: serve.node_id.clone().or(file.node_id),
+                max_live_calls: serve.node_max_calls.or(file.node_max_calls),
+                max_cpu_percent: serve.node_max_cpu_percent.or(file.node_max_cpu_percent),
+                ..NodeSettings::default()
+            },
         })
     }
 
@@ -552,6 +639,7 @@ impl Settings {
             providers: ProviderSettings::default(),
             ratings: RatingSettings::default(),
             shutdown_grace: Duration::from_secs(DEFAULT_SHUTDOWN_GRACE_SECONDS),
+            node: NodeSettings::default(),
         }
     }
 }

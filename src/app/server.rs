@@ -13,12 +13,14 @@ use crate::calls::ledger::StoreLedger;
 use crate::calls::runner::CallRunner;
 use crate::calls::welcome_cache::{WelcomeCache, sim_tts_for_agents};
 use crate::carriers::store_wiring::StoreCredentials;
+use crate::cluster::bus::ClusterBus;
 use crate::domain::clock::SharedClock;
 use crate::http;
 use crate::postcall::ratings::scoring::Rater;
 use crate::providers::resilience::Breakers;
 use crate::providers::select::ProviderSelector;
 use crate::store::Store;
+use crate::store::nodes::ALL_CHANNELS;
 use crate::tools::function::FunctionCaller;
 use anyhow::Context;
 use axum::Router;
@@ -75,13 +77,23 @@ impl Server {
         std::fs::create_dir_all(&settings.storage.data_dir).with_context(|| {
             format!("creating data dir {}", settings.storage.data_dir.display())
         })?;
-        let secret = settings.storage.load_secret()?;
+        let node_id = settings.node.resolve_id(&settings.storage)?;
         let store = Store::connect(
             &settings.storage.database_url,
             settings.storage.db_pool_size,
         )
         .await
         .context("opening the database")?;
+        // Nodes sharing a database share the signing secret, so a media token
+        // or recording link signed by one verifies on the others.
+        let secret = match (&settings.storage.secret, store.is_shared()) {
+            (None, true) => {
+                let fresh = String::from_utf8(settings.storage.load_secret()?)
+                    .context("the data directory's secret is not text")?;
+                store.shared_secret(&fresh).await?.into_bytes()
+            }
+            _ => settings.storage.load_secret()?,
+        };
         let bootstrapped = if settings.no_bootstrap {
             None
         } else {
@@ -129,6 +141,11 @@ impl Server {
             extra,
         )
         .await?;
+        let tasks = TaskTracker::new();
+        store
+            .register_node(&node_id, &public_url, clock.now().timestamp_millis())
+            .await?;
+        let bus = ClusterBus::start(&store, &ALL_CHANNELS, &tasks, &stop).await?;
         let key_cache = crate::access::key_cache::KeyCache::new(&store);
         let rater = Arc::new(Rater::new(ProviderSelector::new(
             store.clone(),
@@ -155,10 +172,17 @@ impl Server {
                 settings.ratings.postcall_llm_concurrency,
             )),
             breakers,
+            node_id,
+            bus,
+            node_status: Arc::default(),
         });
         let (ended, requeued) = dispatch::recover_after_restart(&state).await?;
         if ended > 0 || requeued > 0 {
             tracing::info!(ended, requeued, "recovered calls from the previous run");
+        }
+        let lost = crate::cluster::recovery::recover_dead_peers(&state).await?;
+        if lost > 0 {
+            tracing::warn!(ended = lost, "recovered calls of dead peers");
         }
         crate::batches::service::tick(&state).await?;
         let released = state.store.release_rating_leases().await?;
@@ -170,7 +194,6 @@ impl Server {
             tracing::info!(released, "pending analyses of the previous run re-queued");
         }
 
-        let tasks = TaskTracker::new();
         // Should the start fail from here on, what it already spawned stops.
         let stop_on_failure = stop.clone().drop_guard();
         let app = http::router(state.clone());
@@ -211,17 +234,55 @@ impl Server {
                 }
             }
         });
-        spawn_every(&tasks, settings.dispatch_interval, &intake, {
+        spawn_every(&tasks, settings.node.heartbeat, &stop, {
             let state = state.clone();
             move || {
                 let state = state.clone();
                 async move {
-                    if let Err(err) = dispatch::dispatch_due(&state).await {
-                        tracing::warn!(error = %err, "dispatch pass failed");
+                    if let Err(err) = crate::cluster::heartbeat::beat(&state).await {
+                        tracing::warn!(error = %err, "node heartbeat failed");
                     }
                 }
             }
         });
+        if state.bus.is_some() {
+            // Nodes sharing the database: the dispatcher claims calls within
+            // slots counted across nodes, orders for calls held here arrive
+            // on the bus, and the reaper recovers dead peers' work.
+            tasks.spawn(crate::cluster::dispatcher::run(
+                state.clone(),
+                settings.dispatch_interval,
+                intake.clone(),
+            ));
+            tasks.spawn(crate::cluster::call_orders::run(
+                state.clone(),
+                stop.clone(),
+            ));
+            spawn_every(&tasks, settings.node.heartbeat, &stop, {
+                let state = state.clone();
+                move || {
+                    let state = state.clone();
+                    async move {
+                        if let Err(err) = crate::cluster::recovery::recover_dead_peers(&state).await
+                        {
+                            tracing::warn!(error = %err, "reaper pass failed");
+                        }
+                    }
+                }
+            });
+        } else {
+            spawn_every(&tasks, settings.dispatch_interval, &intake, {
+                let state = state.clone();
+                move || {
+                    let state = state.clone();
+                    async move {
+                        if let Err(err) = dispatch::dispatch_due(&state).await {
+                            tracing::warn!(error = %err, "dispatch pass failed");
+                        }
+                    }
+                }
+            });
+        }
         let webhook_http = crate::egress::GuardedClient::new(settings.webhook_allow_hosts.clone());
         spawn_every(&tasks, settings.dispatch_interval, &stop, {
             let state = state.clone();
@@ -431,6 +492,20 @@ impl Server {
         self.stop.cancel();
         self.tasks.close();
         self.tasks.wait().await;
+        // Queued calls this node claimed but never started go back to the
+        // other nodes at once, and peers need not wait out the lease.
+        let store = &self.state.store;
+        if store.is_shared()
+            && let Err(err) = store
+                .release_queued_calls_of_node(Some(&self.state.node_id))
+                .await
+        {
+            tracing::warn!(error = %err, "could not hand back claimed queued calls");
+        }
+        let now = self.state.clock.now().timestamp_millis();
+        if let Err(err) = store.node_stopped(&self.state.node_id, now).await {
+            tracing::warn!(error = %err, "could not record the node's stop");
+        }
         if let Err(err) = self.state.limiter.shutdown().await {
             tracing::warn!(error = %err, "final usage flush failed");
         }

@@ -49,6 +49,12 @@ pub struct AppInner {
     pub postcall_slots: Arc<crate::postcall::llm_slots::LlmSlots>,
     /// This server's provider circuit breakers, shared by every selector it builds.
     pub breakers: Breakers,
+    /// This node's id among the nodes sharing the database.
+    pub node_id: crate::domain::NodeId,
+    /// The bus between nodes (Postgres); None on SQLite, where this is the only node.
+    pub bus: Option<crate::cluster::bus::ClusterBus>,
+    /// This node's draining flag and load, as the dispatcher reads them.
+    pub node_status: Arc<crate::cluster::node_status::NodeStatus>,
 }
 
 impl AppInner {

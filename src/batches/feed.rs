@@ -68,6 +68,12 @@ fn ledger_err(e: impl std::fmt::Display) -> LedgerError {
 
 /// The stored call an item of `batch` is dialed with, before the item fills in the person.
 pub fn item_call(batch: &BatchRow, plan: &DialPlan, now_ms: i64) -> ItemCall {
+    item_call_for(batch, plan, now_ms, true)
+}
+
+/// [`item_call`], handed to this node's engine at once (`dispatched`) or
+/// left queued for whichever node's dispatcher claims it first.
+fn item_call_for(batch: &BatchRow, plan: &DialPlan, now_ms: i64, dispatched: bool) -> ItemCall {
     let campaign = batch.kind == BatchKind::Campaign.as_str();
     let call_id = CallId::new();
     ItemCall {
@@ -90,21 +96,23 @@ pub fn item_call(batch: &BatchRow, plan: &DialPlan, now_ms: i64) -> ItemCall {
             campaign_name: campaign.then(|| batch.name.clone()),
             rate_paise: plan.rate_paise,
             not_before: now_ms,
-            dispatched: true,
+            dispatched,
             now_ms,
         },
         call_id,
     }
 }
 
-#[async_trait]
-impl BatchFeed for StoreBatchFeed {
-    async fn next_call(&self, batch_id: &str) -> Result<Option<CallJob>, LedgerError> {
-        // The engine names the batch by the text the service gave it; a text
-        // that is no batch id names no batch, so there is nothing to dial.
-        let Ok(batch_id) = batch_id.parse::<BatchId>() else {
-            return Ok(None);
-        };
+impl StoreBatchFeed {
+    /// Claims the batch's next pending item and stores its call, handed to
+    /// this node (`dispatched`) or left queued for any node. None when there
+    /// is nothing to dial now; a refused plan (wallet, quota, agent) pauses
+    /// the batch and says why.
+    async fn claim(
+        &self,
+        batch_id: BatchId,
+        dispatched: bool,
+    ) -> Result<Option<(NewCall, DialPlan)>, LedgerError> {
         let (batch, plan) = match self.plan(batch_id).await {
             Ok(Some(found)) => found,
             Ok(None) => return Ok(None),
@@ -131,14 +139,33 @@ impl BatchFeed for StoreBatchFeed {
             }
         };
         let now_ms = self.state.clock.now().timestamp_millis();
-        let template = item_call(&batch, &plan, now_ms);
+        let template = item_call_for(&batch, &plan, now_ms, dispatched);
         let claimed = self
             .state
             .store
             .claim_next_item(batch_id, &template)
             .await
             .map_err(ledger_err)?;
-        Ok(claimed.map(|(_, call)| {
+        Ok(claimed.map(|(_, call)| (call, plan)))
+    }
+
+    /// Queues the batch's next pending item for whichever node claims it
+    /// first (nodes sharing a database); false when nothing is to be dialed now.
+    pub async fn queue_next(&self, batch_id: BatchId) -> Result<bool, LedgerError> {
+        Ok(self.claim(batch_id, false).await?.is_some())
+    }
+}
+
+#[async_trait]
+impl BatchFeed for StoreBatchFeed {
+    async fn next_call(&self, batch_id: &str) -> Result<Option<CallJob>, LedgerError> {
+        // The engine names the batch by the text the service gave it; a text
+        // that is no batch id names no batch, so there is nothing to dial.
+        let Ok(batch_id) = batch_id.parse::<BatchId>() else {
+            return Ok(None);
+        };
+        let claimed = self.claim(batch_id, true).await?;
+        Ok(claimed.map(|(call, plan)| {
             job_for(
                 call.id,
                 call.org_id,

@@ -564,8 +564,15 @@ pub async fn delete(state: &AppState, kind: BatchKind, batch: &BatchRow) -> Resu
     Ok(())
 }
 
-/// Puts a running batch into its workspace's round-robin.
+/// Puts a running batch into its workspace's round-robin. On a shared
+/// database the node holding the batch's lease feeds it instead
+/// ([`crate::cluster::dispatcher`]); this wakes the dispatchers.
 pub async fn feed(state: &AppState, batch_id: BatchId, org_id: OrgId) -> Result<(), StoreError> {
+    if let Some(bus) = &state.bus {
+        return bus
+            .notify(crate::store::nodes::DISPATCH_CHANNEL, &org_id.to_string())
+            .await;
+    }
     let concurrency = state.store.org(org_id).await?.map_or(1, |org| {
         u32::try_from(org.concurrency.max(1)).unwrap_or(u32::MAX)
     });

@@ -5,6 +5,7 @@ use super::job::job_for;
 use crate::app::state::AppState;
 use crate::domain::CallId;
 use crate::store::StoreError;
+use crate::store::nodes::LiveCallRow;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus};
 
 /// Claims and enqueues every due call; returns how many were handed over.
@@ -63,13 +64,36 @@ async fn fail(state: &AppState, call_id: CallId, reason: &str) {
     }
 }
 
-/// After a restart: live calls of the previous process end with
-/// `service-restart` (the sim carrier's legs died with it), and every queued
-/// call goes back to the dispatcher.
+/// After a restart: live calls this node's previous process left end with
+/// `service-restart` (the sim carrier's legs died with it), and the queued
+/// calls it held go back to the dispatcher. On one node (SQLite) that is
+/// every live and queued call; nodes sharing a database touch only their
+/// own (and those no node owns), never a live peer's.
 pub async fn recover_after_restart(state: &AppState) -> Result<(usize, u64), StoreError> {
-    let orphans = state.store.orphaned_live_calls().await?;
+    let store = &state.store;
+    let (orphans, released) = if store.is_shared() {
+        let mut orphans = store.live_calls_of_node(Some(&state.node_id)).await?;
+        orphans.extend(store.live_calls_of_node(None).await?);
+        let released = store
+            .release_queued_calls_of_node(Some(&state.node_id))
+            .await?
+            + store.release_queued_calls_of_node(None).await?;
+        (orphans, released)
+    } else {
+        let orphans = store.orphaned_live_calls().await?;
+        end_orphans(state, &orphans, "service-restart").await;
+        let released = store.release_queued_calls(None).await?;
+        return Ok((orphans.len(), released));
+    };
+    end_orphans(state, &orphans, "service-restart").await;
+    Ok((orphans.len(), released))
+}
+
+/// Ends calls whose process is gone with `reason`: answered ones completed
+/// and billed up to their last sign of life (not the downtime), the others failed.
+pub async fn end_orphans(state: &AppState, orphans: &[LiveCallRow], reason: &str) {
     let now = state.clock.now().timestamp_millis();
-    for (id, status, answered_at, last_activity) in &orphans {
+    for (id, status, answered_at, last_activity) in orphans {
         let answered = status == "in-progress";
         let end = CallEnd {
             call_id: id.to_string(),
@@ -78,15 +102,12 @@ pub async fn recover_after_restart(state: &AppState) -> Result<(usize, u64), Sto
             } else {
                 CallStatus::Failed
             },
-            ended_reason: "service-restart".into(),
+            ended_reason: reason.to_string(),
             answered_at: *answered_at,
-            // Bill only up to the last sign of life, not the downtime.
             ended_at: last_activity.or(*answered_at).unwrap_or(now),
         };
         if let Err(err) = state.ledger.finish(end).await {
             tracing::error!(call = %id, error = %err, "could not end an orphaned call");
         }
     }
-    let released = state.store.release_queued_calls(None).await?;
-    Ok((orphans.len(), released))
 }

@@ -196,7 +196,9 @@ async fn resolve_from(
     chosen.ok_or(PlacementError::AllNumbersSuspended)
 }
 
-/// Stores one queued call per target and hands them all to the engine.
+/// Stores one queued call per target and hands them all to the engine; on a
+/// shared database they wait for whichever node's dispatcher claims them
+/// within the workspace's slots (a trigger wakes the dispatchers).
 pub async fn place(
     state: &AppState,
     plan: &DialPlan,
@@ -204,6 +206,7 @@ pub async fn place(
     source: CallSource,
 ) -> Result<Vec<(CallId, String)>, StoreError> {
     let now_ms = state.clock.now().timestamp_millis();
+    let shared = state.store.is_shared();
     let calls: Vec<NewCall> = targets
         .into_iter()
         .map(|t| NewCall {
@@ -225,11 +228,14 @@ pub async fn place(
             campaign_name: None,
             rate_paise: plan.rate_paise,
             not_before: now_ms,
-            dispatched: true,
+            dispatched: !shared,
             now_ms,
         })
         .collect();
     state.store.insert_calls(&calls).await?;
+    if shared {
+        return Ok(calls.into_iter().map(|c| (c.id, c.phone)).collect());
+    }
     let mut placed = Vec::with_capacity(calls.len());
     for call in &calls {
         let job = super::job::job_for(

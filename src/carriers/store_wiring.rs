@@ -95,11 +95,29 @@ impl CallbackHost for ServiceCallbackHost {
     }
 
     fn carrier_status(&self, call_id: &str, status: CarrierStatus) {
-        if let Err(err) = self.state.engine.carrier_status(call_id, status) {
-            // A status for a call that is no longer live (ended, or lost in a
-            // restart and already reconciled) has nothing left to change.
-            tracing::debug!(call_id, error = %err, "carrier status for a call that is not live");
+        let Err(err) = self.state.engine.carrier_status(call_id, status.clone()) else {
+            return;
+        };
+        // Another node may own the call (a load balancer sent the callback
+        // here): it gets the status over the bus.
+        if let (Some(_), Ok(id)) = (&self.state.bus, call_id.parse::<CallId>()) {
+            let state = self.state.clone();
+            tokio::spawn(async move {
+                match crate::cluster::call_orders::forward_status(&state, id, &status).await {
+                    Ok(crate::cluster::call_orders::Forwarded::ToOwner(node)) => {
+                        tracing::debug!(call = %id, %node, "carrier status forwarded to the call's node");
+                    }
+                    Ok(_) => {}
+                    Err(err) => {
+                        tracing::warn!(call = %id, error = %err, "could not forward a carrier status")
+                    }
+                }
+            });
+            return;
         }
+        // A status for a call that is no longer live (ended, or lost in a
+        // restart and already reconciled) has nothing left to change.
+        tracing::debug!(call_id, error = %err, "carrier status for a call that is not live");
     }
 
     async fn record_transfer_leg(&self, leg: TransferLeg) -> Result<bool, CarriersError> {

@@ -5,6 +5,7 @@ pub mod analysis;
 pub mod clock;
 pub mod ids;
 pub mod money;
+pub mod node;
 pub mod page;
 pub mod phone;
 pub mod text;
@@ -15,4 +16,5 @@ pub use ids::{
     WalletTxId, WebhookId,
 };
 pub use money::Paise;
+pub use node::NodeId;
 pub use phone::PhoneNumber;

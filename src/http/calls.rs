@@ -340,6 +340,15 @@ async fn cancel_call(
     {
         CancelOutcome::Dequeued => Ok(MessageBody::json("Call canceled")),
         CancelOutcome::HangingUp => Ok(MessageBody::json("Call is being hung up")),
+        CancelOutcome::NotFound
+            if matches!(
+                crate::cluster::call_orders::forward_cancel(&state, id, &org.to_string()).await?,
+                crate::cluster::call_orders::Forwarded::ToOwner(_)
+            ) =>
+        {
+            // Another node holds the call: it hangs it up.
+            Ok(MessageBody::json("Call is being hung up"))
+        }
         CancelOutcome::NotFound => {
             // Not held by the engine: a scheduled retry or a call awaiting dispatch.
             let end = CallEnd {

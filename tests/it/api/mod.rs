@@ -15,6 +15,7 @@ mod batches;
 mod call_reads;
 mod calls;
 mod campaigns;
+mod cluster;
 mod drain;
 mod errors;
 mod limits;

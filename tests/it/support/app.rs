@@ -103,6 +103,32 @@ impl TestApp {
         }
     }
 
+    /// Another node on this app's database (its own data directory, node id
+    /// and port, the same clock and carriers), with `tweak` applied to the
+    /// test settings. Shut peers down before the app that owns the database.
+    pub async fn spawn_peer(&self, tweak: impl FnOnce(&mut Settings)) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let data_dir = dir.path().to_path_buf();
+        let mut settings = Settings::for_tests(data_dir.clone(), Some(self.database_url.clone()));
+        settings.no_bootstrap = true;
+        tweak(&mut settings);
+        let server =
+            Server::start_with_carriers(settings, self.clock.clone(), self.carriers.clone())
+                .await
+                .expect("peer server starts");
+        Self {
+            base: server.base_url(),
+            server: Some(server),
+            data_dir,
+            database_url: self.database_url.clone(),
+            clock: self.clock.clone(),
+            http: reqwest::Client::new(),
+            carriers: self.carriers.clone(),
+            _pg: None,
+            _dir: dir,
+        }
+    }
+
     async fn start(clock: SharedClock) -> Self {
         Self::spawn_with(clock, Carriers::new(), |_| {}).await
     }

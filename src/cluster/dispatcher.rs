@@ -1,0 +1,200 @@
+//! The dispatcher of a node sharing a Postgres database: claims queued calls
+//! within each workspace's slots counted across every node, and feeds the
+//! running batches this node holds the lease of into the queue.
+//!
+//! It wakes when a call is queued or ends anywhere (a trigger sends
+//! [`DISPATCH_CHANNEL`]) and on every dispatch interval, so a lost
+//! notification delays a call by one interval at most. One pass runs at a
+//! time per node; across nodes the per-workspace advisory lock of
+//! [`Store::claim_calls_for_node`](crate::store::Store::claim_calls_for_node)
+//! orders the claims. A claimed call already holds its slot, so the engine
+//! starts it at once: the org actor owns this node's share of the slots.
+
+use crate::app::state::AppState;
+use crate::batches::feed::StoreBatchFeed;
+use crate::calls::job::job_for;
+use crate::domain::agent::AgentStatus;
+use crate::domain::{AgentId, OrgId};
+use crate::store::StoreError;
+use crate::store::calls::DispatchRow;
+use crate::store::nodes::DISPATCH_CHANNEL;
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::sync::broadcast::error::TryRecvError;
+use tokio_util::sync::CancellationToken;
+use voxline_actors::engine::{CallEnd, CallLedger, CallStatus};
+
+/// Workspaces looked at per pass.
+const ORGS_PER_PASS: i64 = 200;
+
+/// Runs passes until `stop` fires: on a notification and on every `period`.
+pub async fn run(state: AppState, period: Duration, stop: CancellationToken) {
+    let mut wakes = state
+        .bus
+        .as_ref()
+        .and_then(|bus| bus.subscribe(DISPATCH_CHANNEL));
+    let mut ticker = tokio::time::interval(period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticker.tick() => {}
+            woke = async {
+                match wakes.as_mut() {
+                    Some(rx) => rx.recv().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            } => {
+                if !woke {
+                    // Lagged or closed: a pass covers whatever was missed.
+                    wakes = state.bus.as_ref().and_then(|bus| bus.subscribe(DISPATCH_CHANNEL));
+                }
+            }
+        }
+        // Many wakes arrive in bursts (a batch of inserts); one pass serves them all.
+        if let Some(rx) = wakes.as_mut() {
+            while let Ok(_) | Err(TryRecvError::Lagged(_)) = rx.try_recv() {}
+        }
+        if let Err(err) = pass(&state).await {
+            tracing::warn!(error = %err, "cluster dispatch pass failed");
+        }
+    }
+}
+
+/// One pass: feeds leased batches into the queue, then claims what this
+/// node may start. Returns the calls it started.
+pub async fn pass(state: &AppState) -> Result<usize, StoreError> {
+    if state.engine.is_draining() {
+        return Ok(0);
+    }
+    let now = state.clock.now().timestamp_millis();
+    let lease_ms = millis(state.settings.node.lease);
+    feed_batches(state, now, lease_ms).await?;
+    if !state.node_status.takes_calls() {
+        return Ok(0);
+    }
+    let mut room = match state.settings.node.max_live_calls {
+        Some(max) => i64::from(max) - i64::try_from(state.engine.live_calls()).unwrap_or(i64::MAX),
+        None => i64::MAX,
+    };
+    let nodes = state.store.nodes_taking_calls(now, lease_ms).await?;
+    let mut agents = HashMap::new();
+    let mut started = 0;
+    for org_id in state
+        .store
+        .orgs_with_unclaimed_calls(now, ORGS_PER_PASS)
+        .await?
+    {
+        if room <= 0 {
+            break;
+        }
+        // A node takes its share of the free slots, so that the nodes woken
+        // by the same notification all carry calls; the rest is taken by the
+        // others or by this node's next pass.
+        let claimed = state
+            .store
+            .claim_calls_for_node(org_id, &state.node_id, now, nodes, room)
+            .await?;
+        for row in claimed.calls {
+            room -= 1;
+            if start(state, &mut agents, row).await? {
+                started += 1;
+            }
+        }
+    }
+    Ok(started)
+}
+
+/// Hands a claimed call to the local engine; fails it when its agent cannot run it.
+async fn start(
+    state: &AppState,
+    agents: &mut HashMap<AgentId, Option<(i64, crate::domain::agent::AgentSpec)>>,
+    row: DispatchRow,
+) -> Result<bool, StoreError> {
+    if let std::collections::hash_map::Entry::Vacant(slot) = agents.entry(row.agent_id) {
+        let found = match (
+            state.store.org(row.org_id).await?,
+            state.store.agent(row.org_id, row.agent_id).await?,
+        ) {
+            (Some(org), Some(agent)) if agent.status() == AgentStatus::Active => {
+                agent.spec().ok().map(|spec| (org.concurrency, spec))
+            }
+            _ => None,
+        };
+        slot.insert(found);
+    }
+    let Some(Some((concurrency, spec))) = agents.get(&row.agent_id) else {
+        fail(state, &row, "agent-unavailable").await;
+        return Ok(false);
+    };
+    let mut job = job_for(
+        row.id,
+        row.org_id,
+        *concurrency,
+        &row.phone,
+        &row.from_number,
+        &row.provider,
+        spec,
+        &row.variables,
+        state.settings.sim.ring_seconds,
+    );
+    // The slot is held in the database since the claim: start at once.
+    job.bypass_slots = true;
+    if let Err(err) = state.engine.enqueue(job) {
+        tracing::error!(call = %row.id, error = %err, "engine refused a claimed call; handing it back");
+        state
+            .store
+            .release_queued_calls_of_node(Some(&state.node_id))
+            .await?;
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+async fn fail(state: &AppState, row: &DispatchRow, reason: &str) {
+    let end = CallEnd {
+        call_id: row.id.to_string(),
+        status: CallStatus::Failed,
+        ended_reason: reason.to_string(),
+        answered_at: None,
+        ended_at: state.clock.now().timestamp_millis(),
+    };
+    if let Err(err) = state.ledger.finish(end).await {
+        tracing::error!(call = %row.id, error = %err, "could not fail an undispatchable call");
+    }
+}
+
+/// Takes or renews the leases of running batches and queues as many of
+/// their items as their workspace has room for: a batch never floods the
+/// queue, and test calls queued meanwhile keep their turn.
+async fn feed_batches(state: &AppState, now: i64, lease_ms: i64) -> Result<(), StoreError> {
+    let leased = state
+        .store
+        .lease_running_batches(&state.node_id, now, lease_ms)
+        .await?;
+    let mut feeds: HashMap<OrgId, i64> = HashMap::new();
+    for (batch_id, org_id) in leased {
+        let room = match feeds.get(&org_id) {
+            Some(room) => *room,
+            None => state.store.org_room_for_batch_calls(org_id).await?,
+        };
+        let feed = StoreBatchFeed::new(state.clone());
+        let mut left = room;
+        while left > 0 {
+            match feed.queue_next(batch_id).await {
+                Ok(true) => left -= 1,
+                Ok(false) => break,
+                Err(err) => {
+                    tracing::warn!(batch = %batch_id, error = %err, "could not queue a batch item");
+                    break;
+                }
+            }
+        }
+        feeds.insert(org_id, left);
+    }
+    Ok(())
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}

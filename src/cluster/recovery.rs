@@ -1,0 +1,37 @@
+//! Recovery touches only the dead: when a peer's heartbeat is older than the
+//! lease, exactly one survivor claims it (a conditional update), ends its
+//! live calls with `node-lost` billed to their last sign of life, hands its
+//! claimed queued calls back to every node's dispatcher and gives up its
+//! batch leases. A live peer's calls are never touched.
+
+use crate::app::state::AppState;
+use crate::calls::dispatch::end_orphans;
+use crate::store::StoreError;
+
+/// The ended reason of a call whose node died.
+pub const NODE_LOST: &str = "node-lost";
+
+/// One reaper pass; returns the calls it ended.
+pub async fn recover_dead_peers(state: &AppState) -> Result<usize, StoreError> {
+    let store = &state.store;
+    if !store.is_shared() {
+        return Ok(0);
+    }
+    let now = state.clock.now().timestamp_millis();
+    let lease_ms = i64::try_from(state.settings.node.lease.as_millis()).unwrap_or(i64::MAX);
+    for peer in store.expired_nodes(&state.node_id, now, lease_ms).await? {
+        if store.claim_dead_node(&peer, now, lease_ms).await? {
+            tracing::warn!(node = %peer, "a peer's lease ran out; recovering its work");
+        }
+    }
+    let mut ended = 0;
+    for peer in store.lost_nodes_with_calls(&state.node_id).await? {
+        let orphans = store.live_calls_of_node(Some(&peer)).await?;
+        end_orphans(state, &orphans, NODE_LOST).await;
+        let requeued = store.release_queued_calls_of_node(Some(&peer)).await?;
+        store.release_batch_leases_of_node(&peer).await?;
+        tracing::warn!(node = %peer, ended = orphans.len(), requeued, "recovered a lost peer's calls");
+        ended += orphans.len();
+    }
+    Ok(ended)
+}
