@@ -18,6 +18,7 @@ use crate::domain::{AgentId, OrgId};
 use crate::store::StoreError;
 use crate::store::calls::DispatchRow;
 use crate::store::nodes::DISPATCH_CHANNEL;
+use crate::store::slots::Share;
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::broadcast::error::TryRecvError;
@@ -36,9 +37,9 @@ pub async fn run(state: AppState, period: Duration, stop: CancellationToken) {
     let mut ticker = tokio::time::interval(period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
+        let share = tokio::select! {
             _ = stop.cancelled() => return,
-            _ = ticker.tick() => {}
+            _ = ticker.tick() => Share::Any,
             woke = async {
                 match wakes.as_mut() {
                     Some(rx) => rx.recv().await.is_ok(),
@@ -49,21 +50,24 @@ pub async fn run(state: AppState, period: Duration, stop: CancellationToken) {
                     // Lagged or closed: a pass covers whatever was missed.
                     wakes = state.bus.as_ref().and_then(|bus| bus.subscribe(DISPATCH_CHANNEL));
                 }
+                Share::Fair
             }
-        }
+        };
         // Many wakes arrive in bursts (a batch of inserts); one pass serves them all.
         if let Some(rx) = wakes.as_mut() {
             while let Ok(_) | Err(TryRecvError::Lagged(_)) = rx.try_recv() {}
         }
-        if let Err(err) = pass(&state).await {
+        if let Err(err) = pass(&state, share).await {
             tracing::warn!(error = %err, "cluster dispatch pass failed");
         }
     }
 }
 
 /// One pass: feeds leased batches into the queue, then claims what this
-/// node may start. Returns the calls it started.
-pub async fn pass(state: &AppState) -> Result<usize, StoreError> {
+/// node may start: on a notification its fair part of each workspace's
+/// slots, on the periodic tick whatever part of the free slots is left.
+/// Returns the calls it started.
+pub async fn pass(state: &AppState, share: Share) -> Result<usize, StoreError> {
     if state.engine.is_draining() {
         return Ok(0);
     }
@@ -88,12 +92,9 @@ pub async fn pass(state: &AppState) -> Result<usize, StoreError> {
         if room <= 0 {
             break;
         }
-        // A node takes its share of the free slots, so that the nodes woken
-        // by the same notification all carry calls; the rest is taken by the
-        // others or by this node's next pass.
         let claimed = state
             .store
-            .claim_calls_for_node(org_id, &state.node_id, now, nodes, room)
+            .claim_calls_for_node(org_id, &state.node_id, now, nodes, share, room)
             .await?;
         for row in claimed.calls {
             room -= 1;

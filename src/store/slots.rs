@@ -12,6 +12,15 @@ use super::calls::DispatchRow;
 use super::{Db, Store, StoreResult};
 use crate::domain::{BatchId, NodeId, OrgId};
 
+/// How much of a workspace's free slots one node's claim may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Share {
+    /// Up to the node's fair part of the workspace's concurrency.
+    Fair,
+    /// A part of the free slots, at least one.
+    Any,
+}
+
 /// What one claim took for a node.
 #[derive(Debug, Default)]
 pub struct Claimed {
@@ -43,15 +52,20 @@ impl Store {
     }
 
     /// Claims for `node` the workspace's due queued calls, oldest first:
-    /// every announcement outside a batch, and slot-holding calls up to this
-    /// node's share of the free slots (a `1/nodes` part, rounded up) and at
-    /// most `max_slot_calls`.
+    /// every announcement outside a batch, and slot-holding calls within the
+    /// free slots and at most `max_slot_calls`. With [`Share::Fair`] the node
+    /// takes no more than brings it to its fair part of the workspace's
+    /// concurrency (`1/nodes`, rounded up), so the nodes a notification
+    /// wakes together spread the calls; with [`Share::Any`] (a periodic pass)
+    /// it takes a `1/nodes` part of the free slots, at least one, so slots
+    /// never stay idle behind a node that is slow to claim.
     pub async fn claim_calls_for_node(
         &self,
         org_id: OrgId,
         node: &NodeId,
         now_ms: i64,
         nodes: i64,
+        share: Share,
         max_slot_calls: i64,
     ) -> StoreResult<Claimed> {
         let Db::Postgres(pool) = &self.db else {
@@ -67,11 +81,13 @@ impl Store {
             .fetch_optional(&mut *tx)
             .await?
             .unwrap_or(1);
-        let taken: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM calls WHERE org_id = $1 AND node_id IS NOT NULL AND holds_slot
+        let (taken, mine): (i64, i64) = sqlx::query_as(
+            "SELECT COUNT(*), COUNT(*) FILTER (WHERE node_id = $2) FROM calls
+             WHERE org_id = $1 AND node_id IS NOT NULL AND holds_slot
                AND status IN ('queued', 'ringing', 'in-progress')",
         )
         .bind(org_id)
+        .bind(node)
         .fetch_one(&mut *tx)
         .await?;
         let mut calls: Vec<DispatchRow> = sqlx::query_as::<_, ClaimedRow>(
@@ -91,7 +107,12 @@ impl Store {
         .map(strip_order)?;
         let free = (concurrency.max(1) - taken).max(0);
         let nodes = nodes.max(1);
-        let take = ((free + nodes - 1) / nodes).min(max_slot_calls.max(0));
+        let concurrency = concurrency.max(1);
+        let part = match share {
+            Share::Fair => ((concurrency + nodes - 1) / nodes - mine).max(0),
+            Share::Any => (free + nodes - 1) / nodes,
+        };
+        let take = part.min(free).min(max_slot_calls.max(0));
         let mut took = 0;
         if take > 0 {
             let slot_calls: Vec<DispatchRow> = sqlx::query_as::<_, ClaimedRow>(

@@ -8,7 +8,7 @@
 //! A kill -9 bills an answered call up to its last sign of life, stamped every
 //! couple of seconds, so a crash never makes a call free.
 
-use crate::support::{TestApp, Workspace, eventually};
+use crate::support::{ServeProcess, TestApp, Workspace, eventually};
 use axum::Router;
 use axum::body::Bytes;
 use axum::routing::post;
@@ -16,118 +16,27 @@ use serde_json::{Value, json};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 use voxline::app::config::Settings;
 use voxline::app::server::Server;
 
 const LIVE: [&str; 3] = ["queued", "ringing", "in-progress"];
 
-/// A `voxline serve` process on the app's database and data dir.
-struct Serve {
-    child: Child,
-    /// What it logged (JSON lines on stderr).
-    logs: Arc<Mutex<Vec<String>>>,
-}
+/// A `voxline serve` process on the app's database and data dir, with
+/// `grace` seconds of shutdown grace; takes over `app` (whose in-process
+/// server must be stopped) and points its HTTP helpers at the process.
+struct Serve;
 
 impl Serve {
-    /// Starts the binary with `grace` seconds of shutdown grace, takes over
-    /// `app` (whose in-process server must be stopped) and points its HTTP
-    /// helpers at the process.
-    async fn start(app: &mut TestApp, grace: u64) -> Self {
-        let mut child = Command::new(crate::support::VOXLINE_BIN)
-            .arg("--data-dir")
-            .arg(&app.data_dir)
-            .arg("--database-url")
-            .arg(&app.database_url)
-            .arg("--secret")
-            .arg("test-secret")
-            .arg("serve")
-            .env_remove("DATABASE_URL")
-            .env_remove("VOXLINE_CONFIG")
-            .env_remove("VOXLINE_DATA_DIR")
-            .env_remove("VOXLINE_SECRET")
-            .env("RUST_LOG", "info,sqlx=warn")
-            .env("VOXLINE_LISTEN", "127.0.0.1:0")
-            .env("VOXLINE_ADMIN_LISTEN", "127.0.0.1:0")
-            .env("VOXLINE_NO_BOOTSTRAP", "true")
-            .env("VOXLINE_LOG_JSON", "true")
-            .env("VOXLINE_WEBHOOK_ALLOW_HOSTS", "127.0.0.1,localhost")
-            .env("VOXLINE_SHUTDOWN_GRACE_SECONDS", grace.to_string())
-            // The test settings' fast sim, as the in-process harness uses.
-            .env("VOXLINE_SIM_RING_SECONDS", "1")
-            .env("VOXLINE_SIM_ANSWER_MS", "100")
-            .env("VOXLINE_SIM_ASR_MS", "20")
-            .env("VOXLINE_SIM_LLM_MS", "20")
-            .env("VOXLINE_SIM_LLM_TOKEN_MS", "2")
-            .env("VOXLINE_SIM_TTS_MS", "20")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start voxline serve");
-        let stderr = child.stderr.take().expect("stderr");
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-        tokio::spawn({
-            let logs = logs.clone();
-            async move {
-                let mut lines = BufReader::new(stderr).lines();
-                let mut addr_tx = Some(addr_tx);
-                while let Ok(Some(line)) = lines.next_line().await {
-                    if let Ok(entry) = serde_json::from_str::<Value>(&line)
-                        && entry["fields"]["message"] == "voxline serving"
-                        && let Some(tx) = addr_tx.take()
-                    {
-                        let _ = tx.send(entry["fields"]["addr"].as_str().unwrap_or("").to_string());
-                    }
-                    logs.lock().unwrap().push(line);
-                }
-            }
-        });
-        let addr = tokio::time::timeout(Duration::from_secs(60), addr_rx)
-            .await
-            .expect("voxline serve starts within 60 s")
-            .expect("voxline serve logged its address");
-        app.base = format!("http://{addr}");
+    async fn start(app: &mut TestApp, grace: u64) -> ServeProcess {
+        let serve = ServeProcess::start(
+            &app.data_dir,
+            &app.database_url,
+            &[("VOXLINE_SHUTDOWN_GRACE_SECONDS", grace.to_string())],
+        )
+        .await;
+        app.base = serve.base.clone();
         app.http = reqwest::Client::new();
-        Self { child, logs }
-    }
-
-    fn signal(&self, name: &str) {
-        let pid = self.child.id().expect("still running").to_string();
-        let status = std::process::Command::new("kill")
-            .args([format!("-{name}"), pid])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -{name} failed");
-    }
-
-    /// Waits for the process to exit; returns its exit code and how long it took.
-    async fn exit_within(&mut self, limit: Duration) -> (Option<i32>, Duration) {
-        let began = Instant::now();
-        let status = tokio::time::timeout(limit, self.child.wait())
-            .await
-            .unwrap_or_else(|_| panic!("voxline serve still running after {limit:?}"))
-            .expect("wait for voxline serve");
-        (status.code(), began.elapsed())
-    }
-
-    /// Waits for the process to exit 0 without having lost a call's results
-    /// (no closed-pool or store error logged); returns how long it took.
-    async fn exit_cleanly_within(&mut self, limit: Duration) -> Duration {
-        let (code, took) = self.exit_within(limit).await;
-        let logs = self.logs();
-        assert_eq!(code, Some(0), "exit code; logs:\n{logs}");
-        for bad in ["closed pool", "could not store", "could not record"] {
-            assert!(!logs.contains(bad), "logged {bad:?}:\n{logs}");
-        }
-        took
-    }
-
-    fn logs(&self) -> String {
-        self.logs.lock().unwrap().join("\n")
+        serve
     }
 }
 
@@ -491,7 +400,7 @@ async fn a_crash_bills_an_answered_call_up_to_its_last_sign_of_life() {
 #[tokio::test]
 async fn a_bad_grace_stops_the_start_naming_the_variable() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let run = Command::new(crate::support::VOXLINE_BIN)
+    let run = tokio::process::Command::new(crate::support::VOXLINE_BIN)
         .arg("--data-dir")
         .arg(dir.path())
         .arg("serve")

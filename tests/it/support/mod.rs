@@ -7,11 +7,13 @@ mod app;
 mod log_capture;
 mod postgres;
 mod reply;
+mod serve;
 
 pub use app::{TestApp, Workspace};
 pub use log_capture::logs;
 pub use postgres::PG_ENV;
 pub use reply::{Reply, reply};
+pub use serve::ServeProcess;
 
 use chrono::{DateTime, Utc};
 use std::future::Future;

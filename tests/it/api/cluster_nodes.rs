@@ -1,0 +1,345 @@
+//! Three `voxline serve` processes on one Postgres database (issue 20): a
+//! batch shares its workspace's slots exactly across the nodes and every
+//! node carries calls; `kill -9` of a node ends its live calls `node-lost`
+//! within the lease and the batch finishes on the others, with no item
+//! dialed twice and no call charged twice; a carrier callback that reaches
+//! the wrong node still takes effect.
+//!
+//! Postgres only: a plain `cargo test` lists them as ignored.
+
+use super::batches::{all_items, batch_with, dialing_workspace, item, wait_status};
+use crate::support::{PG_ENV, ServeProcess, TestApp, Workspace, eventually};
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+/// The nodes' lease (the default): a killed node's calls end within this plus 5 s.
+const LEASE: Duration = Duration::from_secs(10);
+
+/// Nodes on the app's database, the app's in-process server stopped.
+struct Cluster {
+    nodes: Vec<ServeProcess>,
+    _dirs: Vec<TempDir>,
+    pool: sqlx::PgPool,
+}
+
+impl Cluster {
+    /// Starts `n` nodes, `node-0` … on their own data directories and ports.
+    async fn start(app: &mut TestApp, n: usize) -> Self {
+        assert!(
+            std::env::var(PG_ENV).is_ok_and(|u| u.starts_with("postgres")),
+            "needs {PG_ENV}"
+        );
+        if let Some(server) = app.server.take() {
+            server.shutdown().await;
+        }
+        let mut nodes = Vec::new();
+        let mut dirs = Vec::new();
+        for i in 0..n {
+            let dir = tempfile::tempdir().expect("temp dir");
+            nodes.push(
+                ServeProcess::start(
+                    dir.path(),
+                    &app.database_url,
+                    &[("VOXLINE_NODE_ID", format!("node-{i}"))],
+                )
+                .await,
+            );
+            dirs.push(dir);
+        }
+        app.base = nodes[0].base.clone();
+        app.http = reqwest::Client::new();
+        let pool = sqlx::PgPool::connect(&app.database_url).await.expect("pg");
+        Self {
+            nodes,
+            _dirs: dirs,
+            pool,
+        }
+    }
+
+    /// Live (ringing or answered) calls of the workspace per node.
+    async fn live_by_node(&self, org: &str) -> HashMap<String, i64> {
+        let rows: Vec<(Option<String>, i64)> = sqlx::query_as(
+            "SELECT node_id, COUNT(*) FROM calls WHERE org_id = $1 AND status IN ('ringing', 'in-progress')
+             GROUP BY node_id",
+        )
+        .bind(org)
+        .fetch_all(&self.pool)
+        .await
+        .expect("count live calls");
+        rows.into_iter()
+            .map(|(node, n)| (node.unwrap_or_default(), n))
+            .collect()
+    }
+
+    /// Calls of the workspace each node ever dialed.
+    async fn carried_by_node(&self, org: &str) -> HashMap<String, i64> {
+        let rows: Vec<(Option<String>, i64)> = sqlx::query_as(
+            "SELECT node_id, COUNT(*) FROM calls WHERE org_id = $1 AND node_id IS NOT NULL GROUP BY node_id",
+        )
+        .bind(org)
+        .fetch_all(&self.pool)
+        .await
+        .expect("count calls");
+        rows.into_iter()
+            .map(|(node, n)| (node.unwrap_or_default(), n))
+            .collect()
+    }
+
+    async fn stop(mut self) {
+        for node in &mut self.nodes {
+            if node.child.id().is_some() {
+                node.signal("TERM");
+                let _ = node.exit_within(Duration::from_secs(60)).await;
+            }
+        }
+        self.pool.close().await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs VOXLINE_TEST_DATABASE_URL"]
+async fn a_600_call_batch_shares_50_slots_across_3_nodes_and_survives_a_kill_9() {
+    let mut app = TestApp::spawn().await;
+    let (ws, agent) = dialing_workspace(&app, "Cluster", 50).await;
+    let items: Vec<Value> = (0..600).map(|n| item(n, 77)).collect();
+    let id = batch_with(&app, &ws, &agent, items).await;
+    let balance_before = wallet(&app, &ws).await;
+    let cluster = Cluster::start(&mut app, 3).await;
+    let distinct: HashSet<&str> = cluster.nodes.iter().map(|n| n.base.as_str()).collect();
+    assert_eq!(distinct.len(), 3, "each node has its own URL");
+    app.post_empty(&ws.key, &format!("/api/batches/{id}/start"))
+        .await
+        .expect(200);
+
+    let org = ws.org_id.to_string();
+    let mut cluster = cluster;
+    let mut most = 0;
+    let mut killed: Option<Instant> = None;
+    let mut recovered_within = None;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let live = cluster.live_by_node(&org).await;
+        let total: i64 = live.values().sum();
+        assert!(total <= 50, "{total} live calls with 50 slots: {live:?}");
+        most = most.max(total);
+        let carried = cluster.carried_by_node(&org).await;
+        let done: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM calls WHERE org_id = $1 AND status NOT IN ('queued', 'ringing', 'in-progress')",
+        )
+        .bind(&org)
+        .fetch_one(&cluster.pool)
+        .await
+        .expect("count ended calls");
+        match killed {
+            // A third of the way through, with calls live on node-2, kill it.
+            None if done >= 200 && live.get("node-2").copied().unwrap_or(0) > 0 => {
+                assert_eq!(carried.len(), 3, "every node carried calls: {carried:?}");
+                cluster.nodes[2].child.start_kill().expect("kill -9");
+                let _ = cluster.nodes[2].exit_within(Duration::from_secs(10)).await;
+                killed = Some(Instant::now());
+            }
+            Some(at) if recovered_within.is_none() && !live.contains_key("node-2") => {
+                recovered_within = Some(at.elapsed());
+            }
+            _ => {}
+        }
+        let open: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM batch_items WHERE batch_id = $1 AND status IN ('pending', 'queued', 'ringing', 'in-progress')",
+        )
+        .bind(&id)
+        .fetch_one(&cluster.pool)
+        .await
+        .expect("count open items");
+        if open == 0 && killed.is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "batch still open: {open} items");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(most, 50, "the slots were used");
+    let took = recovered_within.expect("node-2's calls were recovered");
+    assert!(
+        took <= LEASE + Duration::from_secs(5),
+        "node-2's live calls ended {took:?} after the kill"
+    );
+    let lost: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT status, ended_reason FROM calls WHERE org_id = $1 AND node_id = 'node-2' AND ended_reason = 'node-lost'",
+    )
+    .bind(&org)
+    .fetch_all(&cluster.pool)
+    .await
+    .expect("lost calls");
+    assert!(!lost.is_empty(), "node-2's live calls ended node-lost");
+
+    wait_status(&app, &ws, &id, "completed", 60).await;
+    let items = all_items(&app, &ws.key, &format!("/api/batches/{id}/items")).await;
+    assert_eq!(items.len(), 600);
+    // No item dialed twice: one call per item phone, one item per call.
+    let dialed: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT phone, COUNT(*) FROM calls WHERE batch_id = $1 GROUP BY phone HAVING COUNT(*) > 1",
+    )
+    .bind(&id)
+    .fetch_all(&cluster.pool)
+    .await
+    .expect("calls per phone");
+    assert!(dialed.is_empty(), "items dialed twice: {dialed:?}");
+    let calls: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM calls WHERE batch_id = $1")
+        .bind(&id)
+        .fetch_one(&cluster.pool)
+        .await
+        .expect("calls");
+    assert_eq!(calls, 600, "one call per item");
+    // No call charged twice, and the wallet moved by exactly the calls' charges.
+    let charges: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT call_id, COUNT(*) FROM wallet_transactions WHERE org_id = $1 AND kind = 'call-charge'
+         GROUP BY call_id HAVING COUNT(*) > 1",
+    )
+    .bind(&org)
+    .fetch_all(&cluster.pool)
+    .await
+    .expect("charges per call");
+    assert!(charges.is_empty(), "calls charged twice: {charges:?}");
+    let cost: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(SUM(cost_paise), 0)::BIGINT FROM calls WHERE org_id = $1",
+    )
+    .bind(&org)
+    .fetch_one(&cluster.pool)
+    .await
+    .expect("sum of charges");
+    assert!(cost > 0, "answered calls were charged");
+    assert_eq!(
+        wallet(&app, &ws).await,
+        balance_before - cost,
+        "wallet vs. call charges"
+    );
+    let carried = cluster.carried_by_node(&org).await;
+    eprintln!("calls per node: {carried:?}; node-2 recovered in {took:?}");
+    cluster.stop().await;
+}
+
+async fn wallet(app: &TestApp, ws: &Workspace) -> i64 {
+    app.get(&ws.key, "/api/wallet").await.expect(200).body["balancePaise"]
+        .as_i64()
+        .expect("balance")
+}
+
+#[tokio::test]
+#[ignore = "needs VOXLINE_TEST_DATABASE_URL"]
+async fn a_carrier_callback_that_reaches_another_node_takes_effect() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let twilio = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/2010-04-01/Accounts/AC88/Calls.json"))
+        .respond_with(
+            ResponseTemplate::new(201).set_body_json(json!({"sid": "CA88", "status": "queued"})),
+        )
+        .mount(&twilio)
+        .await;
+    let mut app = TestApp::spawn().await;
+    let ws = app.calling_workspace("Callbacks", 2).await;
+    voxline::admin::ops::add_number(
+        app.store(),
+        ws.org_id,
+        "+918035740188",
+        "twilio",
+        true,
+        None,
+        app.now(),
+    )
+    .await
+    .expect("twilio number");
+    let credential =
+        json!({"accountSid": "AC88", "authToken": "tw-token", "baseUrl": twilio.uri()});
+    app.admin_ok(&[
+        "credential",
+        "set",
+        "--org",
+        &ws.org_id.to_string(),
+        "--kind",
+        "twilio",
+        "--json",
+        &credential.to_string(),
+    ])
+    .await;
+    let agent = app
+        .create_agent(
+            &ws.key,
+            json!({"name": "Twilio", "welcomeMessage": "Hi.", "prompt": "Be brief.",
+                   "telephonyProvider": "twilio"}),
+        )
+        .await["id"]
+        .as_str()
+        .expect("agent id")
+        .to_string();
+    let cluster = Cluster::start(&mut app, 2).await;
+    let placed = app
+        .post(
+            &ws.key,
+            "/api/calls",
+            json!({"agentId": agent, "to": "+919845012388"}),
+        )
+        .await
+        .expect(201);
+    let id = placed.body["callId"].as_str().expect("callId").to_string();
+    let owner: String = eventually(
+        Duration::from_secs(20),
+        "a node to dial the call",
+        || async {
+            let row: Option<(Option<String>, String)> =
+                sqlx::query_as("SELECT node_id, status FROM calls WHERE id = $1")
+                    .bind(&id)
+                    .fetch_optional(&cluster.pool)
+                    .await
+                    .expect("call row");
+            match row {
+                Some((Some(node), status)) if status == "ringing" => Some(node),
+                _ => None,
+            }
+        },
+    )
+    .await;
+    let (owner_at, other) = if owner == "node-0" {
+        (&cluster.nodes[0], &cluster.nodes[1])
+    } else {
+        (&cluster.nodes[1], &cluster.nodes[0])
+    };
+    // The carrier was given the owner's URL; a load balancer that keeps the
+    // Host header hands the callback to the other node.
+    let status_url = format!("{}/carrier/twilio/status/{id}", owner_at.base);
+    let owner_host = owner_at.base.trim_start_matches("http://").to_string();
+    let fields = vec![
+        ("AccountSid".to_string(), "AC88".to_string()),
+        ("CallSid".to_string(), "CA88".to_string()),
+        ("CallStatus".to_string(), "busy".to_string()),
+    ];
+    let body: String = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(fields.iter())
+        .finish();
+    let signature = voxline::carriers::twilio::signature("tw-token", &status_url, &fields);
+    let delivered = app
+        .http
+        .post(format!("{}/carrier/twilio/status/{id}", other.base))
+        .header("host", owner_host)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("x-twilio-signature", signature)
+        .body(body)
+        .send()
+        .await
+        .expect("send");
+    assert!(delivered.status().is_success(), "{}", delivered.status());
+    let call = eventually(Duration::from_secs(10), "the call to end busy", || async {
+        let call = app
+            .get(&ws.key, &format!("/api/calls/{id}"))
+            .await
+            .expect(200)
+            .body;
+        (call["rawStatus"] == "busy").then_some(call)
+    })
+    .await;
+    assert_eq!(call["provider"], "twilio");
+    cluster.stop().await;
+}
