@@ -258,7 +258,8 @@ impl Server {
                 state.clone(),
                 stop.clone(),
             ));
-            spawn_every(&tasks, settings.node.heartbeat, &stop, {
+            // Twice per heartbeat, so a dead peer's calls end soon after its lease.
+            spawn_every(&tasks, settings.node.heartbeat / 2, &stop, {
                 let state = state.clone();
                 move || {
                     let state = state.clone();
