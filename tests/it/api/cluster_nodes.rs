@@ -343,3 +343,194 @@ async fn a_carrier_callback_that_reaches_another_node_takes_effect() {
     assert_eq!(call["provider"], "twilio");
     cluster.stop().await;
 }
+
+/// Calls of `ids` each node dialed.
+async fn nodes_of(pool: &sqlx::PgPool, ids: &[String]) -> HashMap<String, String> {
+    let mut nodes = HashMap::new();
+    for id in ids {
+        let node: Option<String> = sqlx::query_scalar("SELECT node_id FROM calls WHERE id = $1")
+            .bind(id)
+            .fetch_one(pool)
+            .await
+            .expect("call row");
+        nodes.insert(id.clone(), node.unwrap_or_default());
+    }
+    nodes
+}
+
+#[tokio::test]
+#[ignore = "needs VOXLINE_TEST_DATABASE_URL"]
+async fn drain_webhooks_and_revocation_hold_across_three_nodes() {
+    let mut app = TestApp::spawn().await;
+    let ws = app.calling_workspace("Three", 6).await;
+    let (url, events) = super::drain::receiver().await;
+    app.admin_ok(&[
+        "webhook",
+        "add",
+        "--org",
+        &ws.org_id.to_string(),
+        "--url",
+        &url,
+    ])
+    .await;
+    let agent = app
+        .create_agent(
+            &ws.key,
+            json!({"name": "Three", "welcomeMessage": "Hi.", "prompt": "Be brief.",
+                   "silenceTimeoutSeconds": 10}),
+        )
+        .await["id"]
+        .as_str()
+        .expect("agent id")
+        .to_string();
+    let cluster = Cluster::start(&mut app, 3).await;
+    let bases: Vec<String> = cluster.nodes.iter().map(|n| n.base.clone()).collect();
+    // Long calls first, until node-2 carries some.
+    let long = json!([
+        "Yes, I have a minute.",
+        "Tell me more.",
+        "I see.",
+        "Thank you, goodbye!"
+    ]);
+    let mut first = Vec::new();
+    for n in 0..6 {
+        first.push(place(&app, &ws, &agent, n, long.clone()).await);
+    }
+    let on_node_2: Vec<String> =
+        eventually(Duration::from_secs(20), "calls live on node-2", || async {
+            let nodes = nodes_of(&cluster.pool, &first).await;
+            let mine: Vec<String> = nodes
+                .iter()
+                .filter(|(_, node)| node.as_str() == "node-2")
+                .map(|(id, _)| id.clone())
+                .collect();
+            (!mine.is_empty() && nodes.values().all(|n| !n.is_empty())).then_some(mine)
+        })
+        .await;
+
+    // Drain node-2: it takes no new call and finishes its live ones.
+    app.admin_ok(&["node", "drain", "node-2"]).await;
+    eventually(
+        Duration::from_secs(10),
+        "node-2 to say it drains",
+        || async {
+            let health: Value = reqwest::get(format!("{}/healthz", bases[2]))
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            (health["node"]["draining"] == true).then_some(())
+        },
+    )
+    .await;
+    let short = json!(["Thank you, goodbye!"]);
+    let mut second = Vec::new();
+    for n in 6..18 {
+        second.push(place(&app, &ws, &agent, n, short.clone()).await);
+    }
+    let all: Vec<String> = first.iter().chain(&second).cloned().collect();
+    for id in &all {
+        eventually(Duration::from_secs(120), "every call to end", || async {
+            let call = app
+                .get(&ws.key, &format!("/api/calls/{id}"))
+                .await
+                .expect(200)
+                .body;
+            (call["rawStatus"] == "completed").then_some(())
+        })
+        .await;
+    }
+    let nodes = nodes_of(&cluster.pool, &second).await;
+    assert!(
+        nodes.values().all(|n| n != "node-2"),
+        "a drained node took a new call: {nodes:?}"
+    );
+    for id in &on_node_2 {
+        let call = app
+            .get(&ws.key, &format!("/api/calls/{id}"))
+            .await
+            .expect(200)
+            .body;
+        assert_eq!(
+            call["endedReason"], "agent-hangup",
+            "node-2 finished its call: {call}"
+        );
+    }
+
+    // Each event arrives once per endpoint, with its stable id.
+    let completed = eventually(
+        Duration::from_secs(60),
+        "a call.completed per call",
+        || async {
+            let seen = events.lock().unwrap().clone();
+            let completed: Vec<Value> = seen
+                .into_iter()
+                .filter(|e| e["event"] == "call.completed")
+                .collect();
+            (completed.len() >= all.len()).then_some(completed)
+        },
+    )
+    .await;
+    // Give a would-be second delivery time to arrive.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let seen = events.lock().unwrap().clone();
+    let mut ids = HashSet::new();
+    for event in &seen {
+        let id = event["eventId"].as_str().expect("eventId").to_string();
+        assert!(ids.insert(id.clone()), "event {id} arrived twice");
+    }
+    assert_eq!(completed.len(), all.len(), "one call.completed per call");
+
+    // A key revoked (through the admin CLI on the shared database) is refused
+    // by every node within a second, each having served it just before.
+    for base in &bases {
+        app.http
+            .get(format!("{base}/api/calls?limit=1"))
+            .bearer_auth(&ws.key)
+            .send()
+            .await
+            .expect("send")
+            .error_for_status()
+            .expect("served before the revocation");
+    }
+    app.admin_ok(&["key", "revoke", &ws.key_id.to_string()])
+        .await;
+    let revoked = Instant::now();
+    for base in &bases {
+        eventually(Duration::from_secs(1), "the key to be refused", || async {
+            let status = app
+                .http
+                .get(format!("{base}/api/calls?limit=1"))
+                .bearer_auth(&ws.key)
+                .send()
+                .await
+                .expect("send")
+                .status();
+            (status == 401).then_some(())
+        })
+        .await;
+    }
+    assert!(
+        revoked.elapsed() <= Duration::from_secs(1),
+        "{:?}",
+        revoked.elapsed()
+    );
+    cluster.stop().await;
+}
+
+/// Places a sim call to the `n`th number with the callee's `script`; returns its id.
+async fn place(app: &TestApp, ws: &Workspace, agent: &str, n: usize, script: Value) -> String {
+    app.post(
+        &ws.key,
+        "/api/calls",
+        json!({"agentId": agent, "to": format!("+91984501{:04}", 2_000 + n),
+               "variables": {"simScript": script}}),
+    )
+    .await
+    .expect(201)
+    .body["callId"]
+        .as_str()
+        .expect("callId")
+        .to_string()
+}

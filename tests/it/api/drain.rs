@@ -174,7 +174,7 @@ async fn assert_recording(app: &TestApp, ws: &Workspace, id: &str) {
 }
 
 /// A webhook receiver on port 0 collecting the events' bodies.
-async fn receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
+pub async fn receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let app = Router::new().route(
         "/hook",
