@@ -14,12 +14,13 @@ use crate::app::state::AppState;
 use crate::batches::feed::StoreBatchFeed;
 use crate::calls::job::job_for;
 use crate::domain::agent::AgentStatus;
-use crate::domain::{AgentId, OrgId};
+use crate::domain::{AgentId, BatchId, OrgId};
 use crate::store::StoreError;
 use crate::store::calls::DispatchRow;
 use crate::store::nodes::DISPATCH_CHANNEL;
 use crate::store::slots::Share;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::broadcast::error::TryRecvError;
 use tokio_util::sync::CancellationToken;
@@ -167,31 +168,50 @@ async fn fail(state: &AppState, row: &DispatchRow, reason: &str) {
 
 /// Takes or renews the leases of running batches and queues as many of
 /// their items as their workspace has room for: a batch never floods the
-/// queue, and test calls queued meanwhile keep their turn.
+/// queue, and test calls queued meanwhile keep their turn. A workspace's
+/// batches take turns, one item each, starting with a different batch on
+/// each pass, so none waits behind another.
 async fn feed_batches(state: &AppState, now: i64, lease_ms: i64) -> Result<(), StoreError> {
-    let leased = state
+    static TURN: AtomicUsize = AtomicUsize::new(0);
+    let mut by_org: HashMap<OrgId, Vec<BatchId>> = HashMap::new();
+    for (batch_id, org_id) in state
         .store
         .lease_running_batches(&state.node_id, now, lease_ms)
-        .await?;
-    let mut feeds: HashMap<OrgId, i64> = HashMap::new();
-    for (batch_id, org_id) in leased {
-        let room = match feeds.get(&org_id) {
-            Some(room) => *room,
-            None => state.store.org_room_for_batch_calls(org_id).await?,
-        };
-        let feed = StoreBatchFeed::new(state.clone());
-        let mut left = room;
-        while left > 0 {
-            match feed.queue_next(batch_id).await {
-                Ok(true) => left -= 1,
-                Ok(false) => break,
-                Err(err) => {
-                    tracing::warn!(batch = %batch_id, error = %err, "could not queue a batch item");
+        .await?
+    {
+        by_org.entry(org_id).or_default().push(batch_id);
+    }
+    let turn = TURN.fetch_add(1, Ordering::Relaxed);
+    for (org_id, mut batches) in by_org {
+        batches.sort();
+        let len = batches.len();
+        batches.rotate_left(turn % len);
+        let mut room = state.store.org_room_for_batch_calls(org_id).await?;
+        // One feed per batch: a feed caches its batch's dial plan.
+        let feeds: HashMap<BatchId, _> = batches
+            .iter()
+            .map(|b| (*b, StoreBatchFeed::new(state.clone())))
+            .collect();
+        while room > 0 && !batches.is_empty() {
+            let mut drained = Vec::new();
+            for batch_id in &batches {
+                if room == 0 {
                     break;
                 }
+                let Some(feed) = feeds.get(batch_id) else {
+                    continue;
+                };
+                match feed.queue_next(*batch_id).await {
+                    Ok(true) => room -= 1,
+                    Ok(false) => drained.push(*batch_id),
+                    Err(err) => {
+                        tracing::warn!(batch = %batch_id, error = %err, "could not queue a batch item");
+                        drained.push(*batch_id);
+                    }
+                }
             }
+            batches.retain(|b| !drained.contains(b));
         }
-        feeds.insert(org_id, left);
     }
     Ok(())
 }
