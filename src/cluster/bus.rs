@@ -45,11 +45,14 @@ impl ClusterBus {
         };
         let fanout = bus.channels.clone();
         let stop = stop.clone();
+        let store = store.clone();
         tasks.spawn(async move {
             loop {
                 let next = tokio::select! {
                     next = listener.try_recv() => next,
                     _ = stop.cancelled() => return,
+                    // The listener holds a pooled connection; the close waits for it.
+                    () = store.closed() => return,
                 };
                 match next {
                     Ok(Some(note)) => {

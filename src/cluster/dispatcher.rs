@@ -181,8 +181,10 @@ async fn feed_batches(state: &AppState, now: i64, lease_ms: i64) -> Result<(), S
     {
         by_org.entry(org_id).or_default().push(batch_id);
     }
-    let turn = TURN.fetch_add(1, Ordering::Relaxed);
     for (org_id, mut batches) in by_org {
+        // The turn moves on with every item queued, so on one node the
+        // batches alternate strictly however few slots free at a time.
+        let turn = TURN.load(Ordering::Relaxed);
         batches.sort();
         let len = batches.len();
         batches.rotate_left(turn % len);
@@ -202,7 +204,10 @@ async fn feed_batches(state: &AppState, now: i64, lease_ms: i64) -> Result<(), S
                     continue;
                 };
                 match feed.queue_next(*batch_id).await {
-                    Ok(true) => room -= 1,
+                    Ok(true) => {
+                        room -= 1;
+                        TURN.fetch_add(1, Ordering::Relaxed);
+                    }
                     Ok(false) => drained.push(*batch_id),
                     Err(err) => {
                         tracing::warn!(batch = %batch_id, error = %err, "could not queue a batch item");

@@ -325,6 +325,13 @@ impl Store {
         Ok(Some(listener))
     }
 
+    /// Resolves once [`Store::close`] was called: a task holding one of the
+    /// pool's connections for good (the bus's listener) must give it back,
+    /// or the close waits forever.
+    pub async fn closed(&self) {
+        with_pool!(self, pool => pool.close_event().await);
+    }
+
     /// Whether several nodes may share this database (Postgres).
     pub fn is_shared(&self) -> bool {
         matches!(self.db, Db::Postgres(_))

@@ -42,7 +42,12 @@ impl Cluster {
                 ServeProcess::start(
                     dir.path(),
                     &app.database_url,
-                    &[("VOXLINE_NODE_ID", format!("node-{i}"))],
+                    &[
+                        ("VOXLINE_NODE_ID", format!("node-{i}")),
+                        // Three nodes beside the other tests stay well within
+                        // Postgres' default 100 connections.
+                        ("VOXLINE_DB_POOL", "8".to_string()),
+                    ],
                 )
                 .await,
             );
