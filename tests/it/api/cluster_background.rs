@@ -133,7 +133,7 @@ async fn three_nodes_send_each_event_once_per_endpoint_and_rate_each_call_once()
     let app = TestApp::spawn().await;
     require_postgres(&app);
     let peers = [app.spawn_peer(|_| {}).await, app.spawn_peer(|_| {}).await];
-    let ws = app.calling_workspace("Hooks", 6).await;
+    let ws = app.calling_workspace("Hooks", 9).await;
     // Two endpoints; the first answers slowly, so its deliveries stay in
     // flight across many passes of all three nodes.
     let (slow_url, slow) = receiver(Duration::from_millis(400)).await;
@@ -144,7 +144,7 @@ async fn three_nodes_send_each_event_once_per_endpoint_and_rate_each_call_once()
     let script = json!(["Yes.", "Thank you, goodbye!"]);
     let nodes = [&app, &peers[0], &peers[1]];
     let mut calls = Vec::new();
-    for n in 0..12 {
+    for n in 0..9 {
         let placed = nodes[n % 3]
             .post(
                 &ws.key,
