@@ -185,13 +185,19 @@ impl Server {
             tracing::warn!(ended = lost, "recovered calls of dead peers");
         }
         crate::batches::service::tick(&state).await?;
-        let released = state.store.release_rating_leases().await?;
+        // Only this node's own leases: a peer's are held by its live jobs,
+        // and a dead peer's run out by themselves.
+        let released = state.store.release_rating_leases(&state.node_id).await?;
         if released > 0 {
             tracing::info!(released, "pending ratings of the previous run re-queued");
         }
-        let released = state.store.release_analysis_leases().await?;
+        let released = state.store.release_analysis_leases(&state.node_id).await?;
         if released > 0 {
             tracing::info!(released, "pending analyses of the previous run re-queued");
+        }
+        let released = state.store.release_delivery_leases(&state.node_id).await?;
+        if released > 0 {
+            tracing::info!(released, "webhook deliveries of the previous run re-queued");
         }
 
         // Should the start fail from here on, what it already spawned stops.
@@ -443,9 +449,9 @@ impl Server {
             tracing::info!(live_calls = left, "ending live calls: service-shutdown");
         }
         engine.end_live_calls("service-shutdown").await;
-        // The loops stop first, so the flush is the only delivery pass (the
-        // outbox has no lease: two passes could send a row twice). Analyses
-        // and ratings in flight may finish, as they release held webhooks.
+        // The loops stop first, so the flush is this node's only delivery
+        // pass (peers' passes claim other rows). Analyses and ratings in
+        // flight may finish, as they release held webhooks.
         let until = deadline.max(tokio::time::Instant::now() + FLUSH_FLOOR);
         if hurry.is_cancelled() {
             self.abandon.cancel();
@@ -502,6 +508,22 @@ impl Server {
                 .await
         {
             tracing::warn!(error = %err, "could not hand back claimed queued calls");
+        }
+        // The loops are over, so the background leases this node holds
+        // belong to no job any more: peers take those rows at once rather
+        // than after the lease.
+        let node = &self.state.node_id;
+        for (work, released) in [
+            ("ratings", store.release_rating_leases(node).await),
+            ("analyses", store.release_analysis_leases(node).await),
+            (
+                "webhook deliveries",
+                store.release_delivery_leases(node).await,
+            ),
+        ] {
+            if let Err(err) = released {
+                tracing::warn!(work, error = %err, "could not hand back leased work");
+            }
         }
         let now = self.state.clock.now().timestamp_millis();
         if let Err(err) = store.node_stopped(&self.state.node_id, now).await {

@@ -2,11 +2,16 @@
 //! welcome audio dormant agents stop having kept warm), and retention:
 //! recordings past their window are deleted and turn rows older than 90 days
 //! are pruned, while calls keep `transcript_text`.
+//!
+//! Nodes sharing a database all run the pass, but the upkeep of the shared
+//! rows runs on one node at a time ([`Singleton::Janitor`]); every node drops
+//! the warm welcome audio it keeps itself.
 
 use crate::app::config::Settings;
 use crate::calls::welcome_cache::WelcomeCache;
 use crate::domain::clock::{SharedClock, from_millis};
 use crate::store::numbers::RenewalOutcome;
+use crate::store::singletons::Singleton;
 use crate::store::{Store, StoreError};
 use chrono::Months;
 use std::time::Duration;
@@ -60,12 +65,30 @@ fn cutoff(now_ms: i64, window: Duration) -> i64 {
     now_ms.saturating_sub(i64::try_from(window.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Runs one pass at the clock's current time.
+/// Runs one pass at the clock's current time: the shared upkeep if no other
+/// node is running it (its counts stay zero otherwise), then this node's
+/// welcome audio.
 pub async fn run_once(
     store: &Store,
     clock: &SharedClock,
     policy: &Policy,
     welcome_cache: &WelcomeCache,
+) -> Result<JanitorReport, StoreError> {
+    let mut report = store
+        .run_singleton(Singleton::Janitor, shared_upkeep(store, clock, policy))
+        .await?
+        .transpose()?
+        .unwrap_or_default();
+    report.welcomes_dropped = welcome_cache.drop_sleeping(store).await?;
+    Ok(report)
+}
+
+/// Renewals, dormancy and retention: rows every node shares, so one node at
+/// a time does them.
+async fn shared_upkeep(
+    store: &Store,
+    clock: &SharedClock,
+    policy: &Policy,
 ) -> Result<JanitorReport, StoreError> {
     let now = clock.now();
     let now_ms = now.timestamp_millis();
@@ -92,7 +115,6 @@ pub async fn run_once(
     report.dormant = store
         .mark_dormant_agents(cutoff(now_ms, policy.dormant_after))
         .await?;
-    report.welcomes_dropped = welcome_cache.drop_sleeping(store).await?;
     report.recordings_deleted =
         delete_old_recordings(store, cutoff(now_ms, policy.recording_retention), now_ms).await?;
     report.turns_pruned = store

@@ -2,8 +2,8 @@
 //! analysis worker, completed or failed together with the webhook outbox,
 //! re-queued by a re-run, and read back with the call.
 
-use super::{BeginWrite, Store, StoreResult, with_pool};
-use crate::domain::{AgentId, BatchId, CallId, OrgId};
+use super::{BeginWrite, Db, Store, StoreResult, with_pool};
+use crate::domain::{AgentId, BatchId, CallId, NodeId, OrgId};
 use sqlx::QueryBuilder;
 
 /// Columns of an analysis read.
@@ -157,52 +157,76 @@ pub struct AnalysisDayRow {
     pub failed: i64,
 }
 
+/// The claim of due pending rows for a node, with `$lock` after the row
+/// choice (Postgres skips rows another node is claiming).
+macro_rules! claim_due_sql {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE call_analyses SET lease_until = $1, lease_owner = $2
+             FROM (SELECT call_id FROM call_analyses WHERE status = 'pending' AND lease_until <= $3
+                   ORDER BY updated_at, call_id LIMIT $4 ",
+            $lock,
+            ") AS due
+             WHERE call_analyses.call_id = due.call_id
+             RETURNING call_analyses.call_id, call_analyses.org_id, call_analyses.agent_id,
+                   call_analyses.generation, call_analyses.plan"
+        )
+    };
+}
+
 impl Store {
-    /// Frees every analysis lease after a restart: the jobs that held them are gone.
-    pub async fn release_analysis_leases(&self) -> StoreResult<u64> {
+    /// Frees the analysis leases `node` holds, when its jobs are known to be
+    /// gone (its own start after a crash, its clean stop), so they run again
+    /// at once; a live peer's leases are left alone. On SQLite, the one node,
+    /// every lease. Returns how many.
+    pub async fn release_analysis_leases(&self, node: &NodeId) -> StoreResult<u64> {
+        let every = !self.is_shared();
         let n = with_pool!(self, pool => {
-            sqlx::query("UPDATE call_analyses SET lease_until = 0 WHERE status = 'pending' AND lease_until <> 0")
-                .execute(pool)
-                .await?
-                .rows_affected()
+            sqlx::query(
+                "UPDATE call_analyses SET lease_until = 0, lease_owner = NULL
+                 WHERE status = 'pending' AND lease_until <> 0 AND (lease_owner = $1 OR $2)",
+            )
+            .bind(node)
+            .bind(every)
+            .execute(pool)
+            .await?
+            .rows_affected()
         });
         Ok(n)
     }
 
-    /// Pending analyses no worker holds, oldest first.
-    pub async fn due_analyses(&self, now_ms: i64, limit: i64) -> StoreResult<Vec<CallId>> {
-        let ids = with_pool!(self, pool => {
-            sqlx::query_scalar::<_, CallId>(
-                "SELECT call_id FROM call_analyses WHERE status = 'pending' AND lease_until <= $1
-                 ORDER BY updated_at, call_id LIMIT $2",
-            )
-            .bind(now_ms)
-            .bind(limit)
-            .fetch_all(pool)
-            .await?
-        });
-        Ok(ids)
-    }
-
-    /// Leases a due pending analysis until `lease_until`; None if another worker took it.
-    pub async fn claim_analysis(
+    /// Claims for `node` up to `limit` pending analyses no one holds, oldest
+    /// first, leased until `lease_until`. On Postgres rows another node is
+    /// claiming are skipped (`FOR UPDATE SKIP LOCKED`), so nodes claiming at
+    /// once split the work; SQLite has one writer, so the statement alone is
+    /// atomic.
+    pub async fn claim_due_analyses(
         &self,
-        call_id: CallId,
+        node: &NodeId,
         now_ms: i64,
         lease_until: i64,
-    ) -> StoreResult<Option<ClaimedAnalysis>> {
-        let claimed = with_pool!(self, pool => {
-            sqlx::query_as::<_, ClaimedAnalysis>(
-                "UPDATE call_analyses SET lease_until = $1
-                 WHERE call_id = $2 AND status = 'pending' AND lease_until <= $3
-                 RETURNING call_id, org_id, agent_id, generation, plan",
-            )
-            .bind(lease_until)
-            .bind(call_id)
-            .bind(now_ms)
-            .fetch_optional(pool)
-            .await?
-        });
+        limit: i64,
+    ) -> StoreResult<Vec<ClaimedAnalysis>> {
+        let claimed = match &self.db {
+            Db::Sqlite(pool) => {
+                sqlx::query_as::<_, ClaimedAnalysis>(claim_due_sql!(""))
+                    .bind(lease_until)
+                    .bind(node)
+                    .bind(now_ms)
+                    .bind(limit)
+                    .fetch_all(pool)
+                    .await?
+            }
+            Db::Postgres(pool) => {
+                sqlx::query_as::<_, ClaimedAnalysis>(claim_due_sql!("FOR UPDATE SKIP LOCKED"))
+                    .bind(lease_until)
+                    .bind(node)
+                    .bind(now_ms)
+                    .bind(limit)
+                    .fetch_all(pool)
+                    .await?
+            }
+        };
         Ok(claimed)
     }
 
@@ -212,6 +236,7 @@ impl Store {
     /// is not in the workspace.
     pub async fn take_analysis_now(
         &self,
+        node: &NodeId,
         org_id: OrgId,
         call_id: CallId,
         plan: Option<&str>,
@@ -221,12 +246,12 @@ impl Store {
         let claimed = with_pool!(self, pool => {
             sqlx::query_as::<_, ClaimedAnalysis>(
                 "INSERT INTO call_analyses (call_id, org_id, agent_id, batch_id, status, plan, lease_until,
-                   webhook_deadline, call_created_at, created_at, updated_at)
-                 SELECT id, org_id, agent_id, batch_id, 'pending', $3, $4, $5, created_at, $5, $5
+                   lease_owner, webhook_deadline, call_created_at, created_at, updated_at)
+                 SELECT id, org_id, agent_id, batch_id, 'pending', $3, $4, $6, $5, created_at, $5, $5
                  FROM calls WHERE id = $1 AND org_id = $2
                  ON CONFLICT (call_id) DO UPDATE SET status = 'pending', generation = call_analyses.generation + 1,
-                   plan = excluded.plan, lease_until = excluded.lease_until, attempts = 0,
-                   updated_at = excluded.updated_at
+                   plan = excluded.plan, lease_until = excluded.lease_until,
+                   lease_owner = excluded.lease_owner, attempts = 0, updated_at = excluded.updated_at
                  RETURNING call_id, org_id, agent_id, generation, plan",
             )
             .bind(call_id)
@@ -234,6 +259,7 @@ impl Store {
             .bind(plan)
             .bind(lease_until)
             .bind(now_ms)
+            .bind(node)
             .fetch_optional(pool)
             .await?
         });

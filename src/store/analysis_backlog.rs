@@ -311,8 +311,13 @@ mod tests {
             .await
             .unwrap();
         assert_eq!((progress.total, progress.pending), (600, 600));
+        let node: crate::domain::NodeId = "node-backlog-test".parse().unwrap();
         assert!(
-            store.due_analyses(NOW, 10).await.unwrap().is_empty(),
+            store
+                .claim_due_analyses(&node, NOW, NOW + 1_000, 10)
+                .await
+                .unwrap()
+                .is_empty(),
             "held"
         );
         assert_eq!(
@@ -322,7 +327,6 @@ mod tests {
                 .unwrap(),
             600
         );
-        assert_eq!(store.due_analyses(NOW, 10).await.unwrap().len(), 10);
         let last = calls[599].id;
         assert_eq!(store.call_turns(org.id, last).await.unwrap().len(), 3);
         assert_eq!(
@@ -330,11 +334,12 @@ mod tests {
             Some("completed")
         );
         let claimed = store
-            .claim_analysis(last, NOW, NOW + 1_000)
+            .claim_due_analyses(&node, NOW, NOW + 1_000, 1_000)
             .await
-            .unwrap()
             .unwrap();
-        assert_eq!(claimed.agent_id, agent_id);
+        assert_eq!(claimed.len(), 600, "all released");
+        assert!(claimed.iter().all(|c| c.agent_id == agent_id));
+        assert!(claimed.iter().any(|c| c.call_id == last));
         // A second release finds nothing held.
         assert_eq!(
             store

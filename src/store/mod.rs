@@ -21,6 +21,7 @@ pub mod numbers;
 mod orgs;
 pub mod ratings;
 mod recordings;
+pub mod singletons;
 pub mod slots;
 pub mod tool_calls;
 pub mod transfers;

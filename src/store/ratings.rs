@@ -1,8 +1,8 @@
 //! Post-call scorecards: pending rows leased by the rating worker, completed
 //! or failed together with the webhook outbox, and the workspace's reads.
 
-use super::{BeginWrite, Store, StoreResult, with_pool};
-use crate::domain::{AgentId, CallId, OrgId};
+use super::{BeginWrite, Db, Store, StoreResult, with_pool};
+use crate::domain::{AgentId, CallId, NodeId, OrgId};
 
 /// Columns of a rating read, joined with its call and agent.
 macro_rules! rating_select {
@@ -151,52 +151,75 @@ pub struct AgentRatingRow {
     pub average_overall: Option<f64>,
 }
 
+/// The claim of due pending rows for a node, with `$lock` after the row
+/// choice (Postgres skips rows another node is claiming).
+macro_rules! claim_due_sql {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE ratings SET lease_until = $1, lease_owner = $2
+             FROM (SELECT call_id FROM ratings WHERE status = 'pending' AND lease_until <= $3
+                   ORDER BY created_at, call_id LIMIT $4 ",
+            $lock,
+            ") AS due
+             WHERE ratings.call_id = due.call_id
+             RETURNING ratings.call_id, ratings.org_id, ratings.agent_id, ratings.generation"
+        )
+    };
+}
+
 impl Store {
-    /// Frees every lease after a restart: the jobs that held them are gone.
-    pub async fn release_rating_leases(&self) -> StoreResult<u64> {
+    /// Frees the rating leases `node` holds, when its jobs are known to be
+    /// gone (its own start after a crash, its clean stop), so they run again
+    /// at once; a live peer's leases are left alone. On SQLite, the one node,
+    /// every lease. Returns how many.
+    pub async fn release_rating_leases(&self, node: &NodeId) -> StoreResult<u64> {
+        let every = !self.is_shared();
         let n = with_pool!(self, pool => {
-            sqlx::query("UPDATE ratings SET lease_until = 0 WHERE status = 'pending' AND lease_until <> 0")
-                .execute(pool)
-                .await?
-                .rows_affected()
+            sqlx::query(
+                "UPDATE ratings SET lease_until = 0, lease_owner = NULL
+                 WHERE status = 'pending' AND lease_until <> 0 AND (lease_owner = $1 OR $2)",
+            )
+            .bind(node)
+            .bind(every)
+            .execute(pool)
+            .await?
+            .rows_affected()
         });
         Ok(n)
     }
 
-    /// Pending ratings no worker holds, oldest first.
-    pub async fn due_ratings(&self, now_ms: i64, limit: i64) -> StoreResult<Vec<CallId>> {
-        let ids = with_pool!(self, pool => {
-            sqlx::query_scalar::<_, CallId>(
-                "SELECT call_id FROM ratings WHERE status = 'pending' AND lease_until <= $1
-                 ORDER BY created_at, call_id LIMIT $2",
-            )
-            .bind(now_ms)
-            .bind(limit)
-            .fetch_all(pool)
-            .await?
-        });
-        Ok(ids)
-    }
-
-    /// Leases a due pending rating until `lease_until`; None if another worker took it.
-    pub async fn claim_rating(
+    /// Claims for `node` up to `limit` pending ratings no one holds, oldest
+    /// first, leased until `lease_until`. On Postgres rows another node is
+    /// claiming are skipped (`FOR UPDATE SKIP LOCKED`), so nodes claiming at
+    /// once split the work; SQLite has one writer, so the statement alone is
+    /// atomic.
+    pub async fn claim_due_ratings(
         &self,
-        call_id: CallId,
+        node: &NodeId,
         now_ms: i64,
         lease_until: i64,
-    ) -> StoreResult<Option<ClaimedRating>> {
-        let claimed = with_pool!(self, pool => {
-            sqlx::query_as::<_, ClaimedRating>(
-                "UPDATE ratings SET lease_until = $1
-                 WHERE call_id = $2 AND status = 'pending' AND lease_until <= $3
-                 RETURNING call_id, org_id, agent_id, generation",
-            )
-            .bind(lease_until)
-            .bind(call_id)
-            .bind(now_ms)
-            .fetch_optional(pool)
-            .await?
-        });
+        limit: i64,
+    ) -> StoreResult<Vec<ClaimedRating>> {
+        let claimed = match &self.db {
+            Db::Sqlite(pool) => {
+                sqlx::query_as::<_, ClaimedRating>(claim_due_sql!(""))
+                    .bind(lease_until)
+                    .bind(node)
+                    .bind(now_ms)
+                    .bind(limit)
+                    .fetch_all(pool)
+                    .await?
+            }
+            Db::Postgres(pool) => {
+                sqlx::query_as::<_, ClaimedRating>(claim_due_sql!("FOR UPDATE SKIP LOCKED"))
+                    .bind(lease_until)
+                    .bind(node)
+                    .bind(now_ms)
+                    .bind(limit)
+                    .fetch_all(pool)
+                    .await?
+            }
+        };
         Ok(claimed)
     }
 
@@ -205,6 +228,7 @@ impl Store {
     /// `lease_until`, its current scorecard (if any) left readable meanwhile.
     pub async fn take_rating_now(
         &self,
+        node: &NodeId,
         org_id: OrgId,
         call_id: CallId,
         now_ms: i64,
@@ -212,18 +236,20 @@ impl Store {
     ) -> StoreResult<Option<ClaimedRating>> {
         let claimed = with_pool!(self, pool => {
             sqlx::query_as::<_, ClaimedRating>(
-                "INSERT INTO ratings (call_id, org_id, agent_id, status, lease_until, webhook_deadline,
-                   call_created_at, created_at, updated_at)
-                 SELECT id, org_id, agent_id, 'pending', $3, $4, created_at, $4, $4
+                "INSERT INTO ratings (call_id, org_id, agent_id, status, lease_until, lease_owner,
+                   webhook_deadline, call_created_at, created_at, updated_at)
+                 SELECT id, org_id, agent_id, 'pending', $3, $5, $4, created_at, $4, $4
                  FROM calls WHERE id = $1 AND org_id = $2
                  ON CONFLICT (call_id) DO UPDATE SET generation = ratings.generation + 1,
-                   lease_until = excluded.lease_until, updated_at = excluded.updated_at
+                   lease_until = excluded.lease_until, lease_owner = excluded.lease_owner,
+                   updated_at = excluded.updated_at
                  RETURNING call_id, org_id, agent_id, generation",
             )
             .bind(call_id)
             .bind(org_id)
             .bind(lease_until)
             .bind(now_ms)
+            .bind(node)
             .fetch_optional(pool)
             .await?
         });

@@ -26,6 +26,11 @@ const BATCH: i64 = 32;
 /// Per-attempt timeout.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a node holds the deliveries it claimed: a pass's attempts run
+/// concurrently, each within [`TIMEOUT`], so a live node records them well
+/// before; a node that died mid-pass has its deliveries sent by a peer after it.
+pub const LEASE: Duration = Duration::from_secs(60);
+
 /// Why one attempt failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DeliveryError {
@@ -236,15 +241,22 @@ async fn attempt(
 }
 
 /// One pass over the due deliveries, through `http` (a [`GuardedClient`] with
-/// the server's allow-list); returns how many were attempted.
+/// the server's allow-list): claims them for this node under a [`LEASE`], so
+/// peers running the same pass never send the same delivery, and records each
+/// attempt; returns how many were attempted.
 pub async fn deliver_due(state: &AppState, http: &GuardedClient) -> Result<usize, DeliveryError> {
+    let node = &state.node_id;
     let now = state.clock.now().timestamp_millis();
-    let due = state.store.due_deliveries(now, BATCH).await?;
+    let lease = i64::try_from(LEASE.as_millis()).unwrap_or(i64::MAX);
+    let due = state
+        .store
+        .claim_due_deliveries(node, now, now.saturating_add(lease), BATCH)
+        .await?;
     let attempts = due.iter().map(|d| async move {
         let result = attempt(state, http, d).await;
         let now = state.clock.now().timestamp_millis();
         let recorded = match &result {
-            Ok(()) => state.store.delivery_succeeded(d.id, now).await,
+            Ok(()) => state.store.delivery_succeeded(d.id, node, now).await,
             Err(err) => {
                 let made = d.attempts + 1;
                 let retry_at = (err.retryable() && made < MAX_ATTEMPTS).then(|| {
@@ -252,11 +264,19 @@ pub async fn deliver_due(state: &AppState, http: &GuardedClient) -> Result<usize
                     now + wait * 1_000
                 });
                 tracing::warn!(delivery = %d.id, call = %d.call_id, attempt = made, error = %err, "webhook delivery failed");
-                state.store.delivery_failed(d.id, &err.to_string(), retry_at).await
+                state.store.delivery_failed(d.id, node, &err.to_string(), retry_at).await
             }
         };
-        if let Err(err) = recorded {
-            tracing::warn!(delivery = %d.id, error = %err, "could not record a webhook attempt");
+        match recorded {
+            Ok(true) => {}
+            // The attempt outlived the lease and a peer took the delivery
+            // over: its record stands.
+            Ok(false) => {
+                tracing::warn!(delivery = %d.id, "webhook attempt outlived its lease; not recorded");
+            }
+            Err(err) => {
+                tracing::warn!(delivery = %d.id, error = %err, "could not record a webhook attempt");
+            }
         }
     });
     futures::future::join_all(attempts).await;

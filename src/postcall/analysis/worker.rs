@@ -56,20 +56,14 @@ pub async fn analyze_due(state: &AppState) -> Result<usize, StoreError> {
     }
 }
 
-/// One batch: leases up to [`BATCH`] due pending analyses and runs them; returns how many.
+/// One batch: leases up to [`BATCH`] due pending analyses for this node
+/// (peers running the same pass claim others) and runs them; returns how many.
 async fn analyze_batch(state: &AppState) -> Result<usize, StoreError> {
     let now = state.clock.now().timestamp_millis();
-    let due = state.store.due_analyses(now, BATCH).await?;
-    let mut claimed = Vec::with_capacity(due.len());
-    for call_id in due {
-        if let Some(claim) = state
-            .store
-            .claim_analysis(call_id, now, now + lease_ms())
-            .await?
-        {
-            claimed.push(claim);
-        }
-    }
+    let claimed = state
+        .store
+        .claim_due_analyses(&state.node_id, now, now + lease_ms(), BATCH)
+        .await?;
     let jobs = claimed.iter().map(|claim| async move {
         match analyze_claimed(state, claim).await {
             Ok(AnalysisOutcome::Failed { reason }) => {
@@ -97,7 +91,14 @@ pub async fn take_now(
     let plan = plan.map(serde_json::to_string).transpose()?;
     state
         .store
-        .take_analysis_now(org_id, call_id, plan.as_deref(), now, now + lease_ms())
+        .take_analysis_now(
+            &state.node_id,
+            org_id,
+            call_id,
+            plan.as_deref(),
+            now,
+            now + lease_ms(),
+        )
         .await
 }
 

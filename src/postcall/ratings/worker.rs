@@ -43,20 +43,14 @@ fn lease_ms() -> i64 {
     i64::try_from(LEASE.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// One pass: leases due pending ratings and scores them; returns how many.
+/// One pass: leases due pending ratings for this node (peers running the
+/// same pass claim others) and scores them; returns how many.
 pub async fn rate_due(state: &AppState) -> Result<usize, StoreError> {
     let now = state.clock.now().timestamp_millis();
-    let due = state.store.due_ratings(now, BATCH).await?;
-    let mut claimed = Vec::with_capacity(due.len());
-    for call_id in due {
-        if let Some(claim) = state
-            .store
-            .claim_rating(call_id, now, now + lease_ms())
-            .await?
-        {
-            claimed.push(claim);
-        }
-    }
+    let claimed = state
+        .store
+        .claim_due_ratings(&state.node_id, now, now + lease_ms(), BATCH)
+        .await?;
     let jobs = claimed.iter().map(|claim| async move {
         match rate_claimed(state, claim).await {
             Ok(RatingOutcome::Failed { reason }) => {
@@ -82,7 +76,7 @@ pub async fn take_now(
     let now = state.clock.now().timestamp_millis();
     state
         .store
-        .take_rating_now(org_id, call_id, now, now + lease_ms())
+        .take_rating_now(&state.node_id, org_id, call_id, now, now + lease_ms())
         .await
 }
 
