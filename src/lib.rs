@@ -19,6 +19,7 @@ pub mod http;
 pub mod loadgen;
 pub mod postcall;
 pub mod providers;
+pub mod recordings;
 pub mod secrets;
 pub mod store;
 pub mod tools;

@@ -6,6 +6,7 @@
 //! [`name_env_variable`] makes that error name the variable.
 
 use crate::providers::settings::{ProviderArgs, ProviderSettings};
+use crate::recordings::RecordingsLocation;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Arg, Args};
 use serde::Deserialize;
@@ -55,6 +56,11 @@ pub struct ServeArgs {
     /// Days a call recording is kept (default 90).
     #[arg(long, env = "VOXLINE_RECORDING_RETENTION_DAYS")]
     pub recording_retention_days: Option<u64>,
+    /// Where finished recordings are stored: `file:///directory` or
+    /// `s3://bucket/prefix` (credentials, region and endpoint from the usual
+    /// `AWS_*` variables); default `<data dir>/recordings`.
+    #[arg(long, env = "VOXLINE_RECORDINGS_URL")]
+    pub recordings_url: Option<crate::recordings::RecordingsLocation>,
     /// Webhook hosts allowed even though they resolve to loopback, private or
     /// link-local addresses (comma-separated).
     #[arg(long, env = "VOXLINE_WEBHOOK_ALLOW_HOSTS", value_delimiter = ',')]
@@ -159,6 +165,8 @@ pub struct FileConfig {
     pub dormant_after_days: Option<u32>,
     /// Days a call recording is kept (`VOXLINE_RECORDING_RETENTION_DAYS`, default 90).
     pub recording_retention_days: Option<u32>,
+    /// See [`ServeArgs::recordings_url`].
+    pub recordings_url: Option<String>,
     /// See [`ServeArgs::shutdown_grace_seconds`].
     pub shutdown_grace_seconds: Option<u64>,
     /// See [`SimSettings::ring_seconds`].
@@ -207,6 +215,9 @@ pub enum ConfigError {
     /// The secret could not be created or read.
     #[error("server secret: {0}")]
     Secret(std::io::Error),
+    /// The recordings URL does not name a store.
+    #[error(transparent)]
+    RecordingsUrl(#[from] crate::recordings::RecordingsLocationError),
     /// The data directory's `node-id` file does not hold a node id.
     #[error("{path} does not hold a node id (1 to 64 letters, digits, '.', '_' or '-')")]
     NodeId {
@@ -315,6 +326,8 @@ pub struct Settings {
     pub dormant_after: Duration,
     /// How long recordings are kept before the janitor deletes them.
     pub recording_retention: Duration,
+    /// Where finished recordings are stored.
+    pub recordings: crate::recordings::RecordingsLocation,
     /// Simulated provider timings.
     pub sim: SimSettings,
     /// How often stored calls due for dialing are checked.
@@ -555,6 +568,12 @@ impl Settings {
         let (storage, file) = StorageSettings::resolve(storage)?;
         let sim = SimSettings::resolve(&serve.sim, &file);
         let providers = ProviderSettings::resolve(&serve.providers, file.providers.as_ref());
+        let recordings = match (&serve.recordings_url, &file.recordings_url) {
+            (Some(given), _) => given.clone(),
+            (None, Some(text)) => text.parse()?,
+            (None, None) => RecordingsLocation::in_data_dir(&storage.data_dir),
+        }
+        .with_aws_environment();
         Ok(Self {
             storage,
             listen: address("listen", serve.listen, file.listen, "127.0.0.1:8080")?,
@@ -582,6 +601,7 @@ impl Settings {
                     .unwrap_or(DEFAULT_RECORDING_RETENTION_DAYS)
                     .saturating_mul(86_400),
             ),
+            recordings,
             sim,
             dispatch_interval: Duration::from_secs(1),
             webhook_allow_hosts: serve
@@ -611,6 +631,7 @@ impl Settings {
     pub fn for_tests(data_dir: PathBuf, database_url: Option<String>) -> Self {
         let database_url = database_url
             .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("voxline.db").display()));
+        let recordings = RecordingsLocation::in_data_dir(&data_dir);
         Self {
             storage: StorageSettings {
                 db_pool_size: default_pool_size(&database_url),
@@ -626,6 +647,7 @@ impl Settings {
             janitor_interval: Duration::from_millis(100),
             dormant_after: Duration::from_secs(7 * 86_400),
             recording_retention: Duration::from_secs(DEFAULT_RECORDING_RETENTION_DAYS * 86_400),
+            recordings,
             sim: SimSettings {
                 ring_seconds: 1,
                 answer_after_ms: 100,
@@ -775,6 +797,7 @@ mod tests {
                 "30s",
             ),
             ("--platform-fee-paise", "VOXLINE_PLATFORM_FEE_PAISE", "1.5"),
+            ("--recordings-url", "VOXLINE_RECORDINGS_URL", "ftp://calls"),
         ] {
             let message = from_variable(flag, variable, value, false);
             assert!(message.contains(variable), "{flag}: {message}");
@@ -808,6 +831,47 @@ mod tests {
         assert!(s.storage.database_url.starts_with("sqlite://"));
         let secret = s.storage.load_secret().unwrap();
         assert_eq!(secret, s.storage.load_secret().unwrap());
+    }
+
+    #[test]
+    fn recordings_go_to_the_data_dir_unless_a_url_says_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = StorageArgs {
+            data_dir: Some(dir.path().to_path_buf()),
+            ..StorageArgs::default()
+        };
+        let s = Settings::resolve(&storage, &ServeArgs::default()).unwrap();
+        assert_eq!(
+            s.recordings,
+            RecordingsLocation::Local(dir.path().join("recordings"))
+        );
+
+        let file = dir.path().join("voxline.toml");
+        std::fs::write(&file, "recordings_url = \"file:///srv/recordings\"\n").unwrap();
+        let storage = StorageArgs {
+            config: Some(file.clone()),
+            ..storage
+        };
+        let s = Settings::resolve(&storage, &ServeArgs::default()).unwrap();
+        assert_eq!(
+            s.recordings,
+            RecordingsLocation::Local(PathBuf::from("/srv/recordings"))
+        );
+        let serve = ServeArgs {
+            recordings_url: Some("s3://calls/prod".parse().unwrap()),
+            ..ServeArgs::default()
+        };
+        let s = Settings::resolve(&storage, &serve).unwrap();
+        assert!(
+            s.recordings.to_string() == "s3://calls/prod",
+            "{:?}",
+            s.recordings
+        );
+
+        std::fs::write(&file, "recordings_url = \"calls\"\n").unwrap();
+        let err = Settings::resolve(&storage, &ServeArgs::default()).unwrap_err();
+        assert!(matches!(err, ConfigError::RecordingsUrl(_)), "{err}");
+        assert!(err.to_string().contains("\"calls\""), "{err}");
     }
 
     #[test]

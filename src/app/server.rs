@@ -19,6 +19,7 @@ use crate::http;
 use crate::postcall::ratings::scoring::Rater;
 use crate::providers::resilience::Breakers;
 use crate::providers::select::ProviderSelector;
+use crate::recordings::RecordingStore;
 use crate::store::Store;
 use crate::store::nodes::ALL_CHANNELS;
 use crate::tools::function::FunctionCaller;
@@ -127,6 +128,8 @@ impl Server {
         let media_tokens = MediaTokens::new(&secret);
         let welcome_cache = WelcomeCache::new(sim_tts_for_agents(&settings.sim));
         let breakers = Breakers::default();
+        let recordings = RecordingStore::open(&settings.recordings, &settings.storage.data_dir)
+            .context("opening the recordings store (VOXLINE_RECORDINGS_URL)")?;
         let engine = start_engine(
             &settings,
             &secret,
@@ -138,6 +141,7 @@ impl Server {
             &public_url,
             &welcome_cache,
             &breakers,
+            &recordings,
             extra,
         )
         .await?;
@@ -174,6 +178,7 @@ impl Server {
             breakers,
             node_id,
             bus,
+            recordings,
             node_status: Arc::default(),
         });
         let (ended, requeued) = dispatch::recover_after_restart(&state).await?;
@@ -366,6 +371,7 @@ impl Server {
                         &state.clock,
                         &janitor::Policy::from_settings(&state.settings),
                         &state.welcome_cache,
+                        &state.recordings,
                     )
                     .await
                     {
@@ -374,6 +380,22 @@ impl Server {
                         }
                         Ok(_) => {}
                         Err(err) => tracing::warn!(error = %err, "janitor pass failed"),
+                    }
+                }
+            }
+        });
+        // Per node, not a singleton: the kept files are on this node's disk.
+        spawn_every(&tasks, settings.janitor_interval, &stop, {
+            let recordings = state.recordings.clone();
+            move || {
+                let recordings = recordings.clone();
+                async move {
+                    match recordings.upload_unsent().await {
+                        Ok(0) => {}
+                        Ok(sent) => tracing::info!(sent, "kept recordings uploaded"),
+                        Err(err) => {
+                            tracing::warn!(error = %err, "could not retry kept recordings");
+                        }
                     }
                 }
             }
@@ -621,6 +643,7 @@ async fn start_engine(
     public_url: &str,
     welcome_cache: &Arc<WelcomeCache>,
     breakers: &Breakers,
+    recordings: &RecordingStore,
     extra: HashMap<String, Arc<dyn Carrier>>,
 ) -> anyhow::Result<Engine> {
     let launcher: CalleeLauncher = Arc::new(|start| Box::pin(crate::calls::sim_callee::run(start)));
@@ -658,6 +681,7 @@ async fn start_engine(
             Arc::clone(welcome_cache),
             breakers.clone(),
             tool_deps,
+            recordings.clone(),
         )),
         carriers,
         tokens: tokens.clone(),

@@ -53,6 +53,8 @@ pub struct AppInner {
     pub node_id: crate::domain::NodeId,
     /// The bus between nodes (Postgres); None on SQLite, where this is the only node.
     pub bus: Option<crate::cluster::bus::ClusterBus>,
+    /// Finished call recordings, shared by the nodes.
+    pub recordings: crate::recordings::RecordingStore,
     /// This node's draining flag and load, as the dispatcher reads them.
     pub node_status: Arc<crate::cluster::node_status::NodeStatus>,
 }

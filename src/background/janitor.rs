@@ -10,6 +10,7 @@
 use crate::app::config::Settings;
 use crate::calls::welcome_cache::WelcomeCache;
 use crate::domain::clock::{SharedClock, from_millis};
+use crate::recordings::{RecordingKey, RecordingStore};
 use crate::store::numbers::RenewalOutcome;
 use crate::store::singletons::Singleton;
 use crate::store::{Store, StoreError};
@@ -73,9 +74,13 @@ pub async fn run_once(
     clock: &SharedClock,
     policy: &Policy,
     welcome_cache: &WelcomeCache,
+    recordings: &RecordingStore,
 ) -> Result<JanitorReport, StoreError> {
     let mut report = store
-        .run_singleton(Singleton::Janitor, shared_upkeep(store, clock, policy))
+        .run_singleton(
+            Singleton::Janitor,
+            shared_upkeep(store, clock, policy, recordings),
+        )
         .await?
         .transpose()?
         .unwrap_or_default();
@@ -89,6 +94,7 @@ async fn shared_upkeep(
     store: &Store,
     clock: &SharedClock,
     policy: &Policy,
+    recordings: &RecordingStore,
 ) -> Result<JanitorReport, StoreError> {
     let now = clock.now();
     let now_ms = now.timestamp_millis();
@@ -115,18 +121,24 @@ async fn shared_upkeep(
     report.dormant = store
         .mark_dormant_agents(cutoff(now_ms, policy.dormant_after))
         .await?;
-    report.recordings_deleted =
-        delete_old_recordings(store, cutoff(now_ms, policy.recording_retention), now_ms).await?;
+    report.recordings_deleted = delete_old_recordings(
+        store,
+        recordings,
+        cutoff(now_ms, policy.recording_retention),
+        now_ms,
+    )
+    .await?;
     report.turns_pruned = store
         .prune_turns_before(cutoff(now_ms, policy.turn_retention))
         .await?;
     Ok(report)
 }
 
-/// Deletes the files of recordings written before `cutoff_ms` and marks them
-/// deleted, so their `url` reads null.
+/// Deletes the objects of recordings written before `cutoff_ms` from the
+/// recordings store and marks them deleted, so their `url` reads null.
 async fn delete_old_recordings(
     store: &Store,
+    recordings: &RecordingStore,
     cutoff_ms: i64,
     now_ms: i64,
 ) -> Result<u32, StoreError> {
@@ -135,14 +147,15 @@ async fn delete_old_recordings(
         .recordings_written_before(cutoff_ms, RECORDINGS_PER_PASS)
         .await?
     {
-        match tokio::fs::remove_file(&recording.path).await {
-            Ok(()) => {}
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-            Err(err) => {
-                // Left for the next pass; the row stays so the file is not orphaned.
-                tracing::warn!(call = %recording.call_id, path = %recording.path, error = %err, "could not delete an expired recording");
-                continue;
-            }
+        let gone = match RecordingKey::stored(&recording.object_key) {
+            Ok(key) => recordings.delete(&key).await,
+            // No object can have such a key; the row alone goes.
+            Err(_) => Ok(()),
+        };
+        if let Err(err) = gone {
+            // Left for the next pass; the row stays so the object is not orphaned.
+            tracing::warn!(call = %recording.call_id, key = %recording.object_key, error = %err, "could not delete an expired recording");
+            continue;
         }
         if store
             .mark_recording_deleted(recording.call_id, now_ms)

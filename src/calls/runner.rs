@@ -11,6 +11,7 @@ use crate::domain::clock::SharedClock;
 use crate::domain::{CallId, OrgId};
 use crate::providers::resilience::Breakers;
 use crate::providers::select::{ProviderSelector, prepare_call, record_usage};
+use crate::recordings::{RecordingKey, RecordingStore};
 use crate::store::Store;
 use crate::store::calls::NewRecording;
 use crate::store::tool_calls::{CallToolOutcome, NewToolCall};
@@ -38,11 +39,13 @@ pub struct CallRunner {
     clock: SharedClock,
     welcome_cache: Arc<WelcomeCache>,
     tool_deps: ToolDeps,
+    recordings: RecordingStore,
 }
 
 impl CallRunner {
     /// A runner persisting into `store`, greeting from `welcome_cache` when
-    /// warm, guarding vendors with the server's `breakers`.
+    /// warm, guarding vendors with the server's `breakers`, and keeping
+    /// finished recordings in `recordings`.
     pub fn new(
         store: Store,
         settings: Settings,
@@ -50,6 +53,7 @@ impl CallRunner {
         welcome_cache: Arc<WelcomeCache>,
         breakers: Breakers,
         tool_deps: ToolDeps,
+        recordings: RecordingStore,
     ) -> Self {
         let secret = settings.storage.load_secret().ok();
         let selector = ProviderSelector::new(
@@ -65,6 +69,7 @@ impl CallRunner {
             clock,
             welcome_cache,
             tool_deps,
+            recordings,
         }
     }
 
@@ -156,6 +161,51 @@ pub fn conversation_config(
         max_tokens: Some(spec.max_tokens),
         temperature: spec.temperature,
         ..ConversationConfig::default()
+    }
+}
+
+/// The format live calls record in.
+const RECORDING_FORMAT: &str = "wav";
+
+impl CallRunner {
+    /// Uploads a finished recording to the recordings store and records its
+    /// row. A file that cannot be uploaded is kept on this node for a later
+    /// try (and its row written all the same, so it is served once it is up).
+    async fn store_recording(
+        &self,
+        org_id: OrgId,
+        call_id: CallId,
+        file: &std::path::Path,
+        duration: Duration,
+    ) {
+        let key = RecordingKey::for_call(org_id, call_id, RECORDING_FORMAT);
+        let local_bytes = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+        let bytes = match self.recordings.upload(file, &key).await {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                match self.recordings.keep_unsent(file, &key).await {
+                    Ok(kept) => {
+                        tracing::error!(call = %call_id, key = %key, kept = %kept.display(), error = %err, "recording upload failed; the file is kept on this node and retried");
+                    }
+                    Err(keep_err) => {
+                        tracing::error!(call = %call_id, key = %key, file = %file.display(), error = %err, keep_error = %keep_err, "recording upload failed; the file stays in staging");
+                    }
+                }
+                local_bytes
+            }
+        };
+        let record = NewRecording {
+            call_id,
+            org_id,
+            object_key: key.as_str(),
+            format: RECORDING_FORMAT,
+            duration_ms: i64::try_from(duration.as_millis()).unwrap_or(i64::MAX),
+            bytes: i64::try_from(bytes).unwrap_or(i64::MAX),
+            now_ms: self.clock.now().timestamp_millis(),
+        };
+        if let Err(err) = self.store.insert_recording(&record).await {
+            tracing::error!(call = %call_id, error = %err, "could not store the recording");
+        }
     }
 }
 
@@ -263,14 +313,13 @@ impl ConversationRunner for CallRunner {
         };
         let variables: Map<String, Value> =
             serde_json::from_str(&variables_json).unwrap_or_default();
-        let dir = self
-            .settings
-            .storage
-            .data_dir
-            .join("recordings")
-            .join(&job.org_id);
-        let recording_path = match std::fs::create_dir_all(&dir) {
-            Ok(()) => Some(dir.join(format!("{}.wav", job.call_id))),
+        // The call records on this node's disk; the finished file goes to
+        // the shared store when the conversation is over.
+        let recording_path = match self
+            .recordings
+            .staging_file(org_id, call_id, RECORDING_FORMAT)
+        {
+            Ok(path) => Some(path),
             Err(err) => {
                 tracing::warn!(call = %job.call_id, error = %err, "recording disabled: cannot create directory");
                 None
@@ -396,21 +445,8 @@ impl ConversationRunner for CallRunner {
             tracing::error!(call = %job.call_id, error = %err, "could not store the call's tool calls");
         }
         if let Some(rec) = &outcome.recording {
-            let bytes = std::fs::metadata(&rec.path).map(|m| m.len()).unwrap_or(0);
-            let now = self.clock.now().timestamp_millis();
-            let path = rec.path.to_string_lossy();
-            let record = NewRecording {
-                call_id,
-                org_id,
-                path: &path,
-                format: "wav",
-                duration_ms: i64::try_from(rec.duration.as_millis()).unwrap_or(i64::MAX),
-                bytes: i64::try_from(bytes).unwrap_or(i64::MAX),
-                now_ms: now,
-            };
-            if let Err(err) = self.store.insert_recording(&record).await {
-                tracing::error!(call = %job.call_id, error = %err, "could not store the recording");
-            }
+            self.store_recording(org_id, call_id, &rec.path, rec.duration)
+                .await;
         }
         reason
     }

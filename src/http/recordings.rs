@@ -1,7 +1,8 @@
 //! Call recordings (decisions §9): `recording-url` hands out a signed link to
 //! the service's own `/recordings/…` path, valid for 15 minutes and usable
-//! without an API key; `/api/calls/{id}/recording` streams the file to a key
-//! holder. Both honour a single `Range`.
+//! without an API key; `/api/calls/{id}/recording` streams the recording to a
+//! key holder. Both read it from the recordings store, so any node serves
+//! any call's recording, and both honour a single `Range`.
 
 use super::MessageBody;
 use super::auth::Caller;
@@ -9,18 +10,19 @@ use super::error::{ApiError, ApiResult};
 use crate::app::state::AppState;
 use crate::calls::recording_link::{LinkSigner, recording_link};
 use crate::domain::{CallId, OrgId};
+use crate::recordings::{RecordingKey, RecordingStore, RecordingStoreError};
 use crate::store::RecordingFileRow;
 use axum::Json;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, Request, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http_range_header::{EndPosition, RangeUnsatisfiableError, StartPosition, parse_range_header};
 use serde::{Deserialize, Serialize};
-use tower_http::services::ServeFile;
+use std::ops::RangeInclusive;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -119,7 +121,7 @@ async fn recording_audio(
         .recording_file(org, id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("Call {call_id} has no recording")))?;
-    serve_file(&file, &headers).await
+    serve_recording(&state.recordings, &file, &headers).await
 }
 
 /// The query of a signed link.
@@ -163,7 +165,7 @@ async fn signed_recording(
         .await?
         .filter(|r| r.format == format)
         .ok_or_else(no_recording)?;
-    serve_file(&recording, &headers).await
+    serve_recording(&state.recordings, &recording, &headers).await
 }
 
 fn content_type(format: &str) -> &'static str {
@@ -173,56 +175,72 @@ fn content_type(format: &str) -> &'static str {
     }
 }
 
-/// The `Range` to hand to [`ServeFile`] for a file of `len` bytes, if any.
+/// What a `Range` header selects of a recording.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Selection {
+    /// The whole recording (no range, or one to ignore).
+    Whole,
+    /// These bytes, first to last inclusive.
+    Part(RangeInclusive<u64>),
+    /// Nothing the recording has.
+    Unsatisfiable,
+}
+
+/// What `header` selects of a recording of `len` bytes.
 ///
-/// tower-http answers 416 to ranges that RFC 9110 (§14.2) has a server
-/// ignore (another unit, bad syntax, a last byte before the first), and to a
-/// suffix longer than the file, which selects the whole file; those are
-/// settled here, from the header as tower-http's own parser reads it.
-fn range_to_serve(header: Option<&HeaderValue>, len: u64) -> Option<HeaderValue> {
-    let text = header?.to_str().ok()?.trim();
-    let ranges = match parse_range_header(text) {
-        Ok(parsed) => parsed.ranges,
-        // `bytes=-0` is well formed and selects nothing.
-        Err(RangeUnsatisfiableError::ZeroSuffix) => return header.cloned(),
-        Err(_) => return None,
+/// As RFC 9110 (§14.2) has it, a range in another unit, with bad syntax or
+/// with a last byte before the first is ignored, and several ranges are
+/// answered with the whole recording rather than a multipart body; a suffix
+/// longer than the recording selects all of it.
+fn select(header: Option<&HeaderValue>, len: u64) -> Selection {
+    let Some(text) = header.and_then(|h| h.to_str().ok()).map(str::trim) else {
+        return Selection::Whole;
     };
-    let [range] = ranges.as_slice() else {
-        // Several ranges: the whole file rather than a multipart answer.
-        return None;
+    let parsed = match parse_range_header(text) {
+        Ok(parsed) => parsed,
+        // `bytes=-0` is well formed and selects nothing.
+        Err(RangeUnsatisfiableError::ZeroSuffix) => return Selection::Unsatisfiable,
+        Err(_) => return Selection::Whole,
+    };
+    let [range] = parsed.ranges.as_slice() else {
+        return Selection::Whole;
     };
     match (range.start, range.end) {
-        (StartPosition::Index(first), EndPosition::Index(last)) if last < first => None,
-        (StartPosition::FromLast(suffix), _) if suffix > len && len > 0 => {
-            Some(HeaderValue::from_static("bytes=0-"))
+        (StartPosition::Index(first), EndPosition::Index(last)) if last < first => {
+            return Selection::Whole;
         }
-        _ => HeaderValue::from_str(text).ok(),
+        (StartPosition::FromLast(suffix), _) if suffix > len && len > 0 => {
+            return Selection::Part(0..=len - 1);
+        }
+        _ => {}
+    }
+    match parsed.validate(len).as_deref() {
+        Ok([part]) => Selection::Part(part.clone()),
+        _ => Selection::Unsatisfiable,
     }
 }
 
-/// Serves `recording` (or the part `Range` asks for) from disk.
-async fn serve_file(recording: &RecordingFileRow, headers: &HeaderMap) -> ApiResult<Response> {
+/// Serves `recording` (or the part `Range` asks for) from the recordings
+/// store, whichever node wrote it.
+async fn serve_recording(
+    recordings: &RecordingStore,
+    recording: &RecordingFileRow,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
     let missing = || {
-        tracing::warn!(call = %recording.call_id, path = %recording.path, "recording file is missing");
+        tracing::warn!(call = %recording.call_id, key = %recording.object_key, "recording object is missing");
         ApiError::NotFound(format!("Call {} has no recording", recording.call_id))
     };
-    let len = match tokio::fs::metadata(&recording.path).await {
-        Ok(meta) => meta.len(),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Err(missing()),
-        Err(err) => return Err(ApiError::Internal(err.into())),
-    };
-    let mut request = Request::new(Body::empty());
-    if let Some(range) = range_to_serve(headers.get(header::RANGE), len) {
-        request.headers_mut().insert(header::RANGE, range);
-    }
-    let response = ServeFile::new(&recording.path)
-        .ignore_multi_range_requests(true)
-        .try_call(request)
+    let key = RecordingKey::stored(&recording.object_key).map_err(|_| missing())?;
+    let internal = |err: RecordingStoreError| ApiError::Internal(err.into());
+    let meta = recordings
+        .metadata(&key)
         .await
-        .map_err(|e| ApiError::Internal(e.into()))?;
-    match response.status() {
-        StatusCode::NOT_FOUND => Err(missing()),
-        StatusCode::RANGE_NOT_SATISFIABLE => {
+        .map_err(internal)?
+        .ok_or_else(missing)?;
+    let len = meta.size;
+    let (status, range) = match select(headers.get(header::RANGE), len) {
+        Selection::Unsatisfiable => {
             let mut refused = (
                 StatusCode::RANGE_NOT_SATISFIABLE,
                 Json(MessageBody {
@@ -230,45 +248,83 @@ async fn serve_file(recording: &RecordingFileRow, headers: &HeaderMap) -> ApiRes
                 }),
             )
                 .into_response();
-            if let Some(range) = response.headers().get(header::CONTENT_RANGE) {
-                refused
-                    .headers_mut()
-                    .insert(header::CONTENT_RANGE, range.clone());
-            }
-            Ok(refused)
-        }
-        _ => {
-            let mut response = response.map(Body::new);
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(content_type(&recording.format)),
+            refused.headers_mut().insert(
+                header::CONTENT_RANGE,
+                HeaderValue::from_str(&format!("bytes */{len}"))
+                    .map_err(|e| ApiError::Internal(e.into()))?,
             );
-            Ok(response)
+            return Ok(refused);
         }
+        Selection::Whole => (StatusCode::OK, None),
+        Selection::Part(part) => (StatusCode::PARTIAL_CONTENT, Some(part)),
+    };
+    let found = recordings
+        .read(&key, range.as_ref().map(|r| *r.start()..*r.end() + 1))
+        .await
+        .map_err(internal)?
+        .ok_or_else(missing)?;
+    let body_len = range.as_ref().map_or(len, |r| r.end() - r.start() + 1);
+    let mut response = Response::new(Body::from_stream(found.into_stream()));
+    *response.status_mut() = status;
+    let out = response.headers_mut();
+    out.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type(&recording.format)),
+    );
+    out.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    out.insert(header::CONTENT_LENGTH, HeaderValue::from(body_len));
+    if let Ok(modified) = HeaderValue::from_str(
+        &meta
+            .last_modified
+            .format("%a, %d %b %Y %H:%M:%S GMT")
+            .to_string(),
+    ) {
+        out.insert(header::LAST_MODIFIED, modified);
     }
+    if let Some(part) = range {
+        let value = format!("bytes {}-{}/{len}", part.start(), part.end());
+        out.insert(
+            header::CONTENT_RANGE,
+            HeaderValue::from_str(&value).map_err(|e| ApiError::Internal(e.into()))?,
+        );
+    }
+    Ok(response)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Status, `Content-Range` and body of serving a 100-byte file with `range`.
-    async fn serve_100_bytes(range: Option<&str>) -> (StatusCode, Option<String>, Vec<u8>) {
+    /// A local recordings store holding one 100-byte recording, and its row.
+    async fn store_with_100_bytes() -> (tempfile::TempDir, RecordingStore, RecordingFileRow) {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("call.wav");
-        std::fs::write(&path, (0..100u8).collect::<Vec<_>>()).unwrap();
+        let root = crate::recordings::RecordingsLocation::Local(dir.path().join("recordings"));
+        let recordings = RecordingStore::open(&root, dir.path()).unwrap();
+        let (org_id, call_id) = (OrgId::new(), CallId::new());
+        let staged = recordings.staging_file(org_id, call_id, "wav").unwrap();
+        std::fs::write(&staged, (0..100u8).collect::<Vec<_>>()).unwrap();
+        let key = RecordingKey::for_call(org_id, call_id, "wav");
+        recordings.upload(&staged, &key).await.unwrap();
         let recording = RecordingFileRow {
-            call_id: crate::domain::CallId::new(),
-            org_id: crate::domain::OrgId::new(),
-            path: path.display().to_string(),
+            call_id,
+            org_id,
+            object_key: key.to_string(),
             format: "wav".into(),
             bytes: 100,
         };
+        (dir, recordings, recording)
+    }
+
+    /// Status, `Content-Range` and body of serving a 100-byte recording with `range`.
+    async fn serve_100_bytes(range: Option<&str>) -> (StatusCode, Option<String>, Vec<u8>) {
+        let (_dir, recordings, recording) = store_with_100_bytes().await;
         let mut headers = HeaderMap::new();
         if let Some(range) = range {
             headers.insert(header::RANGE, HeaderValue::from_str(range).unwrap());
         }
-        let response = serve_file(&recording, &headers).await.unwrap();
+        let response = serve_recording(&recordings, &recording, &headers)
+            .await
+            .unwrap();
         let status = response.status();
         let content_range = response
             .headers()
@@ -321,15 +377,21 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_missing_file_is_no_recording() {
-        let recording = RecordingFileRow {
-            call_id: crate::domain::CallId::new(),
-            org_id: crate::domain::OrgId::new(),
-            path: "/nonexistent/voxline/call.wav".into(),
-            format: "wav".into(),
-            bytes: 100,
+    async fn a_missing_object_is_no_recording() {
+        let (_dir, recordings, recording) = store_with_100_bytes().await;
+        let key = RecordingKey::stored(&recording.object_key).unwrap();
+        recordings.delete(&key).await.unwrap();
+        let err = serve_recording(&recordings, &recording, &HeaderMap::new())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ApiError::NotFound(_)), "{err:?}");
+        let unkeyed = RecordingFileRow {
+            object_key: "/nonexistent//call.wav".into(),
+            ..recording
         };
-        let err = serve_file(&recording, &HeaderMap::new()).await.unwrap_err();
+        let err = serve_recording(&recordings, &unkeyed, &HeaderMap::new())
+            .await
+            .unwrap_err();
         assert!(matches!(err, ApiError::NotFound(_)), "{err:?}");
     }
 

@@ -119,15 +119,15 @@ pub struct NewCall {
     pub now_ms: i64,
 }
 
-/// A finished recording file.
+/// A finished recording, stored in the recordings store.
 #[derive(Debug, Clone)]
 pub struct NewRecording<'a> {
     /// The recorded call.
     pub call_id: CallId,
     /// Its workspace.
     pub org_id: OrgId,
-    /// File path.
-    pub path: &'a str,
+    /// The recording's key in the recordings store.
+    pub object_key: &'a str,
     /// wav or ogg.
     pub format: &'a str,
     /// Length in milliseconds.
@@ -656,18 +656,18 @@ impl Store {
         Ok(())
     }
 
-    /// Records a call's recording file.
+    /// Records a call's recording.
     pub async fn insert_recording(&self, r: &NewRecording<'_>) -> StoreResult<()> {
         with_pool!(self, pool => {
             sqlx::query(
-                "INSERT INTO recordings (call_id, org_id, path, format, duration_ms, bytes, created_at)
+                "INSERT INTO recordings (call_id, org_id, object_key, format, duration_ms, bytes, created_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7)
-                 ON CONFLICT (call_id) DO UPDATE SET path = excluded.path, format = excluded.format,
+                 ON CONFLICT (call_id) DO UPDATE SET object_key = excluded.object_key, format = excluded.format,
                    duration_ms = excluded.duration_ms, bytes = excluded.bytes",
             )
             .bind(r.call_id)
             .bind(r.org_id)
-            .bind(r.path)
+            .bind(r.object_key)
             .bind(r.format)
             .bind(r.duration_ms)
             .bind(r.bytes)

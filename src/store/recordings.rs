@@ -1,17 +1,18 @@
-//! Recording files for the per-call reads, and the retention janitor's deletes.
+//! Recording rows (the object's key in the recordings store) for the
+//! per-call reads, and the retention janitor's deletes.
 
 use super::{Store, StoreResult, with_pool};
 use crate::domain::{CallId, OrgId};
 
-/// A retained recording's file.
+/// A retained recording's object.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RecordingFileRow {
     /// The recorded call.
     pub call_id: CallId,
     /// The call's workspace.
     pub org_id: OrgId,
-    /// Where the file is on disk.
-    pub path: String,
+    /// The recording's key in the recordings store (`{org_id}/{call_id}.{format}`).
+    pub object_key: String,
     /// wav or ogg.
     pub format: String,
     /// Size when it was finalized.
@@ -27,7 +28,7 @@ impl Store {
     ) -> StoreResult<Option<RecordingFileRow>> {
         let row = with_pool!(self, pool => {
             sqlx::query_as::<_, RecordingFileRow>(
-                "SELECT call_id, org_id, path, format, bytes FROM recordings
+                "SELECT call_id, org_id, object_key, format, bytes FROM recordings
                  WHERE call_id = $1 AND org_id = $2 AND deleted_at IS NULL",
             )
             .bind(call_id)
@@ -46,7 +47,7 @@ impl Store {
     ) -> StoreResult<Vec<RecordingFileRow>> {
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, RecordingFileRow>(
-                "SELECT call_id, org_id, path, format, bytes FROM recordings
+                "SELECT call_id, org_id, object_key, format, bytes FROM recordings
                  WHERE deleted_at IS NULL AND created_at < $1
                  ORDER BY created_at LIMIT $2",
             )

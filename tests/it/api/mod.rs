@@ -25,6 +25,7 @@ mod openapi;
 mod ratings;
 mod recordings;
 mod settings;
+mod shared_recordings;
 mod text_edge;
 mod tools;
 mod tools_twilio;
