@@ -12,9 +12,9 @@ use super::metrics::{
     UsageSample,
 };
 use super::observation::{failure_of, fill_from_detail, fill_from_report, greeting_missing};
-use super::procstat::ProcessProbe;
 use super::sweep::{self, SweepReport, SweepStep, Targets};
 use super::tools::{self, ToolServer};
+use crate::app::procstat::ProcessProbe;
 use crate::domain::CallId;
 use crate::store::Store;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
