@@ -19,6 +19,7 @@ mod cluster;
 mod drain;
 mod errors;
 mod limits;
+mod nodes;
 mod openapi;
 mod ratings;
 mod recordings;
