@@ -291,3 +291,27 @@ async fn a_drained_node_starts_no_new_call_until_undrained_and_its_live_calls_fi
     assert_eq!(listed(&app).await["status"], "alive");
     app.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_node_taken_for_lost_registers_again_with_its_public_url() {
+    let (app, _, _) = beating_app().await;
+    let me = app.state().node_id.clone();
+    // What a peer's reaper does to a node it took for dead.
+    app.store().node_stopped(&me, 1).await.expect("mark lost");
+    let row = eventually(
+        Duration::from_secs(5),
+        "the node to register again",
+        || async {
+            app.store()
+                .nodes()
+                .await
+                .expect("nodes")
+                .into_iter()
+                .find(|n| n.id == me && n.lost_at.is_none())
+        },
+    )
+    .await;
+    assert_eq!(row.public_url, app.base, "{row:?}");
+    assert_eq!(listed(&app).await["status"], "alive");
+    app.shutdown().await;
+}
