@@ -2,10 +2,10 @@
 //! prints exactly one JSON object on stdout; errors go to stderr.
 
 use crate::admin::ops;
-use crate::app::config::{StorageArgs, StorageSettings};
+use crate::app::config::{NodeSettings, StorageArgs, StorageSettings};
 use crate::domain::agent::TELEPHONY_PROVIDERS;
 use crate::domain::clock::{iso, ist_day, ist_month_key};
-use crate::domain::{ApiKeyId, OrgId, Paise, PhoneNumber};
+use crate::domain::{ApiKeyId, NodeId, OrgId, Paise, PhoneNumber};
 use crate::egress::address_guard::{EgressError, check_url_for_storage};
 use crate::secrets::credentials::{self, CredentialCipher};
 use crate::store::Store;
@@ -35,6 +35,26 @@ pub enum AdminCommand {
     /// Webhook subscriptions.
     #[command(subcommand)]
     Webhook(WebhookCommand),
+    /// List the nodes sharing the database, with their status and load.
+    Nodes,
+    /// One node.
+    #[command(subcommand)]
+    Node(NodeCommand),
+}
+
+/// `admin node …`
+#[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    /// Stop the node taking new calls (its live calls finish), e.g. before an upgrade.
+    Drain {
+        /// Node id, as `admin nodes` lists it.
+        id: String,
+    },
+    /// Let a drained node take new calls again.
+    Undrain {
+        /// Node id, as `admin nodes` lists it.
+        id: String,
+    },
 }
 
 /// `admin org …`
@@ -222,6 +242,16 @@ async fn require_org(store: &Store, org: &str) -> anyhow::Result<OrgId> {
     let missing = || anyhow!("no workspace with id {org}");
     let id: OrgId = org.parse().map_err(|_| missing())?;
     store.org(id).await?.map(|row| row.id).ok_or_else(missing)
+}
+
+/// Sets or clears a node's draining flag; the node reads it at its next heartbeat.
+async fn set_draining(store: &Store, id: &str, draining: bool) -> anyhow::Result<Value> {
+    let missing = || anyhow!("no node with id {id} (see `voxline admin nodes`)");
+    let node: NodeId = id.parse().map_err(|_| missing())?;
+    if !store.set_node_draining(&node, draining).await? {
+        return Err(missing());
+    }
+    Ok(json!({"id": node, "draining": draining}))
 }
 
 /// The key id `key_id` names; a text that is no key id names no key.
@@ -426,5 +456,29 @@ async fn execute(
                 .await?;
             Ok(json!({"id": id, "secret": secret, "url": url, "events": events}))
         }
+        AdminCommand::Nodes => {
+            // The CLI does not know each server's --node-lease; the default stands.
+            let lease_ms =
+                i64::try_from(NodeSettings::default().lease.as_millis()).unwrap_or(i64::MAX);
+            let nodes: Vec<Value> = store
+                .nodes()
+                .await?
+                .iter()
+                .map(|node| {
+                    json!({
+                        "id": node.id,
+                        "publicUrl": node.public_url,
+                        "status": ops::node_state(node, now_ms, lease_ms).as_str(),
+                        "liveCalls": node.live_calls,
+                        "cpuPercent": node.cpu_permille as f64 / 10.0,
+                        "heartbeatAt": iso(node.heartbeat_at),
+                        "startedAt": iso(node.started_at),
+                    })
+                })
+                .collect();
+            Ok(json!({"nodes": nodes}))
+        }
+        AdminCommand::Node(NodeCommand::Drain { id }) => set_draining(store, &id, true).await,
+        AdminCommand::Node(NodeCommand::Undrain { id }) => set_draining(store, &id, false).await,
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::access::api_key::GeneratedKey;
 use crate::domain::{ApiKeyId, OrgId, Paise};
+use crate::store::nodes::NodeRow;
 use crate::store::{NumberRow, OrgRow, Store, StoreError, keys::NewApiKey, numbers::NewNumber};
 use chrono::{DateTime, Months, Utc};
 
@@ -100,4 +101,110 @@ pub async fn add_number(
             renews_at: renews.timestamp_millis(),
         })
         .await
+}
+
+/// A node's state as `voxline admin nodes` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeState {
+    /// Heartbeating and taking calls.
+    Alive,
+    /// Heartbeating; an operator drained it.
+    Draining,
+    /// Heartbeating; above its load threshold.
+    Overloaded,
+    /// No heartbeat within the lease; peers will take its work.
+    Dead,
+    /// Stopped cleanly, or its work was recovered by a peer.
+    Gone,
+}
+
+impl NodeState {
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Alive => "alive",
+            Self::Draining => "draining",
+            Self::Overloaded => "overloaded",
+            Self::Dead => "dead",
+            Self::Gone => "gone",
+        }
+    }
+}
+
+/// What a node is at `now_ms`, given the lease after which silence means dead.
+pub fn node_state(node: &NodeRow, now_ms: i64, lease_ms: i64) -> NodeState {
+    if node.lost_at.is_some() {
+        NodeState::Gone
+    } else if node.heartbeat_at < now_ms - lease_ms {
+        NodeState::Dead
+    } else if node.draining {
+        NodeState::Draining
+    } else if node.overloaded {
+        NodeState::Overloaded
+    } else {
+        NodeState::Alive
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(heartbeat_at: i64) -> NodeRow {
+        NodeRow {
+            id: "n1".parse().unwrap(),
+            public_url: "http://10.0.0.1:8080".into(),
+            started_at: 0,
+            heartbeat_at,
+            draining: false,
+            live_calls: 0,
+            cpu_permille: 0,
+            overloaded: false,
+            lost_at: None,
+        }
+    }
+
+    #[test]
+    fn state_follows_heartbeat_flags_and_loss() {
+        let lease = 10_000;
+        let now = 100_000;
+        assert_eq!(node_state(&node(now - 2_000), now, lease), NodeState::Alive);
+        assert_eq!(
+            node_state(&node(now - lease), now, lease),
+            NodeState::Alive,
+            "at the lease"
+        );
+        assert_eq!(
+            node_state(&node(now - lease - 1), now, lease),
+            NodeState::Dead
+        );
+        let overloaded = NodeRow {
+            overloaded: true,
+            ..node(now)
+        };
+        assert_eq!(node_state(&overloaded, now, lease), NodeState::Overloaded);
+        let draining = NodeRow {
+            draining: true,
+            ..overloaded.clone()
+        };
+        assert_eq!(
+            node_state(&draining, now, lease),
+            NodeState::Draining,
+            "draining shows first"
+        );
+        let silent = NodeRow {
+            draining: true,
+            ..node(0)
+        };
+        assert_eq!(
+            node_state(&silent, now, lease),
+            NodeState::Dead,
+            "a dead node drains nothing"
+        );
+        let gone = NodeRow {
+            lost_at: Some(now),
+            ..node(now)
+        };
+        assert_eq!(node_state(&gone, now, lease), NodeState::Gone);
+    }
 }

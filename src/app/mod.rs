@@ -3,6 +3,7 @@
 //! other room together.
 
 pub mod config;
+pub mod procstat;
 pub mod server;
 pub mod state;
 pub mod telemetry;

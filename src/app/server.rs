@@ -177,6 +177,7 @@ impl Server {
             )),
             breakers,
             node_id,
+            public_url: public_url.clone(),
             bus,
             recordings,
             node_status: Arc::default(),
@@ -245,17 +246,7 @@ impl Server {
                 }
             }
         });
-        spawn_every(&tasks, settings.node.heartbeat, &stop, {
-            let state = state.clone();
-            move || {
-                let state = state.clone();
-                async move {
-                    if let Err(err) = crate::cluster::heartbeat::beat(&state).await {
-                        tracing::warn!(error = %err, "node heartbeat failed");
-                    }
-                }
-            }
-        });
+        tasks.spawn(crate::cluster::heartbeat::run(state.clone(), stop.clone()));
         if state.bus.is_some() {
             // Nodes sharing the database: the dispatcher claims calls within
             // slots counted across nodes, orders for calls held here arrive

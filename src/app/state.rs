@@ -51,6 +51,9 @@ pub struct AppInner {
     pub breakers: Breakers,
     /// This node's id among the nodes sharing the database.
     pub node_id: crate::domain::NodeId,
+    /// The base URL carriers and peers reach this node on: the configured
+    /// public URL, or the bound address.
+    pub public_url: String,
     /// The bus between nodes (Postgres); None on SQLite, where this is the only node.
     pub bus: Option<crate::cluster::bus::ClusterBus>,
     /// Finished call recordings, shared by the nodes.

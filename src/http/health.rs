@@ -1,5 +1,6 @@
-//! `/healthz` (the process is up, or draining after SIGTERM) and `/readyz`
-//! (it can take work: not draining, and the database answers).
+//! `/healthz` (the process is up, or draining after SIGTERM, and this node's
+//! load) and `/readyz` (it can take work: not draining, and the database
+//! answers).
 
 use crate::app::state::AppState;
 use axum::Json;
@@ -7,24 +8,79 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
+use serde::Serialize;
 use serde_json::{Value, json};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-/// Health routes; no authentication.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
+/// Health routes; no authentication. `/healthz` is in the OpenAPI document.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .merge(Router::new().route("/readyz", get(readyz)).into())
+}
+
+/// Whether the process is serving or draining after a signal.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthStatus {
+    /// Serving.
+    Ok,
+    /// A SIGTERM came: live calls finish, nothing new starts.
+    Draining,
+}
+
+/// The liveness answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthView {
+    /// Serving or draining after a signal.
+    pub status: HealthStatus,
+    /// This node's load.
+    pub node: NodeHealth,
+}
+
+/// This node among those sharing the database, as its last heartbeat measured it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeHealth {
+    /// The node's id (`--node-id`, or generated and kept in the data directory).
+    pub id: String,
+    /// Calls on the line on this node now.
+    pub live_calls: u64,
+    /// Takes no new calls: an operator drained it (`voxline admin node drain`) or it is shutting down.
+    pub draining: bool,
+    /// Takes no new calls: at its most live calls or above its CPU limit at the last heartbeat.
+    pub overloaded: bool,
+    /// CPU use over the last heartbeat period, in percent of one core.
+    pub cpu_percent: f64,
 }
 
 /// Still 200 while draining: the process is healthy and must not be killed
 /// for failing a liveness probe while its calls finish.
-async fn healthz(State(state): State<AppState>) -> Json<Value> {
-    let status = if state.engine.is_draining() {
-        "draining"
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "health",
+    responses((status = 200, description = "The process is up; this node's load", body = HealthView))
+)]
+async fn healthz(State(state): State<AppState>) -> Json<HealthView> {
+    let shutting_down = state.engine.is_draining();
+    let status = if shutting_down {
+        HealthStatus::Draining
     } else {
-        "ok"
+        HealthStatus::Ok
     };
-    Json(json!({ "status": status }))
+    Json(HealthView {
+        status,
+        node: NodeHealth {
+            id: state.node_id.to_string(),
+            live_calls: u64::try_from(state.engine.live_calls()).unwrap_or(u64::MAX),
+            draining: shutting_down || state.node_status.is_draining(),
+            overloaded: state.node_status.is_overloaded(),
+            cpu_percent: state.node_status.cpu_permille() as f64 / 10.0,
+        },
+    })
 }
 
 /// 503 while draining, so a load balancer stops sending new work here.

@@ -73,7 +73,10 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
 
 /// The full application router.
 pub fn router(state: AppState) -> Router {
-    let (api, doc) = api_routes().split_for_parts();
+    let (api, mut doc) = api_routes().split_for_parts();
+    // Health is outside the authenticated API but in its document.
+    let (health, health_doc) = health::router().split_for_parts();
+    doc.merge(health_doc);
     let api = api.route_layer(middleware::from_fn_with_state(
         state.clone(),
         auth::authenticate,
@@ -90,7 +93,7 @@ pub fn router(state: AppState) -> Router {
     let request_id = header::HeaderName::from_static("x-request-id");
     Router::new()
         .merge(api)
-        .merge(health::router())
+        .merge(health)
         .merge(media::router())
         .merge(crate::carriers::callbacks::router(Arc::new(
             ServiceCallbackHost::new(state.clone()),

@@ -168,7 +168,7 @@ const QUOTA_HEADERS: [(&str, &str); 3] = [
 ///
 /// - every response has a `description` (OpenAPI requires one);
 /// - every `/api` operation documents 401 and 429, and the quota headers on
-///   each answer past authentication;
+///   each answer past authentication; the others (health) ask for no key;
 /// - an operation with a JSON body documents 400, 413 and 415; one with
 ///   query parameters 400; one with path parameters 404.
 pub fn finished(doc: utoipa::openapi::OpenApi) -> Value {
@@ -460,6 +460,10 @@ fn complete_operation(path: &str, op: &mut Value) {
         .unwrap_or_default();
     let has = |place: &str| params.iter().any(|p| p["in"] == place);
     let authenticated = path.starts_with("/api/");
+    if !authenticated && let Some(op) = op.as_object_mut() {
+        // Outside /api (health) no key is asked for: no security requirement.
+        op.insert("security".to_string(), json!([]));
+    }
     let Some(responses) = op
         .as_object_mut()
         .map(|op| op.entry("responses").or_insert_with(|| json!({})))

@@ -17,15 +17,17 @@ pub struct LoadgenArgs {
     #[arg(long, default_value_t = 120)]
     pub duration: u64,
     /// A running server's base URL (loopback); without it a server is started in-process.
-    #[arg(long)]
-    pub target: Option<String>,
+    /// Several (comma-separated or repeated): nodes sharing one database, given calls in
+    /// turn; the summary counts the calls placed on each.
+    #[arg(long, value_delimiter = ',')]
+    pub target: Vec<String>,
     /// API key for --target.
     #[arg(long, env = "VOXLINE_API_KEY", hide_env_values = true)]
     pub key: Option<String>,
     /// Agent to place calls with (default: one is created).
     #[arg(long)]
     pub agent: Option<String>,
-    /// PID of the --target server, to sample its CPU and RSS from /proc.
+    /// PID of the --target server (the first, with several), to sample its CPU and RSS from /proc.
     #[arg(long)]
     pub server_pid: Option<u32>,
     /// How calls are placed.

@@ -8,13 +8,13 @@ use super::args::LoadgenArgs;
 use super::backlog::Backlog;
 use super::fleet::{Api, Fleet, PlaceMode, callee_number};
 use super::metrics::{
-    self, CallObservation, StepMetrics, StepSummary, ToolCallSeen, ToolsSummary, TurnBudget,
-    UsageSample,
+    self, CallObservation, StepMetrics, StepSummary, TargetCalls, ToolCallSeen, ToolsSummary,
+    TurnBudget, UsageSample,
 };
 use super::observation::{failure_of, fill_from_detail, fill_from_report, greeting_missing};
-use super::procstat::ProcessProbe;
 use super::sweep::{self, SweepReport, SweepStep, Targets};
 use super::tools::{self, ToolServer};
+use crate::app::procstat::ProcessProbe;
 use crate::domain::CallId;
 use crate::store::Store;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -58,7 +58,10 @@ pub(super) async fn drive(run: Arc<LoadRun>, args: &LoadgenArgs) -> LoadgenOutpu
 
 /// Everything the steps of one load run share.
 pub(super) struct LoadRun {
+    /// The (first) server: setup, batches and single-target runs go through it.
     pub(super) api: Api,
+    /// The other `--target` servers, given calls in turn with the first.
+    pub(super) other_targets: Vec<Api>,
     pub(super) agent_id: String,
     pub(super) variables: Value,
     pub(super) mode: PlaceMode,
@@ -115,9 +118,33 @@ struct Live {
     in_flight: AtomicU64,
     answered: AtomicU64,
     failed: AtomicU64,
+    /// Calls placed on each target, in `--target` order.
+    placed_per_target: Vec<AtomicU64>,
+}
+
+impl Live {
+    fn new(targets: usize) -> Self {
+        Self {
+            placed_per_target: (0..targets).map(|_| AtomicU64::new(0)).collect(),
+            ..Self::default()
+        }
+    }
 }
 
 impl LoadRun {
+    /// How many servers the run drives.
+    fn target_count(&self) -> usize {
+        1 + self.other_targets.len()
+    }
+
+    /// The server of turn `index` (0: the first target).
+    fn target(&self, index: usize) -> &Api {
+        index
+            .checked_sub(1)
+            .and_then(|other| self.other_targets.get(other))
+            .unwrap_or(&self.api)
+    }
+
     /// Calls on the line now: callees playing (in-process) or calls placed and not ended.
     fn active_calls(&self, live: &Live) -> u64 {
         match &self.fleet {
@@ -162,7 +189,7 @@ impl LoadRun {
         let started = Instant::now();
         let deadline = started + self.duration;
         let requests_before = self.tools.as_ref().map_or(0, |t| t.server.requests());
-        let live = Arc::new(Live::default());
+        let live = Arc::new(Live::new(self.target_count()));
         let (observed_tx, mut observed_rx) = mpsc::unbounded_channel::<CallObservation>();
 
         let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
@@ -241,6 +268,17 @@ impl LoadRun {
             &self.usage_source,
         );
         summary.analysis = analysis;
+        if self.target_count() > 1 {
+            summary.targets = live
+                .placed_per_target
+                .iter()
+                .enumerate()
+                .map(|(index, placed)| TargetCalls {
+                    target: self.target(index).base().to_owned(),
+                    placed: placed.load(Ordering::Relaxed),
+                })
+                .collect();
+        }
         summary.tools = self.tools.as_ref().map(|tools| {
             ToolsSummary::new(
                 &metrics,
@@ -308,6 +346,7 @@ impl LoadRun {
             usize::try_from(concurrency).unwrap_or(usize::MAX),
         ));
         let mut remaining = calls;
+        let mut turn = 0;
         while remaining > 0 {
             let first = tokio::select! {
                 permit = Arc::clone(&permits).acquire_owned() => permit.ok(),
@@ -328,6 +367,9 @@ impl LoadRun {
                 }
             }
             remaining -= held.len() as u64;
+            // Round-robin over the targets, one placement request each.
+            let target = turn % self.target_count();
+            turn += 1;
             let numbers: Vec<String> = held
                 .iter()
                 .map(|_| callee_number(self.next_number.fetch_add(1, Ordering::Relaxed)))
@@ -339,14 +381,18 @@ impl LoadRun {
             let observed = observed.clone();
             tokio::spawn(async move {
                 match run
-                    .api
+                    .target(target)
                     .place(run.mode, &run.agent_id, &numbers, &run.variables)
                     .await
                 {
                     Ok(ids) => {
                         let missing = held.len().saturating_sub(ids.len()) as u64;
+                        if let Some(placed) = live.placed_per_target.get(target) {
+                            placed.fetch_add(ids.len().min(held.len()) as u64, Ordering::Relaxed);
+                        }
                         for (call_id, permit) in ids.into_iter().zip(held) {
                             tokio::spawn(Arc::clone(&run).watch(
+                                target,
                                 call_id,
                                 deadline,
                                 Arc::clone(&live),
@@ -412,6 +458,7 @@ impl LoadRun {
             watched += 1;
             live.in_flight.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(Arc::clone(&self).watch(
+                0,
                 call_id,
                 deadline,
                 Arc::clone(&live),
@@ -427,9 +474,10 @@ impl LoadRun {
         );
     }
 
-    /// Follows one placed call to its end and reports what was seen.
+    /// Follows one call placed on `target` to its end and reports what was seen.
     async fn watch(
         self: Arc<Self>,
+        target: usize,
         call_id: String,
         deadline: Instant,
         live: Arc<Live>,
@@ -446,7 +494,7 @@ impl LoadRun {
                 Ok(report) => report,
                 Err(_) => {
                     cut_off = true;
-                    self.api.cancel(&call_id).await;
+                    self.target(target).cancel(&call_id).await;
                     let grace = Instant::now() + Duration::from_secs(5);
                     let report = timeout_at(grace, fleet.report(&call_id))
                         .await
@@ -464,7 +512,7 @@ impl LoadRun {
             (Some(_), false) => Instant::now() + Duration::from_secs(20),
             _ => deadline.max(Instant::now()) + Duration::from_secs(10),
         };
-        let detail = self.await_terminal(&call_id, settle).await;
+        let detail = self.await_terminal(target, &call_id, settle).await;
         if let Some(report) = &report {
             fill_from_report(&mut call, report);
         }
@@ -502,8 +550,8 @@ impl LoadRun {
         let _ = observed.send(call);
     }
 
-    /// Polls the call until the server reports a terminal status, or `until`.
-    async fn await_terminal(&self, call_id: &str, until: Instant) -> Option<Value> {
+    /// Polls the call on `target` until it reports a terminal status, or `until`.
+    async fn await_terminal(&self, target: usize, call_id: &str, until: Instant) -> Option<Value> {
         let every = if self.fleet.is_some() {
             Duration::from_millis(200)
         } else {
@@ -511,7 +559,11 @@ impl LoadRun {
         };
         let mut last = None;
         loop {
-            if let Ok(detail) = self.api.get(&format!("/api/calls/{call_id}")).await {
+            if let Ok(detail) = self
+                .target(target)
+                .get(&format!("/api/calls/{call_id}"))
+                .await
+            {
                 let terminal = detail["rawStatus"]
                     .as_str()
                     .and_then(voxline_actors::engine::CallStatus::parse)

@@ -202,6 +202,11 @@ impl Api {
         })
     }
 
+    /// The server's base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
     async fn send(&self, request: reqwest::RequestBuilder) -> Result<Value, ApiFailure> {
         let response = request
             .bearer_auth(&self.key)

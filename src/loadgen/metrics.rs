@@ -405,6 +405,19 @@ pub struct StepSummary {
     /// The load function's requests and stored calls (`--tool-latency-ms`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<ToolsSummary>,
+    /// Calls placed on each `--target`, when there are several.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetCalls>,
+}
+
+/// The calls one of several `--target` servers was given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetCalls {
+    /// The server's base URL.
+    pub target: String,
+    /// Calls it accepted.
+    pub placed: u64,
 }
 
 /// The in-call function tool during a step (`--tool-latency-ms`).
@@ -486,6 +499,7 @@ impl StepSummary {
             usage_source: usage_source.to_owned(),
             analysis: None,
             tools: None,
+            targets: Vec::new(),
         }
     }
 }

@@ -10,7 +10,6 @@
 
 pub mod fleet;
 pub mod metrics;
-pub mod procstat;
 pub mod sweep;
 
 mod args;

@@ -44,6 +44,9 @@ fn print_step(step: &StepSummary) {
         step.failed,
         step.live_at_end
     );
+    for target in &step.targets {
+        println!("  target {}: {} calls placed", target.target, target.placed);
+    }
     for (reason, count) in &step.failures {
         println!("  failure: {count} × {reason}");
     }

@@ -9,11 +9,11 @@ use super::backlog::{self, Backlog};
 use super::driver::{LoadRun, ToolRun, drive};
 use super::fleet::{self, Api, Fleet};
 use super::metrics::TurnBudget;
-use super::procstat::ProcessProbe;
 use super::tools::{self, ToolServer};
 use crate::access::api_key::GeneratedKey;
 use crate::admin::ops;
 use crate::app::config::{Settings, SimSettings};
+use crate::app::procstat::ProcessProbe;
 use crate::app::server::Server;
 use crate::domain::clock::SystemClock;
 use crate::domain::{AgentId, ApiKeyId, OrgId, Paise};
@@ -40,7 +40,7 @@ pub async fn run_with_fleet_runtime(
     anyhow::ensure!(args.duration > 0, "--duration must be at least 1 second");
     if args.analysis_backlog > 0 {
         anyhow::ensure!(
-            args.target.is_none(),
+            args.target.is_empty(),
             "--analysis-backlog seeds the database of the in-process server; it cannot be used with --target"
         );
         anyhow::ensure!(
@@ -91,8 +91,8 @@ pub async fn run_with_fleet_runtime(
         tts_first_byte_ms: args.sim_tts_ms,
     };
     let (answered_tx, answered_rx) = mpsc::unbounded_channel();
-    let (server, org, fleet, api, probe, usage_source, data_dir) = match &args.target {
-        Some(target) => {
+    let (server, org, fleet, apis, probe, usage_source, data_dir) = match args.target.first() {
+        Some(_) => {
             let key = args
                 .key
                 .as_deref()
@@ -102,15 +102,12 @@ pub async fn run_with_fleet_runtime(
                 Some(pid) => format!("/proc/{pid} (the --target server)"),
                 None => "not measured: pass --server-pid".to_owned(),
             };
-            (
-                None,
-                None,
-                None,
-                Api::new(target, key)?,
-                probe,
-                source,
-                None,
-            )
+            let apis = args
+                .target
+                .iter()
+                .map(|target| Api::new(target, key))
+                .collect::<Result<Vec<_>, _>>()?;
+            (None, None, None, apis, probe, source, None)
         }
         None => {
             let fleet = Fleet::new(fleet_runtime.clone(), answered_tx);
@@ -133,13 +130,15 @@ pub async fn run_with_fleet_runtime(
                 Some(server),
                 Some(org),
                 Some(fleet),
-                api,
+                vec![api],
                 Some(probe),
                 source,
                 Some(data_dir),
             )
         }
     };
+    // Setup goes through the first target: with several, they share one database.
+    let (api, other_targets) = split_first(apis)?;
     let agent_id = match &args.agent {
         Some(agent) => agent.clone(),
         None => {
@@ -176,6 +175,7 @@ pub async fn run_with_fleet_runtime(
     };
     let run = Arc::new(LoadRun {
         api,
+        other_targets,
         agent_id,
         variables,
         mode: args.mode,
@@ -211,6 +211,13 @@ pub async fn run_with_fleet_runtime(
         let _ = std::fs::remove_dir_all(dir);
     }
     Ok(output)
+}
+
+/// The first of `apis` and the rest.
+fn split_first(mut apis: Vec<Api>) -> anyhow::Result<(Api, Vec<Api>)> {
+    anyhow::ensure!(!apis.is_empty(), "no server to drive");
+    let first = apis.remove(0);
+    Ok((first, apis))
 }
 
 /// Minute quota and request caps of the load workspace: far beyond any run.

@@ -148,3 +148,81 @@ fn loadgen_calls_a_slow_function_tool_once_per_call_and_reports_it() {
     // The greeting and the three lines of the default tool script were answered.
     assert_eq!(summary["turnLatency"]["count"], 15, "{summary:#}");
 }
+
+/// `--target` with several servers (nodes sharing a database) gives them calls in turn
+/// and counts each one's. On Postgres the targets are two nodes; on SQLite, one node
+/// reached by two names.
+#[tokio::test]
+async fn loadgen_spreads_calls_over_several_targets_round_robin() {
+    let app = crate::support::TestApp::spawn().await;
+    let ws = app.calling_workspace("Loadgen targets", 10).await;
+    let peer = if app.store().is_shared() {
+        Some(app.spawn_peer(|_| {}).await)
+    } else {
+        None
+    };
+    let first = app.base.clone();
+    let second = match &peer {
+        Some(peer) => peer.base.clone(),
+        None => first.replace("127.0.0.1", "localhost"),
+    };
+    assert_ne!(first, second);
+    let targets = format!("{first},{second}");
+    let output = tokio::process::Command::new(VOXLINE_BIN)
+        .arg("loadgen")
+        .args(["--target", &targets, "--key", &ws.key])
+        .args(["--calls", "4", "--concurrency", "4", "--duration", "60"])
+        .args(["--script", r#"["Thank you, goodbye!"]"#, "--json"])
+        .env_remove("VOXLINE_API_KEY")
+        .output()
+        .await
+        .expect("the voxline binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "loadgen failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: Value = serde_json::from_str(&stdout).expect("stdout is the JSON summary");
+    assert_eq!(summary["placed"], 4, "{summary:#}");
+    assert_eq!(summary["ended"], 4, "{summary:#}");
+    assert_eq!(summary["failed"], 0, "{summary:#}");
+    assert_eq!(
+        summary["targets"],
+        serde_json::json!([
+            {"target": first, "placed": 2},
+            {"target": second, "placed": 2},
+        ]),
+        "{summary:#}"
+    );
+    if let Some(peer) = peer {
+        peer.shutdown().await;
+    }
+    app.shutdown().await;
+}
+
+/// One target keeps the summary as it was: no per-target counts.
+#[tokio::test]
+async fn loadgen_with_one_target_reports_no_per_target_counts() {
+    let app = crate::support::TestApp::spawn().await;
+    let ws = app.calling_workspace("Loadgen target", 10).await;
+    let output = tokio::process::Command::new(VOXLINE_BIN)
+        .arg("loadgen")
+        .args(["--target", &app.base, "--key", &ws.key])
+        .args(["--calls", "1", "--concurrency", "1", "--duration", "60"])
+        .args(["--script", r#"["Thank you, goodbye!"]"#, "--json"])
+        .env_remove("VOXLINE_API_KEY")
+        .output()
+        .await
+        .expect("the voxline binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: Value = serde_json::from_str(&stdout).expect("stdout is the JSON summary");
+    assert_eq!(summary["placed"], 1, "{summary:#}");
+    assert!(summary.get("targets").is_none(), "{summary:#}");
+    app.shutdown().await;
+}

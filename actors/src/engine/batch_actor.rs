@@ -267,6 +267,46 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_paused_engine_starts_nothing_new_until_resumed() {
+        let (engine, mut rx) = engine().await;
+        let feed = feed(&[("a", 3)], 2);
+        engine.enqueue(job("live", 2)).unwrap();
+        assert_eq!(dialed(&mut rx).await, "live");
+        engine.pause_new_calls();
+        assert!(engine.is_paused());
+        engine.enqueue(job("waiting", 2)).unwrap();
+        engine
+            .feed_batch("org", "a", 2, feed.clone() as Arc<dyn BatchFeed>)
+            .unwrap();
+        settle().await;
+        assert!(rx.try_recv().is_err(), "nothing starts while paused");
+        assert_eq!(*feed.asked.lock().unwrap(), 0, "no batch item pulled");
+        let snapshot = engine.org_snapshot("org").await.unwrap();
+        assert_eq!(
+            (snapshot.active, snapshot.queued),
+            (1, 1),
+            "the live call goes on"
+        );
+        // A slot freed while paused stays free.
+        engine.carrier_status("live", CarrierStatus::Busy).unwrap();
+        settle().await;
+        assert!(
+            rx.try_recv().is_err(),
+            "a freed slot is not filled while paused"
+        );
+        assert_eq!(engine.live_calls(), 0);
+
+        engine.resume_new_calls().unwrap();
+        assert!(!engine.is_paused());
+        // The queued call first, then the batch fills the other slot.
+        assert_eq!(dialed(&mut rx).await, "waiting");
+        assert_eq!(dialed(&mut rx).await, "a-0");
+        settle().await;
+        assert!(rx.try_recv().is_err(), "two slots");
+        engine.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_drained_batch_leaves_the_rotation_and_can_be_fed_again() {
         let (engine, mut rx) = engine().await;
         let feed = feed(&[("a", 1)], 3);

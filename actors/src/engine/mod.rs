@@ -273,6 +273,9 @@ pub(crate) struct EngineShared {
     /// Set once shutdown began: queued calls stay queued (in the store) for
     /// the next run instead of starting only to be ended by the shutdown.
     pub stopping: std::sync::atomic::AtomicBool,
+    /// Set while an operator drains the node: like `stopping`, but undone by
+    /// [`Engine::resume_new_calls`].
+    pub paused: std::sync::atomic::AtomicBool,
 }
 
 impl EngineShared {
@@ -282,6 +285,12 @@ impl EngineShared {
 
     pub fn live_call(&self, call_id: &str) -> Option<ActorRef<CallMsg>> {
         self.calls.lock().ok()?.get(call_id).cloned()
+    }
+
+    /// Whether no call may start now (shutdown or an operator's drain).
+    pub fn starts_held(&self) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.stopping.load(SeqCst) || self.paused.load(SeqCst)
     }
 }
 
@@ -303,6 +312,7 @@ impl Engine {
             config,
             calls: Mutex::new(HashMap::new()),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            paused: std::sync::atomic::AtomicBool::new(false),
         });
         let (root, _) = Actor::spawn(None, RootActor, Arc::clone(&shared))
             .await
@@ -399,6 +409,35 @@ impl Engine {
         self.shared
             .stopping
             .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Holds new calls (an operator drained the node): queued calls and
+    /// batches wait in the engine, live calls go on. Undone by
+    /// [`Engine::resume_new_calls`], unlike [`Engine::begin_drain`].
+    pub fn pause_new_calls(&self) {
+        self.shared
+            .paused
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Lets calls start again after [`Engine::pause_new_calls`]: every
+    /// workspace fills its free slots from its queue and batches.
+    pub fn resume_new_calls(&self) -> Result<(), EngineError> {
+        let was_paused = self
+            .shared
+            .paused
+            .swap(false, std::sync::atomic::Ordering::SeqCst);
+        if was_paused {
+            self.root
+                .send_message(RootMsg::Pump)
+                .map_err(|e| EngineError::Stopped(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Whether [`Engine::pause_new_calls`] holds new calls.
+    pub fn is_paused(&self) -> bool {
+        self.shared.paused.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Whether [`Engine::begin_drain`] was called.

@@ -14,7 +14,6 @@ use super::{
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 /// How long a batch may take to hand over its next call before it loses its turn.
 const BATCH_PULL_TIMEOUT_MS: u64 = 10_000;
@@ -31,6 +30,8 @@ pub(crate) enum OrgMsg {
     FeedBatch(BatchRegistration),
     /// Ids of the batches in the round-robin, next turn first.
     FedBatches(RpcReplyPort<Vec<String>>),
+    /// Fill free slots (calls may start again after a pause).
+    Pump,
 }
 
 /// A batch in the round-robin.
@@ -98,7 +99,7 @@ impl OrgState {
 
     /// Fills free slots: queued calls first, then one call per batch in turn.
     async fn pump(&mut self, myself: &ActorRef<OrgMsg>) {
-        if self.shared.stopping.load(Ordering::SeqCst) {
+        if self.shared.starts_held() {
             return;
         }
         while self.slots_used() < self.concurrency as usize {
@@ -194,7 +195,7 @@ impl Actor for OrgActor {
         match msg {
             OrgMsg::Enqueue(job) => {
                 state.concurrency = job.org_concurrency.max(1);
-                if job.bypass_slots && !state.shared.stopping.load(Ordering::SeqCst) {
+                if job.bypass_slots && !state.shared.starts_held() {
                     state.start(&myself, job).await;
                 } else {
                     state.queue.push_back(job);
@@ -243,6 +244,7 @@ impl Actor for OrgActor {
             OrgMsg::FedBatches(reply) => {
                 let _ = reply.send(state.batches.iter().map(|b| b.batch_id.clone()).collect());
             }
+            OrgMsg::Pump => state.pump(&myself).await,
         }
         Ok(())
     }

@@ -19,6 +19,8 @@ pub(crate) enum RootMsg {
     FeedBatch(BatchRegistration),
     /// The batches an org is pulling from.
     FedBatches(String, RpcReplyPort<Vec<String>>),
+    /// Every org fills its free slots (calls may start again after a pause).
+    Pump,
 }
 
 pub(crate) struct RootActor;
@@ -104,6 +106,11 @@ impl Actor for RootActor {
                     None => Vec::new(),
                 };
                 let _ = reply.send(batches);
+            }
+            RootMsg::Pump => {
+                for org in state.orgs.values() {
+                    org.send_message(OrgMsg::Pump)?;
+                }
             }
         }
         Ok(())

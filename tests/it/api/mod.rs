@@ -21,6 +21,7 @@ mod cluster_nodes;
 mod drain;
 mod errors;
 mod limits;
+mod nodes;
 mod openapi;
 mod ratings;
 mod recordings;

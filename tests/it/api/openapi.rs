@@ -167,6 +167,37 @@ async fn docs_health_and_readiness_need_no_key() {
 
     let health = app.get("", "/healthz").await.expect(200);
     assert_eq!(health.body["status"], "ok");
+    // The node's load, as the document describes it.
+    let doc = app.get("", "/openapi.json").await.expect(200).body;
+    let schemas = &doc["components"]["schemas"];
+    let healthz = &doc["paths"]["/healthz"]["get"];
+    assert_eq!(healthz["security"], serde_json::json!([]), "{healthz}");
+    let view = &schemas["HealthView"];
+    assert_eq!(
+        view["required"],
+        serde_json::json!(["status", "node"]),
+        "{view}"
+    );
+    let node = &schemas["NodeHealth"];
+    let mut fields: Vec<&str> = node["properties"]
+        .as_object()
+        .expect("NodeHealth properties")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort_unstable();
+    let mut answered: Vec<&str> = health.body["node"]
+        .as_object()
+        .expect("node")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    answered.sort_unstable();
+    assert_eq!(fields, answered, "{node} vs {}", health.body);
+    assert_eq!(
+        schemas["HealthStatus"]["enum"],
+        serde_json::json!(["ok", "draining"])
+    );
     let ready = app.get("", "/readyz").await.expect(200);
     assert_eq!(ready.body["status"], "ready");
     assert_eq!(ready.body["database"], app.store().dialect());

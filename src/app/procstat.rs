@@ -1,6 +1,8 @@
-//! CPU time and resident memory of the server process, read from `/proc`.
+//! CPU time and resident memory of a process, read from `/proc`: the node's
+//! heartbeat measures its own CPU use with it, and the load generator the
+//! server's.
 //!
-//! In-process runs share one process between the server and the callee fleet, so the fleet
+//! In-process load runs share one process between the server and the callee fleet, so the fleet
 //! runs on threads of its own name and their CPU time is subtracted from the process total
 //! (the process total also keeps the time of threads that already exited).
 
@@ -109,6 +111,14 @@ pub struct ProcessProbe {
 }
 
 impl ProcessProbe {
+    /// Probes this process, all of its threads.
+    pub fn this_process() -> Self {
+        Self {
+            root: PathBuf::from("/proc/self"),
+            exclude_threads: None,
+        }
+    }
+
     /// Probes this process, leaving out threads named `exclude_threads` (the load fleet).
     pub fn current_process(exclude_threads: &str) -> Self {
         Self {
