@@ -10,6 +10,7 @@ use crate::domain::phone::PhoneError;
 use crate::domain::{AgentId, BatchId, OrgId, PhoneNumber};
 use crate::store::StoreError;
 use crate::store::batches::{BatchRow, NewBatch, NewItem};
+use crate::store::singletons::Singleton;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
@@ -591,7 +592,18 @@ pub async fn feed(state: &AppState, batch_id: BatchId, org_id: OrgId) -> Result<
 /// One scheduler pass: folds Postgres item count deltas, starts due
 /// scheduled batches, marks finished ones completed, and (re)feeds every running batch with items waiting — which
 /// is also how running batches continue after a restart.
+///
+/// Nodes sharing a database run it one at a time, under the batch
+/// scheduler's advisory lock: the count folds must not run twice.
 pub async fn tick(state: &AppState) -> Result<(), StoreError> {
+    state
+        .store
+        .run_singleton(Singleton::BatchScheduler, tick_once(state))
+        .await?
+        .unwrap_or(Ok(()))
+}
+
+async fn tick_once(state: &AppState) -> Result<(), StoreError> {
     let now_ms = state.clock.now().timestamp_millis();
     state.store.fold_batch_item_counts().await?;
     for batch in state.store.start_due_batches(now_ms).await? {

@@ -22,6 +22,12 @@ pub async fn recover_dead_peers(state: &AppState) -> Result<usize, StoreError> {
     for peer in store.expired_nodes(&state.node_id, now, lease_ms).await? {
         if store.claim_dead_node(&peer, now, lease_ms).await? {
             tracing::warn!(node = %peer, "a peer's lease ran out; recovering its work");
+            // Its batches, webhooks and post-call work go to the survivors
+            // now, not when their leases would have run out.
+            store.release_batch_leases_of_node(&peer).await?;
+            store.release_delivery_leases(&peer).await?;
+            store.release_rating_leases(&peer).await?;
+            store.release_analysis_leases(&peer).await?;
         }
     }
     let mut ended = 0;
