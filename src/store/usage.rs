@@ -67,6 +67,55 @@ impl Store {
         Ok(rows)
     }
 
+    /// Counts one request of a key on `day` of `month` (YYYY-MM) against its
+    /// caps, atomically however many nodes count at once: one statement that
+    /// adds the request only while the day's count is below `daily_limit`
+    /// and the month's below `monthly_limit`. The day's count with this
+    /// request, or None when a cap refused it.
+    ///
+    /// The row's lock is held for this statement only; concurrent requests
+    /// for one key queue on it, and each re-checks the caps against the count
+    /// the one before it left.
+    pub async fn count_request(
+        &self,
+        key_id: ApiKeyId,
+        day: &str,
+        month: &str,
+        daily_limit: i64,
+        monthly_limit: i64,
+    ) -> StoreResult<Option<i64>> {
+        let pattern = format!("{month}-%");
+        let count = with_pool!(self, pool => {
+            // A day counts what it leased or, if more, what it flushed (a row
+            // the one-node limiter leased ahead keeps its lease).
+            sqlx::query_scalar::<_, i64>(
+                "WITH other_days AS (
+                   SELECT COALESCE(SUM(CASE WHEN reserved > admitted THEN reserved ELSE admitted END), 0) AS n
+                   FROM api_key_usage WHERE key_id = $1 AND day LIKE $3 AND day <> $2
+                 )
+                 INSERT INTO api_key_usage (key_id, day, reserved)
+                 SELECT $1, $2, 1 FROM other_days WHERE $4 > 0 AND other_days.n < $5
+                 ON CONFLICT (key_id, day) DO UPDATE SET reserved = 1 +
+                   CASE WHEN api_key_usage.reserved > api_key_usage.admitted
+                        THEN api_key_usage.reserved ELSE api_key_usage.admitted END
+                 WHERE CASE WHEN api_key_usage.reserved > api_key_usage.admitted
+                            THEN api_key_usage.reserved ELSE api_key_usage.admitted END < $4
+                   AND CASE WHEN api_key_usage.reserved > api_key_usage.admitted
+                            THEN api_key_usage.reserved ELSE api_key_usage.admitted END
+                       + (SELECT n FROM other_days) < $5
+                 RETURNING reserved",
+            )
+            .bind(key_id)
+            .bind(day)
+            .bind(&pattern)
+            .bind(daily_limit)
+            .bind(monthly_limit)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(count)
+    }
+
     /// Raises a key's lease for `day` to at least `upto` admitted requests.
     pub async fn reserve_usage(&self, key_id: ApiKeyId, day: &str, upto: i64) -> StoreResult<()> {
         with_pool!(self, pool => {
