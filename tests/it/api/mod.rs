@@ -16,6 +16,7 @@ mod call_reads;
 mod calls;
 mod campaigns;
 mod cluster;
+mod cluster_caches;
 mod drain;
 mod errors;
 mod limits;
