@@ -9,8 +9,10 @@
 //! the exact count is written back.
 //!
 //! Several nodes (Postgres): each request is counted in the database, by one
-//! statement that adds it to the day's row only while the day's and the
-//! month's counts are below the caps ([`Store::count_request`]); the row lock
+//! statement that adds it to the day's row only while the key is not revoked
+//! and the day's and the month's counts are below the caps as stored now
+//! ([`Store::count_request`]), so a revocation or a new cap holds on every
+//! node's next request whatever its key cache holds; the row lock
 //! orders concurrent requests from every node, so a cap is never exceeded,
 //! and the count it returns is the request's place in the cluster-wide day
 //! (the same quota headers as one node gives). Leasing blocks per node
@@ -75,6 +77,9 @@ pub enum Admission {
         /// Header figures.
         quota: Quota,
     },
+    /// The key was revoked, though the lookup that found it did not know
+    /// yet (another node revoked it a moment ago): refused with 401.
+    Revoked,
 }
 
 /// How an answered request is categorised in usage.
@@ -227,30 +232,38 @@ impl RateLimiter {
         day: String,
         month: &str,
     ) -> Result<Admission, StoreError> {
-        // Counts only grow, so a refused request reads at or over a cap; were
-        // usage lowered by hand in between, the next attempt counts again.
+        // Counts only grow, so a refused request reads at or over a cap (or
+        // its key revoked); were usage lowered by hand in between, the next
+        // attempt counts again.
+        let mut held_to = key.clone();
         let mut usage = KeyUsage::default();
         for _ in 0..2 {
-            let counted = self
-                .store
-                .count_request(key.id, &day, month, key.daily_limit, key.monthly_limit)
-                .await?;
-            if let Some(daily) = counted {
+            if let Some(counted) = self.store.count_request(key.id, &day, month).await? {
                 self.count_admitted(key.id, day);
-                return Ok(Admission::Allowed(quota(key, now, daily)));
+                held_to.daily_limit = counted.daily_limit;
+                held_to.monthly_limit = counted.monthly_limit;
+                return Ok(Admission::Allowed(quota(&held_to, now, counted.daily)));
             }
+            let Some(current) = self.store.api_key(key.id).await? else {
+                return Ok(Admission::Revoked);
+            };
+            if current.revoked_at.is_some() {
+                return Ok(Admission::Revoked);
+            }
+            held_to.daily_limit = current.daily_limit;
+            held_to.monthly_limit = current.monthly_limit;
             usage = usage_of(&self.store.key_usage_in_month(key.id, month).await?, &day);
-            if let Some(refusal) = refusal(key, now, usage) {
+            if let Some(refusal) = refusal(&held_to, now, usage) {
                 return Ok(refusal);
             }
         }
         // The database refused twice: its word stands.
         Ok(Admission::Limited {
             scope: "daily",
-            limit: key.daily_limit,
+            limit: held_to.daily_limit,
             used: usage.daily,
             retry_after: (next_ist_midnight(now).timestamp() - now.timestamp()).max(1),
-            quota: quota(key, now, usage.daily),
+            quota: quota(&held_to, now, usage.daily),
         })
     }
 

@@ -39,7 +39,7 @@ pub use numbers::NumberRow;
 pub use orgs::OrgRow;
 pub use ratings::{RatingFilter, RatingRow};
 pub use recordings::RecordingFileRow;
-pub use usage::{UsageDayRow, UsageDelta};
+pub use usage::{CountedRequest, UsageDayRow, UsageDelta};
 pub use wallet::{RecordingRow, WalletTxRow};
 pub use webhooks::WebhookRow;
 
