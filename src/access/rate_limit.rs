@@ -1,18 +1,37 @@
 //! Per-key daily and monthly request caps (spec Limits).
 //!
-//! Counting is exact and in memory: each key's window sits behind its own lock,
-//! so concurrent requests can never over-admit. Durability comes from leases:
-//! before the admitted count passes what the database has reserved, a larger
-//! reservation is written (ahead of time, in the background, in the common
-//! case). After a crash the limiter restarts from the reservation, so a cap is
-//! never exceeded; after a clean shutdown the exact count is written back.
-//! Outcome categories and last-used times are buffered and flushed each second.
+//! One node (SQLite): counting is exact and in memory. Each key's window sits
+//! behind its own lock, so concurrent requests can never over-admit.
+//! Durability comes from leases: before the admitted count passes what the
+//! database has reserved, a larger reservation is written (ahead of time, in
+//! the background, in the common case). After a crash the limiter restarts
+//! from the reservation, so a cap is never exceeded; after a clean shutdown
+//! the exact count is written back.
+//!
+//! Several nodes (Postgres): each request is counted in the database, by one
+//! statement that adds it to the day's row only while the key is not revoked
+//! and the day's and the month's counts are below the caps as stored now
+//! ([`Store::count_request`]), so a revocation or a new cap holds on every
+//! node's next request whatever its key cache holds; the row lock
+//! orders concurrent requests from every node, so a cap is never exceeded,
+//! and the count it returns is the request's place in the cluster-wide day
+//! (the same quota headers as one node gives). Leasing blocks per node
+//! instead would save that round trip but strand allowance: a node holding
+//! unused leases while another refuses admits fewer than the cap, and the
+//! leases would have to be traded back between nodes to be exact. One
+//! single-row statement per authenticated request is cheap beside the
+//! request's own work, and a crash loses nothing, so nothing is leased or
+//! settled on this path.
+//!
+//! Outcome categories and last-used times are buffered and flushed each second
+//! on both.
 
 use crate::domain::ApiKeyId;
 use crate::domain::clock::{
     SharedClock, ist_day, ist_month_key, next_ist_midnight, next_ist_month_start,
 };
-use crate::store::{KeyAuthRow, Store, StoreError, UsageDelta};
+use crate::store::{KeyAuthRow, Store, StoreError, UsageDayRow, UsageDelta};
+use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::Mutex as AsyncMutex;
@@ -58,6 +77,9 @@ pub enum Admission {
         /// Header figures.
         quota: Quota,
     },
+    /// The key was revoked, though the lookup that found it did not know
+    /// yet (another node revoked it a moment ago): refused with 401.
+    Revoked,
 }
 
 /// How an answered request is categorised in usage.
@@ -115,6 +137,8 @@ struct Pending {
 pub struct RateLimiter {
     store: Store,
     clock: SharedClock,
+    /// Counting in the database shared with other nodes, not in memory.
+    shared: bool,
     windows: parking_lot::Mutex<HashMap<ApiKeyId, Arc<AsyncMutex<KeyWindow>>>>,
     pending: parking_lot::Mutex<Pending>,
 }
@@ -123,6 +147,7 @@ impl RateLimiter {
     /// A limiter counting into `store`.
     pub fn new(store: Store, clock: SharedClock) -> Arc<Self> {
         Arc::new(Self {
+            shared: store.is_shared(),
             store,
             clock,
             windows: parking_lot::Mutex::new(HashMap::new()),
@@ -143,35 +168,20 @@ impl RateLimiter {
         let now = self.clock.now();
         let day = ist_day(now).to_string();
         let month = ist_month_key(now);
-        let reset = next_ist_midnight(now).timestamp();
+        if self.shared {
+            return self.admit_counted_in_store(key, now, day, &month).await;
+        }
         let window_lock = self.window(key.id);
         let mut w = window_lock.lock().await;
         if w.day != day {
             self.roll(key.id, &day, &month, &mut w).await?;
         }
-        let quota = |daily: i64| Quota {
-            limit: key.daily_limit,
-            remaining: (key.daily_limit - daily).max(0),
-            reset,
+        let usage = KeyUsage {
+            daily: w.daily,
+            monthly: w.monthly,
         };
-        if w.daily >= key.daily_limit {
-            return Ok(Admission::Limited {
-                scope: "daily",
-                limit: key.daily_limit,
-                used: w.daily,
-                retry_after: (reset - now.timestamp()).max(1),
-                quota: quota(w.daily),
-            });
-        }
-        if w.monthly >= key.monthly_limit {
-            let month_reset = next_ist_month_start(now).timestamp();
-            return Ok(Admission::Limited {
-                scope: "monthly",
-                limit: key.monthly_limit,
-                used: w.monthly,
-                retry_after: (month_reset - now.timestamp()).max(1),
-                quota: quota(w.daily),
-            });
+        if let Some(refusal) = refusal(key, now, usage) {
+            return Ok(refusal);
         }
         w.daily += 1;
         w.monthly += 1;
@@ -210,17 +220,65 @@ impl RateLimiter {
         }
         let daily = w.daily;
         drop(w);
+        self.count_admitted(key.id, day);
+        Ok(Admission::Allowed(quota(key, now, daily)))
+    }
+
+    /// [`RateLimiter::admit`] on a database several nodes count in.
+    async fn admit_counted_in_store(
+        &self,
+        key: &KeyAuthRow,
+        now: DateTime<Utc>,
+        day: String,
+        month: &str,
+    ) -> Result<Admission, StoreError> {
+        // Counts only grow, so a refused request reads at or over a cap (or
+        // its key revoked); were usage lowered by hand in between, the next
+        // attempt counts again.
+        let mut held_to = key.clone();
+        let mut usage = KeyUsage::default();
+        for _ in 0..2 {
+            if let Some(counted) = self.store.count_request(key.id, &day, month).await? {
+                self.count_admitted(key.id, day);
+                held_to.daily_limit = counted.daily_limit;
+                held_to.monthly_limit = counted.monthly_limit;
+                return Ok(Admission::Allowed(quota(&held_to, now, counted.daily)));
+            }
+            let Some(current) = self.store.api_key(key.id).await? else {
+                return Ok(Admission::Revoked);
+            };
+            if current.revoked_at.is_some() {
+                return Ok(Admission::Revoked);
+            }
+            held_to.daily_limit = current.daily_limit;
+            held_to.monthly_limit = current.monthly_limit;
+            usage = usage_of(&self.store.key_usage_in_month(key.id, month).await?, &day);
+            if let Some(refusal) = refusal(&held_to, now, usage) {
+                return Ok(refusal);
+            }
+        }
+        // The database refused twice: its word stands.
+        Ok(Admission::Limited {
+            scope: "daily",
+            limit: held_to.daily_limit,
+            used: usage.daily,
+            retry_after: (next_ist_midnight(now).timestamp() - now.timestamp()).max(1),
+            quota: quota(&held_to, now, usage.daily),
+        })
+    }
+
+    /// Adds one admitted request to the buffered usage counters.
+    fn count_admitted(&self, key_id: ApiKeyId, day: String) {
         self.pending
             .lock()
             .deltas
-            .entry((key.id, day.clone()))
+            .entry((key_id, day.clone()))
             .or_insert_with(|| UsageDelta {
-                key_id: key.id,
+                key_id,
                 day,
                 ..UsageDelta::default()
             })
             .admitted += 1;
-        Ok(Admission::Allowed(quota(daily)))
     }
 
     /// Moves a window onto the IST day `day`, loading its counts from the store.
@@ -283,6 +341,10 @@ impl RateLimiter {
         let now = self.clock.now();
         let day = ist_day(now).to_string();
         let month = ist_month_key(now);
+        if self.shared {
+            let rows = self.store.key_usage_in_month(key.id, &month).await?;
+            return Ok(usage_of(&rows, &day));
+        }
         let lock = self.window(key.id);
         let mut w = lock.lock().await;
         if w.day != day {
@@ -331,7 +393,8 @@ impl RateLimiter {
         Ok(())
     }
 
-    /// Flushes and gives back unused leases; called on clean shutdown.
+    /// Flushes and gives back unused leases (one node; several lease
+    /// nothing); called on clean shutdown.
     pub async fn shutdown(&self) -> Result<(), StoreError> {
         self.flush().await?;
         let windows: Vec<(ApiKeyId, Arc<AsyncMutex<KeyWindow>>)> = self
@@ -348,5 +411,53 @@ impl RateLimiter {
             }
         }
         self.store.settle_usage_leases(&exact).await
+    }
+}
+
+/// The daily quota figures of `key` once `daily` requests were admitted today.
+fn quota(key: &KeyAuthRow, now: DateTime<Utc>, daily: i64) -> Quota {
+    Quota {
+        limit: key.daily_limit,
+        remaining: (key.daily_limit - daily).max(0),
+        reset: next_ist_midnight(now).timestamp(),
+    }
+}
+
+/// The 429 answer when `usage` reached one of `key`'s caps (the daily one first).
+fn refusal(key: &KeyAuthRow, now: DateTime<Utc>, usage: KeyUsage) -> Option<Admission> {
+    let (scope, limit, used, resets_at) = if usage.daily >= key.daily_limit {
+        (
+            "daily",
+            key.daily_limit,
+            usage.daily,
+            next_ist_midnight(now),
+        )
+    } else if usage.monthly >= key.monthly_limit {
+        (
+            "monthly",
+            key.monthly_limit,
+            usage.monthly,
+            next_ist_month_start(now),
+        )
+    } else {
+        return None;
+    };
+    Some(Admission::Limited {
+        scope,
+        limit,
+        used,
+        retry_after: (resets_at.timestamp() - now.timestamp()).max(1),
+        quota: quota(key, now, usage.daily),
+    })
+}
+
+/// A key's counts on `day` and in its month from the month's stored rows.
+fn usage_of(rows: &[UsageDayRow], day: &str) -> KeyUsage {
+    KeyUsage {
+        daily: rows
+            .iter()
+            .find(|r| r.day == day)
+            .map_or(0, UsageDayRow::counted),
+        monthly: rows.iter().map(UsageDayRow::counted).sum(),
     }
 }

@@ -150,14 +150,14 @@ impl Server {
             .register_node(&node_id, &public_url, clock.now().timestamp_millis())
             .await?;
         let bus = ClusterBus::start(&store, &ALL_CHANNELS, &tasks, &stop).await?;
-        let key_cache = crate::access::key_cache::KeyCache::new(&store);
+        let key_cache = crate::access::key_cache::KeyCache::new(&store, bus.as_ref());
         let rater = Arc::new(Rater::new(ProviderSelector::new(
             store.clone(),
             &settings.providers,
             Some(&secret),
             breakers.clone(),
         )));
-        let agent_cache = crate::http::agent_cache::AgentCache::new(&store);
+        let agent_cache = crate::http::agent_cache::AgentCache::new(&store, bus.as_ref());
         let state = AppState::new(AppInner {
             store,
             clock,

@@ -125,6 +125,9 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
                 .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
             return resp;
         }
+        Admission::Revoked => {
+            return ApiError::Unauthorized("Invalid or revoked API key".into()).into_response();
+        }
     };
     let key_id = key.id;
     req.extensions_mut().insert(Caller {

@@ -1,11 +1,14 @@
 //! Agents; the configurable part is one JSON column so new fields need no migration.
 //!
 //! Every write that changes an existing agent marks the agents change marker
-//! once committed, for [`crate::http::agent_cache::AgentCache`].
+//! once committed and, on Postgres, sends the agent's id on
+//! [`AGENTS_CHANNEL`] in the same statement, for
+//! [`crate::http::agent_cache::AgentCache`] on every node.
 
-use super::{Store, StoreResult, with_pool};
+use super::{Db, Store, StoreResult, notifying, with_pool};
 use crate::domain::agent::{AgentSpec, AgentStatus};
 use crate::domain::{AgentId, OrgId};
+use crate::store::nodes::AGENTS_CHANNEL;
 
 /// An agent as stored.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -113,21 +116,31 @@ impl Store {
         spec: &AgentSpec,
         now_ms: i64,
     ) -> StoreResult<bool> {
+        const UPDATE: &str = "UPDATE agents SET spec = $1, name = $2, updated_at = $3
+             WHERE id = $4 AND org_id = $5 AND status <> 'deleted'";
         let json = serde_json::to_string(spec)?;
-        let done = with_pool!(self, pool => {
-            sqlx::query(
-                "UPDATE agents SET spec = $1, name = $2, updated_at = $3
-                 WHERE id = $4 AND org_id = $5 AND status <> 'deleted'",
-            )
-            .bind(&json)
-            .bind(&spec.name)
-            .bind(now_ms)
-            .bind(id)
-            .bind(org_id)
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
+        let done = match &self.db {
+            Db::Sqlite(pool) => {
+                let query = sqlx::query(UPDATE)
+                    .bind(&json)
+                    .bind(&spec.name)
+                    .bind(now_ms)
+                    .bind(id)
+                    .bind(org_id);
+                query.execute(pool).await?.rows_affected()
+            }
+            Db::Postgres(pool) => {
+                let sql = notifying(UPDATE, "id", 6);
+                let query = sqlx::query(sql)
+                    .bind(&json)
+                    .bind(&spec.name)
+                    .bind(now_ms)
+                    .bind(id)
+                    .bind(org_id)
+                    .bind(AGENTS_CHANNEL);
+                query.fetch_all(pool).await?.len() as u64
+            }
+        };
         if done > 0 {
             self.mark_agents_changed();
         }
@@ -143,22 +156,32 @@ impl Store {
         wake: bool,
         now_ms: i64,
     ) -> StoreResult<bool> {
-        let done = with_pool!(self, pool => {
-            sqlx::query(
-                "UPDATE agents SET status = $1, updated_at = $2,
-                   dormant = CASE WHEN $3 THEN FALSE ELSE dormant END,
-                   last_active_at = CASE WHEN $3 THEN $2 ELSE last_active_at END
-                 WHERE id = $4 AND org_id = $5",
-            )
-            .bind(status.as_str())
-            .bind(now_ms)
-            .bind(wake)
-            .bind(id)
-            .bind(org_id)
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
+        const UPDATE: &str = "UPDATE agents SET status = $1, updated_at = $2,
+               dormant = CASE WHEN $3 THEN FALSE ELSE dormant END,
+               last_active_at = CASE WHEN $3 THEN $2 ELSE last_active_at END
+             WHERE id = $4 AND org_id = $5";
+        let done = match &self.db {
+            Db::Sqlite(pool) => {
+                let query = sqlx::query(UPDATE)
+                    .bind(status.as_str())
+                    .bind(now_ms)
+                    .bind(wake)
+                    .bind(id)
+                    .bind(org_id);
+                query.execute(pool).await?.rows_affected()
+            }
+            Db::Postgres(pool) => {
+                let sql = notifying(UPDATE, "id", 6);
+                let query = sqlx::query(sql)
+                    .bind(status.as_str())
+                    .bind(now_ms)
+                    .bind(wake)
+                    .bind(id)
+                    .bind(org_id)
+                    .bind(AGENTS_CHANNEL);
+                query.fetch_all(pool).await?.len() as u64
+            }
+        };
         if done > 0 {
             self.mark_agents_changed();
         }
@@ -167,16 +190,19 @@ impl Store {
 
     /// Marks agents idle since before `cutoff_ms` as dormant; returns how many changed.
     pub async fn mark_dormant_agents(&self, cutoff_ms: i64) -> StoreResult<u64> {
-        let done = with_pool!(self, pool => {
-            sqlx::query(
-                "UPDATE agents SET dormant = TRUE
-                 WHERE dormant = FALSE AND status = 'active' AND last_active_at < $1",
-            )
-            .bind(cutoff_ms)
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
+        const UPDATE: &str = "UPDATE agents SET dormant = TRUE
+             WHERE dormant = FALSE AND status = 'active' AND last_active_at < $1";
+        let done = match &self.db {
+            Db::Sqlite(pool) => {
+                let query = sqlx::query(UPDATE).bind(cutoff_ms);
+                query.execute(pool).await?.rows_affected()
+            }
+            Db::Postgres(pool) => {
+                let sql = notifying(UPDATE, "id", 2);
+                let query = sqlx::query(sql).bind(cutoff_ms).bind(AGENTS_CHANNEL);
+                query.fetch_all(pool).await?.len() as u64
+            }
+        };
         if done > 0 {
             self.mark_agents_changed();
         }

@@ -1,8 +1,13 @@
 //! API keys: only the SHA-256 hash and a display prefix are stored.
+//!
+//! A revocation or a change of caps moves the keys change marker once
+//! committed and, on Postgres, sends the key's hash on [`KEYS_CHANNEL`] in
+//! the same statement, for [`crate::access::key_cache::KeyCache`] on every node.
 
-use super::{Store, StoreResult, with_pool};
+use super::{Db, Store, StoreResult, notifying, with_pool};
 use crate::domain::{ApiKeyId, OrgId};
 use crate::store::BeginWrite;
+use crate::store::nodes::KEYS_CHANNEL;
 
 /// What the auth layer needs to know about a presented key.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -129,16 +134,21 @@ impl Store {
 
     /// Revokes a key; false when no such key exists.
     pub async fn revoke_api_key(&self, id: ApiKeyId, now_ms: i64) -> StoreResult<bool> {
-        let done = with_pool!(self, pool => {
-            sqlx::query("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2")
-                .bind(now_ms)
-                .bind(id)
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
+        const UPDATE: &str =
+            "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2";
+        let done = match &self.db {
+            Db::Sqlite(pool) => {
+                let query = sqlx::query(UPDATE).bind(now_ms).bind(id);
+                query.execute(pool).await?.rows_affected() > 0
+            }
+            Db::Postgres(pool) => {
+                let sql = notifying(UPDATE, "key_hash", 3);
+                let query = sqlx::query(sql).bind(now_ms).bind(id).bind(KEYS_CHANNEL);
+                !query.fetch_all(pool).await?.is_empty()
+            }
+        };
         self.mark_keys_changed();
-        Ok(done > 0)
+        Ok(done)
     }
 
     /// Overrides a key's caps; false when no such key exists.
@@ -148,17 +158,25 @@ impl Store {
         daily: i64,
         monthly: i64,
     ) -> StoreResult<bool> {
-        let done = with_pool!(self, pool => {
-            sqlx::query("UPDATE api_keys SET daily_limit = $1, monthly_limit = $2 WHERE id = $3")
-                .bind(daily)
-                .bind(monthly)
-                .bind(id)
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
+        const UPDATE: &str =
+            "UPDATE api_keys SET daily_limit = $1, monthly_limit = $2 WHERE id = $3";
+        let done = match &self.db {
+            Db::Sqlite(pool) => {
+                let query = sqlx::query(UPDATE).bind(daily).bind(monthly).bind(id);
+                query.execute(pool).await?.rows_affected() > 0
+            }
+            Db::Postgres(pool) => {
+                let sql = notifying(UPDATE, "key_hash", 4);
+                let query = sqlx::query(sql)
+                    .bind(daily)
+                    .bind(monthly)
+                    .bind(id)
+                    .bind(KEYS_CHANNEL);
+                !query.fetch_all(pool).await?.is_empty()
+            }
+        };
         self.mark_keys_changed();
-        Ok(done > 0)
+        Ok(done)
     }
 
     /// Records last-used times gathered since the previous flush, in one transaction.

@@ -40,7 +40,7 @@ pub use numbers::NumberRow;
 pub use orgs::OrgRow;
 pub use ratings::{RatingFilter, RatingRow};
 pub use recordings::RecordingFileRow;
-pub use usage::{UsageDayRow, UsageDelta};
+pub use usage::{CountedRequest, UsageDayRow, UsageDelta};
 pub use wallet::{RecordingRow, WalletTxRow};
 pub use webhooks::WebhookRow;
 
@@ -88,14 +88,16 @@ pub enum Db {
 #[derive(Clone, Debug)]
 pub struct Store {
     db: Db,
-    /// SQLite only: files marked whenever a key is revoked or its caps
-    /// change, and whenever an agent changes, so servers caching those rows
-    /// notice changes made by other processes (the admin CLI, another server)
-    /// on their very next request.
+    /// Marked whenever a key is revoked or its caps change, and whenever an
+    /// agent changes, so caches of those rows notice on their very next
+    /// lookup: files on SQLite (every process on the database sees them),
+    /// counters in memory on Postgres (this node's own writes; the other
+    /// nodes hear of them through `pg_notify` sent with the change). None for
+    /// in-memory SQLite, whose caches stay off.
     markers: Option<std::sync::Arc<Markers>>,
 }
 
-/// The change markers of a file-backed SQLite store.
+/// The change markers of a store.
 #[derive(Debug)]
 struct Markers {
     keys: ChangeMarker,
@@ -176,6 +178,10 @@ impl Store {
                 .connect_with(options)
                 .await?;
             sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+            markers = Some(std::sync::Arc::new(Markers {
+                keys: ChangeMarker::in_memory(),
+                agents: ChangeMarker::in_memory(),
+            }));
             Db::Postgres(pool)
         } else {
             return Err(StoreError::UnsupportedUrl(
@@ -185,12 +191,12 @@ impl Store {
         Ok(Self { db, markers })
     }
 
-    /// The marker of key changes (SQLite only); see [`crate::access::key_cache::KeyCache`].
+    /// The marker of key changes; see [`crate::access::key_cache::KeyCache`].
     pub fn keys_marker(&self) -> Option<&ChangeMarker> {
         self.markers.as_deref().map(|m| &m.keys)
     }
 
-    /// The marker of agent changes (SQLite only); see [`crate::http::agent_cache::AgentCache`].
+    /// The marker of agent changes; see [`crate::http::agent_cache::AgentCache`].
     pub fn agents_marker(&self) -> Option<&ChangeMarker> {
         self.markers.as_deref().map(|m| &m.agents)
     }
@@ -229,6 +235,22 @@ impl Store {
     pub async fn close(&self) {
         with_pool!(self, pool => pool.close().await);
     }
+}
+
+/// Postgres: `update` (an `UPDATE … WHERE …` without `RETURNING`) made to
+/// send each changed row's `name_column` on the channel bound at
+/// `$channel_param`, in the same statement, so the notice leaves exactly
+/// when the change commits. Returns one row per changed row. Only the
+/// callers' constant SQL goes in (hence `'static`); values are bound.
+fn notifying(
+    update: &'static str,
+    name_column: &'static str,
+    channel_param: usize,
+) -> sqlx::AssertSqlSafe<String> {
+    sqlx::AssertSqlSafe(format!(
+        "WITH changed AS ({update} RETURNING {name_column})
+         SELECT pg_notify(${channel_param}, {name_column}) FROM changed"
+    ))
 }
 
 /// Maps a unique-constraint violation to [`StoreError::Conflict`] with `message`.

@@ -29,6 +29,17 @@ impl UsageDayRow {
     }
 }
 
+/// A request counted by [`Store::count_request`].
+#[derive(Debug, Clone, Copy, sqlx::FromRow, PartialEq, Eq)]
+pub struct CountedRequest {
+    /// The day's count with this request.
+    pub daily: i64,
+    /// The key's daily cap as stored when it was counted.
+    pub daily_limit: i64,
+    /// The key's monthly cap as stored when it was counted.
+    pub monthly_limit: i64,
+}
+
 /// Counter increments accumulated in memory since the last flush.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UsageDelta {
@@ -65,6 +76,60 @@ impl Store {
             .await?
         });
         Ok(rows)
+    }
+
+    /// Counts one request of a key on `day` of `month` (YYYY-MM) against its
+    /// caps as stored now, atomically however many nodes count at once: one
+    /// statement that adds the request only while the key is not revoked, the
+    /// day's count is below its daily cap and the month's below its monthly
+    /// cap. The day's count with this request and the caps it was held to,
+    /// or None when the key is revoked or a cap refused it.
+    ///
+    /// Reading the key's row here makes a revocation or a new cap hold on
+    /// every node's very next request, whatever its key cache still holds.
+    /// The usage row's lock is held for this statement only; concurrent
+    /// requests for one key queue on it, and each re-checks the caps against
+    /// the count the one before it left.
+    pub async fn count_request(
+        &self,
+        key_id: ApiKeyId,
+        day: &str,
+        month: &str,
+    ) -> StoreResult<Option<CountedRequest>> {
+        let pattern = format!("{month}-%");
+        let counted = with_pool!(self, pool => {
+            // A day counts what it leased or, if more, what it flushed (a row
+            // the one-node limiter leased ahead keeps its lease).
+            sqlx::query_as::<_, CountedRequest>(
+                "WITH caps AS (
+                   SELECT daily_limit, monthly_limit FROM api_keys WHERE id = $1 AND revoked_at IS NULL
+                 ), other_days AS (
+                   SELECT COALESCE(SUM(CASE WHEN reserved > admitted THEN reserved ELSE admitted END), 0) AS n
+                   FROM api_key_usage WHERE key_id = $1 AND day LIKE $3 AND day <> $2
+                 )
+                 INSERT INTO api_key_usage (key_id, day, reserved)
+                 SELECT $1, $2, 1 FROM caps, other_days
+                 WHERE caps.daily_limit > 0 AND other_days.n < caps.monthly_limit
+                 ON CONFLICT (key_id, day) DO UPDATE SET reserved = 1 +
+                   CASE WHEN api_key_usage.reserved > api_key_usage.admitted
+                        THEN api_key_usage.reserved ELSE api_key_usage.admitted END
+                 WHERE CASE WHEN api_key_usage.reserved > api_key_usage.admitted
+                            THEN api_key_usage.reserved ELSE api_key_usage.admitted END
+                       < (SELECT daily_limit FROM caps)
+                   AND CASE WHEN api_key_usage.reserved > api_key_usage.admitted
+                            THEN api_key_usage.reserved ELSE api_key_usage.admitted END
+                       + (SELECT n FROM other_days) < (SELECT monthly_limit FROM caps)
+                 RETURNING reserved AS daily,
+                   (SELECT daily_limit FROM caps) AS daily_limit,
+                   (SELECT monthly_limit FROM caps) AS monthly_limit",
+            )
+            .bind(key_id)
+            .bind(day)
+            .bind(&pattern)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(counted)
     }
 
     /// Raises a key's lease for `day` to at least `upto` admitted requests.

@@ -17,6 +17,7 @@ mod calls;
 mod campaigns;
 mod cluster;
 mod cluster_background;
+mod cluster_caches;
 mod cluster_nodes;
 mod drain;
 mod errors;
