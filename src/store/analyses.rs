@@ -18,8 +18,18 @@ macro_rules! analysis_columns {
 /// call is pending any more (its analysis and its rating): the delivery
 /// becomes due at once and carries both. Runs inside the transaction that
 /// settled the last of them.
+///
+/// The no-op update locks the call's row first (Postgres; SQLite has one
+/// writer anyway), so an analysis and a rating settling at once on two
+/// connections are counted one after the other: the second sees the first
+/// committed, and one of them releases the webhook. Without it, each could
+/// see the other still pending and neither release it.
 macro_rules! release_if_settled {
     ($conn:expr, $call_id:expr, $now_ms:expr) => {{
+        sqlx::query("UPDATE calls SET id = id WHERE id = $1")
+            .bind($call_id)
+            .execute(&mut *$conn)
+            .await?;
         let pending: i64 = sqlx::query_scalar(
             "SELECT (SELECT COUNT(*) FROM call_analyses WHERE call_id = $1 AND status = 'pending')
                   + (SELECT COUNT(*) FROM ratings WHERE call_id = $1 AND status = 'pending')",
