@@ -126,3 +126,70 @@ async fn sample_until_done(
     pool.close().await;
     (most, nodes)
 }
+
+#[tokio::test]
+#[ignore = "needs VOXLINE_TEST_DATABASE_URL"]
+async fn a_cancel_that_reaches_another_node_hangs_up_the_owners_call() {
+    let app = TestApp::spawn().await;
+    require_postgres(&app);
+    let peer = app.spawn_peer(|_| {}).await;
+    let ws = app.calling_workspace("Cancel", 2).await;
+    let agent = app
+        .create_agent(
+            &ws.key,
+            json!({"name": "Cancel", "welcomeMessage": "Hello.", "prompt": "Be brief.",
+                   "silenceTimeoutSeconds": 30}),
+        )
+        .await["id"]
+        .as_str()
+        .expect("agent id")
+        .to_string();
+    let placed = app
+        .post(
+            &ws.key,
+            "/api/calls",
+            json!({"agentId": agent, "to": "+919845012377"}),
+        )
+        .await
+        .expect(201);
+    let id = placed.body["callId"].as_str().expect("callId").to_string();
+    let pool = sqlx::PgPool::connect(&app.database_url).await.expect("pg");
+    let owner: String = crate::support::eventually(
+        Duration::from_secs(20),
+        "the call to be answered",
+        || async {
+            let (node, status): (Option<String>, String) =
+                sqlx::query_as("SELECT node_id, status FROM calls WHERE id = $1")
+                    .bind(&id)
+                    .fetch_one(&pool)
+                    .await
+                    .expect("call row");
+            (status == "in-progress").then_some(node).flatten()
+        },
+    )
+    .await;
+    let other = if owner == app.state().node_id.as_str() {
+        &peer
+    } else {
+        &app
+    };
+    assert_ne!(other.state().node_id.as_str(), owner);
+    let reply = other
+        .post_empty(&ws.key, &format!("/api/calls/{id}/cancel"))
+        .await
+        .expect(200);
+    assert_eq!(reply.body["message"], "Call is being hung up");
+    let call = crate::support::eventually(Duration::from_secs(10), "the call to end", || async {
+        let call = app
+            .get(&ws.key, &format!("/api/calls/{id}"))
+            .await
+            .expect(200)
+            .body;
+        (call["rawStatus"] == "completed").then_some(call)
+    })
+    .await;
+    assert_eq!(call["endedReason"], "canceled", "{call}");
+    pool.close().await;
+    peer.shutdown().await;
+    app.shutdown().await;
+}

@@ -1,7 +1,7 @@
 //! Three `voxline serve` processes on one Postgres database (issue 20): a
 //! batch shares its workspace's slots exactly across the nodes and every
-//! node carries calls; `kill -9` of a node ends its live calls `node-lost`
-//! within the lease and the batch finishes on the others, with no item
+//! node carries calls; `kill -9` of the node driving the batch ends its live
+//! calls `node-lost` within the lease and another node takes the batch over, with no item
 //! dialed twice and no call charged twice; a carrier callback that reaches
 //! the wrong node still takes effect.
 //!
@@ -121,7 +121,7 @@ async fn a_600_call_batch_shares_50_slots_across_3_nodes_and_survives_a_kill_9()
     let org = ws.org_id.to_string();
     let mut cluster = cluster;
     let mut most = 0;
-    let mut killed: Option<Instant> = None;
+    let mut killed: Option<(Instant, String)> = None;
     let mut recovered_within = None;
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
@@ -138,14 +138,31 @@ async fn a_600_call_batch_shares_50_slots_across_3_nodes_and_survives_a_kill_9()
         .await
         .expect("count ended calls");
         match killed {
-            // A third of the way through, with calls live on node-2, kill it.
-            None if done >= 200 && live.get("node-2").copied().unwrap_or(0) > 0 => {
-                assert_eq!(carried.len(), 3, "every node carried calls: {carried:?}");
-                cluster.nodes[2].child.start_kill().expect("kill -9");
-                let _ = cluster.nodes[2].exit_within(Duration::from_secs(10)).await;
-                killed = Some(Instant::now());
+            // A third of the way through, kill the node driving the batch
+            // (its lease holder) while it has live calls: the calls end
+            // node-lost and another node takes the batch over.
+            None if done >= 200 => {
+                let holder: Option<String> =
+                    sqlx::query_scalar("SELECT lease_node FROM batches WHERE id = $1")
+                        .bind(&id)
+                        .fetch_one(&cluster.pool)
+                        .await
+                        .expect("batch lease");
+                let holder = holder.expect("a node holds the running batch's lease");
+                if live.get(&holder).copied().unwrap_or(0) > 0 {
+                    assert_eq!(carried.len(), 3, "every node carried calls: {carried:?}");
+                    let index: usize = holder
+                        .trim_start_matches("node-")
+                        .parse()
+                        .expect("node index");
+                    cluster.nodes[index].child.start_kill().expect("kill -9");
+                    let _ = cluster.nodes[index]
+                        .exit_within(Duration::from_secs(10))
+                        .await;
+                    killed = Some((Instant::now(), holder));
+                }
             }
-            Some(at) if recovered_within.is_none() && !live.contains_key("node-2") => {
+            Some((at, ref dead)) if recovered_within.is_none() && !live.contains_key(dead) => {
                 recovered_within = Some(at.elapsed());
             }
             _ => {}
@@ -164,19 +181,31 @@ async fn a_600_call_batch_shares_50_slots_across_3_nodes_and_survives_a_kill_9()
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(most, 50, "the slots were used");
-    let took = recovered_within.expect("node-2's calls were recovered");
+    let (_, dead) = killed.clone().expect("a node was killed");
+    let took = recovered_within.expect("the killed node's calls were recovered");
     assert!(
         took <= LEASE + Duration::from_secs(5),
-        "node-2's live calls ended {took:?} after the kill"
+        "{dead}'s live calls ended {took:?} after the kill"
     );
     let lost: Vec<(String, Option<String>)> = sqlx::query_as(
-        "SELECT status, ended_reason FROM calls WHERE org_id = $1 AND node_id = 'node-2' AND ended_reason = 'node-lost'",
+        "SELECT status, ended_reason FROM calls WHERE org_id = $1 AND node_id = $2 AND ended_reason = 'node-lost'",
     )
     .bind(&org)
+    .bind(&dead)
     .fetch_all(&cluster.pool)
     .await
     .expect("lost calls");
-    assert!(!lost.is_empty(), "node-2's live calls ended node-lost");
+    assert!(!lost.is_empty(), "{dead}'s live calls ended node-lost");
+    let holder: Option<String> = sqlx::query_scalar("SELECT lease_node FROM batches WHERE id = $1")
+        .bind(&id)
+        .fetch_one(&cluster.pool)
+        .await
+        .expect("batch lease");
+    assert_ne!(
+        holder.as_deref(),
+        Some(dead.as_str()),
+        "another node took the batch over"
+    );
 
     wait_status(&app, &ws, &id, "completed", 60).await;
     let items = all_items(&app, &ws.key, &format!("/api/batches/{id}/items")).await;
@@ -220,7 +249,7 @@ async fn a_600_call_batch_shares_50_slots_across_3_nodes_and_survives_a_kill_9()
         "wallet vs. call charges"
     );
     let carried = cluster.carried_by_node(&org).await;
-    eprintln!("calls per node: {carried:?}; node-2 recovered in {took:?}");
+    eprintln!("calls per node: {carried:?}; {dead} recovered in {took:?}");
     cluster.stop().await;
 }
 
