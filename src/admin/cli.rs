@@ -458,8 +458,7 @@ async fn execute(
         }
         AdminCommand::Nodes => {
             // The CLI does not know each server's --node-lease; the default stands.
-            let lease_ms =
-                i64::try_from(NodeSettings::default().lease.as_millis()).unwrap_or(i64::MAX);
+            let lease_ms = NodeSettings::default().lease_ms();
             let nodes: Vec<Value> = store
                 .nodes()
                 .await?

@@ -375,6 +375,11 @@ impl Default for NodeSettings {
 }
 
 impl NodeSettings {
+    /// [`NodeSettings::lease`] in milliseconds, as the store compares heartbeats.
+    pub fn lease_ms(&self) -> i64 {
+        i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX)
+    }
+
     /// The node's id: configured, or read from (or generated into) the
     /// data directory's `node-id` file, so a restarted node is the same node
     /// and ends its own orphans as a restart, not as a lost peer.

@@ -66,26 +66,18 @@ async fn fail(state: &AppState, call_id: CallId, reason: &str) {
 
 /// After a restart: live calls this node's previous process left end with
 /// `service-restart` (the sim carrier's legs died with it), and the queued
-/// calls it held go back to the dispatcher. On one node (SQLite) that is
-/// every live and queued call; nodes sharing a database touch only their
-/// own (and those no node owns), never a live peer's.
+/// calls it held go back to the dispatcher. A node touches only its own calls
+/// and those no node owns, never a live peer's; on one node (SQLite) calls
+/// never get an owner, so that is every live and queued call.
 pub async fn recover_after_restart(state: &AppState) -> Result<(usize, u64), StoreError> {
     let store = &state.store;
-    let (orphans, released) = if store.is_shared() {
-        let mut orphans = store.live_calls_of_node(Some(&state.node_id)).await?;
-        orphans.extend(store.live_calls_of_node(None).await?);
-        let released = store
-            .release_queued_calls_of_node(Some(&state.node_id))
-            .await?
-            + store.release_queued_calls_of_node(None).await?;
-        (orphans, released)
-    } else {
-        let orphans = store.orphaned_live_calls().await?;
-        end_orphans(state, &orphans, "service-restart").await;
-        let released = store.release_queued_calls(None).await?;
-        return Ok((orphans.len(), released));
-    };
+    let mut orphans = store.live_calls_of_node(Some(&state.node_id)).await?;
+    orphans.extend(store.live_calls_of_node(None).await?);
     end_orphans(state, &orphans, "service-restart").await;
+    let released = store
+        .release_queued_calls_of_node(Some(&state.node_id))
+        .await?
+        + store.release_queued_calls_of_node(None).await?;
     Ok((orphans.len(), released))
 }
 

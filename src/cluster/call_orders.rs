@@ -122,7 +122,7 @@ async fn forward(
         return Ok(Forwarded::NoOwner);
     };
     let now = state.clock.now().timestamp_millis();
-    let lease_ms = i64::try_from(state.settings.node.lease.as_millis()).unwrap_or(i64::MAX);
+    let lease_ms = state.settings.node.lease_ms();
     if node == state.node_id || !state.store.node_is_alive(&node, now, lease_ms).await? {
         return Ok(Forwarded::NoOwner);
     }

@@ -73,7 +73,7 @@ pub async fn pass(state: &AppState, share: Share) -> Result<usize, StoreError> {
         return Ok(0);
     }
     let now = state.clock.now().timestamp_millis();
-    let lease_ms = millis(state.settings.node.lease);
+    let lease_ms = state.settings.node.lease_ms();
     feed_batches(state, now, lease_ms).await?;
     if !state.node_status.takes_calls() {
         return Ok(0);
@@ -219,8 +219,4 @@ async fn feed_batches(state: &AppState, now: i64, lease_ms: i64) -> Result<(), S
         }
     }
     Ok(())
-}
-
-fn millis(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }

@@ -18,7 +18,7 @@ pub async fn recover_dead_peers(state: &AppState) -> Result<usize, StoreError> {
         return Ok(0);
     }
     let now = state.clock.now().timestamp_millis();
-    let lease_ms = i64::try_from(state.settings.node.lease.as_millis()).unwrap_or(i64::MAX);
+    let lease_ms = state.settings.node.lease_ms();
     for peer in store.expired_nodes(&state.node_id, now, lease_ms).await? {
         if store.claim_dead_node(&peer, now, lease_ms).await? {
             tracing::warn!(node = %peer, "a peer's lease ran out; recovering its work");

@@ -567,29 +567,6 @@ impl Store {
         Ok(n)
     }
 
-    /// Calls left ringing or in progress by a previous process:
-    /// `(id, status, answered_at, last activity)`.
-    pub async fn orphaned_live_calls(
-        &self,
-    ) -> StoreResult<Vec<(CallId, String, Option<i64>, Option<i64>)>> {
-        let rows = with_pool!(self, pool => {
-            sqlx::query_as::<_, (CallId, String, Option<i64>, Option<i64>, Option<i64>)>(
-                "SELECT c.id, c.status, c.answered_at, c.last_seen_at,
-                   (SELECT MAX(t.created_at) FROM call_turns t WHERE t.call_id = c.id)
-                 FROM calls c WHERE c.status IN ('ringing', 'in-progress')",
-            )
-            .fetch_all(pool)
-            .await?
-        });
-        // The later of the heartbeat and the last stored turn: a turn can
-        // land just after the last heartbeat.
-        Ok(rows
-            .into_iter()
-            // `None` orders before any `Some`, so this keeps whichever exists.
-            .map(|(id, status, answered, seen, turn)| (id, status, answered, seen.max(turn)))
-            .collect())
-    }
-
     /// Stamps a live call's last sign of life (`at_ms`), which a restart bills
     /// an orphaned answered call up to. Terminal calls are left alone.
     pub async fn touch_live_call(&self, call_id: CallId, at_ms: i64) -> StoreResult<()> {
