@@ -438,8 +438,12 @@ pub async fn act(
             if !moved(BatchStatus::Stopped, false, true).await? {
                 return Err(raced(state, kind, batch, action).await);
             }
-            let dropped = state.store.drop_pending_items(batch.id).await?;
-            for call_id in state.store.undispatched_batch_calls(batch.id).await? {
+            let mut dropped = state.store.drop_pending_items(batch.id).await?;
+            // On Postgres an item may already be a queued call no node has
+            // claimed: it was never dialed either, so it counts as dropped.
+            let undialed = state.store.undispatched_batch_calls(batch.id).await?;
+            dropped += undialed.len() as u64;
+            for call_id in undialed {
                 let end = CallEnd {
                     call_id: call_id.to_string(),
                     status: CallStatus::Canceled,
