@@ -3,7 +3,8 @@
 //! Two clues, both from what a phone line carries in the first seconds of a call:
 //! - **How the callee talks.** A person answers with a short "hello?" (rarely more than
 //!   1.5 s) and then waits for a reply; a machine plays a 2.5–6 s greeting with only short
-//!   gaps. Speech is segmented with the crate's [`VoiceActivityDetector`]; a stretch of
+//!   gaps. Speech is segmented with the crate's [`VoiceActivityDetector`] (its periodicity
+//!   detector: voiced sounds); a stretch of
 //!   speech longer than `machine_greeting_ms` that never stops for `reply_pause_ms` is a
 //!   machine, a stop that long after some speech is a person waiting.
 //! - **The beep.** A steady tone (a bank of Goertzel filters every 25 Hz from 400 to
@@ -16,8 +17,8 @@
 //! its state in fixed-size fields, and does not allocate in [`AnsweringMachineDetector::push`].
 
 use crate::error::MediaError;
-use crate::goertzel::{self, BANK_WIDTH};
-use crate::vad::VoiceActivityDetector;
+use crate::goertzel;
+use crate::vad::{VadConfig, VoiceActivityDetector};
 
 /// Analysis frame length in milliseconds.
 const FRAME_MS: u32 = 20;
@@ -28,10 +29,11 @@ const BEEP_LOWEST_HZ: f32 = 400.0;
 /// Spacing of the beep filters in Hz: half the 50 Hz resolution of a 20 ms block, so a tone
 /// between two filters still gives one of them at least 80 % of its energy.
 const BEEP_STEP_HZ: f32 = 25.0;
-/// Groups of eight filters: 72 filters, 400–2175 Hz.
-const BEEP_GROUPS: usize = 9;
+/// Filters in the beep bank: 400–2175 Hz.
+const BEEP_FILTERS: usize = 72;
 /// Share of a block's energy the strongest filter must hold for the block to be a tone.
-/// A pure tone gives 0.8–1.0 (less with noise), voiced speech rarely more than 0.5.
+/// A pure tone gives 0.8–1.0 (less with noise); a vowel with one strong low harmonic can
+/// reach it too, but only for a few blocks, far from a beep's length.
 const MIN_TONE_PURITY: f32 = 0.7;
 /// Quietest block that can be a beep, as mean-square energy in dBFS (full-scale sine: -3).
 const MIN_TONE_DBFS: f32 = -40.0;
@@ -42,6 +44,16 @@ const MAX_TONE_DRIFT_FILTERS: usize = 1;
 const BEEP_QUIET_MS: u32 = 160;
 /// Speech a stretch needs before it counts as an utterance; shorter is a click or a breath.
 const MIN_UTTERANCE_MS: u32 = 120;
+
+/// The VAD's periodicity detector alone: a greeting or a "hello?" is found by its voiced
+/// sounds, and the unvoiced ones between them are gaps far shorter than a reply-pause, so
+/// the neural model (ten times dearer per frame) would not change a verdict.
+fn vad_config() -> VadConfig {
+    VadConfig {
+        use_neural: false,
+        ..VadConfig::default()
+    }
+}
 
 /// Tunables; `Default` is for 8 kHz.
 #[derive(Debug, Clone, Copy)]
@@ -196,7 +208,7 @@ pub struct AnsweringMachineDetector {
     frame: [i16; MAX_FRAME_SAMPLES],
     filled: usize,
     block: [f32; MAX_FRAME_SAMPLES],
-    coefficients: [[f32; BANK_WIDTH]; BEEP_GROUPS],
+    coefficients: [f32; BEEP_FILTERS],
     min_tone_energy: f32,
     samples_pushed: u64,
     frame_time_ms: u64,
@@ -215,18 +227,15 @@ impl AnsweringMachineDetector {
             return Err(MediaError::UnsupportedSampleRate(rate));
         }
         let frame_len = (rate / 1000 * FRAME_MS) as usize;
-        let coefficients = std::array::from_fn(|group| {
-            std::array::from_fn(|k| {
-                let filter = group * BANK_WIDTH + k;
-                goertzel::coefficient(BEEP_LOWEST_HZ + BEEP_STEP_HZ * filter as f32, rate as f32)
-            })
+        let coefficients = std::array::from_fn(|filter| {
+            goertzel::coefficient(BEEP_LOWEST_HZ + BEEP_STEP_HZ * filter as f32, rate as f32)
         });
         // Block energy of the quietest tone, in the same units as Σx² over a frame of i16.
         let min_tone_energy =
             10f32.powf(MIN_TONE_DBFS / 10.0) * 32768.0 * 32768.0 * frame_len as f32;
         Ok(Self {
             settings,
-            vad: VoiceActivityDetector::new(rate)?,
+            vad: VoiceActivityDetector::with_config(rate, vad_config())?,
             frame_len,
             frame: [0; MAX_FRAME_SAMPLES],
             filled: 0,
@@ -369,14 +378,12 @@ impl AnsweringMachineDetector {
         if total < self.min_tone_energy {
             return None;
         }
+        let energies = goertzel::bank(block, &self.coefficients);
         let (mut best, mut best_energy) = (0, 0.0f32);
-        for (group, coefficients) in self.coefficients.iter().enumerate() {
-            let energies = goertzel::bank8(block, coefficients);
-            for (k, &energy) in energies.iter().enumerate() {
-                if energy > best_energy {
-                    best = group * BANK_WIDTH + k;
-                    best_energy = energy;
-                }
+        for (filter, &energy) in energies.iter().enumerate() {
+            if energy > best_energy {
+                best = filter;
+                best_energy = energy;
             }
         }
         (best_energy >= MIN_TONE_PURITY * total).then_some(best)
@@ -445,9 +452,8 @@ mod tests {
 
     #[test]
     fn bank_covers_400_to_2175_hz() {
-        let filters = BEEP_GROUPS * BANK_WIDTH;
-        let top = BEEP_LOWEST_HZ + BEEP_STEP_HZ * (filters - 1) as f32;
-        assert_eq!((filters, top), (72, 2175.0));
+        let top = BEEP_LOWEST_HZ + BEEP_STEP_HZ * (BEEP_FILTERS - 1) as f32;
+        assert_eq!(top, 2175.0);
     }
 
     #[test]

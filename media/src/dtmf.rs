@@ -197,10 +197,10 @@ impl DtmfDetector {
 
     /// Runs all eight DTMF Goertzel filters in one pass over the block.
     fn goertzel_bank(&self, block: &[f32]) -> ([f32; 4], [f32; 4]) {
-        let mut coefficients = [0.0f32; goertzel::BANK_WIDTH];
+        let mut coefficients = [0.0f32; 8];
         coefficients[..4].copy_from_slice(&self.row_coefficients);
         coefficients[4..].copy_from_slice(&self.col_coefficients);
-        let energies = goertzel::bank8(block, &coefficients);
+        let energies = goertzel::bank(block, &coefficients);
         (
             [energies[0], energies[1], energies[2], energies[3]],
             [energies[4], energies[5], energies[6], energies[7]],
