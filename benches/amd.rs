@@ -84,11 +84,16 @@ fn main() {
             after_utterance.push(at.saturating_sub(end));
         }
         println!(
-            "{:<34} {:<17} {:<17} {:?}",
+            "{:<34} {:<17} {:<17} {:?}{}",
             fixture.name,
             fixture.expected.label(),
             outcome.map_or("undecided", Expected::label),
-            result.events
+            result.events,
+            if fixture.known_miss.is_some() {
+                "  (known limit)"
+            } else {
+                ""
+            }
         );
     }
     println!("\n| class | correct |");

@@ -17,7 +17,7 @@
 //! its state in fixed-size fields, and does not allocate in [`AnsweringMachineDetector::push`].
 
 use crate::error::MediaError;
-use crate::goertzel;
+use crate::goertzel::{self, BANK_PASS};
 use crate::vad::{VadConfig, VoiceActivityDetector};
 
 /// Analysis frame length in milliseconds.
@@ -29,8 +29,8 @@ const BEEP_LOWEST_HZ: f32 = 400.0;
 /// Spacing of the beep filters in Hz: half the 50 Hz resolution of a 20 ms block, so a tone
 /// between two filters still gives one of them at least 80 % of its energy.
 const BEEP_STEP_HZ: f32 = 25.0;
-/// Filters in the beep bank: 400–2175 Hz.
-const BEEP_FILTERS: usize = 72;
+/// Passes of the beep bank, each of `goertzel::BANK_PASS` filters: 72 filters, 400–2175 Hz.
+const BEEP_PASSES: usize = 3;
 /// Share of a block's energy the strongest filter must hold for the block to be a tone.
 /// A pure tone gives 0.8–1.0 (less with noise); a vowel with one strong low harmonic can
 /// reach it too, but only for a few blocks, far from a beep's length.
@@ -208,7 +208,7 @@ pub struct AnsweringMachineDetector {
     frame: [i16; MAX_FRAME_SAMPLES],
     filled: usize,
     block: [f32; MAX_FRAME_SAMPLES],
-    coefficients: [f32; BEEP_FILTERS],
+    coefficients: [[f32; BANK_PASS]; BEEP_PASSES],
     min_tone_energy: f32,
     samples_pushed: u64,
     frame_time_ms: u64,
@@ -227,8 +227,11 @@ impl AnsweringMachineDetector {
             return Err(MediaError::UnsupportedSampleRate(rate));
         }
         let frame_len = (rate / 1000 * FRAME_MS) as usize;
-        let coefficients = std::array::from_fn(|filter| {
-            goertzel::coefficient(BEEP_LOWEST_HZ + BEEP_STEP_HZ * filter as f32, rate as f32)
+        let coefficients = std::array::from_fn(|pass| {
+            std::array::from_fn(|k| {
+                let filter = pass * BANK_PASS + k;
+                goertzel::coefficient(BEEP_LOWEST_HZ + BEEP_STEP_HZ * filter as f32, rate as f32)
+            })
         });
         // Block energy of the quietest tone, in the same units as Σx² over a frame of i16.
         let min_tone_energy =
@@ -378,12 +381,13 @@ impl AnsweringMachineDetector {
         if total < self.min_tone_energy {
             return None;
         }
-        let energies = goertzel::bank(block, &self.coefficients);
         let (mut best, mut best_energy) = (0, 0.0f32);
-        for (filter, &energy) in energies.iter().enumerate() {
-            if energy > best_energy {
-                best = filter;
-                best_energy = energy;
+        for (pass, coefficients) in self.coefficients.iter().enumerate() {
+            for (k, &energy) in goertzel::bank(block, coefficients).iter().enumerate() {
+                if energy > best_energy {
+                    best = pass * BANK_PASS + k;
+                    best_energy = energy;
+                }
             }
         }
         (best_energy >= MIN_TONE_PURITY * total).then_some(best)
@@ -452,8 +456,9 @@ mod tests {
 
     #[test]
     fn bank_covers_400_to_2175_hz() {
-        let top = BEEP_LOWEST_HZ + BEEP_STEP_HZ * (BEEP_FILTERS - 1) as f32;
-        assert_eq!(top, 2175.0);
+        let filters = BEEP_PASSES * BANK_PASS;
+        let top = BEEP_LOWEST_HZ + BEEP_STEP_HZ * (filters - 1) as f32;
+        assert_eq!((filters, top), (72, 2175.0));
     }
 
     #[test]
