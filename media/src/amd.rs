@@ -55,22 +55,27 @@ fn vad_config() -> VadConfig {
     }
 }
 
-/// Tunables; `Default` is for 8 kHz.
+/// Tunables; `Default` is for 8 kHz (set `sample_rate` for 16 kHz, the rest holds).
 #[derive(Debug, Clone, Copy)]
 pub struct AmdSettings {
     /// 8000 or 16000 Hz; any other rate makes [`AnsweringMachineDetector::new`] fail.
     pub sample_rate: u32,
-    /// Speech this long with no reply-pause means a machine's greeting.
+    /// Speech this long with no reply-pause means a machine's greeting. Measured from the
+    /// first voiced frame of the stretch, so its own short gaps count.
     pub machine_greeting_ms: u32,
-    /// Silence after speech this long shows a person waiting for a reply.
+    /// Silence after speech this long shows a person waiting for a reply. A machine's
+    /// greeting with a longer gap inside its first `machine_greeting_ms` reads as a person.
     pub reply_pause_ms: u32,
-    /// No verdict by then (silence, or only noise) means a person.
+    /// No verdict by then with nobody talking (silence, or only noise) means a person. A
+    /// stretch of speech still running then is judged as usual, by its length or its pause.
     pub decision_ms: u32,
-    /// Shortest steady tone that counts as a beep (measured in 20 ms blocks).
+    /// Shortest steady tone that counts as a beep (measured in 20 ms blocks, so a tone a
+    /// block shorter may pass).
     pub beep_min_ms: u32,
     /// After a machine verdict, this much silence with no beep means the greeting ended.
     pub greeting_end_silence_ms: u32,
-    /// After a machine verdict, stop waiting for a beep or the end after this long.
+    /// After a machine verdict, stop waiting for a beep or the end after this long (counted
+    /// from the verdict).
     pub give_up_ms: u32,
 }
 
@@ -91,12 +96,14 @@ impl Default for AmdSettings {
 /// What the detector has concluded so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AmdEvent {
-    /// A person: reported once; the detector goes quiet afterwards.
+    /// A person: reported once, `reply_pause_ms` after they stopped talking (or at
+    /// `decision_ms` if nobody talked); the detector goes quiet afterwards.
     Human,
-    /// An answering machine's greeting is playing.
+    /// An answering machine's greeting is playing (reported `machine_greeting_ms` into it).
     Machine,
-    /// The beep ended: record now. May come without a prior `Machine` (a short greeting,
-    /// then a beep), which means the same as `Machine` then `Beep`.
+    /// The beep ended: record now. Reported 160–180 ms after the beep's end, once the quiet
+    /// after it shows it was not a sound inside speech. May come without a prior `Machine`
+    /// (a short greeting, then a beep), which means the same as `Machine` then `Beep`.
     Beep,
     /// A machine's greeting ended in silence with no beep heard, or `give_up_ms` passed.
     GreetingEnded,
