@@ -577,6 +577,19 @@ mod tests {
     }
 
     #[test]
+    fn a_beep_with_no_greeting_is_reported_alone() {
+        let audio = Audio::new()
+            .silence(600)
+            .tone(1000.0, 400)
+            .silence(2000)
+            .with_noise();
+        let events = events(&audio, AmdSettings::default());
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0].0, AmdEvent::Beep);
+        assert!((1000..=1200).contains(&events[0].1), "{events:?}");
+    }
+
+    #[test]
     fn a_machine_that_never_stops_is_given_up_on() {
         let settings = AmdSettings {
             give_up_ms: 5000,
