@@ -7,6 +7,7 @@
 //! until it has been released, so a held key produces one digit.
 
 use crate::error::MediaError;
+use crate::goertzel::{self, coefficient as goertzel_coefficient, energy as goertzel_energy};
 
 /// Low-group (row) frequencies in Hz.
 pub const DTMF_ROW_HZ: [f32; 4] = [697.0, 770.0, 852.0, 941.0];
@@ -55,23 +56,6 @@ pub fn dtmf_frequencies(digit: char) -> Option<(f32, f32)> {
 /// Converts decibels to a power ratio.
 fn db_to_power(db: f32) -> f32 {
     10f32.powf(db / 10.0)
-}
-
-/// Goertzel coefficient `2 cos(2π f / fs)` for one target frequency.
-fn goertzel_coefficient(frequency: f32, sample_rate: f32) -> f32 {
-    2.0 * (std::f32::consts::TAU * frequency / sample_rate).cos()
-}
-
-/// Goertzel output scaled so a pure tone returns the same value as its block energy `Σx²`.
-fn goertzel_energy(block: &[f32], coefficient: f32) -> f32 {
-    let (mut s1, mut s2) = (0.0f32, 0.0f32);
-    for &x in block {
-        let s0 = x + coefficient * s1 - s2;
-        s2 = s1;
-        s1 = s0;
-    }
-    let power = s1 * s1 + s2 * s2 - coefficient * s1 * s2;
-    2.0 * power / block.len() as f32
 }
 
 /// Index and value of the largest element plus the largest of the others.
@@ -212,29 +196,14 @@ impl DtmfDetector {
     }
 
     /// Runs all eight DTMF Goertzel filters in one pass over the block.
-    ///
-    /// Interleaving the filters lets the CPU overlap their independent
-    /// recurrences (and vectorise them); eight separate passes would each be
-    /// bound by the latency of one multiply-add chain.
     fn goertzel_bank(&self, block: &[f32]) -> ([f32; 4], [f32; 4]) {
         let mut coefficients = [0.0f32; 8];
         coefficients[..4].copy_from_slice(&self.row_coefficients);
         coefficients[4..].copy_from_slice(&self.col_coefficients);
-        let mut s1 = [0.0f32; 8];
-        let mut s2 = [0.0f32; 8];
-        for &x in block {
-            for k in 0..8 {
-                let s0 = x + coefficients[k] * s1[k] - s2[k];
-                s2[k] = s1[k];
-                s1[k] = s0;
-            }
-        }
-        let scale = 2.0 / block.len() as f32;
-        let energy =
-            |k: usize| (s1[k] * s1[k] + s2[k] * s2[k] - coefficients[k] * s1[k] * s2[k]) * scale;
+        let energies = goertzel::bank(block, &coefficients);
         (
-            [energy(0), energy(1), energy(2), energy(3)],
-            [energy(4), energy(5), energy(6), energy(7)],
+            [energies[0], energies[1], energies[2], energies[3]],
+            [energies[4], energies[5], energies[6], energies[7]],
         )
     }
 

@@ -3,11 +3,13 @@
 //! Nothing here touches tokio or the network. Every per-frame entry point works
 //! on caller-owned buffers so the call engine never allocates per audio frame.
 
+pub mod amd;
 pub mod carrier;
 pub mod dtmf;
 pub mod endpoint;
 pub mod error;
 pub mod g711;
+mod goertzel;
 pub mod ogg;
 #[cfg(feature = "opus")]
 pub mod opus;

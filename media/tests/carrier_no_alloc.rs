@@ -1,9 +1,12 @@
-//! Proves the carrier codecs' per-frame paths do not allocate once their buffers are warm.
+//! Proves the carrier codecs' and the answering-machine detector's per-frame paths do not
+//! allocate once their buffers are warm.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
+use voxline_media::amd::{AmdSettings, AnsweringMachineDetector};
 use voxline_media::carrier::{CarrierCodec, CarrierKind, Outbound, TwilioCarrierSide};
+use voxline_media::synth::{SpeechLikeGenerator, ToneGenerator, WhiteNoiseGenerator};
 
 /// Counts allocations per thread so parallel tests do not disturb each other.
 struct CountingAllocator;
@@ -136,6 +139,36 @@ fn carrier_vonage_binary_path_does_not_allocate_per_frame() {
         codec.parse_binary(&inbound, &mut audio).unwrap();
         out.clear();
         codec.encode_media(&outbound, &mut out);
+    });
+}
+
+#[test]
+fn amd_detector_does_not_allocate_per_frame() {
+    // Settings that never decide, so every frame runs the whole analysis: the VAD, and the
+    // beep filter bank on speech and on a steady tone.
+    let settings = AmdSettings {
+        machine_greeting_ms: u32::MAX,
+        reply_pause_ms: u32::MAX,
+        decision_ms: u32::MAX,
+        beep_min_ms: u32::MAX,
+        ..AmdSettings::default()
+    };
+    let mut detector = AnsweringMachineDetector::new(settings).unwrap();
+    let mut speech = SpeechLikeGenerator::new(8000, 3);
+    let mut tone = ToneGenerator::new(8000, 1000.0, -10.0);
+    let mut noise = WhiteNoiseGenerator::new(4, -50.0);
+    let mut frame = [0i16; 160];
+    let mut n = 0usize;
+    assert_steady_state_free(|| {
+        n += 1;
+        match n % 40 {
+            0..=19 => speech.fill(&mut frame),
+            20..=29 => tone.fill(&mut frame),
+            _ => noise.fill(&mut frame),
+        }
+        std::hint::black_box(detector.push(&frame));
+        // Odd slice lengths take the partial-frame path too.
+        std::hint::black_box(detector.push(&frame[..37]));
     });
 }
 
