@@ -5,10 +5,10 @@ use crate::admin::ops;
 use crate::app::config::{NodeSettings, StorageArgs, StorageSettings};
 use crate::domain::agent::TELEPHONY_PROVIDERS;
 use crate::domain::clock::{iso, ist_day, ist_month_key};
-use crate::domain::{ApiKeyId, NodeId, OrgId, Paise, PhoneNumber};
+use crate::domain::{ApiKeyId, NodeId, OrgId, Paise, PhoneNumber, WebhookId};
 use crate::egress::address_guard::{EgressError, check_url_for_storage};
 use crate::secrets::credentials::{self, CredentialCipher};
-use crate::store::Store;
+use crate::store::{DeliveryLogFilter, Store};
 use anyhow::{Context, anyhow, bail};
 use chrono::Utc;
 use clap::{Args, Subcommand};
@@ -193,6 +193,218 @@ pub enum WebhookCommand {
         )]
         allow_hosts: Vec<String>,
     },
+    /// List a workspace's subscriptions, disabled ones too (secrets are not shown).
+    List {
+        /// Workspace id.
+        #[arg(long)]
+        org: String,
+    },
+    /// Stop delivering to a subscription: it gets no new events, and its
+    /// pending deliveries wait until it is enabled again.
+    Disable {
+        /// Subscription id, as `admin webhook list` shows it.
+        id: String,
+    },
+    /// Deliver to a disabled subscription again.
+    Enable {
+        /// Subscription id.
+        id: String,
+    },
+    /// Delete a subscription and its delivery log.
+    Delete {
+        /// Subscription id.
+        id: String,
+    },
+    /// Give a subscription a new secret (printed only here). The old one
+    /// keeps signing beside it for the overlap: deliveries carry
+    /// `v1=<new>,v1=<old>` until it ends, then only the new one.
+    RotateSecret {
+        /// Subscription id.
+        id: String,
+        /// How long the old secret stays valid, e.g. `24h`, `30m`, `0s`.
+        #[arg(long, default_value = DEFAULT_OVERLAP)]
+        overlap: humantime::Duration,
+    },
+    /// The delivery log of a workspace, newest first: event, event id,
+    /// attempts, last status and error, next attempt, delivered at.
+    Deliveries {
+        /// Workspace id.
+        #[arg(long)]
+        org: String,
+        /// Only failed deliveries: given up, or awaiting a retry after a failure.
+        #[arg(long)]
+        failed: bool,
+        /// Only this subscription's.
+        #[arg(long)]
+        subscription: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+    },
+}
+
+/// How long a rotated webhook secret keeps signing beside the new one by default.
+pub const DEFAULT_OVERLAP: &str = "24h";
+
+/// A new webhook signing secret.
+fn new_webhook_secret() -> String {
+    format!(
+        "whsec_{}",
+        crate::access::api_key::GeneratedKey::generate()
+            .full
+            .trim_start_matches("acai_")
+    )
+}
+
+/// The subscription `id` names; a text that is no subscription id names none.
+async fn require_webhook(store: &Store, id: &str) -> anyhow::Result<WebhookId> {
+    let missing = || anyhow!("no webhook subscription with id {id}");
+    let parsed: WebhookId = id.parse().map_err(|_| missing())?;
+    store
+        .webhook(parsed)
+        .await?
+        .map(|row| row.id)
+        .ok_or_else(missing)
+}
+
+/// Runs one `admin webhook …` command.
+async fn manage_webhook(
+    store: &Store,
+    command: WebhookCommand,
+    now_ms: i64,
+) -> anyhow::Result<Value> {
+    match command {
+        WebhookCommand::Add {
+            org,
+            url,
+            events,
+            allow_hosts,
+        } => {
+            let org_id = require_org(store, &org).await?;
+            let parsed =
+                reqwest::Url::parse(&url).map_err(|e| anyhow!("--url is not a URL: {e}"))?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                bail!("--url must be http or https");
+            }
+            let events = if events.is_empty() {
+                vec!["call.completed".to_string(), "call.analyzed".to_string()]
+            } else {
+                events
+            };
+            if let Some(bad) = events.iter().find(|e| !EVENT_KINDS.contains(&e.as_str())) {
+                bail!("--event {bad} is not one of {}", EVENT_KINDS.join(", "));
+            }
+            check_webhook_url(&url, &allow_hosts).await?;
+            let secret = new_webhook_secret();
+            let id = store
+                .insert_webhook(org_id, &url, &events, &secret, now_ms)
+                .await?;
+            Ok(json!({"id": id, "secret": secret, "url": url, "events": events}))
+        }
+        WebhookCommand::List { org } => {
+            let org_id = require_org(store, &org).await?;
+            let subscriptions: Vec<Value> = store
+                .all_webhooks(org_id)
+                .await?
+                .iter()
+                .map(|w| {
+                    let events: Value = serde_json::from_str(&w.events).unwrap_or(Value::Null);
+                    json!({
+                        "id": w.id,
+                        "url": w.url,
+                        "events": events,
+                        "active": w.active,
+                        "createdAt": iso(w.created_at),
+                        "previousSecretValidUntil": w
+                            .previous_secret_expires_at
+                            .filter(|until| *until > now_ms)
+                            .map(iso),
+                    })
+                })
+                .collect();
+            Ok(json!({"org": org, "webhooks": subscriptions}))
+        }
+        WebhookCommand::Disable { id } => {
+            let webhook = require_webhook(store, &id).await?;
+            store.set_webhook_active(webhook, false).await?;
+            Ok(json!({"id": webhook, "active": false}))
+        }
+        WebhookCommand::Enable { id } => {
+            let webhook = require_webhook(store, &id).await?;
+            store.set_webhook_active(webhook, true).await?;
+            Ok(json!({"id": webhook, "active": true}))
+        }
+        WebhookCommand::Delete { id } => {
+            let webhook = require_webhook(store, &id).await?;
+            store.delete_webhook(webhook).await?;
+            Ok(json!({"id": webhook, "deleted": true}))
+        }
+        WebhookCommand::RotateSecret { id, overlap } => {
+            let webhook = require_webhook(store, &id).await?;
+            let overlap_ms = i64::try_from(std::time::Duration::from(overlap).as_millis())
+                .map_err(|_| anyhow!("--overlap {overlap} is too long"))?;
+            let until = now_ms.saturating_add(overlap_ms);
+            let secret = new_webhook_secret();
+            store.rotate_webhook_secret(webhook, &secret, until).await?;
+            Ok(json!({
+                "id": webhook,
+                "secret": secret,
+                "overlap": overlap.to_string(),
+                "previousSecretValidUntil": iso(until),
+            }))
+        }
+        WebhookCommand::Deliveries {
+            org,
+            failed,
+            subscription,
+            limit,
+        } => {
+            let org_id = require_org(store, &org).await?;
+            if limit < 1 {
+                bail!("--limit must be at least 1");
+            }
+            let subscription = match subscription {
+                Some(id) => {
+                    let webhook = require_webhook(store, &id).await?;
+                    if store
+                        .webhook(webhook)
+                        .await?
+                        .is_none_or(|w| w.org_id != org_id)
+                    {
+                        bail!("webhook subscription {id} is not in workspace {org}");
+                    }
+                    Some(webhook)
+                }
+                None => None,
+            };
+            let filter = DeliveryLogFilter {
+                subscription,
+                failed,
+                limit,
+            };
+            let deliveries: Vec<Value> = store
+                .delivery_log(org_id, filter)
+                .await?
+                .iter()
+                .map(|d| {
+                    json!({
+                        "id": d.id,
+                        "subscriptionId": d.subscription_id,
+                        "event": d.event,
+                        "eventId": d.event_id,
+                        "callId": d.call_id,
+                        "status": d.status,
+                        "attempts": d.attempts,
+                        "lastError": d.last_error,
+                        "nextAttemptAt": (d.status == "pending").then(|| iso(d.next_attempt_at)),
+                        "deliveredAt": d.delivered_at.map(iso),
+                        "createdAt": iso(d.created_at),
+                    })
+                })
+                .collect();
+            Ok(json!({"org": org, "deliveries": deliveries}))
+        }
+    }
 }
 
 /// How long a webhook URL's host may take to resolve when it is added.
@@ -424,38 +636,7 @@ async fn execute(
                 .await?;
             Ok(json!({"org": org, "kind": kind, "stored": true}))
         }
-        AdminCommand::Webhook(WebhookCommand::Add {
-            org,
-            url,
-            events,
-            allow_hosts,
-        }) => {
-            let org_id = require_org(store, &org).await?;
-            let parsed =
-                reqwest::Url::parse(&url).map_err(|e| anyhow!("--url is not a URL: {e}"))?;
-            if !matches!(parsed.scheme(), "http" | "https") {
-                bail!("--url must be http or https");
-            }
-            let events = if events.is_empty() {
-                vec!["call.completed".to_string(), "call.analyzed".to_string()]
-            } else {
-                events
-            };
-            if let Some(bad) = events.iter().find(|e| !EVENT_KINDS.contains(&e.as_str())) {
-                bail!("--event {bad} is not one of {}", EVENT_KINDS.join(", "));
-            }
-            check_webhook_url(&url, &allow_hosts).await?;
-            let secret = format!(
-                "whsec_{}",
-                crate::access::api_key::GeneratedKey::generate()
-                    .full
-                    .trim_start_matches("acai_")
-            );
-            let id = store
-                .insert_webhook(org_id, &url, &events, &secret, now_ms)
-                .await?;
-            Ok(json!({"id": id, "secret": secret, "url": url, "events": events}))
-        }
+        AdminCommand::Webhook(other) => manage_webhook(store, other, now_ms).await,
         AdminCommand::Nodes => {
             // The CLI does not know each server's --node-lease; the default stands.
             let lease_ms = NodeSettings::default().lease_ms();

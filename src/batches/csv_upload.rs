@@ -3,6 +3,7 @@
 //! never held in memory. Handles a UTF-8 byte-order mark, quoted fields
 //! (with commas, quotes and line breaks inside) and CRLF or LF line ends.
 
+use crate::domain::Email;
 use crate::domain::text::{self, Lines, TextError};
 use csv_core::{ReadRecordResult, Reader};
 use serde_json::{Map, Value};
@@ -114,11 +115,19 @@ pub fn is_blank(record: &RawRecord) -> bool {
 /// case-insensitively with spaces and hyphens read as underscores.
 pub const PHONE_HEADERS: [&str; 4] = ["phone", "phone_number", "mobile", "number"];
 
+/// Header names read as the person's email address, compared like [`PHONE_HEADERS`].
+pub const EMAIL_HEADERS: [&str; 3] = ["email", "e_mail", "email_address"];
+
+/// A data row: name, phone as written, variables, email address.
+pub type StudentRow = (String, String, Map<String, Value>, Option<Email>);
+
 /// Where a student sheet's columns are.
 #[derive(Debug, Clone)]
 pub struct StudentColumns {
     name: usize,
     phone: usize,
+    /// The email column, if any; it is a variable too (`{email}` fills).
+    email: Option<usize>,
     /// Every other column: (position, variable name as written in the header,
     /// trimmed; placeholders match it exactly, e.g. `{course}` needs a `course` column).
     variables: Vec<(usize, String)>,
@@ -151,6 +160,7 @@ impl StudentColumns {
         let name = find(&["name"]).ok_or("the CSV header needs a name column")?;
         let phone = find(&PHONE_HEADERS)
             .ok_or("the CSV header needs a phone column (phone, phone_number, mobile or number)")?;
+        let email = find(&EMAIL_HEADERS);
         let variables = headers
             .iter()
             .enumerate()
@@ -160,6 +170,7 @@ impl StudentColumns {
         Ok(Self {
             name,
             phone,
+            email,
             variables,
             width: headers.len(),
         })
@@ -183,8 +194,9 @@ impl StudentColumns {
         })
     }
 
-    /// One data row as `(name, phone as written, variables)`, or why it is rejected.
-    pub fn row(&self, record: &RawRecord) -> Result<(String, String, Map<String, Value>), String> {
+    /// One data row as `(name, phone as written, variables, email)`, or why
+    /// it is rejected (a malformed email address, among others).
+    pub fn row(&self, record: &RawRecord) -> Result<StudentRow, String> {
         if record.len() > self.width {
             return Err(format!(
                 "has {} fields but the header has {}",
@@ -212,7 +224,11 @@ impl StudentColumns {
         for (i, key) in &self.variables {
             variables.insert(key.clone(), Value::String(field(*i)?));
         }
-        Ok((name, phone, variables))
+        let email = match self.email {
+            Some(at) => Email::parse_optional(&field(at)?).map_err(|e| format!("email {e}"))?,
+            None => None,
+        };
+        Ok((name, phone, variables, email))
     }
 }
 
@@ -273,9 +289,10 @@ mod tests {
         };
         let cols = StudentColumns::from_header(&rec(&["Course", " NAME ", "Phone Number", "City"]))
             .unwrap();
-        let (name, phone, vars) = cols
+        let (name, phone, vars, email) = cols
             .row(&rec(&["MBA", "Asha", "+919845012310", "Pune"]))
             .unwrap();
+        assert_eq!(email, None);
         assert_eq!((name.as_str(), phone.as_str()), ("Asha", "+919845012310"));
         assert_eq!(vars["Course"], "MBA");
         assert_eq!(vars["City"], "Pune");
@@ -301,6 +318,28 @@ mod tests {
                 .unwrap_err()
                 .contains("5 fields")
         );
+    }
+
+    #[test]
+    fn the_email_column_is_parsed_and_kept_as_a_variable() {
+        let rec = |fields: &[&str]| -> RawRecord {
+            fields.iter().map(|f| f.as_bytes().to_vec()).collect()
+        };
+        let cols = StudentColumns::from_header(&rec(&["name", "phone", "E-mail"])).unwrap();
+        let (_, _, vars, email) = cols
+            .row(&rec(&["Asha", "+919845012310", " asha@example.com "]))
+            .unwrap();
+        assert_eq!(
+            email.map(Email::into_string).as_deref(),
+            Some("asha@example.com")
+        );
+        assert_eq!(vars["E-mail"], "asha@example.com");
+        let (_, _, _, none) = cols.row(&rec(&["Ravi", "+919845012311", ""])).unwrap();
+        assert_eq!(none, None);
+        let bad = cols
+            .row(&rec(&["Ravi", "+919845012311", "ravi-at-example"]))
+            .unwrap_err();
+        assert!(bad.starts_with("email is not an email address"), "{bad}");
     }
 
     #[test]

@@ -85,6 +85,7 @@ fn item_call_for(batch: &BatchRow, plan: &DialPlan, now_ms: i64, dispatched: boo
             engine: plan.spec.conversation_engine.as_str().to_string(),
             phone: String::new(),
             target_name: String::new(),
+            email: None,
             from_number: plan.from.phone.clone(),
             provider: plan.from.provider.clone(),
             variables: "{}".into(),

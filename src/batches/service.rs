@@ -7,7 +7,7 @@ use super::{BatchAction, BatchKind, BatchStatus, Progress, stored};
 use crate::app::state::AppState;
 use crate::calls::placement::{self, PlacementError};
 use crate::domain::phone::PhoneError;
-use crate::domain::{AgentId, BatchId, OrgId, PhoneNumber};
+use crate::domain::{AgentId, BatchId, Email, OrgId, PhoneNumber};
 use crate::store::StoreError;
 use crate::store::batches::{BatchRow, NewBatch, NewItem};
 use crate::store::singletons::Singleton;
@@ -46,6 +46,8 @@ pub struct ItemInput {
     pub phone: String,
     /// Their variables.
     pub variables: Map<String, Value>,
+    /// Their email address.
+    pub email: Option<Email>,
 }
 
 /// An item that will not be dialed, and why.
@@ -320,6 +322,7 @@ pub async fn add_items(
                 report.added += 1;
                 rows.push(NewItem {
                     variables: item_variables(&name, item.variables),
+                    email: item.email.map(Email::into_string),
                     name,
                     phone: phone.as_str().to_string(),
                     status: "pending",
@@ -337,6 +340,7 @@ pub async fn add_items(
                 }
                 rows.push(NewItem {
                     variables: item_variables(&name, item.variables),
+                    email: item.email.map(Email::into_string),
                     name,
                     phone: item.phone,
                     status: "skipped",

@@ -116,6 +116,7 @@ impl CallLedger for StoreLedger {
                 engine: done.engine,
                 phone: done.phone,
                 target_name: done.target_name,
+                email: done.email,
                 from_number: done.from_number,
                 provider: done.provider,
                 variables: done.variables,

@@ -6,7 +6,7 @@ use crate::app::state::AppState;
 use crate::domain::agent::{AgentSpec, AgentStatus};
 use crate::domain::clock::ist_month_key;
 use crate::domain::phone::PhoneError;
-use crate::domain::{AgentId, CallId, OrgId, Paise, PhoneNumber};
+use crate::domain::{AgentId, CallId, Email, OrgId, Paise, PhoneNumber};
 use crate::store::calls::NewCall;
 use crate::store::{AgentRow, NumberRow, OrgRow, StoreError};
 use serde_json::{Map, Value};
@@ -76,6 +76,8 @@ pub struct CallTarget {
     pub phone: PhoneNumber,
     /// Their name, shown on call records.
     pub name: String,
+    /// Their email address, shown on call records and searched.
+    pub email: Option<Email>,
     /// Variables for placeholders.
     pub variables: Map<String, Value>,
 }
@@ -217,6 +219,7 @@ pub async fn place(
             engine: plan.spec.conversation_engine.as_str().to_string(),
             phone: t.phone.as_str().to_string(),
             target_name: t.name,
+            email: t.email.map(Email::into_string),
             from_number: plan.from.phone.clone(),
             provider: plan.from.provider.clone(),
             variables: Value::Object(t.variables).to_string(),

@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod analysis;
 pub mod clock;
+pub mod email;
 pub mod ids;
 pub mod money;
 pub mod node;
@@ -11,6 +12,7 @@ pub mod phone;
 pub mod text;
 pub mod tools;
 
+pub use email::Email;
 pub use ids::{
     AgentId, ApiKeyId, BatchId, CallId, CampaignId, ChatSessionId, DeliveryId, NumberId, OrgId,
     WalletTxId, WebhookId,

@@ -4,6 +4,7 @@
 //! that far) and control characters are never what a client meant to store,
 //! so they are refused with a reason naming the character.
 
+use super::email::Email;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use std::fmt;
@@ -106,26 +107,62 @@ pub fn first_refused(value: &Value) -> Option<(String, TextError)> {
 /// 200 characters) and whose string values, at any depth, hold no NUL or
 /// control character other than tab and line breaks. A refusal names the
 /// variable (`variables.name`).
+///
+/// The `email` variable, when set and not blank, must be an email address:
+/// it becomes the call's `email` (and the calendar tool's attendee).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Variables(serde_json::Map<String, Value>);
+pub struct Variables {
+    map: serde_json::Map<String, Value>,
+    email: Option<Email>,
+}
+
+/// The variable that holds the person's email address.
+pub const EMAIL_VARIABLE: &str = "email";
 
 impl Variables {
     /// The variables as a JSON object.
     pub fn into_map(self) -> serde_json::Map<String, Value> {
-        self.0
+        self.map
+    }
+
+    /// The variables as a JSON object, and the address in `email`, if any.
+    pub fn into_parts(self) -> (serde_json::Map<String, Value>, Option<Email>) {
+        (self.map, self.email)
     }
 }
 
-/// One variable's value, checked as it is read so the error's path ends in its name.
-struct VariableValue(Value);
+/// One variable's value, checked as it is read so the error's path ends in
+/// its name; `email` also parsed as an address.
+struct VariableValue {
+    value: Value,
+    email: Option<Email>,
+}
 
-impl<'de> Deserialize<'de> for VariableValue {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+/// Reads the value of the variable named `key`.
+struct VariableSeed<'k> {
+    key: &'k str,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for VariableSeed<'_> {
+    type Value = VariableValue;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<VariableValue, D::Error> {
         let value = Value::deserialize(d)?;
-        match first_refused(&value) {
-            Some((_, reason)) => Err(serde::de::Error::custom(reason)),
-            None => Ok(Self(value)),
+        if let Some((_, reason)) = first_refused(&value) {
+            return Err(serde::de::Error::custom(reason));
         }
+        let email = match (&value, self.key == EMAIL_VARIABLE) {
+            (Value::String(raw), true) => {
+                Email::parse_optional(raw).map_err(serde::de::Error::custom)?
+            }
+            (Value::Null, true) | (_, false) => None,
+            (_, true) => {
+                return Err(serde::de::Error::custom(
+                    "must be an email address (a string)",
+                ));
+            }
+        };
+        Ok(VariableValue { value, email })
     }
 }
 
@@ -145,11 +182,15 @@ impl<'de> Deserialize<'de> for Variables {
                 mut access: A,
             ) -> Result<Variables, A::Error> {
                 let mut map = serde_json::Map::new();
+                let mut email = None;
                 while let Some(key) = access.next_key::<Line<200>>()? {
-                    let VariableValue(value) = access.next_value()?;
-                    map.insert(key.into_string(), value);
+                    let read = access.next_value_seed(VariableSeed { key: key.as_str() })?;
+                    if key.as_str() == EMAIL_VARIABLE {
+                        email = read.email;
+                    }
+                    map.insert(key.into_string(), read.value);
                 }
-                Ok(Variables(map))
+                Ok(Variables { map, email })
             }
         }
 
@@ -295,6 +336,30 @@ mod tests {
             err.to_string().contains("must not contain NUL (U+0000)"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_email_variable_is_an_address() {
+        let (map, email) =
+            serde_json::from_value::<Variables>(json!({"email": " a@b.co ", "x": 1}))
+                .unwrap()
+                .into_parts();
+        assert_eq!(email.map(Email::into_string).as_deref(), Some("a@b.co"));
+        assert_eq!(
+            map["email"], " a@b.co ",
+            "the variable itself is kept as given"
+        );
+        let blank = serde_json::from_value::<Variables>(json!({"email": ""})).unwrap();
+        assert_eq!(blank.into_parts().1, None);
+        let mut de = serde_json::Deserializer::from_str(r#"{"v": {"email": "not-an-address"}}"#);
+        let err =
+            serde_path_to_error::deserialize::<_, std::collections::HashMap<String, Variables>>(
+                &mut de,
+            )
+            .unwrap_err();
+        assert_eq!(err.path().to_string(), "v.email");
+        assert!(err.to_string().contains("not an email address"), "{err}");
+        assert!(serde_json::from_value::<Variables>(json!({"email": 5})).is_err());
     }
 
     #[test]

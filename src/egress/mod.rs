@@ -13,4 +13,4 @@ pub use address_guard::{
     is_internal, pinned,
 };
 pub use body_limit::{BodyError, read_limited};
-pub use signing::signature;
+pub use signing::{signature, signatures};

@@ -15,8 +15,8 @@ use crate::batches::{BatchAction, BatchKind, Progress};
 use crate::calls::placement;
 use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
-use crate::domain::text::{Line, Variables};
-use crate::domain::{BatchId, OrgId};
+use crate::domain::text::{EMAIL_VARIABLE, Line, Variables};
+use crate::domain::{BatchId, Email, OrgId};
 use crate::store::batches::{BatchRow, ItemResultRow, ItemRow};
 use crate::store::{Store, StoreError};
 use axum::Json;
@@ -335,14 +335,27 @@ pub struct ItemBody {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub variables: Option<Variables>,
+    /// Their email address, shown on their calls and found by `search`; also
+    /// the `email` variable unless that is given (an `email` variable alone
+    /// serves as well).
+    #[serde(default)]
+    pub email: Option<Email>,
 }
 
 impl From<ItemBody> for ItemInput {
     fn from(b: ItemBody) -> Self {
+        let (mut variables, from_variables) =
+            b.variables.map(Variables::into_parts).unwrap_or_default();
+        if let Some(email) = &b.email {
+            variables
+                .entry(EMAIL_VARIABLE)
+                .or_insert_with(|| Value::String(email.to_string()));
+        }
         Self {
             name: b.name.map(Line::into_string).unwrap_or_default(),
             phone: b.phone,
-            variables: b.variables.map(Variables::into_map).unwrap_or_default(),
+            variables,
+            email: b.email.or(from_variables),
         }
     }
 }

@@ -248,7 +248,7 @@ pub struct CallRowView {
     pub student_name: String,
     /// Number dialed, E.164.
     pub phone: String,
-    /// Email of the person called.
+    /// Email of the person called: an item's `email` (a CSV `email` column), or the `email` variable.
     pub email: Option<String>,
     /// Campaign name, or "No campaign".
     pub campaign_name: String,
@@ -531,7 +531,7 @@ pub struct CallFilterQuery {
     #[serde(default, deserialize_with = "call_statuses")]
     #[param(value_type = Option<String>, pattern = r"^\s*((queued|ringing|in-progress|completed|failed|no-answer|busy|canceled)\s*)?(,\s*((queued|ringing|in-progress|completed|failed|no-answer|busy|canceled)\s*)?)*$")]
     pub status: Vec<CallStatus>,
-    /// Case-insensitive substring of the name, phone or agent name.
+    /// Case-insensitive substring of the name, phone, email or agent name.
     #[serde(default, deserialize_with = "optional_line")]
     #[param(value_type = Option<String>, max_length = 200)]
     pub search: Option<Line<200>>,

@@ -93,7 +93,10 @@ async fn place_call(
     let agent_id = placement::agent_id(&body.agent_id)?;
     let plan =
         placement::plan(&state, caller.org_id, agent_id, body.from_number.as_deref()).await?;
-    let variables = body.variables.map(Variables::into_map).unwrap_or_default();
+    let (variables, email) = body
+        .variables
+        .map(Variables::into_parts)
+        .unwrap_or_default();
     let name = target_name(&variables, body.name.map(Line::into_string));
     let placed = placement::place(
         &state,
@@ -101,6 +104,7 @@ async fn place_call(
         vec![CallTarget {
             phone,
             name,
+            email,
             variables,
         }],
         CallSource::Api,
@@ -171,7 +175,10 @@ async fn test_call(
             extra: Some(json!({ "callId": live })),
         });
     }
-    let variables = body.variables.map(Variables::into_map).unwrap_or_default();
+    let (variables, email) = body
+        .variables
+        .map(Variables::into_parts)
+        .unwrap_or_default();
     let name = target_name(&variables, None);
     let placed = placement::place(
         &state,
@@ -179,6 +186,7 @@ async fn test_call(
         vec![CallTarget {
             phone,
             name,
+            email,
             variables,
         }],
         CallSource::TestCall,
@@ -260,7 +268,10 @@ async fn alert(
             body.phones.len()
         )));
     }
-    let variables = body.variables.map(Variables::into_map).unwrap_or_default();
+    let (variables, email) = body
+        .variables
+        .map(Variables::into_parts)
+        .unwrap_or_default();
     let mut seen = HashSet::new();
     let mut targets = Vec::new();
     let mut skipped = 0;
@@ -283,6 +294,7 @@ async fn alert(
         targets.push(CallTarget {
             name: target_name(&variables, name.map(str::to_string)),
             phone,
+            email: email.clone(),
             variables: variables.clone(),
         });
     }
@@ -368,15 +380,41 @@ async fn cancel_call(
     }
 }
 
-/// Re-send a call's `call.completed` event to every active subscription that covers it.
+/// `POST /api/calls/{callId}/redeliver-webhook` answer: what was queued again.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RedeliverBody {
+    /// Human-readable summary, e.g. `Queued 2 event(s): call.completed for 1 subscription(s), …`.
+    pub message: String,
+    /// Every event of the call, in the order it was first produced, with how
+    /// many subscriptions it was queued for (0 when none is active and covers it).
+    pub queued: Vec<RedeliveredEvent>,
+}
+
+/// One event queued again.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RedeliveredEvent {
+    /// `call.completed`, `call.analyzed` or `rating.completed`.
+    pub event: String,
+    /// The event's original id: receivers that saw it already dedupe on it.
+    pub event_id: String,
+    /// Active subscriptions covering the event that it was queued for.
+    pub subscriptions: u64,
+}
+
+/// Re-send every event of an ended call (`call.completed`, and the
+/// `call.analyzed` and `rating.completed` follow-ups it produced), each with
+/// its original `eventId`, to every active subscription that covers it,
+/// through the durable outbox.
 #[utoipa::path(post, path = "/api/calls/{callId}/redeliver-webhook", tag = "calls",
     params(("callId" = String, Path, description = "Call id")),
-    responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
+    responses((status = 200, body = RedeliverBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
 async fn redeliver_webhook(
     State(state): State<AppState>,
     caller: Caller,
     Path(call_id): Path<String>,
-) -> ApiResult<Json<MessageBody>> {
+) -> ApiResult<Json<RedeliverBody>> {
     let not_found = || ApiError::NotFound(format!("Call {call_id} not found"));
     let id: CallId = call_id.parse().map_err(|_| not_found())?;
     let org = caller.org_id;
@@ -392,14 +430,21 @@ async fn redeliver_webhook(
     }
     let queued = state
         .store
-        .queue_call_event(
-            org,
-            id,
-            "call.completed",
-            state.clock.now().timestamp_millis(),
-        )
+        .redeliver_call_events(org, id, state.clock.now().timestamp_millis())
         .await?;
-    Ok(MessageBody::json(format!(
-        "Queued call.completed for {queued} subscription(s)"
-    )))
+    let parts: Vec<String> = queued
+        .iter()
+        .map(|q| format!("{} for {} subscription(s)", q.event, q.subscriptions))
+        .collect();
+    Ok(Json(RedeliverBody {
+        message: format!("Queued {} event(s): {}", queued.len(), parts.join(", ")),
+        queued: queued
+            .into_iter()
+            .map(|q| RedeliveredEvent {
+                event: q.event,
+                event_id: q.event_id,
+                subscriptions: q.subscriptions,
+            })
+            .collect(),
+    }))
 }

@@ -14,6 +14,7 @@ use crate::app::state::AppState;
 use crate::batches::csv_upload::{CsvRecords, RawRecord, StudentColumns, is_blank};
 use crate::batches::service::{self, NewBatchInput, check_phone, item_variables};
 use crate::batches::{BatchAction, BatchKind, BatchStatus, stored};
+use crate::domain::Email;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::text::Line;
 use crate::store::Store;
@@ -305,7 +306,7 @@ impl StudentIngest<'_> {
                 self.row_no
             )));
         }
-        let (name, raw_phone, variables) = match columns.row(&record) {
+        let (name, raw_phone, variables, email) = match columns.row(&record) {
             Ok(row) => row,
             Err(reason) => {
                 self.reject(reason);
@@ -317,6 +318,7 @@ impl StudentIngest<'_> {
                 self.accepted += 1;
                 self.rows.push(NewItem {
                     variables: item_variables(&name, variables),
+                    email: email.map(Email::into_string),
                     name,
                     phone: phone.as_str().to_string(),
                     status: "pending",

@@ -82,6 +82,8 @@ pub struct NewItem {
     pub phone: String,
     /// Variables JSON object.
     pub variables: String,
+    /// Their email address, parsed at the edge; their calls carry it.
+    pub email: Option<String>,
     /// `pending`, or `skipped` for a malformed number.
     pub status: &'static str,
     /// Why it was skipped.
@@ -137,7 +139,7 @@ pub struct ItemResultRow {
 pub struct ItemCall {
     /// The new call's id.
     pub call_id: CallId,
-    /// Everything but phone, name and variables, which come from the item.
+    /// Everything but phone, name, variables and email, which come from the item.
     pub call: NewCall,
 }
 
@@ -152,6 +154,8 @@ pub struct ClaimedItem {
     pub phone: String,
     /// Variables JSON.
     pub variables: String,
+    /// Email address.
+    pub email: Option<String>,
 }
 
 impl Store {
@@ -364,8 +368,8 @@ impl Store {
             for item in items {
                 seq += 1;
                 sqlx::query(
-                    "INSERT INTO batch_items (batch_id, seq, name, phone, variables, status, reason)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    "INSERT INTO batch_items (batch_id, seq, name, phone, variables, status, reason, email)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                 )
                 .bind(batch_id)
                 .bind(seq)
@@ -374,6 +378,7 @@ impl Store {
                 .bind(&item.variables)
                 .bind(item.status)
                 .bind(&item.reason)
+                .bind(&item.email)
                 .execute(&mut *tx)
                 .await?;
             }
@@ -621,7 +626,7 @@ impl Store {
                  WHERE batch_id = $2 AND status = 'pending'
                    AND seq = (SELECT seq FROM batch_items WHERE batch_id = $2 AND status = 'pending' ORDER BY seq LIMIT 1)
                    AND EXISTS (SELECT 1 FROM batches WHERE id = $2 AND status = 'running')
-                 RETURNING seq, name, phone, variables",
+                 RETURNING seq, name, phone, variables, email",
             )
             .bind(template.call_id)
             .bind(batch_id)
@@ -636,6 +641,7 @@ impl Store {
             call.phone = item.phone.clone();
             call.target_name = item.name.clone();
             call.variables = item.variables.clone();
+            call.email = item.email.clone();
             insert_calls_in(&mut tx, std::slice::from_ref(&call)).await?;
             tx.commit().await?;
             Some((item, call))

@@ -6,7 +6,7 @@
 //! tests and benches.
 //!
 //! Search is an index lookup on SQLite: a trigram FTS5 table over target name,
-//! phone and agent name (`calls_who_fts`, migration 0020) plus the transcript
+//! phone, agent name and email (`calls_who_fts`, migrations 0020, 0047) plus the transcript
 //! FTS5 table (`calls_fts`). Counts without a search term come from the
 //! trigger-kept `call_status_counts` table there. Postgres uses `ILIKE`, the GIN
 //! full-text index on the transcript, and grouped counts.

@@ -29,7 +29,7 @@ where
     for<'a> Paise: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
 {
     let mut sql = QueryBuilder::new(
-        "INSERT INTO calls (id, org_id, agent_id, agent_name, engine, phone, target_name, from_number,
+        "INSERT INTO calls (id, org_id, agent_id, agent_name, engine, phone, target_name, email, from_number,
                provider, status, variables, source, attempt, retry_of, batch_id, campaign_id, campaign_name,
                dispatched, not_before, queued_at, rate_paise, created_at) ",
     );
@@ -41,6 +41,7 @@ where
             .push_bind(c.engine.as_str())
             .push_bind(c.phone.as_str())
             .push_bind(c.target_name.as_str())
+            .push_bind(c.email.as_deref())
             .push_bind(c.from_number.as_str())
             .push_bind(c.provider.as_str())
             .push("'queued'")
@@ -91,6 +92,8 @@ pub struct NewCall {
     pub phone: String,
     /// The person called.
     pub target_name: String,
+    /// Their email address, parsed at the edge.
+    pub email: Option<String>,
     /// Caller ID.
     pub from_number: String,
     /// Carrier.
@@ -174,6 +177,8 @@ pub struct FinishedCall {
     pub phone: String,
     /// Person called.
     pub target_name: String,
+    /// Their email address.
+    pub email: Option<String>,
     /// Caller ID.
     pub from_number: String,
     /// Carrier.
@@ -403,7 +408,7 @@ impl Store {
                 "UPDATE calls SET ended_reason = $1, ended_at = $2, answered_at = $3,
                    duration_seconds = $4, cost_paise = $5
                  WHERE id = $6
-                 RETURNING org_id, agent_id, attempt, retry_of, phone, target_name, from_number, provider, engine,
+                 RETURNING org_id, agent_id, attempt, retry_of, phone, target_name, email, from_number, provider, engine,
                    agent_name, variables, source, batch_id, campaign_id, campaign_name, rate_paise,
                    duration_seconds, cost_paise",
             )
@@ -695,6 +700,7 @@ mod tests {
             engine: "pipeline".to_string(),
             phone: "+919800000000".to_string(),
             target_name: "Asha".to_string(),
+            email: Some("asha@example.com".to_string()),
             from_number: "+918000000000".to_string(),
             provider: "mock".to_string(),
             variables: "{}".to_string(),
@@ -715,13 +721,13 @@ mod tests {
     fn multi_row_inserts_number_each_rows_binds_after_the_last() {
         let chunk = [new_call(), new_call()];
         let calls = insert_calls_sql::<sqlx::Postgres>(&chunk).into_string();
-        let first: Vec<String> = (1..=21).map(|k| format!("${k}")).collect();
-        let second: Vec<String> = (22..=42).map(|k| format!("${k}")).collect();
+        let first: Vec<String> = (1..=22).map(|k| format!("${k}")).collect();
+        let second: Vec<String> = (23..=44).map(|k| format!("${k}")).collect();
         let row = |binds: &[String]| {
             format!(
                 "({}, 'queued', {})",
-                binds[..9].join(", "),
-                binds[9..].join(", ")
+                binds[..10].join(", "),
+                binds[10..].join(", ")
             )
         };
         assert!(

@@ -42,7 +42,7 @@ pub use ratings::{RatingFilter, RatingRow};
 pub use recordings::RecordingFileRow;
 pub use usage::{CountedRequest, UsageDayRow, UsageDelta};
 pub use wallet::{RecordingRow, WalletTxRow};
-pub use webhooks::WebhookRow;
+pub use webhooks::{DeliveryLogFilter, DeliveryLogRow, WebhookRow};
 
 use change_marker::ChangeMarker;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};

@@ -70,6 +70,25 @@ pub struct DueDelivery {
     pub url: String,
     /// Subscription signing secret.
     pub secret: String,
+    /// The secret before the subscription's last rotation, if any.
+    pub previous_secret: Option<String>,
+    /// Until when `previous_secret` still signs, Unix ms.
+    pub previous_secret_expires_at: Option<i64>,
+}
+
+impl DueDelivery {
+    /// The secrets a delivery sent at `now_ms` is signed with: the current
+    /// one, and the previous one while its rotation overlap lasts.
+    pub fn signing_secrets(&self, now_ms: i64) -> Vec<&str> {
+        let mut secrets = vec![self.secret.as_str()];
+        if let (Some(previous), Some(until)) =
+            (&self.previous_secret, self.previous_secret_expires_at)
+            && now_ms < until
+        {
+            secrets.push(previous.as_str());
+        }
+        secrets
+    }
 }
 
 /// A delivery as listed for an operator.
@@ -88,14 +107,17 @@ pub struct DeliveryRow {
 }
 
 /// The claim of due deliveries, with `$lock` after the row choice (Postgres
-/// skips rows another node is claiming). The subscription's URL and secret
-/// are read as the rows are claimed, so a pass needs one round trip.
+/// skips rows another node is claiming). The subscription's URL and secrets
+/// are read as the rows are claimed, so a pass needs one round trip; a
+/// disabled subscription's deliveries are left pending, unsent.
 macro_rules! claim_due_sql {
     ($lock:literal) => {
         concat!(
             "UPDATE webhook_deliveries SET lease_owner = $1, lease_until = $2
              FROM (SELECT id FROM webhook_deliveries
                    WHERE status = 'pending' AND next_attempt_at <= $3 AND lease_until <= $3
+                     AND EXISTS (SELECT 1 FROM webhook_subscriptions s
+                                 WHERE s.id = webhook_deliveries.subscription_id AND s.active)
                    ORDER BY next_attempt_at, id LIMIT $4 ",
             $lock,
             ") AS due
@@ -106,7 +128,11 @@ macro_rules! claim_due_sql {
                (SELECT s.url FROM webhook_subscriptions s
                 WHERE s.id = webhook_deliveries.subscription_id) AS url,
                (SELECT s.secret FROM webhook_subscriptions s
-                WHERE s.id = webhook_deliveries.subscription_id) AS secret"
+                WHERE s.id = webhook_deliveries.subscription_id) AS secret,
+               (SELECT s.previous_secret FROM webhook_subscriptions s
+                WHERE s.id = webhook_deliveries.subscription_id) AS previous_secret,
+               (SELECT s.previous_secret_expires_at FROM webhook_subscriptions s
+                WHERE s.id = webhook_deliveries.subscription_id) AS previous_secret_expires_at"
         )
     };
 }
@@ -116,6 +142,17 @@ pub fn event_id(call_id: CallId, event: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(format!("{event}/{call_id}").as_bytes());
     format!("evt_{}", hex::encode(&digest[..16]))
+}
+
+/// One event of a call queued again by [`Store::redeliver_call_events`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redelivered {
+    /// Event kind, e.g. `rating.completed`.
+    pub event: String,
+    /// The event's original id.
+    pub event_id: String,
+    /// Subscriptions it was queued for.
+    pub subscriptions: u64,
 }
 
 impl Store {
@@ -133,6 +170,75 @@ impl Store {
             let n = queue_in_tx!(&mut *tx, org_id, call_id, event, now_ms);
             tx.commit().await?;
             n
+        });
+        Ok(queued)
+    }
+
+    /// Queues again every event a (terminal) call has produced, each with
+    /// its original event id, for every active subscription that covers it;
+    /// in the order the events were first produced.
+    ///
+    /// The call's events are `call.completed`, every event already in its
+    /// outbox (the follow-ups `call.analyzed` and `rating.completed`, one per
+    /// version), and the latest follow-up its analysis and rating produced
+    /// even if no subscription covered it then (late, or a re-run: the rule
+    /// `complete_analysis` and `complete_rating` apply).
+    pub async fn redeliver_call_events(
+        &self,
+        org_id: OrgId,
+        call_id: CallId,
+        now_ms: i64,
+    ) -> StoreResult<Vec<Redelivered>> {
+        let queued = with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let mut events: Vec<(String, String, i64)> = sqlx::query_as(
+                "SELECT event, event_id, MIN(created_at) FROM webhook_deliveries
+                 WHERE org_id = $1 AND call_id = $2 GROUP BY event, event_id",
+            )
+            .bind(org_id)
+            .bind(call_id)
+            .fetch_all(&mut *tx)
+            .await?;
+            let completed = event_id(call_id, "call.completed");
+            if !events.iter().any(|(_, id, _)| *id == completed) {
+                events.push(("call.completed".to_string(), completed, i64::MIN));
+            }
+            let analysis: Option<(i64, i64)> = sqlx::query_as(
+                "SELECT version, COALESCE(completed_at, 0) FROM call_analyses
+                 WHERE org_id = $1 AND call_id = $2 AND status = 'done'
+                   AND (version > 1 OR completed_at >= webhook_deadline)",
+            )
+            .bind(org_id)
+            .bind(call_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let rating: Option<(i64, i64)> = sqlx::query_as(
+                "SELECT version, COALESCE(rated_at, 0) FROM ratings
+                 WHERE org_id = $1 AND call_id = $2 AND status = 'done'
+                   AND (version > 1 OR rated_at >= webhook_deadline)",
+            )
+            .bind(org_id)
+            .bind(call_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            for (event, latest) in [("call.analyzed", analysis), ("rating.completed", rating)] {
+                if let Some((version, at)) = latest {
+                    let id = event_id(call_id, &format!("{event}/{version}"));
+                    if !events.iter().any(|(_, known, _)| *known == id) {
+                        events.push((event.to_string(), id, at));
+                    }
+                }
+            }
+            events.sort_by(|a, b| a.2.cmp(&b.2).then_with(|| a.1.cmp(&b.1)));
+            let mut queued = Vec::with_capacity(events.len());
+            for (event, id, _) in events {
+                let subscriptions = queue_in_tx!(
+                    &mut *tx, org_id, call_id, event.as_str(), now_ms, now_ms, false, &id
+                );
+                queued.push(Redelivered { event, event_id: id, subscriptions });
+            }
+            tx.commit().await?;
+            queued
         });
         Ok(queued)
     }

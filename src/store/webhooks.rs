@@ -1,7 +1,7 @@
 //! Webhook subscriptions and workspace provider credentials (admin-only records).
 
-use super::{Store, StoreResult, with_pool};
-use crate::domain::{OrgId, WebhookId};
+use super::{BeginWrite, Store, StoreResult, with_pool};
+use crate::domain::{CallId, DeliveryId, OrgId, WebhookId};
 
 /// A webhook subscription.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -18,6 +18,59 @@ pub struct WebhookRow {
     pub secret: String,
     /// Whether deliveries are made.
     pub active: bool,
+    /// When the subscription was added, Unix ms.
+    pub created_at: i64,
+    /// Until when the secret before the last rotation still signs, Unix ms.
+    pub previous_secret_expires_at: Option<i64>,
+}
+
+/// `SELECT` of [`WebhookRow`]s from the subscriptions, then `$rest`.
+macro_rules! select_webhooks {
+    ($rest:literal) => {
+        concat!(
+            "SELECT id, org_id, url, events, secret, active, created_at, previous_secret_expires_at
+             FROM webhook_subscriptions ",
+            $rest
+        )
+    };
+}
+
+/// One delivery of a subscription, for the operator's delivery log.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DeliveryLogRow {
+    /// Delivery id (the `X-Service-Delivery` header).
+    pub id: DeliveryId,
+    /// The subscription it goes to.
+    pub subscription_id: WebhookId,
+    /// Event kind.
+    pub event: String,
+    /// Event id, stable across retries and redeliveries.
+    pub event_id: String,
+    /// The call the event is about.
+    pub call_id: CallId,
+    /// `pending`, `delivered` or `failed` (given up).
+    pub status: String,
+    /// Attempts made.
+    pub attempts: i64,
+    /// The last attempt's error, if it failed.
+    pub last_error: Option<String>,
+    /// When the next attempt is due (meaningful while pending), Unix ms.
+    pub next_attempt_at: i64,
+    /// When it was delivered, Unix ms.
+    pub delivered_at: Option<i64>,
+    /// When it was queued, Unix ms.
+    pub created_at: i64,
+}
+
+/// Which deliveries the log lists.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeliveryLogFilter {
+    /// Only this subscription's.
+    pub subscription: Option<WebhookId>,
+    /// Only failed ones: given up, or pending after a failed attempt.
+    pub failed: bool,
+    /// At most this many, newest first.
+    pub limit: i64,
 }
 
 impl Store {
@@ -51,12 +104,119 @@ impl Store {
 
     /// Active subscriptions of a workspace.
     pub async fn webhooks(&self, org_id: OrgId) -> StoreResult<Vec<WebhookRow>> {
+        let sql = select_webhooks!("WHERE org_id = $1 AND active = TRUE ORDER BY created_at, id");
         let rows = with_pool!(self, pool => {
-            sqlx::query_as::<_, WebhookRow>(
-                "SELECT id, org_id, url, events, secret, active FROM webhook_subscriptions
-                 WHERE org_id = $1 AND active = TRUE ORDER BY created_at, id",
+            sqlx::query_as::<_, WebhookRow>(sql)
+                .bind(org_id)
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(rows)
+    }
+
+    /// Every subscription of a workspace, disabled ones too, oldest first.
+    pub async fn all_webhooks(&self, org_id: OrgId) -> StoreResult<Vec<WebhookRow>> {
+        let sql = select_webhooks!("WHERE org_id = $1 ORDER BY created_at, id");
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, WebhookRow>(sql)
+                .bind(org_id)
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(rows)
+    }
+
+    /// One subscription, whatever its workspace (the operator names it by id).
+    pub async fn webhook(&self, id: WebhookId) -> StoreResult<Option<WebhookRow>> {
+        let sql = select_webhooks!("WHERE id = $1");
+        let row = with_pool!(self, pool => {
+            sqlx::query_as::<_, WebhookRow>(sql)
+                .bind(id)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(row)
+    }
+
+    /// Enables or disables a subscription; false when there is none. A
+    /// disabled one gets no new events, and its pending deliveries wait
+    /// (unsent) until it is enabled again.
+    pub async fn set_webhook_active(&self, id: WebhookId, active: bool) -> StoreResult<bool> {
+        let n = with_pool!(self, pool => {
+            sqlx::query("UPDATE webhook_subscriptions SET active = $1 WHERE id = $2")
+                .bind(active)
+                .bind(id)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(n > 0)
+    }
+
+    /// Deletes a subscription with its delivery log; false when there is none.
+    pub async fn delete_webhook(&self, id: WebhookId) -> StoreResult<bool> {
+        let n = with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            sqlx::query("DELETE FROM webhook_deliveries WHERE subscription_id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            let n = sqlx::query("DELETE FROM webhook_subscriptions WHERE id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            tx.commit().await?;
+            n
+        });
+        Ok(n > 0)
+    }
+
+    /// Replaces a subscription's secret with `secret`; the one it replaces
+    /// keeps signing (beside the new) until `previous_expires_at`, Unix ms.
+    /// False when there is no such subscription.
+    pub async fn rotate_webhook_secret(
+        &self,
+        id: WebhookId,
+        secret: &str,
+        previous_expires_at: i64,
+    ) -> StoreResult<bool> {
+        let n = with_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE webhook_subscriptions SET previous_secret = secret, secret = $1,
+                   previous_secret_expires_at = $2
+                 WHERE id = $3",
+            )
+            .bind(secret)
+            .bind(previous_expires_at)
+            .bind(id)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n > 0)
+    }
+
+    /// A workspace's delivery log, newest first, as `filter` narrows it.
+    pub async fn delivery_log(
+        &self,
+        org_id: OrgId,
+        filter: DeliveryLogFilter,
+    ) -> StoreResult<Vec<DeliveryLogRow>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, DeliveryLogRow>(
+                "SELECT id, subscription_id, event, event_id, call_id, status, attempts, last_error,
+                   next_attempt_at, delivered_at, created_at
+                 FROM webhook_deliveries
+                 WHERE org_id = $1
+                   AND (CAST($2 AS TEXT) IS NULL OR subscription_id = $2)
+                   AND (NOT $3 OR status = 'failed' OR (status = 'pending' AND last_error IS NOT NULL))
+                 ORDER BY created_at DESC, id DESC LIMIT $4",
             )
             .bind(org_id)
+            .bind(filter.subscription)
+            .bind(filter.failed)
+            .bind(filter.limit)
             .fetch_all(pool)
             .await?
         });

@@ -66,7 +66,7 @@ impl DeliveryError {
 
 /// The address guard and the request signature live in [`crate::egress`],
 /// shared with function tools; re-exported under their old paths.
-pub use crate::egress::{check_address, signature};
+pub use crate::egress::{check_address, signature, signatures};
 
 impl From<EgressError> for DeliveryError {
     fn from(err: EgressError) -> Self {
@@ -217,7 +217,9 @@ async fn attempt(
     let request = http.post(&url).await?;
     let body = serde_json::to_vec(&delivery_body(state, d).await?)
         .map_err(|e| DeliveryError::Request(e.to_string()))?;
-    let timestamp = state.clock.now().timestamp();
+    let now = state.clock.now();
+    let timestamp = now.timestamp();
+    let secrets = d.signing_secrets(now.timestamp_millis());
     let response = request
         .timeout(TIMEOUT)
         .header("content-type", "application/json")
@@ -226,7 +228,7 @@ async fn attempt(
         .header("x-service-timestamp", timestamp.to_string())
         .header(
             "x-service-signature",
-            signature(&d.secret, timestamp, &body),
+            signatures(&secrets, timestamp, &body),
         )
         .body(body)
         .send()

@@ -13,7 +13,7 @@ const TRIGRAM_MIN_CHARS: usize = 3;
 pub struct CallFilter {
     /// Raw statuses to keep; empty keeps every status.
     pub statuses: Vec<String>,
-    /// Case-insensitive substring of the target name, phone or agent name.
+    /// Case-insensitive substring of the target name, phone, agent name or email.
     pub search: Option<String>,
     /// When set, `search` also matches words of transcripts of calls created at or after this Unix ms.
     pub transcript_since_ms: Option<i64>,
@@ -129,6 +129,8 @@ impl Store {
                     .push(format_args!(" ESCAPE '\\' OR c.phone {op} "))
                     .push_bind(pattern.as_str())
                     .push(format_args!(" ESCAPE '\\' OR c.agent_name {op} "))
+                    .push_bind(pattern.as_str())
+                    .push(format_args!(" ESCAPE '\\' OR c.email {op} "))
                     .push_bind(pattern.as_str())
                     .push(" ESCAPE '\\')");
                 match filter.transcript_since_ms {

@@ -305,3 +305,155 @@ async fn uploads_without_the_needed_columns_or_file_are_refused() {
         .await
         .expect(204);
 }
+
+/// Every call of the workspace whose name, phone, agent or email holds `term`
+/// (deep: transcripts too, through SQLite's trigram index when 3+ characters).
+async fn search_calls(app: &TestApp, ws: &Workspace, term: &str, deep: bool) -> Vec<Value> {
+    let found = app
+        .get(&ws.key, &format!("/api/calls?search={term}&deep={deep}"))
+        .await
+        .expect(200)
+        .body;
+    found["rows"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_csv_email_column_reaches_the_call_and_is_found_by_search() {
+    let app = TestApp::spawn().await;
+    let (ws, agent) = dialing_workspace(&app, "Emails", 3).await;
+    let id = campaign(&app, &ws, &agent, "Mailers").await;
+    let csv = format!(
+        "name,phone,Email,course\n\
+         Asha,{},asha.rao@example.com,MBA\n\
+         Ravi,{},,BBA\n\
+         Bad,{},not-an-address,MBA\n",
+        phone(11, FAILS),
+        phone(12, FAILS),
+        phone(13, FAILS),
+    );
+    let report = upload(&app, &ws, &id, csv.as_bytes())
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(report["accepted"], 2, "{report}");
+    assert_eq!(report["rejectedRows"][0]["row"], 4, "{report}");
+    let reason = report["rejectedRows"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("email is not an email address"),
+        "{reason}"
+    );
+    app.post_empty(&ws.key, &format!("/api/campaigns/{id}/start"))
+        .await
+        .expect(200);
+    wait_completed(&app, &ws, &id).await;
+
+    let found = search_calls(&app, &ws, "ASHA.RAO%40example", true).await;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["email"], "asha.rao@example.com");
+    assert_eq!(found[0]["studentName"], "Asha");
+    // A short term goes through the other arm of the search.
+    assert_eq!(search_calls(&app, &ws, "%40e", false).await.len(), 1);
+    let call_id = found[0]["id"].as_str().unwrap();
+    let detail = app
+        .get(&ws.key, &format!("/api/calls/{call_id}"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(detail["email"], "asha.rao@example.com");
+    let calls = app
+        .get(&ws.key, &format!("/api/campaigns/{id}/calls"))
+        .await
+        .expect(200)
+        .body;
+    let ravi = calls["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["studentName"] == "Ravi")
+        .expect("Ravi's call");
+    assert_eq!(ravi["email"], Value::Null, "a blank cell is no address");
+    assert!(
+        search_calls(&app, &ws, "example.org", true)
+            .await
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn batch_items_and_call_variables_carry_an_email_and_refuse_a_bad_one() {
+    let app = TestApp::spawn().await;
+    let (ws, agent) = dialing_workspace(&app, "ItemEmails", 3).await;
+    let refused = app
+        .post(
+            &ws.key,
+            "/api/batches",
+            json!({"agentId": agent, "contacts": [
+                {"name": "A", "phone": phone(21, FAILS), "email": "a@example.com"},
+                {"name": "B", "phone": phone(22, FAILS), "email": "b@"}
+            ]}),
+        )
+        .await
+        .expect(400);
+    assert!(
+        refused.message().contains("contacts[1].email"),
+        "{}",
+        refused.message()
+    );
+    assert!(refused.message().contains("not an email address"));
+    let bad_variable = app
+        .post(
+            &ws.key,
+            &format!("/api/agents/{agent}/test-call"),
+            json!({"phoneNumber": phone(23, FAILS), "variables": {"email": "nobody"}}),
+        )
+        .await
+        .expect(400);
+    assert!(
+        bad_variable.message().contains("variables.email"),
+        "{}",
+        bad_variable.message()
+    );
+
+    let created = app
+        .post(
+            &ws.key,
+            "/api/batches",
+            json!({"agentId": agent, "contacts": [
+                {"name": "A", "phone": phone(24, FAILS), "email": "item.a@example.com"},
+                {"name": "B", "phone": phone(25, FAILS), "variables": {"email": "var.b@example.com"}}
+            ]}),
+        )
+        .await
+        .expect(201)
+        .body;
+    let batch_id = created["id"].as_str().unwrap().to_string();
+    super::batches::wait_status(&app, &ws, &batch_id, "completed", 30).await;
+    let tested = app
+        .post(
+            &ws.key,
+            &format!("/api/agents/{agent}/test-call"),
+            json!({"phoneNumber": phone(26, FAILS), "variables": {"email": "test.c@example.com"}}),
+        )
+        .await
+        .expect(201)
+        .body;
+    for (term, email) in [
+        ("item.a", "item.a@example.com"),
+        ("var.b", "var.b@example.com"),
+        ("test.c", "test.c@example.com"),
+    ] {
+        let found = search_calls(&app, &ws, term, true).await;
+        assert_eq!(found.len(), 1, "{term}: {found:?}");
+        assert_eq!(found[0]["email"], email);
+    }
+    let test_call = tested["callId"].as_str().unwrap();
+    let detail = app
+        .get(&ws.key, &format!("/api/calls/{test_call}"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(detail["email"], "test.c@example.com");
+    // The item's email is its call's `email` variable too (the calendar's attendee).
+    let items = all_items(&app, &ws.key, &format!("/api/batches/{batch_id}/items")).await;
+    assert_eq!(items[0]["variables"]["email"], "item.a@example.com");
+}

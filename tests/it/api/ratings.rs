@@ -710,19 +710,16 @@ async fn receiver() -> (String, Arc<Mutex<Vec<Received>>>) {
 }
 
 async fn subscribe(app: &TestApp, ws: &Workspace, url: &str) -> String {
-    app.admin_ok(&[
-        "webhook",
-        "add",
-        "--org",
-        &ws.org_id.to_string(),
-        "--url",
-        url,
-        "--event",
-        "call.completed",
-        "--event",
-        "rating.completed",
-    ])
-    .await["secret"]
+    subscribe_to(app, ws, url, &["call.completed", "rating.completed"]).await
+}
+
+async fn subscribe_to(app: &TestApp, ws: &Workspace, url: &str, events: &[&str]) -> String {
+    let org = ws.org_id.to_string();
+    let mut args = vec!["webhook", "add", "--org", org.as_str(), "--url", url];
+    for event in events {
+        args.extend(["--event", event]);
+    }
+    app.admin_ok(&args).await["secret"]
         .as_str()
         .unwrap()
         .to_string()
@@ -823,6 +820,137 @@ async fn a_late_rating_sends_call_completed_without_it_then_rating_completed() {
     let card = rating(&app, &ws.key, &call).await;
     assert_eq!(body["rating"]["overall"].as_f64(), Some(overall(&card)));
     assert_eq!(body["rating"]["columns"], card["columns"]);
+}
+
+#[tokio::test]
+async fn redeliver_resends_every_event_of_the_call_with_its_original_event_id() {
+    let clock = ManualClock::new(utc("2026-06-01T04:00:00Z"));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let ws = app.calling_workspace("Replay", 5).await;
+    let (url, seen) = receiver().await;
+    subscribe_to(
+        &app,
+        &ws,
+        &url,
+        &["call.completed", "call.analyzed", "rating.completed"],
+    )
+    .await;
+    // A subscription that covers only call.completed gets only that again.
+    let (narrow_url, narrow) = receiver().await;
+    subscribe_to(&app, &ws, &narrow_url, &["call.completed"]).await;
+    let agent = template_agent(&app, &ws).await;
+    // The analysis and the scorecard both land after the webhook's wait, so
+    // the call produces call.completed, then call.analyzed and rating.completed.
+    let call = place(
+        &app,
+        &ws,
+        &agent,
+        "+919845012317",
+        "Asha",
+        json!({"simScript": ENGAGED, "simRatingDelayMs": 5000, "simAnalysisDelayMs": 5000}),
+    )
+    .await;
+    ended(&app, &ws.key, &call).await;
+    clock.advance(chrono::Duration::seconds(61));
+    let first = eventually(Duration::from_secs(60), "three events", || async {
+        let seen = seen.lock().unwrap();
+        (seen.len() >= 3).then(|| seen.clone())
+    })
+    .await;
+    let event_id = |received: &[Received], event: &str| -> Vec<(String, String)> {
+        received
+            .iter()
+            .filter(|r| r.header("x-service-event") == event)
+            .map(|r| {
+                (
+                    r.json()["eventId"].as_str().unwrap_or_default().to_string(),
+                    r.header("x-service-delivery").to_string(),
+                )
+            })
+            .collect()
+    };
+    let mut kinds: Vec<&str> = first.iter().map(|r| r.header("x-service-event")).collect();
+    kinds.sort_unstable();
+    assert_eq!(
+        kinds,
+        ["call.analyzed", "call.completed", "rating.completed"]
+    );
+    let rated = event_id(&first, "rating.completed");
+    assert_eq!(narrow.lock().unwrap().len(), 1, "call.completed only");
+
+    let reply = app
+        .post_empty(&ws.key, &format!("/api/calls/{call}/redeliver-webhook"))
+        .await
+        .expect(200);
+    let queued = reply.body["queued"].as_array().expect("queued").clone();
+    let counts: Vec<(String, u64)> = queued
+        .iter()
+        .map(|q| {
+            (
+                q["event"].as_str().unwrap_or_default().to_string(),
+                q["subscriptions"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(counts.len(), 3, "{}", reply.body);
+    assert_eq!(
+        counts[0],
+        ("call.completed".to_string(), 2),
+        "{}",
+        reply.body
+    );
+    assert!(
+        counts.contains(&("call.analyzed".to_string(), 1)),
+        "{}",
+        reply.body
+    );
+    assert!(
+        counts.contains(&("rating.completed".to_string(), 1)),
+        "{}",
+        reply.body
+    );
+    assert!(
+        reply.message().contains("rating.completed"),
+        "{}",
+        reply.message()
+    );
+
+    let all = eventually(
+        Duration::from_secs(10),
+        "the redelivered events",
+        || async {
+            let seen = seen.lock().unwrap();
+            (seen.len() >= 6).then(|| seen.clone())
+        },
+    )
+    .await;
+    let again = &all[3..];
+    for event in ["call.completed", "call.analyzed", "rating.completed"] {
+        let before = event_id(&first, event);
+        let after = event_id(again, event);
+        assert_eq!(before.len(), 1, "{event}");
+        assert_eq!(after.len(), 1, "{event} redelivered once");
+        assert_eq!(after[0].0, before[0].0, "{event} keeps its event id");
+        assert_ne!(after[0].1, before[0].1, "{event} is a new delivery");
+    }
+    let resent = again
+        .iter()
+        .find(|r| r.header("x-service-event") == "rating.completed")
+        .expect("rating.completed");
+    assert_eq!(resent.json()["eventId"], rated[0].0.as_str());
+    let card = rating(&app, &ws.key, &call).await;
+    assert_eq!(
+        resent.json()["rating"]["overall"].as_f64(),
+        Some(overall(&card))
+    );
+    let narrow_seen = eventually(Duration::from_secs(10), "the narrow redelivery", || async {
+        let seen = narrow.lock().unwrap();
+        (seen.len() >= 2).then(|| seen.clone())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(narrow.lock().unwrap().len(), 2, "nothing it does not cover");
+    assert_eq!(narrow_seen[1].header("x-service-event"), "call.completed");
 }
 
 #[tokio::test]
