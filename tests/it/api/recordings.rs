@@ -220,7 +220,7 @@ async fn unanswered_calls_have_no_recording() {
     assert_eq!(call["rawStatus"], "busy", "{call}");
     let id = call["id"].as_str().expect("id");
     let link = recording_url(&app, &ws, id).await;
-    assert_eq!(link, json!({"url": null, "callId": id}));
+    assert_eq!(link, json!({"url": null, "callId": id, "formats": []}));
     let missing = app
         .get(&ws.key, &format!("/api/calls/{id}/recording"))
         .await
