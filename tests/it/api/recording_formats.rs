@@ -199,8 +199,7 @@ async fn without_opus_asking_for_ogg_is_a_clear_refusal() {
 fn decode_ogg_opus(bytes: &[u8]) -> (u8, usize, [i32; 2]) {
     use voxline_media::ogg::parse_ogg_pages;
     use voxline_media::opus::audiopus::coder::Decoder;
-    use voxline_media::opus::audiopus::packet::Packet;
-    use voxline_media::opus::audiopus::{Channels, MutSignals, SampleRate};
+    use voxline_media::opus::audiopus::{Channels, SampleRate};
     let pages = parse_ogg_pages(bytes).expect("Ogg pages");
     assert!(pages.iter().all(|p| p.crc_ok), "every page's CRC holds");
     let head = &pages[0].packets[0];
@@ -212,10 +211,8 @@ fn decode_ogg_opus(bytes: &[u8]) -> (u8, usize, [i32; 2]) {
     let mut samples = 0;
     let mut peaks = [0i32; 2];
     for packet in pages[2..].iter().flat_map(|p| p.packets.iter()) {
-        let packet = Packet::try_from(packet.as_slice()).expect("packet");
-        let output = MutSignals::try_from(pcm.as_mut_slice()).expect("output");
         let decoded = decoder
-            .decode(Some(packet), output, false)
+            .decode(Some(packet.as_slice()), pcm.as_mut_slice(), false)
             .expect("decodes");
         for frame in pcm[..decoded * 2].chunks_exact(2) {
             peaks[0] = peaks[0].max(i32::from(frame[0]).abs());
