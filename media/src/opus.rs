@@ -11,6 +11,10 @@ use audiopus::{Application, Bitrate, Channels, SampleRate};
 use crate::error::MediaError;
 use crate::ogg::OggOpusWriter;
 
+/// The libopus bindings this module encodes with, for callers that decode
+/// what it wrote (the service's tests check recordings with its decoder).
+pub use audiopus;
+
 /// Opus frame length used throughout: 20 ms.
 pub const OPUS_FRAME_MS: u32 = 20;
 /// Largest Opus packet (RFC 6716 §3.4 bound for one frame).

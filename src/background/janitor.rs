@@ -134,8 +134,8 @@ async fn shared_upkeep(
     Ok(report)
 }
 
-/// Deletes the objects of recordings written before `cutoff_ms` from the
-/// recordings store and marks them deleted, so their `url` reads null.
+/// Deletes the objects of recordings written before `cutoff_ms` (every format
+/// each was kept in) from the recordings store and marks them deleted, so their `url` reads null.
 async fn delete_old_recordings(
     store: &Store,
     recordings: &RecordingStore,
@@ -147,11 +147,14 @@ async fn delete_old_recordings(
         .recordings_written_before(cutoff_ms, RECORDINGS_PER_PASS)
         .await?
     {
-        let gone = match RecordingKey::stored(&recording.object_key) {
-            Ok(key) => recordings.delete(&key).await,
-            // No object can have such a key; the row alone goes.
-            Err(_) => Ok(()),
-        };
+        // The WAV and, when one was written, its Ogg Opus copy.
+        let mut gone = Ok(());
+        for object_key in recording.object_keys() {
+            if let Ok(key) = RecordingKey::stored(object_key) {
+                gone = gone.and(recordings.delete(&key).await);
+            }
+            // No object can have a key that does not parse; only the row goes.
+        }
         if let Err(err) = gone {
             // Left for the next pass; the row stays so the object is not orphaned.
             tracing::warn!(call = %recording.call_id, key = %recording.object_key, error = %err, "could not delete an expired recording");

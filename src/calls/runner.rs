@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use voxline_actors::callee::spoken_lines;
 use voxline_actors::conversation::{
     CarrierSession, ConversationConfig, ConversationEngine, ConversationObserver, KeypadMenu,
-    KeypadOption, Speaker, Turn, run_conversation,
+    KeypadOption, RecordingInfo, Speaker, Turn, run_conversation,
 };
 use voxline_actors::engine::{CallJob, ConversationRunner, MediaSession};
 use voxline_actors::providers::ProviderKind;
@@ -168,22 +168,52 @@ pub fn conversation_config(
 const RECORDING_FORMAT: &str = "wav";
 
 impl CallRunner {
-    /// Uploads a finished recording to the recordings store and records its
-    /// row. A file that cannot be uploaded is kept on this node for a later
-    /// try (and its row written all the same, so it is served once it is up).
-    async fn store_recording(
+    /// Uploads a finished recording (the WAV, and its Ogg Opus copy when one
+    /// was written) to the recordings store and records its row. A file that
+    /// cannot be uploaded is kept on this node for a later try (and its row
+    /// written all the same, so it is served once it is up).
+    async fn store_recording(&self, org_id: OrgId, call_id: CallId, recording: &RecordingInfo) {
+        let key = RecordingKey::for_call(org_id, call_id, RECORDING_FORMAT);
+        let bytes = self.upload_recording(call_id, &recording.path, &key).await;
+        let ogg_key = recording
+            .ogg_path
+            .as_ref()
+            .map(|path| (path, RecordingKey::for_call(org_id, call_id, "ogg")));
+        let ogg_bytes = match &ogg_key {
+            Some((path, key)) => Some(self.upload_recording(call_id, path, key).await),
+            None => None,
+        };
+        let record = NewRecording {
+            call_id,
+            org_id,
+            object_key: key.as_str(),
+            format: RECORDING_FORMAT,
+            duration_ms: i64::try_from(recording.duration.as_millis()).unwrap_or(i64::MAX),
+            bytes: i64::try_from(bytes).unwrap_or(i64::MAX),
+            ogg: ogg_key
+                .as_ref()
+                .zip(ogg_bytes)
+                .map(|((_, key), bytes)| (key.as_str(), i64::try_from(bytes).unwrap_or(i64::MAX))),
+            now_ms: self.clock.now().timestamp_millis(),
+        };
+        if let Err(err) = self.store.insert_recording(&record).await {
+            tracing::error!(call = %call_id, error = %err, "could not store the recording");
+        }
+    }
+
+    /// Uploads one recording file under `key`; returns its size. A failed upload
+    /// keeps the file on this node for the retry pass.
+    async fn upload_recording(
         &self,
-        org_id: OrgId,
         call_id: CallId,
         file: &std::path::Path,
-        duration: Duration,
-    ) {
-        let key = RecordingKey::for_call(org_id, call_id, RECORDING_FORMAT);
+        key: &RecordingKey,
+    ) -> u64 {
         let local_bytes = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
-        let bytes = match self.recordings.upload(file, &key).await {
+        match self.recordings.upload(file, key).await {
             Ok(bytes) => bytes,
             Err(err) => {
-                match self.recordings.keep_unsent(file, &key).await {
+                match self.recordings.keep_unsent(file, key).await {
                     Ok(kept) => {
                         tracing::error!(call = %call_id, key = %key, kept = %kept.display(), error = %err, "recording upload failed; the file is kept on this node and retried");
                     }
@@ -193,18 +223,6 @@ impl CallRunner {
                 }
                 local_bytes
             }
-        };
-        let record = NewRecording {
-            call_id,
-            org_id,
-            object_key: key.as_str(),
-            format: RECORDING_FORMAT,
-            duration_ms: i64::try_from(duration.as_millis()).unwrap_or(i64::MAX),
-            bytes: i64::try_from(bytes).unwrap_or(i64::MAX),
-            now_ms: self.clock.now().timestamp_millis(),
-        };
-        if let Err(err) = self.store.insert_recording(&record).await {
-            tracing::error!(call = %call_id, error = %err, "could not store the recording");
         }
     }
 }
@@ -445,8 +463,7 @@ impl ConversationRunner for CallRunner {
             tracing::error!(call = %job.call_id, error = %err, "could not store the call's tool calls");
         }
         if let Some(rec) = &outcome.recording {
-            self.store_recording(org_id, call_id, &rec.path, rec.duration)
-                .await;
+            self.store_recording(org_id, call_id, rec).await;
         }
         reason
     }

@@ -203,13 +203,31 @@ pub fn verify(
             let sig = request
                 .query_param("sig")
                 .ok_or_else(|| unverifiable("missing callback sig"))?;
-            if verify_callback_sig(&account.api_key, call_id, &sig) {
-                Ok(())
-            } else {
-                Err(unverifiable("callback sig does not match"))
+            if !verify_callback_sig(&account.api_key, call_id, &sig) {
+                return Err(unverifiable("callback sig does not match"));
             }
+            verify_telnyx_signature(&account, request)
         }
     }
+}
+
+/// Checks Telnyx's Ed25519 webhook signature when the account gave its public key.
+/// The timestamp is compared with the wall clock: Telnyx signs with real time.
+fn verify_telnyx_signature(
+    account: &telnyx::TelnyxAccount,
+    request: &CallbackRequest,
+) -> Result<(), CarriersError> {
+    let Some(key) = &account.public_key else {
+        return Ok(());
+    };
+    telnyx::verify_signature(
+        key,
+        request.header("telnyx-timestamp"),
+        request.header("telnyx-signature-ed25519"),
+        &request.body,
+        chrono::Utc::now().timestamp(),
+    )
+    .map_err(|err| CarriersError::Unverifiable(err.to_string()))
 }
 
 /// Checks Vonage's signed-webhook JWT when the account opted in (`signatureSecret`).
@@ -246,7 +264,8 @@ fn verify_transfer_sig(
 
 /// Checks that a transferred call's leg report was sent by the carrier account in
 /// `credential`: Twilio's and Plivo's own signatures as on status callbacks; our
-/// transfer `sig` for Vonage (plus its signed-webhook JWT when enabled) and Telnyx.
+/// transfer `sig` for Vonage (plus its signed-webhook JWT when enabled) and Telnyx
+/// (plus its Ed25519 signature when the credential has the public key).
 pub fn verify_transfer(
     kind: CarrierKind,
     call_id: &str,
@@ -262,7 +281,8 @@ pub fn verify_transfer(
         }
         CarrierKind::Telnyx => {
             let account = telnyx::TelnyxAccount::from_credential(credential)?;
-            verify_transfer_sig(&account.api_key, call_id, request)
+            verify_transfer_sig(&account.api_key, call_id, request)?;
+            verify_telnyx_signature(&account, request)
         }
         CarrierKind::Exotel => Err(exotel_cannot_transfer()),
     }

@@ -2,9 +2,10 @@
 //! `/media/telnyx/{token}` endpoint, hang it up, transfer it to a person, and
 //! read its webhooks (call progress, and the transferred leg's hang-up).
 //!
-//! Telnyx signs webhooks with Ed25519 under a key from the portal that the
-//! credential does not carry, so every webhook URL we hand Telnyx carries our
-//! own `sig` (an HMAC of the call id keyed by the API key) instead.
+//! Every webhook URL we hand Telnyx carries our own `sig` (an HMAC of the call
+//! id keyed by the API key). Telnyx also signs each webhook with Ed25519 under
+//! the account's public key from the portal; when the credential carries that
+//! key (`publicKey`), the signature and its timestamp are checked as well.
 
 use super::{
     CallIndex, CarrierCredentials, CarrierKind, CarriersError, TRANSFER_ALEG_PARAM, base_url,
@@ -12,7 +13,10 @@ use super::{
     transfer_callback_sig, with_params, with_sig,
 };
 use crate::domain::text::{self, Lines};
+use crate::secrets::credentials::ed25519_public_key;
 use async_trait::async_trait;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use std::sync::Arc;
 use voxline_actors::carrier::{
     Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
@@ -29,13 +33,19 @@ pub const CODE_ALREADY_ENDED: &str = "90018";
 /// Telnyx takes a call's time limit between 30 s and 4 h.
 const TIME_LIMIT_RANGE: (u32, u32) = (30, 14_400);
 
-/// One Telnyx account: `{apiKey, connectionId, baseUrl?}`.
+/// How far a webhook's `telnyx-timestamp` may be from our clock, either way:
+/// Telnyx's libraries refuse older ones to stop replays.
+pub const SIGNATURE_TOLERANCE_SECONDS: i64 = 300;
+
+/// One Telnyx account: `{apiKey, connectionId?, publicKey?, baseUrl?}`.
 #[derive(Clone)]
 pub struct TelnyxAccount {
     /// API v2 key (Bearer token and our webhook `sig` key).
     pub api_key: String,
     /// The Call Control application placing calls; only placing needs it.
     pub connection_id: Option<String>,
+    /// The account's Ed25519 webhook key; when present, webhooks must be signed with it.
+    pub public_key: Option<ed25519_dalek::VerifyingKey>,
     /// API base URL without a trailing slash.
     pub base_url: String,
 }
@@ -45,6 +55,7 @@ impl std::fmt::Debug for TelnyxAccount {
         // The key stays out of logs.
         f.debug_struct("TelnyxAccount")
             .field("connection_id", &self.connection_id)
+            .field("signed_webhooks", &self.public_key.is_some())
             .field("base_url", &self.base_url)
             .finish_non_exhaustive()
     }
@@ -58,6 +69,15 @@ impl TelnyxAccount {
         Ok(Self {
             api_key: required_field(KIND, value, "apiKey")?,
             connection_id: optional_field(value, "connectionId"),
+            public_key: match optional_field(value, "publicKey") {
+                None => None,
+                Some(text) => Some(ed25519_public_key(&text).ok_or_else(|| {
+                    CarriersError::InvalidCredential {
+                        kind: KIND,
+                        reason: "publicKey is not a base64 Ed25519 public key".into(),
+                    }
+                })?),
+            },
             base_url: base_url(value, DEFAULT_BASE_URL),
         })
     }
@@ -78,6 +98,53 @@ impl TelnyxAccount {
             path_segment(call_control_id)
         )
     }
+}
+
+/// Why a webhook's Ed25519 signature was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    /// No `telnyx-signature-ed25519` or `telnyx-timestamp` header.
+    #[error("missing telnyx-signature-ed25519 or telnyx-timestamp")]
+    Missing,
+    /// The timestamp is not unix seconds, or too far from now.
+    #[error("telnyx-timestamp is not within {SIGNATURE_TOLERANCE_SECONDS} s of now")]
+    Stale,
+    /// The signature is not base64 of 64 bytes, or does not verify.
+    #[error("telnyx-signature-ed25519 does not match")]
+    Mismatch,
+}
+
+/// Checks a webhook as Telnyx signs it: the Ed25519 signature (base64, header
+/// `telnyx-signature-ed25519`) of `"{timestamp}|{raw body}"` under the account's
+/// public key, with `telnyx-timestamp` (unix seconds) within
+/// [`SIGNATURE_TOLERANCE_SECONDS`] of `now_unix`.
+pub fn verify_signature(
+    key: &ed25519_dalek::VerifyingKey,
+    timestamp: Option<&str>,
+    signature: Option<&str>,
+    body: &[u8],
+    now_unix: i64,
+) -> Result<(), SignatureError> {
+    let (Some(timestamp), Some(signature)) = (timestamp, signature) else {
+        return Err(SignatureError::Missing);
+    };
+    let timestamp = timestamp.trim();
+    let signed_at: i64 = timestamp.parse().map_err(|_| SignatureError::Stale)?;
+    if (now_unix - signed_at).abs() > SIGNATURE_TOLERANCE_SECONDS {
+        return Err(SignatureError::Stale);
+    }
+    let bytes: [u8; 64] = STANDARD
+        .decode(signature.trim())
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or(SignatureError::Mismatch)?;
+    let signature = ed25519_dalek::Signature::from_bytes(&bytes);
+    let mut message = Vec::with_capacity(timestamp.len() + 1 + body.len());
+    message.extend_from_slice(timestamp.as_bytes());
+    message.push(b'|');
+    message.extend_from_slice(body);
+    key.verify_strict(&message, &signature)
+        .map_err(|_| SignatureError::Mismatch)
 }
 
 /// Escapes what would end a path segment. Call control ids look like

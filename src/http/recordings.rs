@@ -3,10 +3,16 @@
 //! without an API key; `/api/calls/{id}/recording` streams the recording to a
 //! key holder. Both read it from the recordings store, so any node serves
 //! any call's recording, and both honour a single `Range`.
+//!
+//! A recording is kept as WAV, and also as Ogg Opus when the server is built
+//! with the `opus` feature. Reads serve the format a `format` query or the
+//! `Accept` header asks for (the query wins); a format the call's recording
+//! is not kept in is a 404 that says which formats it has.
 
 use super::MessageBody;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
+use super::extract::ApiQuery;
 use crate::app::state::AppState;
 use crate::calls::recording_link::{LinkSigner, recording_link};
 use crate::domain::{CallId, OrgId};
@@ -23,7 +29,7 @@ use axum::routing::get;
 use http_range_header::{EndPosition, RangeUnsatisfiableError, StartPosition, parse_range_header};
 use serde::{Deserialize, Serialize};
 use std::ops::RangeInclusive;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -43,10 +49,129 @@ pub fn public_router() -> Router<AppState> {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RecordingUrlView {
-    /// Signed link valid for 15 minutes; null when the call has no retained recording.
+    /// Signed link valid for 15 minutes, to the recording in the asked format
+    /// (`wav` unless `format` says otherwise); null when the call has no retained recording.
     pub url: Option<String>,
     /// The call.
     pub call_id: String,
+    /// The formats the recording is kept in (`wav`, and `ogg` when the server
+    /// writes Ogg Opus); empty when there is no retained recording.
+    pub formats: Vec<String>,
+}
+
+/// A recording's audio format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordingFormat {
+    /// Stereo 16-bit PCM WAV, 8 kHz: caller left, agent right.
+    Wav,
+    /// Stereo Ogg Opus, written beside the WAV when the server is built with `opus`.
+    Ogg,
+}
+
+impl RecordingFormat {
+    /// The format's name, also the object's extension.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Wav => "wav",
+            Self::Ogg => "ogg",
+        }
+    }
+}
+
+/// The `format` query of the recording reads.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RecordingFormatQuery {
+    /// `wav` or `ogg`; wins over `Accept`. Unknown values are a 400.
+    #[param(value_type = Option<String>, pattern = "^(wav|ogg)$")]
+    pub format: Option<RecordingFormat>,
+}
+
+/// Why a recording has no object in `format`, and what it has.
+fn no_such_format(call_id: &str, format: &str, recording: &RecordingFileRow) -> ApiError {
+    let mut message = format!(
+        "Call {call_id} has no {format} recording; it is kept as {}",
+        recording.formats().join(", ")
+    );
+    if format == "ogg" && !cfg!(feature = "opus") {
+        message.push_str(" (this server writes Ogg Opus only when built with the opus feature)");
+    }
+    ApiError::NotFound(message)
+}
+
+/// What one `Accept` media range asks of a recording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Acceptable {
+    /// `audio/*` or `*/*`: the recording's main format.
+    Any,
+    /// One format by its media type.
+    Format(RecordingFormat),
+}
+
+/// The recording formats an `Accept` header asks for, most wanted first
+/// (by `q`, then order); ranges with `q=0` and types that are no recording
+/// format (`application/json`, …) are left out.
+fn accepted(header: Option<&HeaderValue>) -> Vec<Acceptable> {
+    let Some(text) = header.and_then(|h| h.to_str().ok()) else {
+        return Vec::new();
+    };
+    let mut ranges: Vec<(f32, Acceptable)> = text
+        .split(',')
+        .filter_map(|range| {
+            let mut parts = range.split(';');
+            let media = parts.next()?.trim().to_ascii_lowercase();
+            let q = parts
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .find_map(|q| q.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            let wanted = match media.as_str() {
+                "*/*" | "audio/*" => Acceptable::Any,
+                "audio/ogg" | "audio/opus" => Acceptable::Format(RecordingFormat::Ogg),
+                "audio/wav" | "audio/x-wav" | "audio/wave" | "audio/vnd.wave" => {
+                    Acceptable::Format(RecordingFormat::Wav)
+                }
+                _ => return None,
+            };
+            (q > 0.0).then_some((q, wanted))
+        })
+        .collect();
+    // Stable: equal weights keep the client's order.
+    ranges.sort_by(|a, b| b.0.total_cmp(&a.0));
+    ranges.into_iter().map(|(_, wanted)| wanted).collect()
+}
+
+/// The format to serve of `recording`: the query's, else the first of `Accept`'s
+/// that the recording has, else its main format. A format asked for (by the query,
+/// or by an `Accept` naming only formats it lacks) that it lacks is a 404.
+fn choose_format(
+    call_id: &str,
+    recording: &RecordingFileRow,
+    query: Option<RecordingFormat>,
+    accept: Option<&HeaderValue>,
+) -> ApiResult<String> {
+    if let Some(format) = query {
+        return match recording.object_key_for(format.as_str()) {
+            Some(_) => Ok(format.as_str().to_string()),
+            None => Err(no_such_format(call_id, format.as_str(), recording)),
+        };
+    }
+    let wanted = accepted(accept);
+    for choice in &wanted {
+        match choice {
+            Acceptable::Any => return Ok(recording.format.clone()),
+            Acceptable::Format(format) if recording.object_key_for(format.as_str()).is_some() => {
+                return Ok(format.as_str().to_string());
+            }
+            Acceptable::Format(_) => {}
+        }
+    }
+    match wanted.first() {
+        Some(Acceptable::Format(format)) => {
+            Err(no_such_format(call_id, format.as_str(), recording))
+        }
+        _ => Ok(recording.format.clone()),
+    }
 }
 
 fn call_not_found(id: &str) -> ApiError {
@@ -72,12 +197,15 @@ fn public_base(state: &AppState, headers: &HeaderMap) -> String {
 
 /// A short-lived signed link to a call's recording.
 #[utoipa::path(get, path = "/api/calls/{callId}/recording-url", tag = "calls",
-    params(("callId" = String, Path, description = "Call id")),
-    responses((status = 200, body = RecordingUrlView), (status = 404, body = MessageBody)))]
+    params(("callId" = String, Path, description = "Call id"), RecordingFormatQuery),
+    responses((status = 200, body = RecordingUrlView),
+        (status = 400, description = "format is not wav or ogg", body = MessageBody),
+        (status = 404, description = "No such call, or its recording is not kept in the asked format", body = MessageBody)))]
 async fn recording_url(
     State(state): State<AppState>,
     caller: Caller,
     Path(call_id): Path<String>,
+    ApiQuery(query): ApiQuery<RecordingFormatQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Json<RecordingUrlView>> {
     let id = parse_call_id(&call_id)?;
@@ -87,28 +215,43 @@ async fn recording_url(
     }
     let base = public_base(&state, &headers);
     let now = state.clock.now().timestamp();
-    let url = state
-        .store
-        .recording_file(org, id)
-        .await?
-        .map(|file| recording_link(&state.secret, &base, org, id, &file.format, now));
+    let Some(file) = state.store.recording_file(org, id).await? else {
+        return Ok(Json(RecordingUrlView {
+            url: None,
+            call_id: id.to_string(),
+            formats: Vec::new(),
+        }));
+    };
+    let format = match query.format {
+        Some(format) if file.object_key_for(format.as_str()).is_none() => {
+            return Err(no_such_format(&call_id, format.as_str(), &file));
+        }
+        Some(format) => format.as_str().to_string(),
+        None => file.format.clone(),
+    };
     Ok(Json(RecordingUrlView {
-        url,
+        url: Some(recording_link(&state.secret, &base, org, id, &format, now)),
         call_id: id.to_string(),
+        formats: file.formats().into_iter().map(str::to_string).collect(),
     }))
 }
 
-/// Stream a call's recording; honours `Range`.
+/// Stream a call's recording in the format asked for; honours `Range`.
 #[utoipa::path(get, path = "/api/calls/{callId}/recording", tag = "calls",
-    params(("callId" = String, Path, description = "Call id"),
+    params(("callId" = String, Path, description = "Call id"), RecordingFormatQuery,
+        ("Accept" = Option<String>, Header, description = "audio/ogg, audio/wav (or audio/x-wav), audio/* or */*; the format query wins. Without either, the WAV."),
         ("Range" = Option<String>, Header, description = "One byte range, e.g. bytes=0-1023")),
-    responses((status = 200, description = "The recording (audio/wav)", content_type = "audio/wav"),
-        (status = 206, description = "The requested byte range", content_type = "audio/wav"),
-        (status = 404, body = MessageBody), (status = 416, body = MessageBody)))]
+    responses((status = 200, description = "The recording (audio/wav or audio/ogg)",
+            content(("audio/wav"), ("audio/ogg"))),
+        (status = 206, description = "The requested byte range", content(("audio/wav"), ("audio/ogg"))),
+        (status = 400, description = "format is not wav or ogg", body = MessageBody),
+        (status = 404, description = "No such call, no recording, or none in the asked format (the message lists the formats kept)", body = MessageBody),
+        (status = 416, body = MessageBody)))]
 async fn recording_audio(
     State(state): State<AppState>,
     caller: Caller,
     Path(call_id): Path<String>,
+    ApiQuery(query): ApiQuery<RecordingFormatQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let id = parse_call_id(&call_id)?;
@@ -121,7 +264,12 @@ async fn recording_audio(
         .recording_file(org, id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("Call {call_id} has no recording")))?;
-    serve_recording(&state.recordings, &file, &headers).await
+    let format = choose_format(&call_id, &file, query.format, headers.get(header::ACCEPT))?;
+    let mut response = serve_recording(&state.recordings, &file, &format, &headers).await?;
+    response
+        .headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("accept"));
+    Ok(response)
 }
 
 /// The query of a signed link.
@@ -163,9 +311,11 @@ async fn signed_recording(
         .store
         .recording_file(org, id)
         .await?
-        .filter(|r| r.format == format)
         .ok_or_else(no_recording)?;
-    serve_recording(&state.recordings, &recording, &headers).await
+    if recording.object_key_for(format).is_none() {
+        return Err(no_such_format(call_id, format, &recording));
+    }
+    serve_recording(&state.recordings, &recording, format, &headers).await
 }
 
 fn content_type(format: &str) -> &'static str {
@@ -220,18 +370,20 @@ fn select(header: Option<&HeaderValue>, len: u64) -> Selection {
     }
 }
 
-/// Serves `recording` (or the part `Range` asks for) from the recordings
-/// store, whichever node wrote it.
+/// Serves `recording` in `format` (or the part `Range` asks for) from the
+/// recordings store, whichever node wrote it.
 async fn serve_recording(
     recordings: &RecordingStore,
     recording: &RecordingFileRow,
+    format: &str,
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
+    let object_key = recording.object_key_for(format).unwrap_or_default();
     let missing = || {
-        tracing::warn!(call = %recording.call_id, key = %recording.object_key, "recording object is missing");
+        tracing::warn!(call = %recording.call_id, key = %object_key, "recording object is missing");
         ApiError::NotFound(format!("Call {} has no recording", recording.call_id))
     };
-    let key = RecordingKey::stored(&recording.object_key).map_err(|_| missing())?;
+    let key = RecordingKey::stored(object_key).map_err(|_| missing())?;
     let internal = |err: RecordingStoreError| ApiError::Internal(err.into());
     let meta = recordings
         .metadata(&key)
@@ -269,7 +421,7 @@ async fn serve_recording(
     let out = response.headers_mut();
     out.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static(content_type(&recording.format)),
+        HeaderValue::from_static(content_type(format)),
     );
     out.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     out.insert(header::CONTENT_LENGTH, HeaderValue::from(body_len));
@@ -311,6 +463,7 @@ mod tests {
             object_key: key.to_string(),
             format: "wav".into(),
             bytes: 100,
+            ogg_object_key: None,
         };
         (dir, recordings, recording)
     }
@@ -322,7 +475,7 @@ mod tests {
         if let Some(range) = range {
             headers.insert(header::RANGE, HeaderValue::from_str(range).unwrap());
         }
-        let response = serve_recording(&recordings, &recording, &headers)
+        let response = serve_recording(&recordings, &recording, "wav", &headers)
             .await
             .unwrap();
         let status = response.status();
@@ -381,7 +534,7 @@ mod tests {
         let (_dir, recordings, recording) = store_with_100_bytes().await;
         let key = RecordingKey::stored(&recording.object_key).unwrap();
         recordings.delete(&key).await.unwrap();
-        let err = serve_recording(&recordings, &recording, &HeaderMap::new())
+        let err = serve_recording(&recordings, &recording, "wav", &HeaderMap::new())
             .await
             .unwrap_err();
         assert!(matches!(err, ApiError::NotFound(_)), "{err:?}");
@@ -389,10 +542,60 @@ mod tests {
             object_key: "/nonexistent//call.wav".into(),
             ..recording
         };
-        let err = serve_recording(&recordings, &unkeyed, &HeaderMap::new())
+        let err = serve_recording(&recordings, &unkeyed, "wav", &HeaderMap::new())
             .await
             .unwrap_err();
         assert!(matches!(err, ApiError::NotFound(_)), "{err:?}");
+    }
+
+    #[test]
+    fn the_query_wins_then_accept_then_the_main_format() {
+        let row = |ogg: bool| RecordingFileRow {
+            call_id: CallId::new(),
+            org_id: OrgId::new(),
+            object_key: "o/c.wav".into(),
+            format: "wav".into(),
+            bytes: 1,
+            ogg_object_key: ogg.then(|| "o/c.ogg".into()),
+        };
+        let accept = |text: &'static str| HeaderValue::from_static(text);
+        let pick = |ogg: bool, query: Option<RecordingFormat>, header: Option<HeaderValue>| {
+            choose_format("c", &row(ogg), query, header.as_ref()).map_err(|e| e.to_string())
+        };
+        let ogg = Some(RecordingFormat::Ogg);
+        let wav = Some(RecordingFormat::Wav);
+        assert_eq!(pick(true, None, None).unwrap(), "wav");
+        assert_eq!(pick(true, ogg, Some(accept("audio/wav"))).unwrap(), "ogg");
+        assert_eq!(pick(true, wav, Some(accept("audio/ogg"))).unwrap(), "wav");
+        assert_eq!(pick(true, None, Some(accept("audio/ogg"))).unwrap(), "ogg");
+        assert_eq!(
+            pick(true, None, Some(accept("audio/x-wav"))).unwrap(),
+            "wav"
+        );
+        assert_eq!(pick(true, None, Some(accept("*/*"))).unwrap(), "wav");
+        assert_eq!(
+            pick(true, None, Some(accept("audio/wav;q=0.5, audio/ogg"))).unwrap(),
+            "ogg"
+        );
+        assert_eq!(
+            pick(true, None, Some(accept("audio/ogg;q=0, */*"))).unwrap(),
+            "wav"
+        );
+        assert_eq!(
+            pick(true, None, Some(accept("application/json"))).unwrap(),
+            "wav"
+        );
+        // Without the Ogg copy: asked by query or by an Accept naming only it, a clear 404.
+        let err = pick(false, ogg, None).unwrap_err();
+        assert!(
+            err.contains("no ogg recording") && err.contains("kept as wav"),
+            "{err}"
+        );
+        assert!(pick(false, None, Some(accept("audio/ogg"))).is_err());
+        assert_eq!(
+            pick(false, None, Some(accept("audio/ogg, audio/wav;q=0.1"))).unwrap(),
+            "wav"
+        );
     }
 
     #[test]

@@ -42,7 +42,9 @@ pub enum CredentialKind {
     Exotel,
     /// Vonage: `applicationId`, `privateKey`.
     Vonage,
-    /// Telnyx: `apiKey`.
+    /// Telnyx: `apiKey`, optional `connectionId` (needed to place calls) and
+    /// `publicKey` (the account's base64 Ed25519 webhook key; when set, every
+    /// webhook must carry a valid `telnyx-signature-ed25519`).
     Telnyx,
     /// Google Sheets: `accessToken`.
     Google,
@@ -236,7 +238,25 @@ pub fn validate(kind: &str, value: &serde_json::Value) -> Result<(), CredentialE
             )));
         }
     }
+    if kind == CredentialKind::Telnyx
+        && let Some(key) = obj.get("publicKey")
+        && key.as_str().and_then(ed25519_public_key).is_none()
+    {
+        return Err(CredentialError::Invalid(
+            "telnyx credential publicKey must be the account's base64 Ed25519 public key (32 bytes)"
+                .into(),
+        ));
+    }
     Ok(())
+}
+
+/// Reads a base64 Ed25519 public key (Telnyx's webhook key from the portal);
+/// `None` unless it decodes to 32 bytes that are a valid curve point.
+pub fn ed25519_public_key(text: &str) -> Option<ed25519_dalek::VerifyingKey> {
+    let bytes: [u8; 32] = STANDARD.decode(text.trim()).ok()?.try_into().ok()?;
+    let key = ed25519_dalek::VerifyingKey::from_bytes(&bytes).ok()?;
+    // A small-order point verifies forged signatures; no real account key is one.
+    (!key.is_weak()).then_some(key)
 }
 
 #[cfg(test)]

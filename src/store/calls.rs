@@ -137,6 +137,8 @@ pub struct NewRecording<'a> {
     pub duration_ms: i64,
     /// File size.
     pub bytes: i64,
+    /// The Ogg Opus copy's key and size, when one was written.
+    pub ogg: Option<(&'a str, i64)>,
     /// Time written, Unix ms.
     pub now_ms: i64,
 }
@@ -642,10 +644,12 @@ impl Store {
     pub async fn insert_recording(&self, r: &NewRecording<'_>) -> StoreResult<()> {
         with_pool!(self, pool => {
             sqlx::query(
-                "INSERT INTO recordings (call_id, org_id, object_key, format, duration_ms, bytes, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                "INSERT INTO recordings (call_id, org_id, object_key, format, duration_ms, bytes, created_at,
+                   ogg_object_key, ogg_bytes)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                  ON CONFLICT (call_id) DO UPDATE SET object_key = excluded.object_key, format = excluded.format,
-                   duration_ms = excluded.duration_ms, bytes = excluded.bytes",
+                   duration_ms = excluded.duration_ms, bytes = excluded.bytes,
+                   ogg_object_key = excluded.ogg_object_key, ogg_bytes = excluded.ogg_bytes",
             )
             .bind(r.call_id)
             .bind(r.org_id)
@@ -654,6 +658,8 @@ impl Store {
             .bind(r.duration_ms)
             .bind(r.bytes)
             .bind(r.now_ms)
+            .bind(r.ogg.map(|(key, _)| key))
+            .bind(r.ogg.map(|(_, bytes)| bytes))
             .execute(pool)
             .await?;
         });

@@ -17,6 +17,35 @@ pub struct RecordingFileRow {
     pub format: String,
     /// Size when it was finalized.
     pub bytes: i64,
+    /// The Ogg Opus copy's key, when the call was also recorded as Ogg Opus.
+    pub ogg_object_key: Option<String>,
+}
+
+impl RecordingFileRow {
+    /// The formats this recording is kept in, the main one first.
+    pub fn formats(&self) -> Vec<&str> {
+        let mut formats = vec![self.format.as_str()];
+        if self.ogg_object_key.is_some() && self.format != "ogg" {
+            formats.push("ogg");
+        }
+        formats
+    }
+
+    /// The object key of the recording in `format`, if it is kept in it.
+    pub fn object_key_for(&self, format: &str) -> Option<&str> {
+        if format == self.format {
+            Some(&self.object_key)
+        } else if format == "ogg" {
+            self.ogg_object_key.as_deref()
+        } else {
+            None
+        }
+    }
+
+    /// Every object the recording has in the recordings store.
+    pub fn object_keys(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.object_key.as_str()).chain(self.ogg_object_key.as_deref())
+    }
 }
 
 impl Store {
@@ -28,7 +57,7 @@ impl Store {
     ) -> StoreResult<Option<RecordingFileRow>> {
         let row = with_pool!(self, pool => {
             sqlx::query_as::<_, RecordingFileRow>(
-                "SELECT call_id, org_id, object_key, format, bytes FROM recordings
+                "SELECT call_id, org_id, object_key, format, bytes, ogg_object_key FROM recordings
                  WHERE call_id = $1 AND org_id = $2 AND deleted_at IS NULL",
             )
             .bind(call_id)
@@ -47,7 +76,7 @@ impl Store {
     ) -> StoreResult<Vec<RecordingFileRow>> {
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, RecordingFileRow>(
-                "SELECT call_id, org_id, object_key, format, bytes FROM recordings
+                "SELECT call_id, org_id, object_key, format, bytes, ogg_object_key FROM recordings
                  WHERE deleted_at IS NULL AND created_at < $1
                  ORDER BY created_at LIMIT $2",
             )

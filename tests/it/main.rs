@@ -19,5 +19,6 @@ mod module_graph;
 mod properties;
 mod providers;
 mod support;
+mod telnyx_calls;
 mod tools_calendar;
 mod tools_function;

@@ -243,8 +243,50 @@ impl OutboundAudio {
 pub struct RecordingInfo {
     /// The WAV file.
     pub path: PathBuf,
+    /// The same recording in Ogg Opus beside it (`.ogg`), when built with the
+    /// `opus` feature and the encoder could run.
+    pub ogg_path: Option<PathBuf>,
     /// Its length.
     pub duration: Duration,
+}
+
+/// The Ogg Opus copy written beside the WAV, fed the same stereo frames.
+#[cfg(feature = "opus")]
+#[derive(Debug)]
+struct OggCopy {
+    path: PathBuf,
+    writer: voxline_media::opus::OggOpusRecorder<BufWriter<File>>,
+}
+
+#[cfg(feature = "opus")]
+impl OggCopy {
+    /// Starts `{wav path}.ogg`; `None` (the WAV alone) when it cannot be created.
+    fn create(wav: &std::path::Path) -> Option<Self> {
+        let path = wav.with_extension("ogg");
+        let started = File::create(&path)
+            .map_err(MediaError::from)
+            .and_then(|file| {
+                // Each file's own stream serial, as Ogg asks; any value is valid.
+                voxline_media::opus::OggOpusRecorder::new(
+                    BufWriter::with_capacity(16 * 1024, file),
+                    rand::random(),
+                )
+            });
+        match started {
+            Ok(writer) => Some(Self { path, writer }),
+            Err(error) => {
+                tracing::warn!(%error, path = %path.display(), "the Ogg Opus recording is not written");
+                let _ = std::fs::remove_file(&path);
+                None
+            }
+        }
+    }
+
+    fn finish(self) -> Result<PathBuf, MediaError> {
+        let mut file = self.writer.finish()?;
+        std::io::Write::flush(&mut file)?;
+        Ok(self.path)
+    }
 }
 
 /// The call recording: caller left, agent right, written on the call's clock.
@@ -252,6 +294,8 @@ pub struct RecordingInfo {
 pub(crate) struct Recorder {
     path: PathBuf,
     writer: WavWriter<BufWriter<File>>,
+    #[cfg(feature = "opus")]
+    ogg: Option<OggCopy>,
     caller: VecDeque<i16>,
     agent: VecDeque<i16>,
     left: [i16; RECORD_FRAME],
@@ -268,6 +312,8 @@ impl Recorder {
         }
         let file = BufWriter::with_capacity(64 * 1024, File::create(&path)?);
         Ok(Self {
+            #[cfg(feature = "opus")]
+            ogg: OggCopy::create(&path),
             path,
             writer: WavWriter::new(file)?,
             caller: VecDeque::with_capacity(RECORD_BACKLOG),
@@ -303,10 +349,30 @@ impl Recorder {
             fill_from(&mut self.caller, &mut self.left);
             fill_from(&mut self.agent, &mut self.right);
             self.writer.write_frames(&self.left, &self.right)?;
+            self.write_ogg(RECORD_FRAME);
             self.ticks += 1;
         }
         Ok(())
     }
+
+    /// Feeds the first `frames` of `left`/`right` to the Ogg copy; an encoder failure
+    /// stops the copy (and removes its file), never the WAV.
+    #[cfg(feature = "opus")]
+    fn write_ogg(&mut self, frames: usize) {
+        if let Some(ogg) = &mut self.ogg
+            && let Err(error) = ogg
+                .writer
+                .write_frames(&self.left[..frames], &self.right[..frames])
+        {
+            tracing::warn!(%error, "the Ogg Opus recording failed; keeping the WAV only");
+            if let Some(ogg) = self.ogg.take() {
+                let _ = std::fs::remove_file(&ogg.path);
+            }
+        }
+    }
+
+    #[cfg(not(feature = "opus"))]
+    fn write_ogg(&mut self, _frames: usize) {}
 
     /// Writes what is still queued, patches the header and closes the file.
     pub(crate) fn finish(mut self) -> Result<RecordingInfo, MediaError> {
@@ -316,12 +382,26 @@ impl Recorder {
             fill_from(&mut self.agent, &mut self.right[..frames]);
             self.writer
                 .write_frames(&self.left[..frames], &self.right[..frames])?;
+            self.write_ogg(frames);
         }
         let duration = self.writer.duration();
         let mut file = self.writer.finalize()?;
         std::io::Write::flush(&mut file)?;
+        #[cfg(feature = "opus")]
+        let ogg_path = self.ogg.and_then(|ogg| {
+            let path = ogg.path.clone();
+            ogg.finish()
+                .map_err(|error| {
+                    tracing::warn!(%error, "the Ogg Opus recording could not be finished");
+                    let _ = std::fs::remove_file(&path);
+                })
+                .ok()
+        });
+        #[cfg(not(feature = "opus"))]
+        let ogg_path = None;
         Ok(RecordingInfo {
             path: self.path,
+            ogg_path,
             duration,
         })
     }
@@ -387,5 +467,28 @@ mod tests {
         assert_eq!(info.duration, Duration::from_micros(46_250));
         let wav = WavInfo::read(File::open(path).unwrap()).unwrap();
         assert_eq!(wav.duration(), info.duration);
+        #[cfg(not(feature = "opus"))]
+        assert_eq!(info.ogg_path, None);
+    }
+
+    #[cfg(feature = "opus")]
+    #[test]
+    fn with_opus_the_same_frames_go_to_an_ogg_beside_the_wav() {
+        use voxline_media::ogg::parse_ogg_pages;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rec.wav");
+        let mut recorder = Recorder::create(path.clone()).unwrap();
+        recorder.caller(&[1_000; 1_600]);
+        recorder.agent(&[-1_000; 800]);
+        recorder.write_until(Duration::from_millis(200)).unwrap();
+        recorder.caller(&[500; 80]);
+        let info = recorder.finish().unwrap();
+        let ogg = info.ogg_path.expect("an ogg copy");
+        assert_eq!(ogg, dir.path().join("rec.ogg"));
+        let pages = parse_ogg_pages(&std::fs::read(ogg).unwrap()).unwrap();
+        assert!(pages.iter().all(|p| p.crc_ok));
+        assert_eq!(pages[0].packets[0][9], 2, "stereo");
+        // 10 whole frames and the 10 ms tail padded to one more, at 48 kHz.
+        assert_eq!(pages.last().map(|p| p.granule), Some(11 * 960));
     }
 }

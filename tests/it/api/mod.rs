@@ -25,6 +25,7 @@ mod limits;
 mod nodes;
 mod openapi;
 mod ratings;
+mod recording_formats;
 mod recordings;
 mod settings;
 mod shared_recordings;
