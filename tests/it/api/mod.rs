@@ -31,6 +31,7 @@ mod shared_recordings;
 mod text_edge;
 mod tools;
 mod tools_twilio;
+mod voicemail;
 mod webhook_urls;
 mod webhooks;
 
