@@ -152,8 +152,8 @@ impl<T: MediaTransport> CallLoop<T> {
         };
     }
 
-    /// One caller frame while waiting for the beep to end; `speech` is the VAD's view where
-    /// one runs.
+    /// One caller frame while waiting for the beep to end: quiet by the VAD where one runs,
+    /// else by its peak.
     pub(super) async fn after_beep_frame(&mut self, frame_is_quiet: bool, now: Instant) {
         let MachinePhase::AfterBeep {
             since,
