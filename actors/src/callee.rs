@@ -42,6 +42,9 @@ const LATE_AFTER: Duration = Duration::from_millis(40);
 const MACHINE_GREETING: Duration = Duration::from_millis(3500);
 /// The answering machine's beep.
 const MACHINE_BEEP: Duration = Duration::from_millis(500);
+/// How long the answering machine records after its beep before it hangs up, as machines
+/// cap a message's length.
+const MACHINE_RECORDING: Duration = Duration::from_secs(60);
 
 /// One step of the caller script.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -655,6 +658,14 @@ impl<T: MediaTransport> Callee<T> {
     /// Starts the next script step when its moment has come.
     async fn next_step(&mut self, now: Instant) {
         if let Some(done_at) = self.script_done_at {
+            if self.behaviour == CalleeBehaviour::AnsweringMachine {
+                // After its beep the machine records, quietly, until the agent hangs up or
+                // the message is as long as it takes.
+                if now >= done_at + MACHINE_RECORDING {
+                    self.hang_up(true).await;
+                }
+                return;
+            }
             if now >= done_at + self.options.hangup_wait {
                 self.report.error = Some("the agent did not hang up".to_owned());
                 self.hang_up(false).await;

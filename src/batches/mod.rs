@@ -148,7 +148,8 @@ pub struct Progress {
     pub total: i64,
     /// Latest call completed.
     pub completed: i64,
-    /// Latest call failed, unanswered, busy or canceled; or skipped; or dropped by a stop.
+    /// Latest call failed, unanswered, busy, canceled or reached voicemail; or skipped; or
+    /// dropped by a stop.
     pub failed: i64,
     /// Waiting to be dialed or on a live call.
     pub pending: i64,

@@ -44,5 +44,6 @@ pub fn job_for(
             .get("simFault")
             .and_then(|v| v.as_str())
             .map(str::to_string),
+        detect_machine: spec.voicemail.detect,
     }
 }

@@ -6,7 +6,9 @@ use super::call_tools::{ToolCallContext, ToolDeps, call_tools};
 use super::welcome_cache::WelcomeCache;
 use crate::app::config::Settings;
 use crate::calls::media_stream::MediaStream;
-use crate::domain::agent::{AgentSpec, ConversationEngine as AgentEngine, fill_placeholders};
+use crate::domain::agent::{
+    AgentSpec, ConversationEngine as AgentEngine, VoicemailMode, fill_placeholders,
+};
 use crate::domain::clock::SharedClock;
 use crate::domain::{CallId, OrgId};
 use crate::providers::resilience::Breakers;
@@ -25,9 +27,9 @@ use tokio_util::sync::CancellationToken;
 use voxline_actors::callee::spoken_lines;
 use voxline_actors::conversation::{
     CarrierSession, ConversationConfig, ConversationEngine, ConversationObserver, KeypadMenu,
-    KeypadOption, RecordingInfo, Speaker, Turn, run_conversation,
+    KeypadOption, RecordingInfo, Speaker, Turn, VoicemailAction, VoicemailPlan, run_conversation,
 };
-use voxline_actors::engine::{CallJob, ConversationRunner, MediaSession};
+use voxline_actors::engine::{CallJob, ConversationRunner, MachineVerdicts, MediaSession};
 use voxline_actors::providers::ProviderKind;
 use voxline_actors::providers::sim::{SimConfig, SimFailure};
 
@@ -141,6 +143,15 @@ pub fn conversation_config(
         timeout: Duration::from_secs(u64::from(k.timeout_seconds)),
         attempts: k.attempts,
     });
+    let voicemail = VoicemailPlan {
+        detect: spec.voicemail.detect,
+        action: match (spec.voicemail.action, &spec.voicemail.message) {
+            (VoicemailMode::LeaveMessage, Some(message)) => {
+                VoicemailAction::LeaveMessage(fill_placeholders(message, variables))
+            }
+            _ => VoicemailAction::Hangup,
+        },
+    };
     ConversationConfig {
         call_id: call_id.to_string(),
         carrier,
@@ -160,6 +171,7 @@ pub fn conversation_config(
         recording_path,
         max_tokens: Some(spec.max_tokens),
         temperature: spec.temperature,
+        voicemail,
         ..ConversationConfig::default()
     }
 }
@@ -301,6 +313,7 @@ impl ConversationRunner for CallRunner {
         job: CallJob,
         media: MediaSession,
         _answered_at_ms: i64,
+        machine: MachineVerdicts,
         cancel: CancellationToken,
     ) -> String {
         let Ok(stream) = media.downcast::<MediaStream>() else {
@@ -374,6 +387,7 @@ impl ConversationRunner for CallRunner {
             },
         );
         config.tools = tools;
+        config.machine_verdicts = Some(machine);
         let sim = self.sim_config(&variables);
         let selected = match prepare_call(&self.selector, call_id, org_id, &spec, sim).await {
             Ok(selected) => selected,

@@ -378,9 +378,19 @@ pub fn parse_status(
     let fields = request.fields();
     let status = match kind {
         CarrierKind::Twilio => {
-            let call_status = field(&fields, "CallStatus")
-                .ok_or_else(|| CarriersError::BadCallback("missing CallStatus".into()))?;
-            twilio::map_status(&call_status, field(&fields, "AnsweredBy").as_deref())
+            let answered_by = field(&fields, "AnsweredBy");
+            match (field(&fields, "CallStatus"), answered_by) {
+                (Some(call_status), answered_by) => {
+                    twilio::map_status(&call_status, answered_by.as_deref())
+                }
+                // The asynchronous AMD callback carries no CallStatus.
+                (None, Some(answered_by)) => {
+                    twilio::map_answered_by(&answered_by).map(CarrierStatus::AnsweredBy)
+                }
+                (None, None) => {
+                    return Err(CarriersError::BadCallback("missing CallStatus".into()));
+                }
+            }
         }
         CarrierKind::Plivo => {
             let call_status = field(&fields, "CallStatus");
@@ -390,7 +400,9 @@ pub fn parse_status(
                     "missing CallStatus and Event".into(),
                 ));
             }
-            plivo::map_status(call_status.as_deref(), event.as_deref())
+            // The machine-detection callback also says CallStatus=in-progress.
+            plivo::map_machine(event.as_deref(), field(&fields, "Machine").as_deref())
+                .or_else(|| plivo::map_status(call_status.as_deref(), event.as_deref()))
         }
         CarrierKind::Exotel => {
             let status = field(&fields, "Status").or_else(|| field(&fields, "status"));
@@ -403,7 +415,8 @@ pub fn parse_status(
         CarrierKind::Vonage => {
             let status = field(&fields, "status")
                 .ok_or_else(|| CarriersError::BadCallback("missing status".into()))?;
-            vonage::map_status(&status)
+            vonage::map_machine(&status, field(&fields, "sub_state").as_deref())
+                .or_else(|| vonage::map_status(&status))
         }
         CarrierKind::Telnyx => {
             let event = telnyx::parse_event(&request.body)

@@ -14,7 +14,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use std::sync::Arc;
 use voxline_actors::carrier::{
-    Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
+    AnsweredBy, Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
 };
 use voxline_actors::signing::Signer;
 
@@ -70,7 +70,7 @@ pub fn answer_url(req: &DialRequest) -> String {
 
 /// The JSON body of the create-call request.
 pub fn create_call_body(req: &DialRequest) -> serde_json::Value {
-    serde_json::json!({
+    let mut body = serde_json::json!({
         "from": req.from,
         "to": req.to,
         "answer_url": answer_url(req),
@@ -79,7 +79,19 @@ pub fn create_call_body(req: &DialRequest) -> serde_json::Value {
         "ring_url": req.status_url,
         "ring_timeout": req.ring_timeout_seconds,
         "time_limit": req.time_limit_seconds,
-    })
+    });
+    if req.detect_machine
+        && let Some(fields) = body.as_object_mut()
+    {
+        // `true` keeps the call up on a machine (the agent decides) and reports to the URL.
+        fields.insert("machine_detection".into(), "true".into());
+        fields.insert(
+            "machine_detection_url".into(),
+            req.status_url.clone().into(),
+        );
+        fields.insert("machine_detection_method".into(), "POST".into());
+    }
+    body
 }
 
 /// The Plivo XML answer that streams the call, both ways, to our media endpoint;
@@ -280,6 +292,20 @@ impl Carrier for PlivoCarrier {
         self.calls.mark_transferred(&req.carrier_call_id);
         Ok(())
     }
+}
+
+/// Reads an asynchronous machine-detection callback (`Event=MachineDetection`, `Machine`
+/// true or false); `None` for any other callback.
+pub fn map_machine(event: Option<&str>, machine: Option<&str>) -> Option<CarrierStatus> {
+    if !event?.trim().eq_ignore_ascii_case("MachineDetection") {
+        return None;
+    }
+    let verdict = match machine?.trim().to_ascii_lowercase().as_str() {
+        "true" => AnsweredBy::Machine,
+        "false" => AnsweredBy::Human,
+        _ => return None,
+    };
+    Some(CarrierStatus::AnsweredBy(verdict))
 }
 
 /// Maps a Plivo callback's `CallStatus` (or, lacking one, its `Event`) to

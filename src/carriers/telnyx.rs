@@ -19,7 +19,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use std::sync::Arc;
 use voxline_actors::carrier::{
-    Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
+    AnsweredBy, Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
 };
 
 const KIND: CarrierKind = CarrierKind::Telnyx;
@@ -172,7 +172,7 @@ pub fn dial_body(
     account: &TelnyxAccount,
 ) -> Result<serde_json::Value, CarriersError> {
     let (min_limit, max_limit) = TIME_LIMIT_RANGE;
-    Ok(serde_json::json!({
+    let mut body = serde_json::json!({
         "connection_id": account.connection_id()?,
         "to": req.to,
         "from": req.from,
@@ -184,7 +184,15 @@ pub fn dial_body(
         "webhook_url_method": "POST",
         "timeout_secs": req.ring_timeout_seconds,
         "time_limit_secs": req.time_limit_seconds.clamp(min_limit, max_limit),
-    }))
+    });
+    if req.detect_machine
+        && let Some(fields) = body.as_object_mut()
+    {
+        // Reports `call.machine.detection.ended`, then on a machine
+        // `call.machine.greeting.ended` (beep or not), to the webhook URL.
+        fields.insert("answering_machine_detection".into(), "detect_beep".into());
+    }
+    Ok(body)
 }
 
 /// The webhook URL of a transfer: the leg-report URL with our `sig` and the callee's
@@ -359,6 +367,8 @@ pub struct TelnyxEvent {
     pub end_time: Option<String>,
     /// When the event happened (RFC 3339).
     pub occurred_at: Option<String>,
+    /// On the machine-detection events: `human`, `machine`, `beep_detected`, `ended`, …
+    pub result: Option<String>,
 }
 
 /// Reads a webhook body; `None` when it is not a Call Control event.
@@ -381,6 +391,7 @@ pub fn parse_event(body: &[u8]) -> Option<TelnyxEvent> {
         start_time: field("start_time"),
         end_time: field("end_time"),
         occurred_at: text(data.get("occurred_at")),
+        result: field("result"),
     })
 }
 
@@ -404,6 +415,22 @@ pub fn map_status(event: &TelnyxEvent) -> Option<CarrierStatus> {
                 other => CarrierStatus::Failed(other.to_string()),
             },
         ),
+        "call.machine.detection.ended" => {
+            let verdict = match event.result.as_deref()? {
+                "human" => AnsweredBy::Human,
+                "machine" => AnsweredBy::Machine,
+                _ => return None,
+            };
+            Some(CarrierStatus::AnsweredBy(verdict))
+        }
+        "call.machine.greeting.ended" => {
+            let verdict = match event.result.as_deref()? {
+                "beep_detected" => AnsweredBy::Beep,
+                "ended" => AnsweredBy::GreetingEnded,
+                _ => return None,
+            };
+            Some(CarrierStatus::AnsweredBy(verdict))
+        }
         _ => None,
     }
 }

@@ -13,7 +13,7 @@ use base64::engine::general_purpose::STANDARD;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use voxline_actors::carrier::{
-    Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
+    AnsweredBy, Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
 };
 use voxline_actors::signing::Signer;
 
@@ -91,6 +91,14 @@ pub fn create_call_form(req: &DialRequest) -> Vec<(&'static str, String)> {
     }
     form.push(("Timeout", req.ring_timeout_seconds.to_string()));
     form.push(("TimeLimit", req.time_limit_seconds.to_string()));
+    if req.detect_machine {
+        // Detection runs beside the stream (the call connects at once) and reports the end
+        // of a machine's greeting, beep or not, to the status URL.
+        form.push(("MachineDetection", "DetectMessageEnd".to_string()));
+        form.push(("AsyncAmd", "true".to_string()));
+        form.push(("AsyncAmdStatusCallback", req.status_url.clone()));
+        form.push(("AsyncAmdStatusCallbackMethod", "POST".to_string()));
+    }
     form
 }
 
@@ -248,8 +256,8 @@ pub fn map_status(call_status: &str, answered_by: Option<&str>) -> Option<Carrie
     match call_status.trim().to_ascii_lowercase().as_str() {
         "queued" | "initiated" => None,
         "ringing" => Some(CarrierStatus::Ringing),
-        // A machine pick-up is still an answered line; the engine has no
-        // voicemail progress, so the conversation decides what to do with it.
+        // A machine pick-up is still an answered line; its verdict comes on its own
+        // (the asynchronous AMD callback, see [`map_answered_by`]).
         "in-progress" | "answered" => {
             let _ = answered_by;
             Some(CarrierStatus::Answered)
@@ -259,6 +267,18 @@ pub fn map_status(call_status: &str, answered_by: Option<&str>) -> Option<Carrie
         "no-answer" => Some(CarrierStatus::NoAnswer),
         "failed" => Some(CarrierStatus::Failed("failed".into())),
         "canceled" => Some(CarrierStatus::Failed("canceled".into())),
+        _ => None,
+    }
+}
+
+/// Maps the asynchronous AMD callback's `AnsweredBy` (with `DetectMessageEnd`) to a
+/// verdict; `None` for `fax` and `unknown`, which the engine's own detector decides.
+pub fn map_answered_by(answered_by: &str) -> Option<AnsweredBy> {
+    match answered_by.trim().to_ascii_lowercase().as_str() {
+        "human" => Some(AnsweredBy::Human),
+        "machine_start" => Some(AnsweredBy::Machine),
+        "machine_end_beep" => Some(AnsweredBy::Beep),
+        "machine_end_silence" | "machine_end_other" => Some(AnsweredBy::GreetingEnded),
         _ => None,
     }
 }

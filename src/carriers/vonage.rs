@@ -18,7 +18,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use voxline_actors::carrier::{
-    Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
+    AnsweredBy, Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
 };
 
 const KIND: CarrierKind = CarrierKind::Vonage;
@@ -108,7 +108,7 @@ pub fn create_call_body(req: &DialRequest, account: &VonageAccount) -> serde_jso
         &req.status_url,
         &callback_sig(&account.private_key_pem, &req.call_id),
     );
-    serde_json::json!({
+    let mut body = serde_json::json!({
         "to": [{ "type": "phone", "number": vonage_number(&req.to) }],
         "from": { "type": "phone", "number": vonage_number(&req.from) },
         "ncco": [{
@@ -125,7 +125,18 @@ pub fn create_call_body(req: &DialRequest, account: &VonageAccount) -> serde_jso
         // Vonage accepts 1–120 s of ringing and 1–7200 s of call.
         "ringing_timer": req.ring_timeout_seconds.clamp(1, 120),
         "length_timer": req.time_limit_seconds.clamp(1, 7200),
-    })
+    });
+    if req.detect_machine
+        && let Some(fields) = body.as_object_mut()
+    {
+        // The call goes on with a machine (the agent decides); the verdict and the beep come
+        // as events to the event URL.
+        fields.insert(
+            "advanced_machine_detection".into(),
+            serde_json::json!({ "behavior": "continue", "mode": "detect_beep" }),
+        );
+    }
+    body
 }
 
 /// The event URL of a transfer's `connect`: the leg-report URL with our `sig` (Vonage
@@ -288,8 +299,22 @@ impl Carrier for VonageCarrier {
     }
 }
 
+/// Reads an advanced machine detection event: `status` human or machine, and on a machine
+/// `sub_state` `beep_start` (the beep) or `beep_timeout` (no beep heard); `None` for any
+/// other event.
+pub fn map_machine(status: &str, sub_state: Option<&str>) -> Option<CarrierStatus> {
+    let verdict = match (status.trim().to_ascii_lowercase().as_str(), sub_state) {
+        ("human", _) => AnsweredBy::Human,
+        ("machine", Some("beep_start")) => AnsweredBy::Beep,
+        ("machine", Some("beep_timeout")) => AnsweredBy::GreetingEnded,
+        ("machine", _) => AnsweredBy::Machine,
+        _ => return None,
+    };
+    Some(CarrierStatus::AnsweredBy(verdict))
+}
+
 /// Maps a Vonage event's `status` to engine progress; `None` for values the
-/// engine does not act on (started, answering-machine results, transfers).
+/// engine does not act on (started, transfers; machine verdicts are [`map_machine`]'s).
 pub fn map_status(status: &str) -> Option<CarrierStatus> {
     match status.trim().to_ascii_lowercase().as_str() {
         "ringing" => Some(CarrierStatus::Ringing),

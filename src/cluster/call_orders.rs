@@ -8,7 +8,7 @@ use crate::store::StoreError;
 use crate::store::nodes::CALLS_CHANNEL;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
-use voxline_actors::carrier::CarrierStatus;
+use voxline_actors::carrier::{AnsweredBy, CarrierStatus};
 
 /// One order, as JSON on the channel.
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -43,6 +43,39 @@ enum StatusText {
     Busy,
     Failed { reason: String },
     Completed,
+    AnsweredBy { by: ByText },
+}
+
+/// An answering-machine verdict as text on the wire.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+enum ByText {
+    Human,
+    Machine,
+    Beep,
+    GreetingEnded,
+}
+
+impl From<AnsweredBy> for ByText {
+    fn from(by: AnsweredBy) -> Self {
+        match by {
+            AnsweredBy::Human => Self::Human,
+            AnsweredBy::Machine => Self::Machine,
+            AnsweredBy::Beep => Self::Beep,
+            AnsweredBy::GreetingEnded => Self::GreetingEnded,
+        }
+    }
+}
+
+impl From<ByText> for AnsweredBy {
+    fn from(by: ByText) -> Self {
+        match by {
+            ByText::Human => Self::Human,
+            ByText::Machine => Self::Machine,
+            ByText::Beep => Self::Beep,
+            ByText::GreetingEnded => Self::GreetingEnded,
+        }
+    }
 }
 
 impl From<&CarrierStatus> for StatusText {
@@ -56,6 +89,7 @@ impl From<&CarrierStatus> for StatusText {
                 reason: reason.clone(),
             },
             CarrierStatus::Completed => Self::Completed,
+            CarrierStatus::AnsweredBy(by) => Self::AnsweredBy { by: (*by).into() },
         }
     }
 }
@@ -69,6 +103,7 @@ impl From<StatusText> for CarrierStatus {
             StatusText::Busy => Self::Busy,
             StatusText::Failed { reason } => Self::Failed(reason),
             StatusText::Completed => Self::Completed,
+            StatusText::AnsweredBy { by } => Self::AnsweredBy(by.into()),
         }
     }
 }
@@ -203,6 +238,10 @@ mod tests {
             CarrierStatus::Busy,
             CarrierStatus::Failed("carrier said 503".into()),
             CarrierStatus::Completed,
+            CarrierStatus::AnsweredBy(AnsweredBy::Human),
+            CarrierStatus::AnsweredBy(AnsweredBy::Machine),
+            CarrierStatus::AnsweredBy(AnsweredBy::Beep),
+            CarrierStatus::AnsweredBy(AnsweredBy::GreetingEnded),
         ] {
             let order = CallOrder {
                 node: "node-a".parse().unwrap(),

@@ -193,7 +193,7 @@ pub struct RetryPolicy {
     /// Wait between attempts.
     #[schema(maximum = 604_800)]
     pub retry_after_seconds: u32,
-    /// Outcomes that trigger a re-dial: no-answer, busy, failed.
+    /// Outcomes that trigger a re-dial: no-answer, busy, failed, voicemail.
     pub retry_on: Vec<String>,
 }
 
@@ -290,6 +290,90 @@ impl Default for AnnouncementConfig {
     }
 }
 
+/// What an agent does when an answering machine takes the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum VoicemailMode {
+    /// Hang up at once (the default); the call ends `voicemail`.
+    #[default]
+    Hangup,
+    /// Wait for the beep, say `message`, then hang up; the call ends `voicemail`.
+    LeaveMessage,
+}
+
+impl VoicemailMode {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hangup => "hangup",
+            Self::LeaveMessage => "leaveMessage",
+        }
+    }
+}
+
+/// Longest voicemail message, in characters.
+pub const MAX_VOICEMAIL_MESSAGE_CHARS: usize = 1_000;
+
+/// The agent's answering-machine setting (`voicemail`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VoicemailSetting {
+    /// `hangup` or `leaveMessage`.
+    pub action: VoicemailMode,
+    /// What `leaveMessage` says after the beep; may hold {placeholders}.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Whether answering machines are detected at all (the engine listens, and the carrier
+    /// is asked where it offers detection); false talks to a machine like a person.
+    #[serde(default = "default_true")]
+    pub detect: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl Default for VoicemailSetting {
+    fn default() -> Self {
+        Self {
+            action: VoicemailMode::Hangup,
+            message: None,
+            detect: true,
+        }
+    }
+}
+
+/// A client's `voicemail` body: the whole setting, unknown fields refused.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VoicemailInput {
+    /// `hangup` or `leaveMessage`.
+    pub action: VoicemailMode,
+    /// Required (not blank) for `leaveMessage`; may hold {placeholders}.
+    #[schema(value_type = Option<String>, max_length = 1_000)]
+    pub message: Option<Prose<1_000>>,
+    /// Detect answering machines (default true).
+    pub detect: Option<bool>,
+}
+
+impl VoicemailInput {
+    /// The setting it asks for; a `leaveMessage` without a message is refused.
+    fn into_setting(self) -> Result<VoicemailSetting, AgentSpecError> {
+        let message = self
+            .message
+            .map(Prose::into_string)
+            .filter(|text| !text.trim().is_empty());
+        if self.action == VoicemailMode::LeaveMessage && message.is_none() {
+            return Err(AgentSpecError::VoicemailMessage);
+        }
+        Ok(VoicemailSetting {
+            action: self.action,
+            message,
+            detect: self.detect.unwrap_or(true),
+        })
+    }
+}
+
 /// Everything a client configures on an agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -352,13 +436,16 @@ pub struct AgentSpec {
     /// How many tool calls the model may make per reply and per call.
     #[serde(default)]
     pub tool_limits: ToolLimits,
+    /// What happens when an answering machine answers (default: hang up).
+    #[serde(default)]
+    pub voicemail: VoicemailSetting,
 }
 
 /// The wire names of [`TelephonyProvider`], for the admin CLI's `--provider`.
 pub const TELEPHONY_PROVIDERS: &[&str] = &["sim", "twilio", "plivo", "exotel", "vonage", "telnyx"];
 
 /// Outcomes a retry policy may re-dial on.
-const RETRY_OUTCOMES: &[&str] = &["no-answer", "busy", "failed"];
+const RETRY_OUTCOMES: &[&str] = &["no-answer", "busy", "failed", "voicemail"];
 
 /// Why an agent spec is refused; each message names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -435,6 +522,11 @@ pub enum AgentSpecError {
     /// Tools or tool limits that do not hold together; names the path.
     #[error(transparent)]
     Tools(#[from] ToolsError),
+    /// `leaveMessage` with nothing to say.
+    #[error(
+        "voicemail.message is required and must not be blank when voicemail.action is leaveMessage"
+    )]
+    VoicemailMessage,
 }
 
 /// `Err(OutOfRange)` unless `value` lies in `min..=max`.
@@ -504,6 +596,7 @@ impl AgentSpec {
             max_tokens: DEFAULT_MAX_TOKENS,
             temperature: None,
             tool_limits: ToolLimits::default(),
+            voicemail: VoicemailSetting::default(),
         }
     }
 
@@ -517,6 +610,11 @@ impl AgentSpec {
         }
         if let Some(keypad) = &self.keypad {
             for name in placeholder_names(&keypad.prompt) {
+                set.insert(name.to_string());
+            }
+        }
+        if let Some(message) = &self.voicemail.message {
+            for name in placeholder_names(message) {
                 set.insert(name.to_string());
             }
         }
@@ -632,6 +730,17 @@ impl AgentSpec {
         }
         validate_tools(&self.tools)?;
         self.tool_limits.validate()?;
+        let voicemail = &self.voicemail;
+        let message = voicemail.message.as_deref().unwrap_or("");
+        if voicemail.action == VoicemailMode::LeaveMessage && message.trim().is_empty() {
+            return Err(E::VoicemailMessage);
+        }
+        if message.chars().count() > MAX_VOICEMAIL_MESSAGE_CHARS {
+            return Err(E::TooLong {
+                field: "voicemail.message",
+                max: MAX_VOICEMAIL_MESSAGE_CHARS,
+            });
+        }
         Ok(())
     }
 }
@@ -793,6 +902,8 @@ pub struct AgentInput {
     #[serde(default, deserialize_with = "present")]
     #[schema(minimum = 0, maximum = 2)]
     pub temperature: Option<Option<f32>>,
+    /// See [`AgentSpec::voicemail`]; replaces the whole setting.
+    pub voicemail: Option<VoicemailInput>,
 }
 
 /// Distinguishes an explicit `null` (Some(None)) from an absent field (None).
@@ -827,6 +938,9 @@ impl AgentInput {
         let analysis = self.analysis.take();
         if let Some(tools) = self.tools.take() {
             spec.tools = parse_tools(tools)?;
+        }
+        if let Some(voicemail) = self.voicemail.take() {
+            spec.voicemail = voicemail.into_setting()?;
         }
         macro_rules! set {
             ($($field:ident),*) => { $( if let Some(v) = self.$field { spec.$field = v; } )* };
@@ -964,7 +1078,7 @@ mod tests {
         spec.retry_policy.retry_on = vec!["boredom".into()];
         assert_eq!(
             spec.validate().unwrap_err().to_string(),
-            "retryPolicy.retryOn must be one of no-answer, busy, failed"
+            "retryPolicy.retryOn must be one of no-answer, busy, failed, voicemail"
         );
         let mut spec = AgentSpec::with_name("A");
         spec.conversation_engine = ConversationEngine::Announcement;

@@ -62,7 +62,7 @@ pub struct BatchView {
     pub total: i64,
     /// Items whose latest call completed.
     pub completed: i64,
-    /// Items whose latest call failed, went unanswered, was busy or canceled; skipped and dropped items.
+    /// Items whose latest call failed, went unanswered, was busy, canceled or reached voicemail; skipped and dropped items.
     pub failed: i64,
     /// Items waiting to be dialed or on a live call.
     pub pending: i64,
@@ -715,7 +715,7 @@ transition_route!(
 );
 
 transition_route!(
-    /// Re-dial items whose latest call failed, went unanswered or was busy.
+    /// Re-dial items whose latest call failed, went unanswered, was busy or reached voicemail.
     retry_batch,
     "/api/batches/{batchId}/retry",
     "batches",

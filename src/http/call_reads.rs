@@ -527,9 +527,9 @@ pub fn relative_time(at_ms: i64, now_ms: i64) -> String {
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct CallFilterQuery {
-    /// Comma-separated raw statuses: queued, ringing, in-progress, completed, failed, no-answer, busy, canceled.
+    /// Comma-separated raw statuses: queued, ringing, in-progress, completed, failed, no-answer, busy, canceled, voicemail.
     #[serde(default, deserialize_with = "call_statuses")]
-    #[param(value_type = Option<String>, pattern = r"^\s*((queued|ringing|in-progress|completed|failed|no-answer|busy|canceled)\s*)?(,\s*((queued|ringing|in-progress|completed|failed|no-answer|busy|canceled)\s*)?)*$")]
+    #[param(value_type = Option<String>, pattern = r"^\s*((queued|ringing|in-progress|completed|failed|no-answer|busy|canceled|voicemail)\s*)?(,\s*((queued|ringing|in-progress|completed|failed|no-answer|busy|canceled|voicemail)\s*)?)*$")]
     pub status: Vec<CallStatus>,
     /// Case-insensitive substring of the name, phone, email or agent name.
     #[serde(default, deserialize_with = "optional_line")]

@@ -595,13 +595,13 @@ impl Store {
         Ok(rows)
     }
 
-    /// Puts items whose latest call failed, went unanswered or was busy back
-    /// to pending; returns how many.
+    /// Puts items whose latest call failed, went unanswered, was busy or
+    /// reached an answering machine back to pending; returns how many.
     pub async fn reset_failed_items(&self, batch_id: BatchId) -> StoreResult<u64> {
         let n = with_pool!(self, pool => {
             sqlx::query(
                 "UPDATE batch_items SET status = 'pending'
-                 WHERE batch_id = $1 AND status IN ('failed', 'no-answer', 'busy')",
+                 WHERE batch_id = $1 AND status IN ('failed', 'no-answer', 'busy', 'voicemail')",
             )
             .bind(batch_id)
             .execute(pool)

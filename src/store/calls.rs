@@ -386,7 +386,7 @@ impl Store {
             let mut tx = pool.begin_write().await?;
             let claimed: Option<(Paise, Option<i64>)> = sqlx::query_as(
                 "UPDATE calls SET status = $1
-                 WHERE id = $2 AND status NOT IN ('completed', 'failed', 'no-answer', 'busy', 'canceled')
+                 WHERE id = $2 AND status NOT IN ('completed', 'failed', 'no-answer', 'busy', 'canceled', 'voicemail')
                  RETURNING rate_paise, answered_at",
             )
             .bind(o.status)
@@ -398,9 +398,11 @@ impl Store {
                 return Ok(None);
             };
             let answered_at = stored_answer.or(o.answered_at);
-            let duration = if o.status == "completed" { billable_seconds(answered_at, o.ended_at) } else { 0 };
+            // A machine that answered is billed like a person who did.
+            let billed = matches!(o.status, "completed" | "voicemail");
+            let duration = if billed { billable_seconds(answered_at, o.ended_at) } else { 0 };
             // An answered call has started its first minute, however short.
-            let minutes = if o.status == "completed" && answered_at.is_some() {
+            let minutes = if billed && answered_at.is_some() {
                 billed_minutes(duration).max(1)
             } else {
                 billed_minutes(duration)

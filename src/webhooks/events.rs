@@ -49,7 +49,7 @@ pub struct CallCompletedEvent {
     pub created_at: String,
     /// The call.
     pub call_id: String,
-    /// Raw terminal status: completed, failed, no-answer, busy or canceled.
+    /// Raw terminal status: completed, failed, no-answer, busy, canceled or voicemail.
     pub status: String,
     /// Billed talk time in seconds.
     pub duration_seconds: i64,

@@ -154,6 +154,7 @@ fn dial_request(provider: &str) -> DialRequest {
         ring_timeout_seconds: 30,
         time_limit_seconds: 600,
         sim_script: None,
+        detect_machine: false,
     }
 }
 

@@ -19,10 +19,12 @@ use std::sync::{Arc, Mutex};
 use tower::ServiceExt;
 use voxline::carriers::callbacks::{self, CallbackHost, CallbackRequest};
 use voxline::carriers::{
-    CarrierCredentials, CarrierKind, ExotelCarrier, PlivoCarrier, StaticCredentials, TwilioCarrier,
-    VonageCarrier, http_client, plivo, twilio,
+    CarrierCredentials, CarrierKind, ExotelCarrier, PlivoCarrier, StaticCredentials, TelnyxAccount,
+    TwilioCarrier, VonageCarrier, http_client, plivo, twilio,
 };
-use voxline_actors::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
+use voxline_actors::carrier::{
+    AnsweredBy, Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink,
+};
 use wiremock::matchers::{body_json, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -81,6 +83,7 @@ fn dial_request(provider: &str) -> DialRequest {
         ring_timeout_seconds: 30,
         time_limit_seconds: 600,
         sim_script: None,
+        detect_machine: false,
     }
 }
 
@@ -1257,7 +1260,11 @@ async fn vonage_events_are_verified_and_mapped() {
         ("timeout", Some(CarrierStatus::NoAnswer)),
         ("rejected", Some(CarrierStatus::Failed("rejected".into()))),
         ("cancelled", Some(CarrierStatus::Failed("cancelled".into()))),
-        ("machine", None),
+        // A bare machine verdict (advanced machine detection without its beep yet).
+        (
+            "machine",
+            Some(CarrierStatus::AnsweredBy(AnsweredBy::Machine)),
+        ),
     ];
     for (vonage_status, expected) in cases {
         let body = json!({
@@ -1450,4 +1457,245 @@ fn callback_request_rebuilds_the_public_url() {
         request.url,
         "https://127.0.0.1:8080/carrier/twilio/status/c1?x=1"
     );
+}
+
+// ---------------------------------------------------------------- Answering-machine detection
+
+/// A dial request of an agent that wants answering machines detected.
+fn detecting(provider: &str) -> DialRequest {
+    DialRequest {
+        detect_machine: true,
+        ..dial_request(provider)
+    }
+}
+
+#[tokio::test]
+async fn twilio_asks_for_async_amd_and_reads_its_callback() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/2010-04-01/Accounts/AC123/Calls.json"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"sid": "CA0001"})))
+        .expect(2)
+        .mount(&server)
+        .await;
+    let carrier = TwilioCarrier::new(
+        credentials(CarrierKind::Twilio, twilio_credential(&server)),
+        http_client(),
+    );
+    carrier.place(detecting("twilio"), sink()).await.unwrap();
+    carrier.place(dial_request("twilio"), sink()).await.unwrap();
+    let received = server.received_requests().await.unwrap();
+    let form = form_of(&received[0].body);
+    assert_eq!(form_value(&form, "MachineDetection"), "DetectMessageEnd");
+    assert_eq!(form_value(&form, "AsyncAmd"), "true");
+    assert_eq!(
+        form_value(&form, "AsyncAmdStatusCallback"),
+        format!("{PUBLIC}/carrier/twilio/status/{CALL_ID}")
+    );
+    assert_eq!(form_value(&form, "AsyncAmdStatusCallbackMethod"), "POST");
+    // An agent with detection off does not pay for it.
+    let plain = form_of(&received[1].body);
+    assert!(form_values(&plain, "MachineDetection").is_empty());
+    assert!(form_values(&plain, "AsyncAmd").is_empty());
+
+    // The AMD callback (signed like every callback, no CallStatus) becomes a verdict.
+    let credential = json!({"accountSid": "AC123", "authToken": "twilio-token"});
+    let url = format!("{PUBLIC}/carrier/twilio/status/{CALL_ID}");
+    let cases = [
+        ("human", Some(AnsweredBy::Human)),
+        ("machine_start", Some(AnsweredBy::Machine)),
+        ("machine_end_beep", Some(AnsweredBy::Beep)),
+        ("machine_end_silence", Some(AnsweredBy::GreetingEnded)),
+        ("machine_end_other", Some(AnsweredBy::GreetingEnded)),
+        ("fax", None),
+        ("unknown", None),
+    ];
+    for (answered_by, expected) in cases {
+        let request = twilio_status_request(
+            "twilio-token",
+            &[
+                ("AccountSid", "AC123"),
+                ("CallSid", "CA0001"),
+                ("AnsweredBy", answered_by),
+                ("MachineDetectionDuration", "4200"),
+            ],
+            &url,
+        );
+        let (status, _, delivered) = run_status("twilio", Some(credential.clone()), request).await;
+        assert_eq!(status, StatusCode::OK, "{answered_by}");
+        assert_eq!(
+            delivered,
+            expected
+                .map(CarrierStatus::AnsweredBy)
+                .into_iter()
+                .collect::<Vec<_>>(),
+            "{answered_by}"
+        );
+    }
+    // A forged verdict is refused like any forged callback.
+    let request = twilio_status_request(
+        "other-token",
+        &[("CallSid", "CA0001"), ("AnsweredBy", "machine_end_beep")],
+        &url,
+    );
+    let (status, _, delivered) = run_status("twilio", Some(credential), request).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(delivered.is_empty());
+}
+
+#[tokio::test]
+async fn plivo_asks_for_machine_detection_and_reads_its_callback() {
+    let server = MockServer::start().await;
+    let status_url = format!("{PUBLIC}/carrier/plivo/status/{CALL_ID}");
+    Mock::given(method("POST"))
+        .and(path("/v1/Account/MA123/Call/"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({
+            "message": "call fired",
+            "request_uuid": "75b6b0f5-ec1a-4f0c-9d66-2b0d3d5c6b1a"
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let carrier = PlivoCarrier::new(
+        credentials(CarrierKind::Plivo, plivo_credential(&server)),
+        http_client(),
+    );
+    carrier.place(detecting("plivo"), sink()).await.unwrap();
+    let received = server.received_requests().await.unwrap();
+    let body: Value = serde_json::from_slice(&received[0].body).unwrap();
+    assert_eq!(body["machine_detection"], "true");
+    assert_eq!(body["machine_detection_url"], status_url.as_str());
+    assert_eq!(body["machine_detection_method"], "POST");
+
+    let credential = json!({"authId": "MA123", "authToken": "plivo-token"});
+    for (machine, expected) in [("true", AnsweredBy::Machine), ("false", AnsweredBy::Human)] {
+        let request = plivo_request(
+            &status_url,
+            &[
+                ("Event", "MachineDetection"),
+                ("Machine", machine),
+                ("CallStatus", "in-progress"),
+                ("CallUUID", "75b6b0f5"),
+                ("IfMachine", "continue"),
+            ],
+            "nonce-amd",
+            "plivo-token",
+        );
+        let (status, _, delivered) = run_status("plivo", Some(credential.clone()), request).await;
+        assert_eq!(
+            (status, delivered),
+            (StatusCode::OK, vec![CarrierStatus::AnsweredBy(expected)]),
+            "{machine}"
+        );
+    }
+}
+
+#[test]
+fn telnyx_asks_for_beep_detection_and_reads_its_webhooks() {
+    use voxline::carriers::telnyx;
+    let account =
+        TelnyxAccount::from_credential(&json!({"apiKey": "KEY123", "connectionId": "conn-1"}))
+            .unwrap();
+    let body = telnyx::dial_body(&detecting("telnyx"), &account).unwrap();
+    assert_eq!(body["answering_machine_detection"], "detect_beep");
+    let plain = telnyx::dial_body(&dial_request("telnyx"), &account).unwrap();
+    assert!(plain.get("answering_machine_detection").is_none());
+
+    let event = |event_type: &str, result: &str| {
+        let body = json!({"data": {"event_type": event_type, "occurred_at": "2024-01-01T00:00:00Z",
+            "payload": {"call_control_id": "v3:abc", "result": result}}});
+        telnyx::parse_event(body.to_string().as_bytes()).unwrap()
+    };
+    let cases = [
+        (
+            "call.machine.detection.ended",
+            "human",
+            Some(AnsweredBy::Human),
+        ),
+        (
+            "call.machine.detection.ended",
+            "machine",
+            Some(AnsweredBy::Machine),
+        ),
+        ("call.machine.detection.ended", "not_sure", None),
+        (
+            "call.machine.greeting.ended",
+            "beep_detected",
+            Some(AnsweredBy::Beep),
+        ),
+        (
+            "call.machine.greeting.ended",
+            "ended",
+            Some(AnsweredBy::GreetingEnded),
+        ),
+        ("call.machine.greeting.ended", "not_sure", None),
+    ];
+    for (event_type, result, expected) in cases {
+        assert_eq!(
+            telnyx::map_status(&event(event_type, result)),
+            expected.map(CarrierStatus::AnsweredBy),
+            "{event_type} {result}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn vonage_asks_for_advanced_machine_detection_and_reads_its_events() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/calls"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({
+            "uuid": "63f61863-4a51-4f6b-86e1-46edebcf9356",
+            "status": "started", "direction": "outbound",
+            "conversation_uuid": "CON-f972836a-550f-45fa-956c-12a2ab5b7d22"
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let carrier = VonageCarrier::new(
+        credentials(CarrierKind::Vonage, vonage_credential(&server)),
+        http_client(),
+    );
+    carrier.place(detecting("vonage"), sink()).await.unwrap();
+    let received = server.received_requests().await.unwrap();
+    let body: Value = serde_json::from_slice(&received[0].body).unwrap();
+    assert_eq!(
+        body["advanced_machine_detection"],
+        json!({"behavior": "continue", "mode": "detect_beep"})
+    );
+
+    let credential = json!({"applicationId": "app-1", "privateKey": VONAGE_PRIVATE_KEY});
+    let url = format!(
+        "{PUBLIC}/carrier/vonage/status/{CALL_ID}?sig={}",
+        our_sig(VONAGE_PRIVATE_KEY, CALL_ID)
+    );
+    let cases = [
+        (json!({"status": "human"}), AnsweredBy::Human),
+        (json!({"status": "machine"}), AnsweredBy::Machine),
+        (
+            json!({"status": "machine", "sub_state": "beep_start"}),
+            AnsweredBy::Beep,
+        ),
+        (
+            json!({"status": "machine", "sub_state": "beep_timeout"}),
+            AnsweredBy::GreetingEnded,
+        ),
+    ];
+    for (mut event, expected) in cases {
+        event["uuid"] = json!("63f61863");
+        event["call_uuid"] = json!("63f61863");
+        let body = event.to_string();
+        let request = callback(
+            Method::POST,
+            &url,
+            &[("content-type", "application/json")],
+            body.as_bytes(),
+        );
+        let (status, _, delivered) = run_status("vonage", Some(credential.clone()), request).await;
+        assert_eq!(
+            (status, delivered),
+            (StatusCode::OK, vec![CarrierStatus::AnsweredBy(expected)]),
+            "{body}"
+        );
+    }
 }

@@ -24,6 +24,45 @@ pub enum CarrierStatus {
     Failed(String),
     /// The call ended on the carrier side (the callee hung up).
     Completed,
+    /// The carrier's answering-machine detection reached a verdict.
+    AnsweredBy(AnsweredBy),
+}
+
+/// What a carrier's answering-machine detection concluded (the engine's own detector reaches
+/// the same verdicts from the audio; the first verdict of either wins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AnsweredBy {
+    /// A person answered.
+    Human,
+    /// An answering machine is playing its greeting.
+    Machine,
+    /// The machine's greeting ended with a beep: it is recording now.
+    Beep,
+    /// The machine's greeting ended without a beep the carrier heard.
+    GreetingEnded,
+}
+
+impl AnsweredBy {
+    /// The wire name used between nodes (`human`, `machine`, `beep`, `greeting-ended`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Human => "human",
+            Self::Machine => "machine",
+            Self::Beep => "beep",
+            Self::GreetingEnded => "greeting-ended",
+        }
+    }
+
+    /// Parses [`AnsweredBy::as_str`].
+    pub fn parse(raw: &str) -> Option<Self> {
+        Some(match raw {
+            "human" => Self::Human,
+            "machine" => Self::Machine,
+            "beep" => Self::Beep,
+            "greeting-ended" => Self::GreetingEnded,
+            _ => return None,
+        })
+    }
 }
 
 /// Everything a carrier needs to place one call.
@@ -49,6 +88,8 @@ pub struct DialRequest {
     pub time_limit_seconds: u32,
     /// Caller script for the simulated callee (JSON array), if any.
     pub sim_script: Option<serde_json::Value>,
+    /// Ask the carrier for answering-machine detection (verdicts come to `status_url`).
+    pub detect_machine: bool,
 }
 
 /// Why a carrier request failed.

@@ -313,6 +313,7 @@ mod tests {
             ring_timeout_seconds: 3,
             time_limit_seconds: 60,
             sim_script: None,
+            detect_machine: false,
         };
         carrier.place(req, sink).await.unwrap();
         assert_eq!(rx.recv().await, Some(CarrierStatus::Ringing));

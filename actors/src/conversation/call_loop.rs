@@ -15,6 +15,7 @@ mod listening;
 mod speaking;
 mod tooling;
 mod turn;
+mod voicemail;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,14 +34,16 @@ use keypad::KeypadPhase;
 use listening::{AsrSlot, Listening, next_asr};
 use speaking::next_responder;
 use turn::{AgentTurn, Speech, TurnKind};
+use voicemail::{MachinePhase, next_carrier_verdict};
 
 use super::audio::{InboundAudio, OutboundAudio, Recorder};
 use super::responder::{Responder, ToolEvent};
 use super::transport::{MediaTransport, TransportMessage};
 use super::{
     CarrierSession, ConversationConfig, ConversationEngine, ConversationObserver,
-    ConversationOutcome, EndedReason, KeypadMenu, Speaker, Turn, TurnLatency,
+    ConversationOutcome, EndedReason, KeypadMenu, Speaker, Turn, TurnLatency, VoicemailPlan,
 };
+use crate::engine::MachineVerdicts;
 use crate::providers::{AsrContext, ChatMessage, ProviderError, Providers};
 use crate::tools::{CallTools, ToolCallRecord};
 
@@ -178,6 +181,14 @@ struct CallLoop<T> {
     dtmf: Option<DtmfDetector>,
     recorder: Option<Recorder>,
 
+    // Answering machines.
+    voicemail: VoicemailPlan,
+    /// The engine's detector, until it has nothing more to say.
+    amd: Option<voxline_media::amd::AnsweringMachineDetector>,
+    /// The carrier's verdicts, when detection is on and the carrier was asked.
+    machine_verdicts: Option<MachineVerdicts>,
+    machine: MachinePhase,
+
     // Speaking.
     turn: Option<AgentTurn>,
     responder: Option<Responder>,
@@ -236,6 +247,8 @@ impl<T: MediaTransport> CallLoop<T> {
         let dtmf = (config.engine != ConversationEngine::Announcement)
             .then(|| DtmfDetector::new(analysis_rate))
             .transpose()?;
+        let amd = voicemail::detector(config.voicemail.detect, analysis_rate, &config.call_id);
+        let machine_verdicts = config.machine_verdicts.filter(|_| config.voicemail.detect);
         let recorder = config
             .recording_path
             .and_then(|path| match Recorder::create(path) {
@@ -291,6 +304,10 @@ impl<T: MediaTransport> CallLoop<T> {
             endpointer: Endpointer::new(config.endpointing),
             dtmf,
             recorder,
+            voicemail: config.voicemail,
+            amd,
+            machine_verdicts,
+            machine: MachinePhase::Undecided,
             turn: None,
             responder: None,
             next_turn_id: 0,
@@ -336,6 +353,10 @@ impl<T: MediaTransport> CallLoop<T> {
                 event = next_responder(&mut self.responder) => self.on_responder(event).await,
                 signal = next_asr(&mut self.asr) => self.on_asr(signal).await,
                 Some(event) = self.tool_rx.recv() => self.on_tool_event(event).await,
+                verdict = next_carrier_verdict(&mut self.machine_verdicts) => match verdict {
+                    Some(verdict) => self.on_machine_verdict(verdict, Instant::now()).await,
+                    None => self.machine_verdicts = None,
+                },
                 () = &mut max_duration => self.end(EndedReason::MaxDuration, None),
                 () = &mut cancelled => self.end(EndedReason::Canceled, None),
             }
@@ -497,7 +518,9 @@ impl<T: MediaTransport> CallLoop<T> {
         {
             self.keypad_retry(false).await;
         }
+        self.check_beep_wait(now).await;
         if self.engine == ConversationEngine::Pipeline
+            && !self.machine.is_machine()
             && self.turn.is_none()
             && !self.transferring
             && !self.listening.in_utterance

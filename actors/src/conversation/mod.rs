@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use voxline_media::carrier::{CarrierCodec, CarrierKind, StreamStart};
 use voxline_media::endpoint::EndpointerConfig;
 
+use crate::engine::MachineVerdicts;
 use crate::providers::{ProviderKind, Providers};
 use crate::tools::{CallTools, ToolCallRecord};
 
@@ -65,6 +66,37 @@ pub struct KeypadMenu {
     pub timeout: Duration,
     /// How many times the menu is offered before giving up.
     pub attempts: u32,
+}
+
+/// What the agent does when an answering machine takes the call (the agent's `voicemail`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VoicemailAction {
+    /// Hang up at once; the call ends `voicemail`.
+    Hangup,
+    /// Wait for the beep (or the greeting's end), say this message (placeholders already
+    /// filled), then hang up; the call ends `voicemail`.
+    LeaveMessage(String),
+}
+
+/// Answering-machine handling for one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VoicemailPlan {
+    /// Listen for a machine (the engine's detector and the carrier's verdicts); when false,
+    /// a machine is talked to like a person.
+    pub detect: bool,
+    /// What happens on a machine.
+    pub action: VoicemailAction,
+}
+
+impl Default for VoicemailPlan {
+    /// Detection off: what a bare loop (tests, tools) expects. The service turns it on from
+    /// the agent's setting.
+    fn default() -> Self {
+        Self {
+            detect: false,
+            action: VoicemailAction::Hangup,
+        }
+    }
 }
 
 /// The carrier side of the media connection, handed over by the service.
@@ -156,6 +188,10 @@ pub struct ConversationConfig {
     /// How long the end of the call waits for tools still running (a booking that has
     /// begun is recorded rather than lost).
     pub tool_drain_timeout: Duration,
+    /// What happens when an answering machine answers.
+    pub voicemail: VoicemailPlan,
+    /// The carrier's answering-machine verdicts, when it was asked for detection.
+    pub machine_verdicts: Option<MachineVerdicts>,
 }
 
 impl Default for ConversationConfig {
@@ -188,6 +224,8 @@ impl Default for ConversationConfig {
             max_reply_sentences: 12,
             closing_phrases: vec!["goodbye".to_owned(), "good bye".to_owned()],
             tool_drain_timeout: Duration::from_secs(15),
+            voicemail: VoicemailPlan::default(),
+            machine_verdicts: None,
         }
     }
 }
@@ -281,6 +319,8 @@ pub enum EndedReason {
     CarrierError,
     /// The agent transferred the callee to a person.
     Transferred,
+    /// An answering machine answered (the agent hung up, or left its message first).
+    Voicemail,
 }
 
 impl EndedReason {
@@ -297,6 +337,7 @@ impl EndedReason {
             EndedReason::TtsError => "tts-error",
             EndedReason::CarrierError => "carrier-error",
             EndedReason::Transferred => "transferred",
+            EndedReason::Voicemail => "voicemail",
         }
     }
 

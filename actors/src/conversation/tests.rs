@@ -861,3 +861,225 @@ async fn a_closing_phrase_ends_the_call_when_the_model_ignores_tools() {
         Some(&(Speaker::Assistant, "Thanks for calling, goodbye!"))
     );
 }
+
+// ---------------------------------------------------------------- Answering machines
+
+const VOICEMAIL_MESSAGE: &str = "Hi Asha, this is Voxline. Please call us back.";
+
+fn detecting(action: VoicemailAction) -> ConversationConfig {
+    ConversationConfig {
+        voicemail: VoicemailPlan {
+            detect: true,
+            action,
+        },
+        ..pipeline(&[])
+    }
+}
+
+/// Mean absolute level of each 20 ms window of one channel of a stereo recording.
+fn channel_levels(bytes: &[u8], channel: usize) -> Vec<f64> {
+    let samples: Vec<i16> = bytes[44..]
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .skip(channel)
+        .step_by(2)
+        .collect();
+    samples
+        .chunks(160)
+        .map(|w| w.iter().map(|s| f64::from(*s).abs()).sum::<f64>() / w.len() as f64)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_machine_is_hung_up_on_without_a_reply() {
+    let (providers, counts) = counting_providers(SimConfig::default());
+    let (outcome, report, _) = call(
+        detecting(VoicemailAction::Hangup),
+        providers,
+        Vec::new(),
+        CalleeBehaviour::AnsweringMachine,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_eq!(outcome.ended_reason, EndedReason::Voicemail);
+    // The greeting is 3.5 s: the verdict comes while it plays, not after the beep.
+    assert!(
+        outcome.duration < Duration::from_millis(3500),
+        "{:?}",
+        outcome.duration
+    );
+    assert_eq!(counts.llm_streams.load(Ordering::Relaxed), 0);
+    assert!(
+        outcome
+            .transcript
+            .iter()
+            .all(|t| t.speaker == Speaker::Assistant)
+    );
+    assert!(report.agent_hung_up);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_message_is_left_after_the_beep_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vm.wav");
+    let (providers, counts) = counting_providers(SimConfig::default());
+    let config = ConversationConfig {
+        recording_path: Some(path.clone()),
+        ..detecting(VoicemailAction::LeaveMessage(VOICEMAIL_MESSAGE.to_owned()))
+    };
+    let (outcome, report, _) = call(
+        config,
+        providers,
+        Vec::new(),
+        CalleeBehaviour::AnsweringMachine,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_eq!(outcome.ended_reason, EndedReason::Voicemail);
+    assert_eq!(counts.llm_streams.load(Ordering::Relaxed), 0);
+    let last = outcome.transcript.last().unwrap();
+    assert_eq!(
+        (last.speaker, last.text.as_str()),
+        (Speaker::Assistant, VOICEMAIL_MESSAGE)
+    );
+    // The beep ends 4 s after the answer; the message, as long as its text, follows it.
+    let message = speech_duration_for_text(VOICEMAIL_MESSAGE);
+    assert!(
+        last.offset >= Duration::from_secs(4) + message,
+        "{:?} for a {message:?} message",
+        last.offset
+    );
+    assert!(report.agent_hung_up);
+    assert!(report.error.is_none(), "{:?}", report.error);
+
+    let bytes = std::fs::read(&path).unwrap();
+    let caller = channel_levels(&bytes, 0);
+    let agent = channel_levels(&bytes, 1);
+    let beep_end = caller.iter().rposition(|l| *l > 200.0).unwrap();
+    assert!(
+        (195..=205).contains(&beep_end),
+        "beep ends in window {beep_end}"
+    );
+    // Quiet from the verdict through the beep, speech after it.
+    assert!(
+        agent[150..=beep_end].iter().all(|l| *l < 1.0),
+        "{:?}",
+        &agent[150..=beep_end]
+    );
+    let first_word = agent[beep_end..].iter().position(|l| *l > 200.0).unwrap();
+    assert!(
+        first_word < 50,
+        "the message started {first_word} windows after the beep"
+    );
+    assert!(agent[beep_end..].iter().filter(|l| **l > 200.0).count() >= 50);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_person_is_never_taken_for_a_machine() {
+    // A long first reply after the greeting is a person taking their turn.
+    let script = says(&[
+        "Yes, hello, this is Asha speaking and I was expecting your call today.",
+        "Thank you, goodbye!",
+    ]);
+    let (providers, counts) = counting_providers(SimConfig::default());
+    let config = ConversationConfig {
+        sim_script: crate::callee::spoken_lines(&script),
+        ..detecting(VoicemailAction::LeaveMessage(VOICEMAIL_MESSAGE.to_owned()))
+    };
+    let (outcome, report, _) = call(
+        config,
+        providers,
+        script,
+        CalleeBehaviour::Human,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_ne!(outcome.ended_reason, EndedReason::Voicemail);
+    assert!(counts.llm_streams.load(Ordering::Relaxed) >= 1);
+    assert!(
+        outcome
+            .transcript
+            .iter()
+            .any(|t| t.speaker == Speaker::User)
+    );
+    assert!(
+        outcome
+            .transcript
+            .iter()
+            .all(|t| t.text != VOICEMAIL_MESSAGE)
+    );
+    assert_eq!(report.lines_said, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_carriers_verdict_reaches_the_call_and_the_first_verdict_wins() {
+    // A silent line (the engine's detector would call it a person after 4 s): the carrier
+    // says machine, then beep, at 1 s and 2 s.
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let config = ConversationConfig {
+        machine_verdicts: Some(rx),
+        ..detecting(VoicemailAction::LeaveMessage(VOICEMAIL_MESSAGE.to_owned()))
+    };
+    let feeder = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let _ = tx.send(crate::carrier::AnsweredBy::Machine);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let _ = tx.send(crate::carrier::AnsweredBy::Beep);
+        // Late and contrary: ignored.
+        let _ = tx.send(crate::carrier::AnsweredBy::Human);
+    });
+    let (outcome, _, _) = call(
+        config,
+        Providers::sim(SimConfig::default()),
+        Vec::new(),
+        CalleeBehaviour::Silent,
+        CalleeOptions::default(),
+    )
+    .await;
+    feeder.await.unwrap();
+    assert_eq!(outcome.ended_reason, EndedReason::Voicemail);
+    let last = outcome.transcript.last().unwrap();
+    assert_eq!(last.text, VOICEMAIL_MESSAGE);
+    assert!(last.offset >= Duration::from_secs(2) + speech_duration_for_text(VOICEMAIL_MESSAGE));
+
+    // The detector's "person" (a silent line, at 4 s) comes first: a later carrier
+    // "machine" changes nothing, and the silence ends the call.
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let config = ConversationConfig {
+        machine_verdicts: Some(rx),
+        silence_timeout: Duration::from_secs(8),
+        ..detecting(VoicemailAction::Hangup)
+    };
+    let feeder = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let _ = tx.send(crate::carrier::AnsweredBy::Machine);
+    });
+    let (outcome, _, _) = call(
+        config,
+        Providers::sim(SimConfig::default()),
+        Vec::new(),
+        CalleeBehaviour::Silent,
+        CalleeOptions::default(),
+    )
+    .await;
+    feeder.await.unwrap();
+    assert_eq!(outcome.ended_reason, EndedReason::SilenceTimeout);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_detection_off_a_machine_is_talked_to() {
+    let (providers, _) = counting_providers(SimConfig::default());
+    let config = ConversationConfig {
+        silence_timeout: Duration::from_secs(3),
+        ..pipeline(&[])
+    };
+    let (outcome, _, _) = call(
+        config,
+        providers,
+        Vec::new(),
+        CalleeBehaviour::AnsweringMachine,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_ne!(outcome.ended_reason, EndedReason::Voicemail);
+}

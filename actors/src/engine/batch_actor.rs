@@ -62,7 +62,7 @@ mod tests {
     use crate::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
     use crate::engine::{
         BatchFeed, CallEnd, CallJob, CallLedger, ConversationRunner, Engine, EngineConfig,
-        LedgerError, MediaSession,
+        LedgerError, MachineVerdicts, MediaSession,
     };
     use crate::media_token::MediaTokens;
     use async_trait::async_trait;
@@ -113,7 +113,14 @@ mod tests {
 
     #[async_trait]
     impl ConversationRunner for NoConversation {
-        async fn run(&self, _: CallJob, _: MediaSession, _: i64, _: CancellationToken) -> String {
+        async fn run(
+            &self,
+            _: CallJob,
+            _: MediaSession,
+            _: i64,
+            _: MachineVerdicts,
+            _: CancellationToken,
+        ) -> String {
             "agent-hangup".into()
         }
     }
@@ -150,6 +157,7 @@ mod tests {
             max_duration_seconds: 600,
             sim_script: None,
             sim_fault: None,
+            detect_machine: false,
         }
     }
 

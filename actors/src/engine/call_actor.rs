@@ -2,11 +2,12 @@
 //! takes the media stream when the call is answered, runs the conversation,
 //! and records exactly one terminal outcome.
 
-use super::{CallEnd, CallJob, CallStatus, EngineShared, MediaSession};
-use crate::carrier::{Carrier, CarrierStatus, DialRequest, StatusSink};
+use super::{CallEnd, CallJob, CallStatus, EngineShared, MachineVerdicts, MediaSession};
+use crate::carrier::{AnsweredBy, Carrier, CarrierStatus, DialRequest, StatusSink};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// Messages of a call actor.
@@ -63,6 +64,10 @@ pub(crate) struct CallState {
     /// Shutdown requests waiting for the conversation to wind down (its
     /// results and recording stored) and the end to be recorded.
     shutdown_waiters: Vec<RpcReplyPort<()>>,
+    /// Where the carrier's answering-machine verdicts go; the conversation reads them.
+    machine_tx: mpsc::UnboundedSender<AnsweredBy>,
+    /// Taken by the conversation when the media stream arrives.
+    machine_rx: Option<MachineVerdicts>,
 }
 
 fn timer(myself: &ActorRef<CallMsg>, after: Duration, kind: TimeoutKind) {
@@ -144,7 +149,10 @@ impl Actor for CallActor {
         }
         myself.send_message(CallMsg::Dial)?;
         let conversation = CancellationToken::new();
+        let (machine_tx, machine_rx) = mpsc::unbounded_channel();
         Ok(CallState {
+            machine_tx,
+            machine_rx: Some(machine_rx),
             _guard: conversation.clone().drop_guard(),
             conversation,
             job,
@@ -219,6 +227,7 @@ impl Actor for CallActor {
                     ring_timeout_seconds: state.job.ring_timeout_seconds,
                     time_limit_seconds: state.job.max_duration_seconds,
                     sim_script: state.job.sim_script.clone(),
+                    detect_machine: state.job.detect_machine,
                 };
                 if let Err(err) = config
                     .ledger
@@ -270,6 +279,10 @@ impl Actor for CallActor {
                     state.finish(&myself, status, reason).await;
                 }
                 CarrierStatus::NoAnswer | CarrierStatus::Busy | CarrierStatus::Failed(_) => {}
+                CarrierStatus::AnsweredBy(verdict) => {
+                    // Buffered until the conversation starts; dropped once it has ended.
+                    let _ = state.machine_tx.send(verdict);
+                }
                 CarrierStatus::Completed => match state.phase {
                     Phase::Conversing => state.stop_conversation("caller-hangup"),
                     Phase::Answered => {
@@ -296,9 +309,13 @@ impl Actor for CallActor {
                 let job = state.job.clone();
                 let answered_at = state.answered_at.unwrap_or_else(|| state.shared.now_ms());
                 let cancel = state.conversation.child_token();
+                let machine = state.machine_rx.take().unwrap_or_else(|| {
+                    // Only one conversation runs per call; a fresh channel never hears a verdict.
+                    mpsc::unbounded_channel().1
+                });
                 let me = myself.clone();
                 tokio::spawn(async move {
-                    let reason = runner.run(job, media, answered_at, cancel).await;
+                    let reason = runner.run(job, media, answered_at, machine, cancel).await;
                     let _ = me.send_message(CallMsg::ConversationDone(reason));
                 });
             }
@@ -330,7 +347,13 @@ impl Actor for CallActor {
                     Some(stop) => stop.to_string(),
                     None => reason,
                 };
-                state.finish(&myself, CallStatus::Completed, &reason).await;
+                // An answering machine took the call: billed as answered, told apart.
+                let status = if reason == "voicemail" {
+                    CallStatus::Voicemail
+                } else {
+                    CallStatus::Completed
+                };
+                state.finish(&myself, status, &reason).await;
                 for waiter in state.shutdown_waiters.drain(..) {
                     let _ = waiter.send(());
                 }

@@ -42,6 +42,9 @@ pub enum CallStatus {
     Busy,
     /// Canceled before it was answered.
     Canceled,
+    /// An answering machine took the call (the agent hung up or left a message); billed as
+    /// answered.
+    Voicemail,
 }
 
 impl CallStatus {
@@ -56,6 +59,7 @@ impl CallStatus {
             Self::NoAnswer => "no-answer",
             Self::Busy => "busy",
             Self::Canceled => "canceled",
+            Self::Voicemail => "voicemail",
         }
     }
 
@@ -70,6 +74,7 @@ impl CallStatus {
             Self::NoAnswer => "No Answer",
             Self::Busy => "Busy",
             Self::Canceled => "Canceled",
+            Self::Voicemail => "Voicemail",
         }
     }
 
@@ -84,6 +89,7 @@ impl CallStatus {
             "no-answer" => Self::NoAnswer,
             "busy" => Self::Busy,
             "canceled" => Self::Canceled,
+            "voicemail" => Self::Voicemail,
             _ => return None,
         })
     }
@@ -92,12 +98,17 @@ impl CallStatus {
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            Self::Completed | Self::Failed | Self::NoAnswer | Self::Busy | Self::Canceled
+            Self::Completed
+                | Self::Failed
+                | Self::NoAnswer
+                | Self::Busy
+                | Self::Canceled
+                | Self::Voicemail
         )
     }
 
     /// Every raw status.
-    pub const ALL: [CallStatus; 8] = [
+    pub const ALL: [CallStatus; 9] = [
         Self::Queued,
         Self::Ringing,
         Self::InProgress,
@@ -106,6 +117,7 @@ impl CallStatus {
         Self::NoAnswer,
         Self::Busy,
         Self::Canceled,
+        Self::Voicemail,
     ];
 }
 
@@ -134,6 +146,8 @@ pub struct CallJob {
     pub sim_script: Option<serde_json::Value>,
     /// A sim-only fault to inject (`"engine-panic"`), for resilience tests.
     pub sim_fault: Option<String>,
+    /// The agent wants answering machines detected (asks the carrier too).
+    pub detect_machine: bool,
 }
 
 /// How a call ended, as the engine reports it to the ledger.
@@ -189,6 +203,10 @@ pub trait BatchFeed: Send + Sync + 'static {
     async fn next_call(&self, batch_id: &str) -> Result<Option<CallJob>, LedgerError>;
 }
 
+/// The carrier's answering-machine verdicts for one call, as they arrive (buffered from the
+/// dial on, so a verdict that comes before the media stream is not lost).
+pub type MachineVerdicts = tokio::sync::mpsc::UnboundedReceiver<crate::carrier::AnsweredBy>;
+
 /// The media stream of an answered call, opaque to the engine.
 pub type MediaSession = Box<dyn Any + Send>;
 
@@ -196,11 +214,13 @@ pub type MediaSession = Box<dyn Any + Send>;
 #[async_trait]
 pub trait ConversationRunner: Send + Sync + 'static {
     /// Runs until the conversation ends or `cancel` fires; returns the ended reason.
+    /// `machine` carries the carrier's answering-machine verdicts for the call, in order.
     async fn run(
         &self,
         job: CallJob,
         media: MediaSession,
         answered_at_ms: i64,
+        machine: MachineVerdicts,
         cancel: CancellationToken,
     ) -> String;
 }

@@ -89,9 +89,9 @@ const AGGREGATE_COLUMNS: &str = "CAST(COUNT(*) AS BIGINT) AS calls,
     CAST(COALESCE(SUM(CASE WHEN c.status = 'no-answer' THEN 1 ELSE 0 END), 0) AS BIGINT) AS no_answer,
     CAST(COALESCE(SUM(CASE WHEN c.status = 'busy' THEN 1 ELSE 0 END), 0) AS BIGINT) AS busy,
     CAST(COALESCE(SUM(CASE WHEN c.status = 'canceled' THEN 1 ELSE 0 END), 0) AS BIGINT) AS canceled,
-    CAST(COALESCE(SUM(CASE WHEN c.status IN ('completed', 'failed', 'no-answer', 'busy', 'canceled')
+    CAST(COALESCE(SUM(CASE WHEN c.status IN ('completed', 'failed', 'no-answer', 'busy', 'canceled', 'voicemail')
         THEN 1 ELSE 0 END), 0) AS BIGINT) AS finished,
-    CAST(COALESCE(SUM(CASE WHEN c.status IN ('completed', 'failed', 'no-answer', 'busy', 'canceled')
+    CAST(COALESCE(SUM(CASE WHEN c.status IN ('completed', 'failed', 'no-answer', 'busy', 'canceled', 'voicemail')
         AND c.answered_at IS NOT NULL THEN 1 ELSE 0 END), 0) AS BIGINT) AS answered,
     CAST(COALESCE(SUM(c.duration_seconds), 0) AS BIGINT) AS talk_seconds,
     CAST(COALESCE(SUM(c.cost_paise), 0) AS BIGINT) AS spend_paise";

@@ -32,6 +32,7 @@ mod shared_recordings;
 mod text_edge;
 mod tools;
 mod tools_twilio;
+mod voicemail;
 mod webhook_admin;
 mod webhook_urls;
 mod webhooks;

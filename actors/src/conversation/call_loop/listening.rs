@@ -11,7 +11,9 @@ use tracing::debug;
 use voxline_media::endpoint::{EndpointEvent, EndpointState};
 
 use super::turn::{PendingLatency, Speech, TurnKind};
+use super::voicemail::{self, MachinePhase};
 use super::{CallLoop, FRAME_MS};
+use crate::carrier::AnsweredBy;
 use crate::conversation::Speaker;
 use crate::conversation::text::contains_phrase;
 use crate::conversation::transport::MediaTransport;
@@ -38,6 +40,8 @@ pub(super) struct Listening {
     pub(super) awaiting: Option<Awaiting>,
     /// Final transcript text gathered for the current utterance.
     text: String,
+    /// The caller has begun an utterance at some point of the call.
+    caller_spoke: bool,
 }
 
 /// The ASR stream's lifecycle.
@@ -96,7 +100,13 @@ impl<T: MediaTransport> CallLoop<T> {
             };
             let now = Instant::now();
             let digit = self.dtmf.as_mut().and_then(|dtmf| dtmf.push(frame));
+            let machine = match self.amd.as_mut() {
+                Some(detector) if !detector.is_done() => detector.push(frame),
+                _ => None,
+            };
             let speech = self.vad.as_mut().map(|vad| vad.is_speech(frame));
+            let after_beep = matches!(self.machine, MachinePhase::AfterBeep { .. })
+                .then(|| speech.map_or_else(|| voicemail::quiet_by_peak(frame), |s| !s));
             let mut asr_failure = None;
             if let AsrSlot::Open(stream) = &mut self.asr
                 && let Err(error) = stream.push_audio(frame, rate)
@@ -113,10 +123,23 @@ impl<T: MediaTransport> CallLoop<T> {
                 self.fail(error);
                 return;
             }
+            if let Some(event) = machine {
+                self.on_machine_verdict(voicemail::verdict(event), now)
+                    .await;
+                if self.ended.is_some() {
+                    return;
+                }
+            }
             if let Some(digit) = digit {
                 self.on_digit(digit).await;
             }
-            if let Some(is_speech) = speech {
+            if let Some(quiet) = after_beep {
+                self.after_beep_frame(quiet, now).await;
+            }
+            // A machine's greeting is nobody's turn: no barge-in, no reply.
+            if let Some(is_speech) = speech
+                && !self.machine.is_machine()
+            {
                 self.on_vad(is_speech, now).await;
             }
             if self.ended.is_some() {
@@ -132,6 +155,17 @@ impl<T: MediaTransport> CallLoop<T> {
         }
         match self.endpointer.push(is_speech, FRAME_MS) {
             Some(EndpointEvent::SpeechStart) => {
+                if self.machine == MachinePhase::Undecided
+                    && !self.listening.caller_spoke
+                    && self.turn.is_none()
+                    && self.greeting_latency.is_some()
+                {
+                    // Quiet through the agent's greeting, then talking once it ended: a
+                    // person taking their turn (a machine plays over whatever we say), however
+                    // long they go on.
+                    self.on_machine_verdict(AnsweredBy::Human, now).await;
+                }
+                self.listening.caller_spoke = true;
                 self.listening.in_utterance = true;
                 self.listening.started_over_agent = self.turn.is_some();
                 self.listening.barged = false;

@@ -353,6 +353,7 @@ impl<T: MediaTransport> CallLoop<T> {
                 };
             }
             TurnKind::KeypadChoice => self.end(EndedReason::AgentHangup, None),
+            TurnKind::VoicemailMessage => self.end(EndedReason::Voicemail, None),
         }
     }
 

@@ -25,6 +25,8 @@ pub(super) enum TurnKind {
     KeypadChoice,
     /// One play of the announcement.
     Announcement,
+    /// The message left on an answering machine after its beep.
+    VoicemailMessage,
 }
 
 /// What an agent turn says.
