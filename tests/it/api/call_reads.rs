@@ -914,6 +914,7 @@ async fn dashboard_and_analytics_summarise_the_workspace() {
                 {"status": "no-answer", "label": "No Answer", "count": 1},
                 {"status": "busy", "label": "Busy", "count": 0},
                 {"status": "canceled", "label": "Canceled", "count": 0},
+                {"status": "voicemail", "label": "Voicemail", "count": 0},
             ]
         })
     );
