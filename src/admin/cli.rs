@@ -4,11 +4,12 @@
 use crate::admin::ops;
 use crate::app::config::{NodeSettings, StorageArgs, StorageSettings};
 use crate::domain::agent::TELEPHONY_PROVIDERS;
-use crate::domain::clock::{iso, ist_day, ist_month_key};
+use crate::domain::clock::iso;
 use crate::domain::{ApiKeyId, NodeId, OrgId, Paise, PhoneNumber, WebhookId};
-use crate::egress::address_guard::{EgressError, check_url_for_storage};
-use crate::secrets::credentials::{self, CredentialCipher};
+use crate::secrets::credentials::{CredentialCipher, CredentialKind};
+use crate::secrets::workspace_credentials;
 use crate::store::{DeliveryLogFilter, Store};
+use crate::webhooks::subscriptions::{self, SubscriptionError};
 use anyhow::{Context, anyhow, bail};
 use chrono::Utc;
 use clap::{Args, Subcommand};
@@ -246,16 +247,6 @@ pub enum WebhookCommand {
 /// How long a rotated webhook secret keeps signing beside the new one by default.
 pub const DEFAULT_OVERLAP: &str = "24h";
 
-/// A new webhook signing secret.
-fn new_webhook_secret() -> String {
-    format!(
-        "whsec_{}",
-        crate::access::api_key::GeneratedKey::generate()
-            .full
-            .trim_start_matches("acai_")
-    )
-}
-
 /// The subscription `id` names; a text that is no subscription id names none.
 async fn require_webhook(store: &Store, id: &str) -> anyhow::Result<WebhookId> {
     let missing = || anyhow!("no webhook subscription with id {id}");
@@ -281,25 +272,23 @@ async fn manage_webhook(
             allow_hosts,
         } => {
             let org_id = require_org(store, &org).await?;
-            let parsed =
-                reqwest::Url::parse(&url).map_err(|e| anyhow!("--url is not a URL: {e}"))?;
-            if !matches!(parsed.scheme(), "http" | "https") {
-                bail!("--url must be http or https");
-            }
-            let events = if events.is_empty() {
-                vec!["call.completed".to_string(), "call.analyzed".to_string()]
-            } else {
-                events
-            };
-            if let Some(bad) = events.iter().find(|e| !EVENT_KINDS.contains(&e.as_str())) {
-                bail!("--event {bad} is not one of {}", EVENT_KINDS.join(", "));
-            }
-            check_webhook_url(&url, &allow_hosts).await?;
-            let secret = new_webhook_secret();
-            let id = store
-                .insert_webhook(org_id, &url, &events, &secret, now_ms)
-                .await?;
-            Ok(json!({"id": id, "secret": secret, "url": url, "events": events}))
+            let added = subscriptions::add(store, org_id, &url, &events, &allow_hosts, now_ms)
+                .await
+                .map_err(|e| match e {
+                    SubscriptionError::UnknownEvent(_) => anyhow!("--event {e}"),
+                    SubscriptionError::Refused(why) => anyhow!(
+                        "--url is refused: {why}, a loopback, private, link-local or metadata address; \
+                         only hosts on the allow-list (--allow-host or VOXLINE_WEBHOOK_ALLOW_HOSTS) may receive webhooks"
+                    ),
+                    SubscriptionError::Store(store) => store.into(),
+                    other => anyhow!("--url {other}"),
+                })?;
+            Ok(json!({
+                "id": added.id,
+                "secret": added.secret,
+                "url": added.url,
+                "events": added.events,
+            }))
         }
         WebhookCommand::List { org } => {
             let org_id = require_org(store, &org).await?;
@@ -341,16 +330,19 @@ async fn manage_webhook(
         }
         WebhookCommand::RotateSecret { id, overlap } => {
             let webhook = require_webhook(store, &id).await?;
-            let overlap_ms = i64::try_from(std::time::Duration::from(overlap).as_millis())
-                .map_err(|_| anyhow!("--overlap {overlap} is too long"))?;
-            let until = now_ms.saturating_add(overlap_ms);
-            let secret = new_webhook_secret();
-            store.rotate_webhook_secret(webhook, &secret, until).await?;
+            let rotated = subscriptions::rotate_secret(store, webhook, overlap.into(), now_ms)
+                .await
+                .map_err(|e| match e {
+                    SubscriptionError::OverlapTooLong => {
+                        anyhow!("--overlap {overlap} is too long")
+                    }
+                    other => other.into(),
+                })?;
             Ok(json!({
                 "id": webhook,
-                "secret": secret,
+                "secret": rotated.secret,
                 "overlap": overlap.to_string(),
-                "previousSecretValidUntil": iso(until),
+                "previousSecretValidUntil": iso(rotated.previous_valid_until),
             }))
         }
         WebhookCommand::Deliveries {
@@ -406,35 +398,6 @@ async fn manage_webhook(
         }
     }
 }
-
-/// How long a webhook URL's host may take to resolve when it is added.
-const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Refuses a webhook URL that resolves into loopback, private, link-local or
-/// metadata addresses unless its host is allow-listed: deliveries would be
-/// refused anyway, so the mistake shows when the URL is stored.
-async fn check_webhook_url(url: &str, allow_hosts: &[String]) -> anyhow::Result<()> {
-    let allow: Vec<String> = allow_hosts
-        .iter()
-        .map(|h| h.trim().to_ascii_lowercase())
-        .filter(|h| !h.is_empty())
-        .collect();
-    match tokio::time::timeout(RESOLVE_TIMEOUT, check_url_for_storage(url, &allow)).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(EgressError::Refused(why))) => bail!(
-            "--url is refused: {why}, a loopback, private, link-local or metadata address; \
-             only hosts on the allow-list (--allow-host or VOXLINE_WEBHOOK_ALLOW_HOSTS) may receive webhooks"
-        ),
-        Ok(Err(other)) => bail!("--url is refused: {other}"),
-        Err(_) => bail!(
-            "--url is refused: its host did not resolve within {}s",
-            RESOLVE_TIMEOUT.as_secs()
-        ),
-    }
-}
-
-/// Event kinds a subscription may name.
-pub const EVENT_KINDS: &[&str] = &["call.completed", "call.analyzed", "rating.completed"];
 
 /// Runs one admin command against the configured database.
 pub async fn run(storage: &StorageArgs, command: AdminCommand) -> anyhow::Result<Value> {
@@ -507,49 +470,36 @@ async fn execute(
         }
         AdminCommand::Key(KeyCommand::List { org }) => {
             let org_id = require_org(store, &org).await?;
-            let day = ist_day(now).to_string();
-            let month = ist_month_key(now);
-            // Counts are read before the key rows: the limiter commits a
-            // key's last-used time before its counts, so in this order a
-            // counted request always shows with its lastUsedAt.
-            let mut usages = Vec::new();
-            for k in store.api_keys(org_id).await? {
-                usages.push((k.id, store.key_usage_in_month(k.id, &month).await?));
-            }
-            let mut keys = Vec::new();
-            for k in store.api_keys(org_id).await? {
-                let usage = usages
-                    .iter()
-                    .find(|(id, _)| *id == k.id)
-                    .map(|(_, u)| u.as_slice())
-                    .unwrap_or_default();
-                let today = usage.iter().find(|u| u.day == day);
-                keys.push(json!({
-                    "id": k.id,
-                    "name": k.name,
-                    "prefix": k.prefix,
-                    "dailyLimit": k.daily_limit,
-                    "monthlyLimit": k.monthly_limit,
-                    "revoked": k.revoked_at.is_some(),
-                    "revokedAt": k.revoked_at.map(iso),
-                    "lastUsedAt": k.last_used_at.map(iso),
-                    "createdAt": iso(k.created_at),
-                    "usage": {
-                        "today": {
-                            "admitted": today.map_or(0, |u| u.admitted),
-                            "success": today.map_or(0, |u| u.success),
-                            "failed": today.map_or(0, |u| u.failed),
-                            "rateLimited": today.map_or(0, |u| u.rate_limited),
-                        },
-                        "month": {
-                            "admitted": usage.iter().map(|u| u.admitted).sum::<i64>(),
-                            "success": usage.iter().map(|u| u.success).sum::<i64>(),
-                            "failed": usage.iter().map(|u| u.failed).sum::<i64>(),
-                            "rateLimited": usage.iter().map(|u| u.rate_limited).sum::<i64>(),
+            let counts = |c: &ops::RequestCounts| {
+                json!({
+                    "admitted": c.admitted,
+                    "success": c.success,
+                    "failed": c.failed,
+                    "rateLimited": c.rate_limited,
+                })
+            };
+            let keys: Vec<Value> = ops::keys_with_usage(store, org_id, now)
+                .await?
+                .iter()
+                .map(|listed| {
+                    let k = &listed.key;
+                    json!({
+                        "id": k.id,
+                        "name": k.name,
+                        "prefix": k.prefix,
+                        "dailyLimit": k.daily_limit,
+                        "monthlyLimit": k.monthly_limit,
+                        "revoked": k.revoked_at.is_some(),
+                        "revokedAt": k.revoked_at.map(iso),
+                        "lastUsedAt": k.last_used_at.map(iso),
+                        "createdAt": iso(k.created_at),
+                        "usage": {
+                            "today": counts(&listed.today),
+                            "month": counts(&listed.month),
                         }
-                    }
-                }));
-            }
+                    })
+                })
+                .collect();
             Ok(json!({"org": org, "keys": keys}))
         }
         AdminCommand::Key(KeyCommand::Revoke { key_id }) => {
@@ -564,16 +514,14 @@ async fn execute(
             monthly,
         })) => {
             let id = parse_key_id(&key_id)?;
-            let key = store
-                .api_key(id)
-                .await?
-                .ok_or_else(|| anyhow!("no key with id {key_id}"))?;
-            let daily = daily.unwrap_or(key.daily_limit);
-            let monthly = monthly.unwrap_or(key.monthly_limit);
-            if daily < 0 || monthly < 0 {
-                bail!("--daily and --monthly must not be negative");
-            }
-            store.set_api_key_limits(id, daily, monthly).await?;
+            let (daily, monthly) = ops::set_key_limits(store, None, id, daily, monthly)
+                .await
+                .map_err(|e| match e {
+                    ops::KeyLimitsError::Negative => {
+                        anyhow!("--daily and --monthly must not be negative")
+                    }
+                    other => other.into(),
+                })?;
             Ok(json!({"id": key_id, "dailyLimit": daily, "monthlyLimit": monthly}))
         }
         AdminCommand::Wallet(WalletCommand::Credit { org, paise }) => {
@@ -628,12 +576,18 @@ async fn execute(
         }) => {
             let org_id = require_org(store, &org).await?;
             let value: Value = serde_json::from_str(&raw).context("--json is not valid JSON")?;
-            credentials::validate(&kind, &value)?;
+            let parsed_kind: CredentialKind = kind.parse()?;
             let secret = settings.load_secret()?;
-            let (nonce, sealed) = CredentialCipher::new(&secret).seal(raw.as_bytes());
-            store
-                .upsert_credential(org_id, &kind, &nonce, &sealed, now_ms)
-                .await?;
+            let cipher = CredentialCipher::new(&secret);
+            workspace_credentials::store_credential(
+                store,
+                &cipher,
+                org_id,
+                parsed_kind,
+                &value,
+                now_ms,
+            )
+            .await?;
             Ok(json!({"org": org, "kind": kind, "stored": true}))
         }
         AdminCommand::Webhook(other) => manage_webhook(store, other, now_ms).await,

@@ -1,9 +1,13 @@
 //! Platform-administrator operations, shared by the `admin` CLI and bootstrap.
 
 use crate::access::api_key::GeneratedKey;
+use crate::domain::clock::{ist_day, ist_month_key};
 use crate::domain::{ApiKeyId, OrgId, Paise};
 use crate::store::nodes::NodeRow;
-use crate::store::{NumberRow, OrgRow, Store, StoreError, keys::NewApiKey, numbers::NewNumber};
+use crate::store::{
+    ApiKeyRow, NumberRow, OrgRow, Store, StoreError, UsageDayRow, keys::NewApiKey,
+    numbers::NewNumber,
+};
 use chrono::{DateTime, Months, Utc};
 
 /// Default concurrent call slots of a new workspace.
@@ -72,6 +76,104 @@ pub async fn create_key(
         key: generated.full,
         prefix: generated.prefix,
     })
+}
+
+/// Request counts of one key over a period (an IST day or month).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestCounts {
+    /// Requests admitted (counted against the caps).
+    pub admitted: i64,
+    /// Admitted requests that succeeded.
+    pub success: i64,
+    /// Admitted requests that failed.
+    pub failed: i64,
+    /// Requests refused by a rate or a cap.
+    pub rate_limited: i64,
+}
+
+/// A key as administrators list it, with today's and this month's usage.
+#[derive(Debug, Clone)]
+pub struct KeyWithUsage {
+    /// The key's row (no secret: only its hash is stored, and not read).
+    pub key: ApiKeyRow,
+    /// Today's counts (IST).
+    pub today: RequestCounts,
+    /// This month's counts (IST).
+    pub month: RequestCounts,
+}
+
+/// Every key of a workspace, newest first, with its usage at `now`.
+pub async fn keys_with_usage(
+    store: &Store,
+    org_id: OrgId,
+    now: DateTime<Utc>,
+) -> Result<Vec<KeyWithUsage>, StoreError> {
+    let day = ist_day(now).to_string();
+    let month = ist_month_key(now);
+    // Counts are read before the key rows: the limiter commits a key's
+    // last-used time before its counts, so in this order a counted request
+    // always shows with its last-used time.
+    let mut usages = Vec::new();
+    for k in store.api_keys(org_id).await? {
+        usages.push((k.id, store.key_usage_in_month(k.id, &month).await?));
+    }
+    let mut keys = Vec::new();
+    for key in store.api_keys(org_id).await? {
+        let usage = usages
+            .iter()
+            .find(|(id, _)| *id == key.id)
+            .map(|(_, u)| u.as_slice())
+            .unwrap_or_default();
+        let count = |rows: &mut dyn Iterator<Item = &UsageDayRow>| {
+            rows.fold(RequestCounts::default(), |acc, u| RequestCounts {
+                admitted: acc.admitted + u.admitted,
+                success: acc.success + u.success,
+                failed: acc.failed + u.failed,
+                rate_limited: acc.rate_limited + u.rate_limited,
+            })
+        };
+        let today = count(&mut usage.iter().filter(|u| u.day == day));
+        let month = count(&mut usage.iter());
+        keys.push(KeyWithUsage { key, today, month });
+    }
+    Ok(keys)
+}
+
+/// Why a key's caps could not be set.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyLimitsError {
+    /// A cap below zero.
+    #[error("must not be negative")]
+    Negative,
+    /// No such key in the workspace.
+    #[error("no key with id {0}")]
+    NotFound(ApiKeyId),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Overrides a key's caps (`None` keeps one as it is); returns the caps now
+/// in force. `org_id`, when given, is the workspace the key must belong to.
+pub async fn set_key_limits(
+    store: &Store,
+    org_id: Option<OrgId>,
+    id: ApiKeyId,
+    daily: Option<i64>,
+    monthly: Option<i64>,
+) -> Result<(i64, i64), KeyLimitsError> {
+    let key = store
+        .api_key(id)
+        .await?
+        .filter(|k| org_id.is_none_or(|org| k.org_id == org))
+        .ok_or(KeyLimitsError::NotFound(id))?;
+    let daily = daily.unwrap_or(key.daily_limit);
+    let monthly = monthly.unwrap_or(key.monthly_limit);
+    if daily < 0 || monthly < 0 {
+        return Err(KeyLimitsError::Negative);
+    }
+    store.set_api_key_limits(id, daily, monthly).await?;
+    Ok((daily, monthly))
 }
 
 /// Rents a number for a workspace; the first month counts as paid online.

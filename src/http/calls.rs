@@ -11,6 +11,7 @@ use crate::calls::placement::{self, CallSource, CallTarget};
 use crate::domain::PhoneNumber;
 use crate::domain::ids::CallId;
 use crate::domain::text::{Line, Variables};
+use crate::webhooks::subscriptions::{self, RedeliverError};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -415,23 +416,18 @@ async fn redeliver_webhook(
     caller: Caller,
     Path(call_id): Path<String>,
 ) -> ApiResult<Json<RedeliverBody>> {
-    let not_found = || ApiError::NotFound(format!("Call {call_id} not found"));
-    let id: CallId = call_id.parse().map_err(|_| not_found())?;
-    let org = caller.org_id;
-    let status = state
-        .store
-        .call_status(org, id)
-        .await?
-        .ok_or_else(not_found)?;
-    if !CallStatus::parse(&status).is_some_and(CallStatus::is_terminal) {
-        return Err(ApiError::conflict(format!(
-            "Call {call_id} has not ended yet ({status}); its events are sent when it does"
-        )));
-    }
-    let queued = state
-        .store
-        .redeliver_call_events(org, id, state.clock.now().timestamp_millis())
-        .await?;
+    let queued = subscriptions::redeliver_call(
+        &state.store,
+        caller.org_id,
+        &call_id,
+        state.clock.now().timestamp_millis(),
+    )
+    .await
+    .map_err(|e| match e {
+        RedeliverError::NotFound(_) => ApiError::NotFound(e.to_string()),
+        RedeliverError::NotEnded { .. } => ApiError::conflict(e.to_string()),
+        RedeliverError::Store(store) => store.into(),
+    })?;
     let parts: Vec<String> = queued
         .iter()
         .map(|q| format!("{} for {} subscription(s)", q.event, q.subscriptions))

@@ -99,6 +99,26 @@ impl CredentialKind {
         }
     }
 
+    /// The optional fields its JSON may carry beside the required ones, as
+    /// the vendor clients read them.
+    fn optional_fields(self) -> &'static [&'static str] {
+        match self {
+            Self::OpenAi | Self::Deepgram | Self::ElevenLabs | Self::CalCom => &["baseUrl"],
+            Self::Twilio | Self::Plivo => &["baseUrl"],
+            Self::Exotel => &["subdomain", "baseUrl"],
+            Self::Vonage => &["signatureSecret", "baseUrl"],
+            Self::Telnyx => &["connectionId", "publicKey", "baseUrl"],
+            Self::Google => &[],
+        }
+    }
+
+    /// Every field a form for this kind offers, required ones first, each
+    /// with whether it is required.
+    pub fn fields(self) -> impl Iterator<Item = (&'static str, bool)> {
+        let required = self.required_fields().iter().map(|f| (*f, true));
+        required.chain(self.optional_fields().iter().map(|f| (*f, false)))
+    }
+
     /// Whether `host` is the vendor's own API host (where a key is always
     /// needed); every host is, for kinds that are not model vendors.
     fn is_vendor_host(self, host: &str) -> bool {

@@ -2,3 +2,4 @@
 //! derived from the server secret.
 
 pub mod credentials;
+pub mod workspace_credentials;

@@ -266,4 +266,18 @@ impl Store {
         });
         Ok(row)
     }
+
+    /// The kinds of credential a workspace has stored, with when each was
+    /// last replaced (Unix ms), in kind order; never the values.
+    pub async fn credential_kinds(&self, org_id: OrgId) -> StoreResult<Vec<(String, i64)>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, (String, i64)>(
+                "SELECT kind, updated_at FROM credentials WHERE org_id = $1 ORDER BY kind",
+            )
+            .bind(org_id)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
 }

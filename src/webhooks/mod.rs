@@ -4,3 +4,4 @@
 
 pub mod delivery;
 pub mod events;
+pub mod subscriptions;
