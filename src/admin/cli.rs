@@ -1,13 +1,14 @@
 //! `voxline admin …`: the platform console (decisions §3). Every command
 //! prints exactly one JSON object on stdout; errors go to stderr.
 
-use crate::admin::ops;
+use crate::admin::{ops, people};
 use crate::app::config::{NodeSettings, StorageArgs, StorageSettings};
 use crate::domain::agent::TELEPHONY_PROVIDERS;
 use crate::domain::clock::iso;
-use crate::domain::{ApiKeyId, NodeId, OrgId, Paise, PhoneNumber, WebhookId};
+use crate::domain::{ApiKeyId, Email, NodeId, OrgId, Paise, PhoneNumber, Role, WebhookId};
 use crate::secrets::credentials::{CredentialCipher, CredentialKind};
 use crate::secrets::workspace_credentials;
+use crate::store::users::UserRow;
 use crate::store::{DeliveryLogFilter, Store};
 use crate::webhooks::subscriptions::{self, SubscriptionError};
 use anyhow::{Context, anyhow, bail};
@@ -36,11 +37,117 @@ pub enum AdminCommand {
     /// Webhook subscriptions.
     #[command(subcommand)]
     Webhook(WebhookCommand),
+    /// Console sign-ins: the people of a workspace.
+    #[command(subcommand)]
+    User(UserCommand),
     /// List the nodes sharing the database, with their status and load.
     Nodes,
     /// One node.
     #[command(subcommand)]
     Node(NodeCommand),
+}
+
+/// `admin user …`
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Add a person; their one-time password is printed only here.
+    Create {
+        /// Workspace id.
+        #[arg(long)]
+        org: String,
+        /// Sign-in address.
+        #[arg(long)]
+        email: String,
+        /// owner, admin, member or viewer.
+        #[arg(long)]
+        role: String,
+    },
+    /// List a workspace's people with their roles.
+    List {
+        /// Workspace id.
+        #[arg(long)]
+        org: String,
+    },
+    /// Change a person's role (the last owner keeps theirs).
+    Role {
+        /// Workspace id.
+        #[arg(long)]
+        org: String,
+        /// The person: their id or sign-in address.
+        person: String,
+        /// owner, admin, member or viewer.
+        #[arg(long)]
+        role: String,
+    },
+    /// Remove a person and end their sessions (never the last owner).
+    Remove {
+        /// Workspace id.
+        #[arg(long)]
+        org: String,
+        /// The person: their id or sign-in address.
+        person: String,
+    },
+}
+
+/// The person of `org_id` that `person` names, by id or by address.
+async fn require_person(store: &Store, org_id: OrgId, person: &str) -> anyhow::Result<UserRow> {
+    if let Ok(found) = people::person(store, org_id, person).await {
+        return Ok(found);
+    }
+    let email = person.trim().to_lowercase();
+    store
+        .users(org_id)
+        .await?
+        .into_iter()
+        .find(|u| u.email == email)
+        .ok_or_else(|| anyhow!("no person {person} in workspace {org_id}"))
+}
+
+/// A person as the CLI prints them.
+fn person_json(person: &UserRow) -> Value {
+    json!({
+        "id": person.id,
+        "email": person.email,
+        "role": person.role.as_str(),
+        "createdAt": iso(person.created_at),
+    })
+}
+
+/// Runs one `admin user …` command.
+async fn manage_users(store: &Store, command: UserCommand, now_ms: i64) -> anyhow::Result<Value> {
+    let parse_role = |raw: &str| -> anyhow::Result<Role> {
+        raw.parse::<Role>().map_err(|e| anyhow!("--role {e}"))
+    };
+    match command {
+        UserCommand::Create { org, email, role } => {
+            let org_id = require_org(store, &org).await?;
+            let email = Email::parse(&email).map_err(|e| anyhow!("--email {e}"))?;
+            let role = parse_role(&role)?;
+            let added = people::add_person(store, org_id, &email, role, now_ms).await?;
+            let mut out = person_json(&added.person);
+            out["org"] = json!(org);
+            out["password"] = json!(added.one_time_password);
+            Ok(out)
+        }
+        UserCommand::List { org } => {
+            let org_id = require_org(store, &org).await?;
+            let listed: Vec<Value> = store.users(org_id).await?.iter().map(person_json).collect();
+            Ok(json!({"org": org, "users": listed}))
+        }
+        UserCommand::Role { org, person, role } => {
+            let org_id = require_org(store, &org).await?;
+            let role = parse_role(&role)?;
+            let found = require_person(store, org_id, &person).await?;
+            people::change_role(store, org_id, found.id, role).await?;
+            Ok(json!({"id": found.id, "email": found.email, "role": role.as_str()}))
+        }
+        UserCommand::Remove { org, person } => {
+            let org_id = require_org(store, &org).await?;
+            let found = require_person(store, org_id, &person).await?;
+            people::remove_person(store, org_id, found.id, None).await?;
+            Ok(json!({"id": found.id, "email": found.email, "removed": true}))
+        }
+    }
 }
 
 /// `admin node …`
@@ -591,6 +698,7 @@ async fn execute(
             Ok(json!({"org": org, "kind": kind, "stored": true}))
         }
         AdminCommand::Webhook(other) => manage_webhook(store, other, now_ms).await,
+        AdminCommand::User(other) => manage_users(store, other, now_ms).await,
         AdminCommand::Nodes => {
             // The CLI does not know each server's --node-lease; the default stands.
             let lease_ms = NodeSettings::default().lease_ms();

@@ -4,3 +4,4 @@
 pub mod bootstrap;
 pub mod cli;
 pub mod ops;
+pub mod people;
