@@ -223,11 +223,7 @@ async fn create_key(
 }
 
 /// The key `id` names if it belongs to the person's workspace.
-async fn own_key(
-    state: &AppState,
-    user: &ConsoleUser,
-    id: &str,
-) -> Result<ApiKeyId, ConsoleError> {
+async fn own_key(state: &AppState, user: &ConsoleUser, id: &str) -> Result<ApiKeyId, ConsoleError> {
     let id: ApiKeyId = id.parse().map_err(|_| ConsoleError::NotFound)?;
     state
         .store

@@ -1,9 +1,19 @@
 //! The console's pages, one module per page family; each gives its routes.
 
+pub mod keys;
+pub mod settings;
+pub mod team;
+pub mod timestamps;
+pub mod webhooks;
+
 use crate::app::state::AppState;
 use axum::Router;
 
 /// Every page family's routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .merge(keys::routes())
+        .merge(webhooks::routes())
+        .merge(settings::routes())
+        .merge(team::routes())
 }

@@ -130,7 +130,9 @@ async fn page_for(
                     .map(|f| f.join(", "))
                     .unwrap_or_default(),
                 unreadable: summary.is_some_and(|s| s.fields.is_none()),
-                updated: summary.map(|s| utc_minute(s.updated_at)).unwrap_or_default(),
+                updated: summary
+                    .map(|s| utc_minute(s.updated_at))
+                    .unwrap_or_default(),
                 inputs: inputs_for(kind, typed),
                 error,
             }
@@ -178,12 +180,17 @@ fn credential_json(
             continue;
         }
         if value.chars().count() > MAX_FIELD_CHARS {
-            return Err(format!("{name} must be at most {MAX_FIELD_CHARS} characters"));
+            return Err(format!(
+                "{name} must be at most {MAX_FIELD_CHARS} characters"
+            ));
         }
         if value.chars().any(|c| c == '\0') {
             return Err(format!("{name} must not contain NUL"));
         }
-        object.insert(name.to_string(), serde_json::Value::String(value.to_string()));
+        object.insert(
+            name.to_string(),
+            serde_json::Value::String(value.to_string()),
+        );
     }
     Ok(serde_json::Value::Object(object))
 }
@@ -240,13 +247,11 @@ mod tests {
 
     #[test]
     fn a_refused_form_never_refills_a_secret() {
-        let typed: HashMap<String, String> = [
-            ("accountSid", "AC123"),
-            ("authToken", "tok-very-secret"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+        let typed: HashMap<String, String> =
+            [("accountSid", "AC123"), ("authToken", "tok-very-secret")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
         let inputs = inputs_for(CredentialKind::Twilio, &typed);
         let sid = inputs.iter().find(|i| i.name == "accountSid").unwrap();
         assert_eq!(sid.value, "AC123");

@@ -10,7 +10,7 @@ use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render};
 use crate::domain::Role;
 use crate::store::DeliveryLogFilter;
 use crate::webhooks::subscriptions::{
-    self, EVENT_KINDS, RedeliverError, SubscriptionError, DEFAULT_EVENTS,
+    self, DEFAULT_EVENTS, EVENT_KINDS, RedeliverError, SubscriptionError,
 };
 use askama::Template;
 use axum::body::Bytes;
@@ -283,9 +283,7 @@ async fn add_subscription(
             .collect();
         page.url_error = url_error;
         page.events_error = events_error;
-        Ok::<_, ConsoleError>(
-            (StatusCode::UNPROCESSABLE_ENTITY, render(&page)?).into_response(),
-        )
+        Ok::<_, ConsoleError>((StatusCode::UNPROCESSABLE_ENTITY, render(&page)?).into_response())
     };
     let page = page_for(&state, &user, &LogQuery::default()).await?;
     if url.trim().is_empty() {

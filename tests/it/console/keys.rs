@@ -4,8 +4,8 @@
 
 use super::support::{Browser, ConsoleClient, person};
 use crate::support::{TestApp, eventually};
-use std::time::Duration;
 use fantoccini::Locator;
+use std::time::Duration;
 use voxline::domain::Role;
 
 #[tokio::test]
@@ -157,7 +157,11 @@ async fn names_and_caps_are_checked_at_the_field_and_usage_shows_against_the_cap
 
     let blank = client.post_form("/keys", &[("name", "   ")]).await;
     assert_eq!(blank.status, 422);
-    assert!(blank.body.contains("class=\"field-error\""), "{}", blank.body);
+    assert!(
+        blank.body.contains("class=\"field-error\""),
+        "{}",
+        blank.body
+    );
     assert!(blank.body.contains("Name is required"));
     let long = "n".repeat(101);
     let too_long = client.post_form("/keys", &[("name", &long)]).await;
@@ -175,9 +179,16 @@ async fn names_and_caps_are_checked_at_the_field_and_usage_shows_against_the_cap
         .post_form(&limits_path, &[("daily", "-3"), ("monthly", "lots")])
         .await;
     assert_eq!(bad.status, 422);
-    assert!(bad.body.contains("Daily cap must not be negative"), "{}", bad.body);
+    assert!(
+        bad.body.contains("Daily cap must not be negative"),
+        "{}",
+        bad.body
+    );
     assert!(bad.body.contains("Monthly cap must be a whole number"));
-    assert!(bad.body.contains("value=\"lots\""), "what was typed is kept");
+    assert!(
+        bad.body.contains("value=\"lots\""),
+        "what was typed is kept"
+    );
     let ok = client
         .post_form(&limits_path, &[("daily", "2"), ("monthly", "1,000")])
         .await;

@@ -3,4 +3,8 @@
 //! chromedriver (skipped with a message when either is absent).
 
 mod foundation;
+mod keys;
+mod settings;
 pub mod support;
+mod team;
+mod webhooks;

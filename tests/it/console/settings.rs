@@ -27,9 +27,14 @@ async fn credentials_are_stored_sealed_and_never_echoed() {
         )
         .await;
     assert_eq!(saved.status, 303, "{}", saved.body);
-    let page = client.get(saved.headers["location"].to_str().unwrap()).await;
+    let page = client
+        .get(saved.headers["location"].to_str().unwrap())
+        .await;
     assert_eq!(page.status, 200);
-    assert!(!page.body.contains(secret_key), "a stored value is never shown");
+    assert!(
+        !page.body.contains(secret_key),
+        "a stored value is never shown"
+    );
     assert!(page.body.contains("fields: apiKey"), "{}", page.body);
     assert!(page.body.contains("openai credential is saved"));
 
@@ -52,12 +57,18 @@ async fn credentials_are_stored_sealed_and_never_echoed() {
     let refused = client
         .post_form(
             "/settings/credentials/twilio",
-            &[("accountSid", "AC-typed-sid"), ("authToken", ""), ("baseUrl", "")],
+            &[
+                ("accountSid", "AC-typed-sid"),
+                ("authToken", ""),
+                ("baseUrl", ""),
+            ],
         )
         .await;
     assert_eq!(refused.status, 422, "{}", refused.body);
     assert!(
-        refused.body.contains("needs a non-empty string field authToken"),
+        refused
+            .body
+            .contains("needs a non-empty string field authToken"),
         "{}",
         refused.body
     );
@@ -69,8 +80,17 @@ async fn credentials_are_stored_sealed_and_never_echoed() {
         )
         .await;
     assert_eq!(refused.status, 422);
-    assert!(!refused.body.contains(token), "a secret is never put back on a page");
-    assert!(app.store().credential(ws.org_id, "twilio").await.unwrap().is_none());
+    assert!(
+        !refused.body.contains(token),
+        "a secret is never put back on a page"
+    );
+    assert!(
+        app.store()
+            .credential(ws.org_id, "twilio")
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     // An unknown vendor is no page.
     let unknown = client
@@ -82,7 +102,13 @@ async fn credentials_are_stored_sealed_and_never_echoed() {
         .post_form_raw("/settings/credentials/deepgram", &[("apiKey", "dg-key")])
         .await;
     assert_eq!(forged.status, 403);
-    assert!(app.store().credential(ws.org_id, "deepgram").await.unwrap().is_none());
+    assert!(
+        app.store()
+            .credential(ws.org_id, "deepgram")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[tokio::test]
@@ -98,7 +124,13 @@ async fn viewers_and_members_neither_see_nor_change_credentials() {
             .await;
         assert_eq!(post.status, 403, "{role}");
     }
-    assert!(app.store().credential(ws.org_id, "openai").await.unwrap().is_none());
+    assert!(
+        app.store()
+            .credential(ws.org_id, "openai")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[tokio::test]

@@ -27,10 +27,16 @@ async fn an_owner_adds_a_person_whose_one_time_password_signs_in() {
         .await;
     assert_eq!(bad.status, 422);
     assert!(bad.body.contains("class=\"field-error\""), "{}", bad.body);
-    assert!(bad.body.contains("value=\"not-an-address\""), "kept as typed");
+    assert!(
+        bad.body.contains("value=\"not-an-address\""),
+        "kept as typed"
+    );
 
     let added = client
-        .post_form("/team", &[("email", "Ravi@Example.com"), ("role", "viewer")])
+        .post_form(
+            "/team",
+            &[("email", "Ravi@Example.com"), ("role", "viewer")],
+        )
         .await;
     assert_eq!(added.status, 200, "{}", added.body);
     assert_eq!(
@@ -58,7 +64,11 @@ async fn an_owner_adds_a_person_whose_one_time_password_signs_in() {
         password,
     };
     let viewer = ConsoleClient::sign_in(&app, &ravi).await;
-    assert_eq!(viewer.get("/team").await.status, 403, "a viewer manages no one");
+    assert_eq!(
+        viewer.get("/team").await.status,
+        403,
+        "a viewer manages no one"
+    );
     assert_eq!(viewer.get("/keys").await.status, 403);
 
     // The same address cannot be added twice.
@@ -66,7 +76,11 @@ async fn an_owner_adds_a_person_whose_one_time_password_signs_in() {
         .post_form("/team", &[("email", "ravi@example.com"), ("role", "admin")])
         .await;
     assert_eq!(again.status, 422);
-    assert!(again.body.contains("already has a sign-in"), "{}", again.body);
+    assert!(
+        again.body.contains("already has a sign-in"),
+        "{}",
+        again.body
+    );
 
     // A role change applies to the open session at once.
     let promote = client
@@ -94,7 +108,11 @@ async fn the_last_owner_is_never_removed_or_demoted_and_nobody_removes_themselve
         .post_form(&format!("/team/{}/role", first.id), &[("role", "admin")])
         .await;
     assert_eq!(demote.status, 409, "{}", demote.body);
-    assert!(demote.body.contains("at least one owner"), "{}", demote.body);
+    assert!(
+        demote.body.contains("at least one owner"),
+        "{}",
+        demote.body
+    );
     let me = client
         .post_form(&format!("/team/{}/remove", first.id), &[])
         .await;
@@ -152,7 +170,14 @@ async fn admin_user_create_prints_a_password_that_signs_in_and_keeps_an_owner() 
     let org = ws.org_id.to_string();
     let created = app
         .admin_ok(&[
-            "user", "create", "--org", &org, "--email", "Boss@Example.com", "--role", "owner",
+            "user",
+            "create",
+            "--org",
+            &org,
+            "--email",
+            "Boss@Example.com",
+            "--role",
+            "owner",
         ])
         .await;
     assert_eq!(created["email"], "boss@example.com");
@@ -173,7 +198,15 @@ async fn admin_user_create_prints_a_password_that_signs_in_and_keeps_an_owner() 
 
     // The last owner is neither demoted nor removed.
     let demote = app
-        .admin(&["user", "role", "--org", &org, "boss@example.com", "--role", "admin"])
+        .admin(&[
+            "user",
+            "role",
+            "--org",
+            &org,
+            "boss@example.com",
+            "--role",
+            "admin",
+        ])
         .await;
     assert!(!demote.status.success());
     assert!(String::from_utf8_lossy(&demote.stderr).contains("at least one owner"));
@@ -184,28 +217,81 @@ async fn admin_user_create_prints_a_password_that_signs_in_and_keeps_an_owner() 
 
     let helper = app
         .admin_ok(&[
-            "user", "create", "--org", &org, "--email", "helper@example.com", "--role", "member",
+            "user",
+            "create",
+            "--org",
+            &org,
+            "--email",
+            "helper@example.com",
+            "--role",
+            "member",
         ])
         .await;
     let role = app
-        .admin_ok(&["user", "role", "--org", &org, "helper@example.com", "--role", "admin"])
+        .admin_ok(&[
+            "user",
+            "role",
+            "--org",
+            &org,
+            "helper@example.com",
+            "--role",
+            "admin",
+        ])
         .await;
     assert_eq!(role["role"], "admin");
     let removed = app
-        .admin_ok(&["user", "remove", "--org", &org, helper["id"].as_str().unwrap()])
+        .admin_ok(&[
+            "user",
+            "remove",
+            "--org",
+            &org,
+            helper["id"].as_str().unwrap(),
+        ])
         .await;
     assert_eq!(removed["removed"], true);
 
     // Bad input exits non-zero with a message.
     for args in [
-        vec!["user", "create", "--org", &org, "--email", "nope", "--role", "owner"],
-        vec!["user", "create", "--org", &org, "--email", "a@b.example", "--role", "root"],
-        vec!["user", "create", "--org", "no-such-org", "--email", "a@b.example", "--role", "owner"],
-        vec!["user", "create", "--org", &org, "--email", "boss@example.com", "--role", "viewer"],
+        vec![
+            "user", "create", "--org", &org, "--email", "nope", "--role", "owner",
+        ],
+        vec![
+            "user",
+            "create",
+            "--org",
+            &org,
+            "--email",
+            "a@b.example",
+            "--role",
+            "root",
+        ],
+        vec![
+            "user",
+            "create",
+            "--org",
+            "no-such-org",
+            "--email",
+            "a@b.example",
+            "--role",
+            "owner",
+        ],
+        vec![
+            "user",
+            "create",
+            "--org",
+            &org,
+            "--email",
+            "boss@example.com",
+            "--role",
+            "viewer",
+        ],
     ] {
         let out = app.admin(&args).await;
         assert!(!out.status.success(), "{args:?}");
-        assert!(!String::from_utf8_lossy(&out.stderr).trim().is_empty(), "{args:?}");
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).trim().is_empty(),
+            "{args:?}"
+        );
     }
 }
 

@@ -53,10 +53,14 @@ async fn unanswered_call(app: &TestApp, ws: &Workspace, to: &str) -> String {
     let agent = app
         .create_agent(&ws.key, json!({"name": "Hook", "welcomeMessage": "Hi."}))
         .await;
-    app.post(&ws.key, "/api/calls", json!({"agentId": agent["id"], "to": to}))
-        .await
-        .expect(201)
-        .body["callId"]
+    app.post(
+        &ws.key,
+        "/api/calls",
+        json!({"agentId": agent["id"], "to": to}),
+    )
+    .await
+    .expect(201)
+    .body["callId"]
         .as_str()
         .unwrap()
         .to_string()
@@ -81,18 +85,32 @@ async fn endpoints_are_checked_shown_once_managed_and_their_deliveries_redeliver
     assert!(private.body.contains("URL is refused"), "{}", private.body);
     assert!(private.body.contains("value=\"http://10.1.2.3/hook\""));
     let scheme = client
-        .post_form("/webhooks", &[("url", "ftp://example.com/x"), ("event", "call.completed")])
+        .post_form(
+            "/webhooks",
+            &[("url", "ftp://example.com/x"), ("event", "call.completed")],
+        )
         .await;
     assert_eq!(scheme.status, 422);
     assert!(scheme.body.contains("must be http or https"));
-    let no_events = client.post_form("/webhooks", &[("url", url.as_str())]).await;
+    let no_events = client
+        .post_form("/webhooks", &[("url", url.as_str())])
+        .await;
     assert_eq!(no_events.status, 422);
     assert!(no_events.body.contains("Choose at least one event"));
     let unknown = client
-        .post_form("/webhooks", &[("url", url.as_str()), ("event", "call.started")])
+        .post_form(
+            "/webhooks",
+            &[("url", url.as_str()), ("event", "call.started")],
+        )
         .await;
     assert_eq!(unknown.status, 422);
-    assert!(app.store().all_webhooks(ws.org_id).await.unwrap().is_empty());
+    assert!(
+        app.store()
+            .all_webhooks(ws.org_id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // Added: the secret is shown once and signs the deliveries.
     let added = client
@@ -120,7 +138,10 @@ async fn endpoints_are_checked_shown_once_managed_and_their_deliveries_redeliver
     let page = client.get("/webhooks").await;
     assert_eq!(page.status, 200);
     assert!(page.body.contains(&url));
-    assert!(!page.body.contains(&secret), "the secret is shown only once");
+    assert!(
+        !page.body.contains(&secret),
+        "the secret is shown only once"
+    );
 
     // A call's event arrives and shows in the log; redeliver sends it again
     // with the same event id.
@@ -160,7 +181,10 @@ async fn endpoints_are_checked_shown_once_managed_and_their_deliveries_redeliver
 
     // Rotated: a new secret, shown once; the old one signs for the overlap.
     let rotated = client
-        .post_form(&format!("/webhooks/{}/rotate", hook.id), &[("overlap", "24h")])
+        .post_form(
+            &format!("/webhooks/{}/rotate", hook.id),
+            &[("overlap", "24h")],
+        )
         .await;
     assert_eq!(rotated.status, 200, "{}", rotated.body);
     let new_secret = shown_secret(&rotated.body);
@@ -171,7 +195,10 @@ async fn endpoints_are_checked_shown_once_managed_and_their_deliveries_redeliver
     let hours = (until - app.now().timestamp_millis()) / 3_600_000;
     assert!((23..=24).contains(&hours), "{hours}");
     let odd = client
-        .post_form(&format!("/webhooks/{}/rotate", hook.id), &[("overlap", "99y")])
+        .post_form(
+            &format!("/webhooks/{}/rotate", hook.id),
+            &[("overlap", "99y")],
+        )
         .await;
     assert_eq!(odd.status, 400);
 
@@ -205,7 +232,10 @@ async fn members_see_no_endpoints_and_workspaces_keep_to_their_own() {
     let client = ConsoleClient::sign_in(&app, &member).await;
     assert_eq!(client.get("/webhooks").await.status, 403);
     let add = client
-        .post_form("/webhooks", &[("url", "https://a.example/x"), ("event", "call.completed")])
+        .post_form(
+            "/webhooks",
+            &[("url", "https://a.example/x"), ("event", "call.completed")],
+        )
         .await;
     assert_eq!(add.status, 403);
 
