@@ -123,7 +123,13 @@ async fn the_last_owner_is_never_removed_or_demoted_and_nobody_removes_themselve
 
     // With a second owner the first may step down, and the second may
     // remove the first; then the second is the last and stays.
-    let second = person(&app, &ws, Role::Owner).await;
+    // (`person` names people by role and the time-ordered start of their id,
+    // so a second owner made at once would take the first's address.)
+    let second = person(&app, &ws, Role::Admin).await;
+    app.store()
+        .set_user_role(ws.org_id, second.id, Role::Owner)
+        .await
+        .unwrap();
     let step_down = client
         .post_form(&format!("/team/{}/role", first.id), &[("role", "admin")])
         .await;
@@ -141,7 +147,11 @@ async fn the_last_owner_is_never_removed_or_demoted_and_nobody_removes_themselve
     assert_eq!(app.store().users(ws.org_id).await.unwrap().len(), 1);
 
     // An admin manages no one.
-    let admin = person(&app, &ws, Role::Admin).await;
+    let admin = person(&app, &ws, Role::Viewer).await;
+    app.store()
+        .set_user_role(ws.org_id, admin.id, Role::Admin)
+        .await
+        .unwrap();
     let admin_client = ConsoleClient::sign_in(&app, &admin).await;
     assert_eq!(admin_client.get("/team").await.status, 403);
     let grab = admin_client
