@@ -236,3 +236,67 @@ async fn one_workspace_cannot_revoke_or_cap_anothers_key() {
     let not_an_id = client.post_form("/keys/nope/revoke", &[]).await;
     assert_eq!(not_an_id.status, 404);
 }
+
+#[tokio::test]
+async fn a_key_name_with_markup_renders_as_text() {
+    let app = TestApp::spawn().await;
+    let ws = app.workspace("Escapes").await;
+    let owner = person(&app, &ws, Role::Owner).await;
+    let client = ConsoleClient::sign_in(&app, &owner).await;
+    let name = "<script>alert(1)</script>";
+    let created = client.post_form("/keys", &[("name", name)]).await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    let page = client.get("/keys").await;
+    assert!(!page.body.contains(name), "{}", page.body);
+    // Escaped (askama writes `<` as `&#60;`), the name is still there as text.
+    assert!(
+        page.body.contains("script&#62;alert(1)&#60;/script"),
+        "{}",
+        page.body
+    );
+    assert!(
+        !page.body.contains("<script>"),
+        "no script element on the page"
+    );
+}
+
+#[tokio::test]
+async fn a_browser_signed_in_as_a_viewer_is_refused_the_keys_page() {
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let ws = app.workspace("Viewers").await;
+    let viewer = person(&app, &ws, Role::Viewer).await;
+    browser.sign_in(&app, &viewer).await;
+    let menu = browser
+        .wait_for(Locator::Css("nav.main"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(!menu.contains("API keys"), "{menu}");
+    browser
+        .client
+        .goto(&format!("{}/keys", app.base))
+        .await
+        .unwrap();
+    let heading = browser
+        .wait_for(Locator::Css("main h1"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(heading, "Not allowed");
+    assert!(
+        browser
+            .client
+            .find(Locator::Css("table.keys-table"))
+            .await
+            .is_err(),
+        "no key list for a viewer"
+    );
+    let source = browser.client.source().await.unwrap();
+    assert!(!source.contains(&ws.key_id.to_string()));
+    browser.close().await;
+}
