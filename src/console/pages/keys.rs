@@ -28,6 +28,24 @@ pub fn routes() -> Router<AppState> {
         .route("/keys/{id}/limits", post(set_limits))
 }
 
+/// `n` with its thousands grouped by commas, as caps are written: `100,000`.
+/// (By reference: askama hands templates' fields over as references.)
+pub fn grouped(n: &i64) -> String {
+    let n = *n;
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
+    if n < 0 {
+        out.push('-');
+    }
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
+}
+
 /// One key as the list shows it.
 #[derive(Debug, Clone)]
 pub struct KeyLine {
@@ -305,6 +323,16 @@ async fn set_limits(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thousands_are_grouped() {
+        assert_eq!(grouped(&0), "0");
+        assert_eq!(grouped(&999), "999");
+        assert_eq!(grouped(&5_000), "5,000");
+        assert_eq!(grouped(&100_000), "100,000");
+        assert_eq!(grouped(&1_234_567), "1,234,567");
+        assert_eq!(grouped(&-1_000), "-1,000");
+    }
 
     #[test]
     fn caps_are_whole_non_negative_numbers() {

@@ -208,7 +208,7 @@ async fn names_and_caps_are_checked_at_the_field_and_usage_shows_against_the_cap
     })
     .await;
     assert!(page.body.contains("2 / 2"), "{}", page.body);
-    assert!(page.body.contains("2 / 1000"), "{}", page.body);
+    assert!(page.body.contains("2 / 1,000"), "{}", page.body);
     assert!(!page.body.contains(">never<"), "last use is shown");
 }
 
