@@ -50,6 +50,16 @@ pub async fn store_credential(
     Ok(())
 }
 
+/// Deletes the workspace's `kind` credential, so calls fall back to the
+/// service's own account; false when none was stored.
+pub async fn remove_credential(
+    store: &Store,
+    org_id: OrgId,
+    kind: CredentialKind,
+) -> Result<bool, StoreError> {
+    store.delete_credential(org_id, kind.as_str()).await
+}
+
 /// The workspace's stored credentials, each with the names of its fields:
 /// enough to tell what is configured without showing any value.
 pub async fn summaries(

@@ -280,4 +280,17 @@ impl Store {
         });
         Ok(rows)
     }
+
+    /// Deletes a workspace's credential of `kind`; false when none was stored.
+    pub async fn delete_credential(&self, org_id: OrgId, kind: &str) -> StoreResult<bool> {
+        let n = with_pool!(self, pool => {
+            sqlx::query("DELETE FROM credentials WHERE org_id = $1 AND kind = $2")
+                .bind(org_id)
+                .bind(kind)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(n > 0)
+    }
 }

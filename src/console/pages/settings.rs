@@ -39,6 +39,10 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/settings", get(settings_page))
         .route("/settings/credentials/{kind}", post(save_credential))
+        .route(
+            "/settings/credentials/{kind}/remove",
+            post(remove_credential),
+        )
 }
 
 /// One input of a vendor's form.
@@ -148,6 +152,7 @@ async fn page_for(
 #[derive(Debug, Deserialize)]
 struct SavedQuery {
     saved: Option<String>,
+    removed: Option<String>,
 }
 
 async fn settings_page(
@@ -158,10 +163,17 @@ async fn settings_page(
     user.require(Role::Admin)?;
     let mut page = page_for(&state, &user, None).await?;
     // Only a known vendor's name goes on the page.
-    page.notice = q
-        .saved
-        .and_then(|k| k.parse::<CredentialKind>().ok())
-        .map(|k| format!("The {k} credential is saved. Stored values are never shown again."));
+    page.notice = match (q.saved, q.removed) {
+        (Some(k), _) => k
+            .parse::<CredentialKind>()
+            .ok()
+            .map(|k| format!("The {k} credential is saved. Stored values are never shown again.")),
+        (None, Some(k)) => k
+            .parse::<CredentialKind>()
+            .ok()
+            .map(|k| format!("The {k} credential is removed.")),
+        (None, None) => None,
+    };
     Ok(render(&page)?.into_response())
 }
 
@@ -239,6 +251,20 @@ async fn save_credential(
         }
         Err(StoreCredentialError::Store(e)) => Err(e.into()),
     }
+}
+
+async fn remove_credential(
+    State(state): State<AppState>,
+    user: ConsoleUser,
+    Path(kind): Path<String>,
+) -> Result<Response, ConsoleError> {
+    user.require(Role::Admin)?;
+    let kind: CredentialKind = kind.parse().map_err(|_| ConsoleError::NotFound)?;
+    if !workspace_credentials::remove_credential(&state.store, user.org_id, kind).await? {
+        return Err(ConsoleError::NotFound);
+    }
+    tracing::info!(kind = %kind, by = %user.user_id, "credential removed in the console");
+    Ok(Redirect::to(&format!("/settings?removed={kind}")).into_response())
 }
 
 #[cfg(test)]

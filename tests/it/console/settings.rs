@@ -52,6 +52,23 @@ async fn credentials_are_stored_sealed_and_never_echoed() {
     let value: serde_json::Value = serde_json::from_slice(&opened).unwrap();
     assert_eq!(value, serde_json::json!({"apiKey": secret_key}));
 
+    // Removed: the workspace falls back to the service's own account.
+    let removed = client
+        .post_form("/settings/credentials/openai/remove", &[])
+        .await;
+    assert_eq!(removed.status, 303, "{}", removed.body);
+    assert!(
+        app.store()
+            .credential(ws.org_id, "openai")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let again = client
+        .post_form("/settings/credentials/openai/remove", &[])
+        .await;
+    assert_eq!(again.status, 404, "nothing left to remove");
+
     // A refused form says why and keeps the account's name, never the token.
     let token = "twilio-token-never-echoed";
     let refused = client
@@ -115,6 +132,17 @@ async fn credentials_are_stored_sealed_and_never_echoed() {
 async fn viewers_and_members_neither_see_nor_change_credentials() {
     let app = TestApp::spawn().await;
     let ws = app.workspace("Closed").await;
+    let cipher = CredentialCipher::new(&app.state().secret);
+    voxline::secrets::workspace_credentials::store_credential(
+        app.store(),
+        &cipher,
+        ws.org_id,
+        voxline::secrets::credentials::CredentialKind::OpenAi,
+        &serde_json::json!({"apiKey": "sk-kept"}),
+        0,
+    )
+    .await
+    .unwrap();
     for role in [Role::Viewer, Role::Member] {
         let someone = person(&app, &ws, role).await;
         let client = ConsoleClient::sign_in(&app, &someone).await;
@@ -123,14 +151,20 @@ async fn viewers_and_members_neither_see_nor_change_credentials() {
             .post_form("/settings/credentials/openai", &[("apiKey", "sk-x")])
             .await;
         assert_eq!(post.status, 403, "{role}");
+        let remove = client
+            .post_form("/settings/credentials/openai/remove", &[])
+            .await;
+        assert_eq!(remove.status, 403, "{role}");
     }
-    assert!(
-        app.store()
-            .credential(ws.org_id, "openai")
-            .await
-            .unwrap()
-            .is_none()
-    );
+    // Neither replaced nor removed: it still opens to what was stored.
+    let (nonce, sealed) = app
+        .store()
+        .credential(ws.org_id, "openai")
+        .await
+        .unwrap()
+        .expect("still stored");
+    let opened = cipher.open(&nonce, &sealed).unwrap();
+    assert_eq!(opened, br#"{"apiKey":"sk-kept"}"#);
 }
 
 #[tokio::test]
