@@ -11,13 +11,11 @@ use super::call_reads::{CallList, CallListStats, CallRowView};
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, ApiQuery};
 use crate::app::state::AppState;
-use crate::batches::service::{self, NewBatchInput};
-use crate::batches::student_sheet::{MAX_SHEET_ROWS, ReadSheet, SheetError, StudentSheet};
-use crate::batches::{BatchAction, BatchKind, BatchStatus, stored};
+use crate::batches::service::{self, BatchError, NewBatchInput};
+use crate::batches::student_sheet::{MAX_SHEET_ROWS, SheetError, StudentSheet};
+use crate::batches::{BatchAction, BatchKind, BatchStatus};
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::text::Line;
-use crate::store::Store;
-use crate::store::batches::BatchRow;
 use axum::Json;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
@@ -253,29 +251,6 @@ pub struct UploadReport {
     pub rejected_rows: Vec<RejectedRow>,
 }
 
-/// Appends what a fully read upload accepted, in one transaction, so a file
-/// refused (over the row limit, a cell with NUL) stores nothing.
-async fn append_sheet(
-    store: &Store,
-    campaign: &BatchRow,
-    sheet: ReadSheet,
-    now_ms: i64,
-) -> ApiResult<()> {
-    if sheet.items.is_empty() {
-        return Ok(());
-    }
-    let open = stored(&[BatchStatus::Draft, BatchStatus::Scheduled]);
-    if !store
-        .append_items(campaign.id, &open, &sheet.into_items(), now_ms)
-        .await?
-    {
-        return Err(ApiError::conflict(
-            "Campaign has started; students can be uploaded only before it starts",
-        ));
-    }
-    Ok(())
-}
-
 impl From<SheetError> for ApiError {
     fn from(err: SheetError) -> Self {
         match err {
@@ -363,13 +338,16 @@ async fn upload_students(
             reason: r.reason.clone(),
         })
         .collect();
-    append_sheet(
-        &state.store,
-        &campaign,
-        sheet,
-        state.clock.now().timestamp_millis(),
-    )
-    .await?;
+    // The whole file was read before anything is appended, so a refused
+    // file (over the row limit, a cell with NUL) stores nothing.
+    service::append_checked(&state, BatchKind::Campaign, &campaign, sheet.into_items())
+        .await
+        .map_err(|err| match err {
+            BatchError::StartedWhileAdding(_) => ApiError::conflict(
+                "Campaign has started; students can be uploaded only before it starts",
+            ),
+            other => other.into(),
+        })?;
     Ok(Json(UploadReport {
         message: format!("{accepted} student(s) added, {rejected} row(s) rejected"),
         accepted,
