@@ -191,7 +191,12 @@ async fn list_page(
     let page = page_number(query.page.as_deref());
     let (rows, total) = state
         .store
-        .list_batches(user.org_id, kind.as_str(), PAGE_ROWS, (page - 1) * PAGE_ROWS)
+        .list_batches(
+            user.org_id,
+            kind.as_str(),
+            PAGE_ROWS,
+            (page - 1) * PAGE_ROWS,
+        )
         .await?;
     let mut lines = Vec::with_capacity(rows.len());
     for row in rows {
@@ -895,7 +900,9 @@ fn refusal(err: BatchError) -> Result<Response, ConsoleError> {
             Err(ConsoleError::Internal(err.to_string()))
         }
         BatchError::NotFound { .. } => Err(ConsoleError::NotFound),
-        BatchError::Placement(err) => flash(StatusCode::UNPROCESSABLE_ENTITY, false, err.to_string()),
+        BatchError::Placement(err) => {
+            flash(StatusCode::UNPROCESSABLE_ENTITY, false, err.to_string())
+        }
         other => flash(StatusCode::CONFLICT, false, other.to_string()),
     }
 }

@@ -10,8 +10,7 @@ use crate::domain::agent::TELEPHONY_PROVIDERS;
 use crate::domain::clock::{iso, ist_month_key};
 use crate::domain::{Paise, PhoneNumber, Role};
 use crate::store::StoreError;
-use crate::store::numbers::NumberRow;
-use crate::store::wallet::WalletTxRow;
+use crate::store::{NumberRow, WalletTxRow};
 use askama::Template;
 use axum::Router;
 use axum::extract::{Form, Query, State};
@@ -80,7 +79,6 @@ impl From<WalletTxRow> for LedgerLine {
 
 /// One rented number as shown.
 struct NumberLine {
-    id: String,
     phone: String,
     provider: String,
     status: String,
@@ -92,7 +90,6 @@ struct NumberLine {
 impl From<NumberRow> for NumberLine {
     fn from(n: NumberRow) -> Self {
         Self {
-            id: n.id.to_string(),
             phone: n.phone,
             provider: n.provider,
             status: n.status,
@@ -252,10 +249,7 @@ async fn add_number(
         .map_err(|e| errors.phone = Some(format!("The number {e}.")))
         .ok();
     if !TELEPHONY_PROVIDERS.contains(&form.provider.as_str()) {
-        errors.provider = Some(format!(
-            "Choose one of {}.",
-            TELEPHONY_PROVIDERS.join(", ")
-        ));
+        errors.provider = Some(format!("Choose one of {}.", TELEPHONY_PROVIDERS.join(", ")));
     }
     let rent = parse_rent(&form.rent)
         .map_err(|message| errors.rent = Some(message))
