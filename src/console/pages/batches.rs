@@ -655,6 +655,11 @@ struct ProgressPanel {
     id: String,
     status: String,
     status_reason: Option<String>,
+    scheduled: Option<String>,
+    started: Option<String>,
+    finished: Option<String>,
+    /// Whether the schedule form shows: before the start, for a member.
+    can_schedule: bool,
     p: Progress,
     done: i64,
     percent: i64,
@@ -678,10 +683,13 @@ impl ProgressPanel {
             (BatchAction::Retry, "retry", "Retry failed", false),
             (BatchAction::Stop, "stop", "Stop", true),
         ];
+        // Retry re-dials failed, unanswered and busy items; skipped ones never.
+        let retriable = p.failed - p.skipped > 0;
         let actions = if can_act {
             buttons
                 .into_iter()
                 .filter(|(action, ..)| action.allowed(status))
+                .filter(|(action, ..)| *action != BatchAction::Retry || retriable)
                 .map(|(_, verb, label, danger)| ActionButton {
                     verb,
                     label,
@@ -695,6 +703,10 @@ impl ProgressPanel {
             id: row.id.to_string(),
             status: status.as_str().to_string(),
             status_reason: row.status_reason.clone(),
+            scheduled: row.scheduled_start_at.map(when),
+            started: row.started_at.map(when),
+            finished: row.finished_at.map(when),
+            can_schedule: can_act && status.is_unstarted(),
             p,
             done,
             percent: percent(done, p.total),
@@ -745,13 +757,9 @@ struct BatchPage {
     agent_id: String,
     agent_name: String,
     from_number: Option<String>,
-    scheduled: Option<String>,
-    started: Option<String>,
-    finished: Option<String>,
     created: String,
     live: bool,
     panel: ProgressPanel,
-    can_schedule: bool,
     items: Vec<ItemLine>,
     page: i64,
     pages: i64,
@@ -784,12 +792,8 @@ async fn batch_page(
         agent_id: row.agent_id.to_string(),
         agent_name: row.agent_name.clone(),
         from_number: row.from_number.clone(),
-        scheduled: row.scheduled_start_at.map(when),
-        started: row.started_at.map(when),
-        finished: row.finished_at.map(when),
         created: when(row.created_at),
         live: !is_finished(status),
-        can_schedule: user.can(Role::Member) && status.is_unstarted(),
         panel: ProgressPanel::new(&row, progress, user.can(Role::Member)),
         name: row.name,
         items: items.into_iter().map(ItemLine::from).collect(),

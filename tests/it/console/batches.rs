@@ -152,6 +152,12 @@ async fn a_csv_with_bad_rows_is_previewed_created_started_and_followed_to_100_pe
     let rows = c.find(Locator::Id("preview-rows")).await.unwrap();
     assert!(rows.text().await.unwrap().contains("Meera"));
     assert_eq!(stored_batches(&app, &ws).await, (0, 0));
+    c.execute(
+        "document.getElementById('batch-preview').scrollIntoView()",
+        vec![],
+    )
+    .await
+    .unwrap();
     browser.screenshot("batch-new").await;
 
     c.find(Locator::Id("batch-create"))
@@ -201,6 +207,17 @@ async fn a_csv_with_bad_rows_is_previewed_created_started_and_followed_to_100_pe
         (status == "completed").then_some(())
     })
     .await;
+    let finished = c
+        .find(Locator::Id("batch-finished"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        finished.ends_with("UTC"),
+        "the live view fills the end: {finished}"
+    );
     let completed = c
         .find(Locator::Id("count-completed"))
         .await
