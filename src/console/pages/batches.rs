@@ -290,7 +290,7 @@ async fn agent_choices(state: &AppState, org_id: OrgId) -> Result<Vec<AgentChoic
             })
         })
         .collect();
-    agents.sort_by(|a, b| a.name.to_lowercase().cmp(&b.name.to_lowercase()));
+    agents.sort_by_key(|a| a.name.to_lowercase());
     Ok(agents)
 }
 
