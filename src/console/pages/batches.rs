@@ -9,7 +9,7 @@ use crate::batches::service::{self, BatchError, NewBatchInput};
 use crate::batches::student_sheet::{ReadSheet, RejectedRow, SheetError, StudentSheet};
 use crate::batches::{BatchAction, BatchKind, BatchStatus, Progress};
 use crate::calls::placement::PlacementError;
-use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render};
+use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render, session};
 use crate::domain::agent::AgentStatus;
 use crate::domain::clock::iso;
 use crate::domain::text::{self, Lines};
@@ -19,7 +19,7 @@ use askama::Template;
 use axum::Router;
 use axum::extract::multipart::{Multipart, MultipartError};
 use axum::extract::{Form, Path, Query, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -46,6 +46,10 @@ const POLL_EVERY: Duration = Duration::from_millis(700);
 /// by itself, so a forgotten tab does not poll the store forever on one
 /// connection.
 const STREAM_LIFETIME: Duration = Duration::from_secs(15 * 60);
+
+/// How many polls pass between checks that the session still lives, so a
+/// sign-out, a removal or a role change also reaches an open live view.
+const SESSION_CHECK_EVERY: u32 = 15;
 
 /// Longest batch name, as the API allows.
 const MAX_NAME: usize = 200;
@@ -759,6 +763,8 @@ struct BatchPage {
     from_number: Option<String>,
     created: String,
     live: bool,
+    /// [`fingerprint`] of the panel as rendered here, in hex.
+    seen: String,
     panel: ProgressPanel,
     items: Vec<ItemLine>,
     page: i64,
@@ -785,6 +791,10 @@ async fn batch_page(
         .store
         .batch_items_page(row.id, None, PAGE_ROWS, (page - 1) * PAGE_ROWS)
         .await?;
+    let fragment = ProgressFragment {
+        panel: ProgressPanel::new(&row, progress, user.can(Role::Member)),
+    };
+    let seen = format!("{:x}", fingerprint(&fragment.render()?));
     render(&BatchPage {
         chrome: Chrome::new(&user, Nav::Batches),
         id: row.id.to_string(),
@@ -794,7 +804,8 @@ async fn batch_page(
         from_number: row.from_number.clone(),
         created: when(row.created_at),
         live: !is_finished(status),
-        panel: ProgressPanel::new(&row, progress, user.can(Role::Member)),
+        seen,
+        panel: fragment.panel,
         name: row.name,
         items: items.into_iter().map(ItemLine::from).collect(),
         page,
@@ -805,10 +816,14 @@ async fn batch_page(
 /// Where a live stream is.
 struct LiveCursor {
     state: AppState,
+    /// The request's cookie header, to look the session up again.
+    cookies: HeaderMap,
     org_id: OrgId,
     id: BatchId,
     can_act: bool,
-    last: Option<String>,
+    polls: u32,
+    /// [`fingerprint`] of the panel the browser shows.
+    last: Option<u64>,
     first: bool,
     finished: bool,
     opened: Instant,
@@ -825,6 +840,21 @@ async fn next_event(mut cursor: LiveCursor) -> Option<(Result<Event, Infallible>
             tokio::time::sleep(POLL_EVERY).await;
         }
         cursor.first = false;
+        cursor.polls = cursor.polls.wrapping_add(1);
+        if cursor.polls.is_multiple_of(SESSION_CHECK_EVERY) {
+            match session::lookup(&cursor.cookies, &cursor.state).await {
+                Ok(Some(user)) if user.org_id == cursor.org_id => {
+                    cursor.can_act = user.can(Role::Member);
+                }
+                // Signed out, removed or moved: the stream ends and the
+                // browser's reconnect meets the sign-in page.
+                Ok(_) => return None,
+                Err(err) => {
+                    tracing::warn!(batch = %cursor.id, error = %err, "batch live view stopped");
+                    return None;
+                }
+            }
+        }
         let row = match cursor.state.store.batch_by_id(cursor.id).await {
             Ok(Some(row)) if row.org_id == cursor.org_id => row,
             Ok(_) => return None,
@@ -854,11 +884,30 @@ async fn next_event(mut cursor: LiveCursor) -> Option<(Result<Event, Infallible>
             cursor.finished = true;
             return Some((Ok(Event::default().event("done").data(html)), cursor));
         }
-        if cursor.last.as_deref() != Some(html.as_str()) {
-            cursor.last = Some(html.clone());
+        let seen = fingerprint(&html);
+        if cursor.last != Some(seen) {
+            cursor.last = Some(seen);
             return Some((Ok(Event::default().event("update").data(html)), cursor));
         }
     }
+}
+
+/// A panel's fingerprint: the page hands the one it rendered to the stream
+/// (`?seen=`), which sends nothing until the panel differs, so the buttons
+/// are not swapped under a person's pointer for no change. `DefaultHasher::new`
+/// has fixed keys: every node of one build computes the same value.
+fn fingerprint(html: &str) -> u64 {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut hasher = DefaultHasher::new();
+    html.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// `?seen=` of the live stream.
+#[derive(Debug, Deserialize)]
+struct EventsQuery {
+    #[serde(default)]
+    seen: Option<String>,
 }
 
 /// `GET /batches/{id}/events`: the live panel as server-sent events.
@@ -866,14 +915,25 @@ async fn events(
     State(state): State<AppState>,
     user: ConsoleUser,
     Path(id): Path<String>,
+    Query(query): Query<EventsQuery>,
+    headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ConsoleError> {
     let row = load(&state, user.org_id, &id).await?;
+    let mut cookies = HeaderMap::new();
+    if let Some(cookie) = headers.get(header::COOKIE) {
+        cookies.insert(header::COOKIE, cookie.clone());
+    }
     let cursor = LiveCursor {
+        cookies,
+        polls: 0,
         org_id: user.org_id,
         id: row.id,
         can_act: user.can(Role::Member),
         state,
-        last: None,
+        last: query
+            .seen
+            .as_deref()
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok()),
         first: true,
         finished: false,
         opened: Instant::now(),

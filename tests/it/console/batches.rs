@@ -466,6 +466,23 @@ async fn actions_answer_with_a_flash_and_the_live_stream_ends_when_the_batch_doe
         .body;
     let id = created["id"].as_str().unwrap().to_string();
 
+    // A live view of a batch that never finishes ends once its session does.
+    let watcher = ConsoleClient::sign_in(&app, &person(&app, &ws, Role::Viewer).await).await;
+    let events = format!("/batches/{id}/events");
+    let sign_out = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        watcher.post_form("/sign-out", &[]).await
+    };
+    let (stream, out) = tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(watcher.get(&events), sign_out)
+    })
+    .await
+    .expect("the live view ends after sign-out");
+    assert_eq!(out.status, 303);
+    assert!(stream.body.contains("event: update"), "{}", stream.body);
+    assert!(stream.body.contains(">draft<"), "{}", stream.body);
+    assert!(!stream.body.contains("event: done"), "{}", stream.body);
+
     // The state machine's refusal comes back as a 409 flash.
     let page = s.htmx_post(&format!("/batches/{id}/pause"), &[]).await;
     assert_eq!(page.status, 409);
