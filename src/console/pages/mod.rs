@@ -1,9 +1,11 @@
 //! The console's pages, one module per page family; each gives its routes.
 
+pub mod batches;
 pub mod keys;
 pub mod settings;
 pub mod team;
 pub mod timestamps;
+pub mod wallet;
 pub mod webhooks;
 
 use crate::app::state::AppState;
@@ -12,6 +14,8 @@ use axum::Router;
 /// Every page family's routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .merge(batches::routes())
+        .merge(wallet::routes())
         .merge(keys::routes())
         .merge(webhooks::routes())
         .merge(settings::routes())
