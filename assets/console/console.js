@@ -55,3 +55,16 @@
   document.addEventListener("DOMContentLoaded", function () { wireAll(document); });
   document.addEventListener("htmx:load", function (ev) { wireAll(ev.target); });
 })();
+
+// Agents (and every form answered 422): htmx leaves 4xx answers unswapped by
+// default; a 422 is a form re-rendered with its errors beside the fields, so
+// it is swapped like a success.
+(function () {
+  "use strict";
+  document.addEventListener("htmx:beforeSwap", function (ev) {
+    if (ev.detail.xhr && ev.detail.xhr.status === 422) {
+      ev.detail.shouldSwap = true;
+      ev.detail.isError = false;
+    }
+  });
+})();

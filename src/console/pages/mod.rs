@@ -1,9 +1,14 @@
 //! The console's pages, one module per page family; each gives its routes.
 
+pub mod agents;
+pub mod ratings;
+
 use crate::app::state::AppState;
 use axum::Router;
 
 /// Every page family's routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .merge(agents::routes())
+        .merge(ratings::routes())
 }

@@ -11,8 +11,8 @@ use crate::console::pages::agents::shown_time;
 use crate::console::render::render;
 use crate::console::session::ConsoleUser;
 use crate::domain::CallId;
-use crate::domain::agent::{AgentInput, RatingTemplate};
-use crate::domain::user::Role;
+use crate::domain::Role;
+use crate::domain::agent::AgentInput;
 use crate::postcall::ratings::export::csv_chunks;
 use crate::postcall::ratings::filter::{FilterError, RatingFilterText};
 use crate::postcall::ratings::regenerate::{RescoreError, regenerate as regenerate_now};
@@ -64,17 +64,21 @@ struct FilterQuery {
     page: Option<String>,
 }
 
+/// A blank score box is no bound here (the API refuses a blank score; a form
+/// always sends both boxes).
+fn score_bound(raw: Option<&str>) -> Option<&str> {
+    raw.filter(|s| !s.trim().is_empty())
+}
+
 impl FilterQuery {
     fn text(&self) -> RatingFilterText<'_> {
-        // A blank score box is no bound here (the API refuses it; a form always sends it).
-        let score = |raw: &Option<String>| raw.as_deref().filter(|s| !s.trim().is_empty());
         RatingFilterText {
             status: self.status.as_deref(),
             agent_id: self.agent_id.as_deref(),
             from: self.from.as_deref(),
             to: self.to.as_deref(),
-            min_score: score(&self.min_score),
-            max_score: score(&self.max_score),
+            min_score: score_bound(self.min_score.as_deref()),
+            max_score: score_bound(self.max_score.as_deref()),
         }
     }
 
@@ -447,7 +451,7 @@ async fn save_template(
 
 /// The template a posted form describes, for tests of the form's reading.
 #[cfg(test)]
-fn posted_template(pairs: &[(String, String)]) -> Option<RatingTemplate> {
+fn posted_template(pairs: &[(String, String)]) -> Option<crate::domain::agent::RatingTemplate> {
     let patch = template_patch(&posted_columns(pairs), false);
     serde_json::from_value(patch["ratingTemplate"].clone()).ok()
 }

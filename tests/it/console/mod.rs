@@ -2,5 +2,7 @@
 //! escaping) and browser tests that drive a real headless Chromium through
 //! chromedriver (skipped with a message when either is absent).
 
+mod agents;
 mod foundation;
+mod ratings;
 pub mod support;

@@ -63,56 +63,206 @@ const SECTIONS: &[(&str, &[Input])] = &[
     (
         "Agent",
         &[
-            Input { path: "name", label: "Name", help: "Shown on call records.", kind: Kind::Text },
-            Input { path: "conversationEngine", label: "Type", help: "pipeline: a conversation; announcement: one message; keypad: a key menu.", kind: Kind::Choice(ENGINES) },
-            Input { path: "language", label: "Language", help: "A BCP 47 tag such as en-IN.", kind: Kind::Text },
-            Input { path: "welcomeMessage", label: "Welcome message", help: "Spoken when the call connects; may hold {placeholders}.", kind: Kind::Prose },
-            Input { path: "prompt", label: "Prompt", help: "Instructions for the rest of the call; may hold {placeholders}.", kind: Kind::Prose },
-            Input { path: "endCallPhrases", label: "End-call phrases", help: "One per line: the call ends when the agent says one.", kind: Kind::Lines },
+            Input {
+                path: "name",
+                label: "Name",
+                help: "Shown on call records.",
+                kind: Kind::Text,
+            },
+            Input {
+                path: "conversationEngine",
+                label: "Type",
+                help: "pipeline: a conversation; announcement: one message; keypad: a key menu.",
+                kind: Kind::Choice(ENGINES),
+            },
+            Input {
+                path: "language",
+                label: "Language",
+                help: "A BCP 47 tag such as en-IN.",
+                kind: Kind::Text,
+            },
+            Input {
+                path: "welcomeMessage",
+                label: "Welcome message",
+                help: "Spoken when the call connects; may hold {placeholders}.",
+                kind: Kind::Prose,
+            },
+            Input {
+                path: "prompt",
+                label: "Prompt",
+                help: "Instructions for the rest of the call; may hold {placeholders}.",
+                kind: Kind::Prose,
+            },
+            Input {
+                path: "endCallPhrases",
+                label: "End-call phrases",
+                help: "One per line: the call ends when the agent says one.",
+                kind: Kind::Lines,
+            },
         ],
     ),
     (
         "Voice and providers",
         &[
-            Input { path: "llmProvider", label: "LLM provider", help: "", kind: Kind::Choice(LLMS) },
-            Input { path: "llmModel", label: "LLM model", help: "", kind: Kind::Text },
-            Input { path: "maxTokens", label: "Max tokens per reply", help: "1 to 4096.", kind: Kind::Number },
-            Input { path: "temperature", label: "Temperature", help: "0 to 2; blank for the model's default.", kind: Kind::NullableNumber },
-            Input { path: "asrProvider", label: "Speech recognition", help: "", kind: Kind::Choice(ASRS) },
-            Input { path: "ttsProvider", label: "Speech synthesis", help: "", kind: Kind::Choice(TTSS) },
-            Input { path: "voice", label: "Voice", help: "", kind: Kind::Text },
-            Input { path: "telephonyProvider", label: "Carrier", help: "", kind: Kind::Choice(CARRIERS) },
+            Input {
+                path: "llmProvider",
+                label: "LLM provider",
+                help: "",
+                kind: Kind::Choice(LLMS),
+            },
+            Input {
+                path: "llmModel",
+                label: "LLM model",
+                help: "",
+                kind: Kind::Text,
+            },
+            Input {
+                path: "maxTokens",
+                label: "Max tokens per reply",
+                help: "1 to 4096.",
+                kind: Kind::Number,
+            },
+            Input {
+                path: "temperature",
+                label: "Temperature",
+                help: "0 to 2; blank for the model's default.",
+                kind: Kind::NullableNumber,
+            },
+            Input {
+                path: "asrProvider",
+                label: "Speech recognition",
+                help: "",
+                kind: Kind::Choice(ASRS),
+            },
+            Input {
+                path: "ttsProvider",
+                label: "Speech synthesis",
+                help: "",
+                kind: Kind::Choice(TTSS),
+            },
+            Input {
+                path: "voice",
+                label: "Voice",
+                help: "",
+                kind: Kind::Text,
+            },
+            Input {
+                path: "telephonyProvider",
+                label: "Carrier",
+                help: "",
+                kind: Kind::Choice(CARRIERS),
+            },
         ],
     ),
     (
         "Call limits",
         &[
-            Input { path: "maxDurationSeconds", label: "Max duration (s)", help: "10 to 14400.", kind: Kind::Number },
-            Input { path: "silenceTimeoutSeconds", label: "Silence timeout (s)", help: "2 to 3600.", kind: Kind::Number },
-            Input { path: "interruptible", label: "The caller can interrupt the agent", help: "", kind: Kind::Flag },
-            Input { path: "perMinuteRatePaise", label: "Rate (paise per minute)", help: "0 to 100000.", kind: Kind::Number },
-            Input { path: "announcement.repeat", label: "Announcement repeats", help: "Announcement agents: 1 to 10.", kind: Kind::Number },
+            Input {
+                path: "maxDurationSeconds",
+                label: "Max duration (s)",
+                help: "10 to 14400.",
+                kind: Kind::Number,
+            },
+            Input {
+                path: "silenceTimeoutSeconds",
+                label: "Silence timeout (s)",
+                help: "2 to 3600.",
+                kind: Kind::Number,
+            },
+            Input {
+                path: "interruptible",
+                label: "The caller can interrupt the agent",
+                help: "",
+                kind: Kind::Flag,
+            },
+            Input {
+                path: "perMinuteRatePaise",
+                label: "Rate (paise per minute)",
+                help: "0 to 100000.",
+                kind: Kind::Number,
+            },
+            Input {
+                path: "announcement.repeat",
+                label: "Announcement repeats",
+                help: "Announcement agents: 1 to 10.",
+                kind: Kind::Number,
+            },
         ],
     ),
     (
         "Retries and voicemail",
         &[
-            Input { path: "retryPolicy.maxAttempts", label: "Attempts", help: "Including the first, 1 to 10.", kind: Kind::Number },
-            Input { path: "retryPolicy.retryAfterSeconds", label: "Wait between attempts (s)", help: "At most 604800.", kind: Kind::Number },
-            Input { path: "retryPolicy.retryOn", label: "Retry on", help: "", kind: Kind::Choices(RETRY_ON) },
-            Input { path: "voicemail.action", label: "On an answering machine", help: "hangup, or leaveMessage after the beep.", kind: Kind::Choice(VOICEMAIL_ACTIONS) },
-            Input { path: "voicemail.message", label: "Voicemail message", help: "Required for leaveMessage.", kind: Kind::Prose },
-            Input { path: "voicemail.detect", label: "Detect answering machines", help: "", kind: Kind::Flag },
+            Input {
+                path: "retryPolicy.maxAttempts",
+                label: "Attempts",
+                help: "Including the first, 1 to 10.",
+                kind: Kind::Number,
+            },
+            Input {
+                path: "retryPolicy.retryAfterSeconds",
+                label: "Wait between attempts (s)",
+                help: "At most 604800.",
+                kind: Kind::Number,
+            },
+            Input {
+                path: "retryPolicy.retryOn",
+                label: "Retry on",
+                help: "",
+                kind: Kind::Choices(RETRY_ON),
+            },
+            Input {
+                path: "voicemail.action",
+                label: "On an answering machine",
+                help: "hangup, or leaveMessage after the beep.",
+                kind: Kind::Choice(VOICEMAIL_ACTIONS),
+            },
+            Input {
+                path: "voicemail.message",
+                label: "Voicemail message",
+                help: "Required for leaveMessage.",
+                kind: Kind::Prose,
+            },
+            Input {
+                path: "voicemail.detect",
+                label: "Detect answering machines",
+                help: "",
+                kind: Kind::Flag,
+            },
         ],
     ),
     (
         "Analysis, tools and menus (JSON)",
         &[
-            Input { path: "analysis", label: "Analysis plan", help: "summary, fields, success, timeoutSeconds; blank for the default (a summary).", kind: Kind::Json(Blank::Null) },
-            Input { path: "tools", label: "Tools", help: "A list: endCall, transferCall, dtmf, checkAvailability, bookAppointment, function. Function secrets are kept and never shown.", kind: Kind::Json(Blank::EmptyList) },
-            Input { path: "toolLimits", label: "Tool limits", help: "perTurn, perCall; blank for the defaults.", kind: Kind::Json(Blank::EmptyObject) },
-            Input { path: "ratingTemplate", label: "Rating template", help: "{\"columns\": [{\"name\", \"description\"}]}; blank for the default scorecard.", kind: Kind::Json(Blank::Null) },
-            Input { path: "keypad", label: "Keypad menu", help: "Keypad agents: prompt, options, timeoutSeconds, attempts.", kind: Kind::Json(Blank::Null) },
+            Input {
+                path: "analysis",
+                label: "Analysis plan",
+                help: "summary, fields, success, timeoutSeconds; blank for the default (a summary).",
+                kind: Kind::Json(Blank::Null),
+            },
+            Input {
+                path: "tools",
+                label: "Tools",
+                help: "A list: endCall, transferCall, dtmf, checkAvailability, bookAppointment, function. Function secrets are kept and never shown.",
+                kind: Kind::Json(Blank::EmptyList),
+            },
+            Input {
+                path: "toolLimits",
+                label: "Tool limits",
+                help: "perTurn, perCall; blank for the defaults.",
+                kind: Kind::Json(Blank::EmptyObject),
+            },
+            Input {
+                path: "ratingTemplate",
+                label: "Rating template",
+                help: "{\"columns\": [{\"name\", \"description\"}]}; blank for the default scorecard.",
+                kind: Kind::Json(Blank::Null),
+            },
+            Input {
+                path: "keypad",
+                label: "Keypad menu",
+                help: "Keypad agents: prompt, options, timeoutSeconds, attempts.",
+                kind: Kind::Json(Blank::Null),
+            },
         ],
     ),
 ];
@@ -243,7 +393,9 @@ impl AgentForm {
                 Kind::Json(blank) => {
                     let text = match at {
                         None | Some(Value::Null) => String::new(),
-                        Some(Value::Array(items)) if items.is_empty() && blank == Blank::EmptyList => {
+                        Some(Value::Array(items))
+                            if items.is_empty() && blank == Blank::EmptyList =>
+                        {
                             String::new()
                         }
                         Some(value) if input.path == "tools" => pretty(&without_secrets(value)),
@@ -256,26 +408,34 @@ impl AgentForm {
         form
     }
 
-    /// The form as posted (urlencoded pairs; a checkbox group repeats its name).
+    /// The form as posted (urlencoded pairs). An input that is not posted at
+    /// all is left out of the body (a new agent takes its default, an edit
+    /// keeps the stored value); checkboxes post a hidden blank beside them,
+    /// so an unticked box still counts as sent.
     pub fn from_pairs(pairs: &[(String, String)]) -> Self {
         let mut form = Self::default();
         for input in inputs() {
+            let mut sent = pairs
+                .iter()
+                .filter(|(name, _)| name == input.path)
+                .map(|(_, value)| value.clone())
+                .peekable();
+            if sent.peek().is_none() {
+                continue;
+            }
             match input.kind {
                 Kind::Choices(_) => {
-                    let picked = pairs
-                        .iter()
-                        .filter(|(name, _)| name == input.path)
-                        .map(|(_, value)| value.clone())
-                        .collect();
+                    let picked = sent.filter(|v| !v.is_empty()).collect();
                     form.choices.insert(input.path, picked);
                 }
+                Kind::Flag => {
+                    let on = sent.any(|v| !v.is_empty());
+                    form.values
+                        .insert(input.path, if on { "on".into() } else { String::new() });
+                }
                 _ => {
-                    let value = pairs
-                        .iter()
-                        .find(|(name, _)| name == input.path)
-                        .map(|(_, value)| value.clone())
-                        .unwrap_or_default();
-                    form.values.insert(input.path, value);
+                    form.values
+                        .insert(input.path, sent.next().unwrap_or_default());
                 }
             }
         }
@@ -287,7 +447,18 @@ impl AgentForm {
     pub fn to_body(&self) -> Result<Value, FieldRefusal> {
         let mut body = Map::new();
         for input in inputs() {
-            let raw = self.values.get(input.path).map(String::as_str).unwrap_or("");
+            let sent = match input.kind {
+                Kind::Choices(_) => self.choices.contains_key(input.path),
+                _ => self.values.contains_key(input.path),
+            };
+            if !sent {
+                continue;
+            }
+            let raw = self
+                .values
+                .get(input.path)
+                .map(String::as_str)
+                .unwrap_or("");
             let value = match input.kind {
                 Kind::Text | Kind::Prose | Kind::Choice(_) => Some(Value::String(raw.to_string())),
                 Kind::Number => number(raw),
@@ -314,11 +485,10 @@ impl AgentForm {
                     Blank::EmptyObject => Value::Object(Map::new()),
                 }),
                 Kind::Json(_) => {
-                    let parsed: Value =
-                        serde_json::from_str(raw).map_err(|err| FieldRefusal {
-                            input: Some(input.path),
-                            message: format!("{}: is not valid JSON: {err}", input.path),
-                        })?;
+                    let parsed: Value = serde_json::from_str(raw).map_err(|err| FieldRefusal {
+                        input: Some(input.path),
+                        message: format!("{}: is not valid JSON: {err}", input.path),
+                    })?;
                     Some(parsed)
                 }
             };
@@ -524,12 +694,15 @@ mod tests {
         let mut pairs = Vec::new();
         for input in inputs() {
             match input.kind {
-                Kind::Choices(_) => {
+                Kind::Choices(_) | Kind::Flag => {
+                    pairs.push((input.path.to_string(), String::new()));
                     for v in form.choices.get(input.path).into_iter().flatten() {
                         pairs.push((input.path.to_string(), v.clone()));
                     }
+                    if let Some(v) = form.values.get(input.path).filter(|v| !v.is_empty()) {
+                        pairs.push((input.path.to_string(), v.clone()));
+                    }
                 }
-                Kind::Flag if form.values.get(input.path).is_none_or(String::is_empty) => {}
                 _ => pairs.push((
                     input.path.to_string(),
                     form.values.get(input.path).cloned().unwrap_or_default(),
@@ -557,10 +730,31 @@ mod tests {
     }
 
     #[test]
+    fn inputs_not_posted_keep_their_defaults_and_unticked_boxes_count() {
+        let pairs = vec![
+            ("name".to_string(), "Only a name".to_string()),
+            ("interruptible".to_string(), String::new()),
+            ("retryPolicy.retryOn".to_string(), String::new()),
+        ];
+        let spec = AgentForm::from_pairs(&pairs)
+            .to_input()
+            .unwrap()
+            .into_new_spec()
+            .unwrap();
+        assert_eq!(spec.language, "en-IN");
+        assert_eq!(spec.max_duration_seconds, 600);
+        assert!(!spec.interruptible);
+        assert!(spec.retry_policy.retry_on.is_empty());
+    }
+
+    #[test]
     fn refusals_land_at_their_input() {
         assert_eq!(input_for("analysis.fields[0].options"), Some("analysis"));
         assert_eq!(input_for("extraction.fields"), Some("analysis"));
-        assert_eq!(input_for("retryPolicy.maxAttempts"), Some("retryPolicy.maxAttempts"));
+        assert_eq!(
+            input_for("retryPolicy.maxAttempts"),
+            Some("retryPolicy.maxAttempts")
+        );
         assert_eq!(input_for("tools[2].url"), Some("tools"));
         assert_eq!(input_for("voicemail"), Some("voicemail.action"));
         assert_eq!(input_for("keypad.options[].digit"), Some("keypad"));
@@ -606,26 +800,26 @@ mod tests {
     /// The wire names the selects offer, checked against the domain's own lists so
     /// a new vendor cannot be forgotten here.
     fn offered_names_match_the_domain() -> bool {
-    let same = |offered: &[&str], domain: Vec<&str>| offered == domain.as_slice();
-    same(LLMS, LlmVendor::ALL.iter().map(|v| v.as_str()).collect())
-        && same(ASRS, AsrVendor::ALL.iter().map(|v| v.as_str()).collect())
-        && same(TTSS, TtsVendor::ALL.iter().map(|v| v.as_str()).collect())
-        && same(
-            CARRIERS,
-            TelephonyProvider::ALL.iter().map(|v| v.as_str()).collect(),
-        )
-        && same(
-            ENGINES,
-            [
-                ConversationEngine::Pipeline,
-                ConversationEngine::Announcement,
-                ConversationEngine::Keypad,
-            ]
-            .iter()
-            .map(|e| e.as_str())
-            .collect(),
-        )
-}
+        let same = |offered: &[&str], domain: Vec<&str>| offered == domain.as_slice();
+        same(LLMS, LlmVendor::ALL.iter().map(|v| v.as_str()).collect())
+            && same(ASRS, AsrVendor::ALL.iter().map(|v| v.as_str()).collect())
+            && same(TTSS, TtsVendor::ALL.iter().map(|v| v.as_str()).collect())
+            && same(
+                CARRIERS,
+                TelephonyProvider::ALL.iter().map(|v| v.as_str()).collect(),
+            )
+            && same(
+                ENGINES,
+                [
+                    ConversationEngine::Pipeline,
+                    ConversationEngine::Announcement,
+                    ConversationEngine::Keypad,
+                ]
+                .iter()
+                .map(|e| e.as_str())
+                .collect(),
+            )
+    }
 
     #[test]
     fn every_vendor_is_offered() {

@@ -15,17 +15,16 @@ use crate::console::chrome::{Chrome, Nav};
 use crate::console::error::ConsoleError;
 use crate::console::render::render;
 use crate::console::session::ConsoleUser;
-use crate::domain::agent::AgentStatus;
+use crate::domain::Role;
 use crate::domain::clock::IST;
-use crate::domain::user::Role;
 use crate::domain::{ChatSessionId, OrgId, PhoneNumber};
 use crate::store::AgentRow;
 use askama::Template;
+use axum::Router;
 use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::Router;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use voxline_actors::providers::{ChatMessage, ChatRole};
@@ -49,7 +48,8 @@ impl From<AgentError> for ConsoleError {
     fn from(err: AgentError) -> Self {
         match err {
             AgentError::NotFound(_) => Self::NotFound,
-            AgentError::NotDeleted(_) | AgentError::Spec(_) => Self::BadRequest(err.to_string()),
+            AgentError::NotDeleted(_) => Self::Conflict(err.to_string()),
+            AgentError::Spec(_) => Self::BadRequest(err.to_string()),
             AgentError::Store(err) => Self::Store(err),
         }
     }
@@ -164,7 +164,10 @@ struct ChatFragment {
     chat: ChatCard,
 }
 
-async fn list(State(state): State<AppState>, user: ConsoleUser) -> Result<Html<String>, ConsoleError> {
+async fn list(
+    State(state): State<AppState>,
+    user: ConsoleUser,
+) -> Result<Html<String>, ConsoleError> {
     let rows = state
         .store
         .agents(user.org_id)
@@ -187,11 +190,7 @@ async fn list(State(state): State<AppState>, user: ConsoleUser) -> Result<Html<S
     })
 }
 
-fn form_page(
-    user: &ConsoleUser,
-    agent: Option<AgentItem>,
-    form: &AgentForm,
-) -> AgentFormPage {
+fn form_page(user: &ConsoleUser, agent: Option<AgentItem>, form: &AgentForm) -> AgentFormPage {
     let agent_id = agent.as_ref().map(|a| a.id.clone()).unwrap_or_default();
     let action = match &agent {
         Some(agent) => format!("/agents/{}/edit", agent.id),
@@ -376,9 +375,9 @@ async fn test_call(
         Err(err) => Err(format!("phoneNumber {err}")),
         Ok(phone) => match place_test_call(&state, user.org_id, &id, phone, None).await {
             Ok((call_id, _)) => Ok(call_id),
-            Err(TestCallError::Placement(crate::calls::placement::PlacementError::Store(
-                err,
-            ))) => return Err(ConsoleError::Store(err)),
+            Err(TestCallError::Placement(crate::calls::placement::PlacementError::Store(err))) => {
+                return Err(ConsoleError::Store(err));
+            }
             Err(err) => Err(err.to_string()),
         },
     };
