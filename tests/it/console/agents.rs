@@ -413,8 +413,15 @@ async fn a_browser_sees_the_refusal_beside_the_field_then_the_agent_in_the_list(
     };
     let app = TestApp::spawn().await;
     let ws = app.workspace("Browser agents").await;
-    app.create_agent(&ws.key, json!({"name": "Existing receptionist"}))
-        .await;
+    let existing = app
+        .create_agent(
+            &ws.key,
+            json!({"name": "Existing receptionist", "welcomeMessage": "Hello, this is the front desk."}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let member = person(&app, &ws, Role::Member).await;
     browser.sign_in(&app, &member).await;
     let c = &browser.client;
@@ -449,7 +456,6 @@ async fn a_browser_sees_the_refusal_beside_the_field_then_the_agent_in_the_list(
         kept.prop("value").await.unwrap().as_deref(),
         Some("Interview screener")
     );
-    browser.screenshot("agent-edit").await;
 
     let duration = c.find(Locator::Id("f-maxDurationSeconds")).await.unwrap();
     duration.clear().await.unwrap();
@@ -466,5 +472,43 @@ async fn a_browser_sees_the_refusal_beside_the_field_then_the_agent_in_the_list(
     assert!(text.contains("Existing receptionist"), "{text}");
     browser.screenshot("agents").await;
     assert_eq!(agents_named(&app, &ws, "Interview screener").await.len(), 1);
+
+    // An agent's page: the chat opens with the welcome and answers through htmx.
+    c.goto(&format!("{}/agents/{existing}/edit", app.base))
+        .await
+        .unwrap();
+    browser
+        .wait_for(Locator::Css("#chat button[type=submit]"))
+        .await
+        .click()
+        .await
+        .unwrap();
+    let welcome = browser
+        .wait_for(Locator::Css("#chat-log li.chat-agent"))
+        .await;
+    assert!(
+        welcome
+            .text()
+            .await
+            .unwrap()
+            .contains("Hello, this is the front desk.")
+    );
+    c.find(Locator::Id("chat-message"))
+        .await
+        .unwrap()
+        .send_keys("Is the clinic open on Sunday?")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#chat button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let mine = browser
+        .wait_for(Locator::Css("#chat-log li.chat-you"))
+        .await;
+    assert!(mine.text().await.unwrap().contains("clinic open on Sunday"));
+    browser.screenshot("agent-edit").await;
     browser.close().await;
 }
