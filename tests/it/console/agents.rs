@@ -393,7 +393,9 @@ async fn a_test_call_opens_the_live_call_view() {
         )
         .await;
     assert!(
-        again.status == 422 && again.body.contains("already has a call in flight")
+        again.status == 422
+            && again.body.contains("already has a call in flight")
+            && again.body.contains(&format!("href=\"/calls/{call_id}\""))
             || again.status == 204,
         "a second ring while the first is live is refused ({}): {}",
         again.status,

@@ -132,6 +132,8 @@ struct TestCallCard {
     agent_id: String,
     phone: String,
     error: Option<String>,
+    /// The call already in flight to that number, to open instead.
+    live_call: Option<String>,
 }
 
 #[derive(Template)]
@@ -369,7 +371,7 @@ async fn test_call(
     let mut card = TestCallCard {
         agent_id: id.clone(),
         phone: body.phone_number.clone(),
-        error: None,
+        ..TestCallCard::default()
     };
     let placed = match PhoneNumber::parse(body.phone_number.trim()) {
         Err(err) => Err(format!("phoneNumber {err}")),
@@ -377,6 +379,13 @@ async fn test_call(
             Ok((call_id, _)) => Ok(call_id),
             Err(TestCallError::Placement(crate::calls::placement::PlacementError::Store(err))) => {
                 return Err(ConsoleError::Store(err));
+            }
+            Err(TestCallError::NotPlaced) => {
+                return Err(ConsoleError::Internal("no call was placed".into()));
+            }
+            Err(TestCallError::InFlight { phone, live }) => {
+                card.live_call = Some(live.to_string());
+                Err(TestCallError::InFlight { phone, live }.to_string())
             }
             Err(err) => Err(err.to_string()),
         },
@@ -464,6 +473,9 @@ async fn chat(
             StatusCode::OK
         }
         Err(ChatError::Store(err)) => return Err(ConsoleError::Store(err)),
+        Err(ChatError::Corrupt(err)) => {
+            return Err(ConsoleError::Internal(format!("chat session: {err}")));
+        }
         Err(ChatError::Agent(AgentError::NotFound(_))) => return Err(ConsoleError::NotFound),
         Err(err) => {
             if let Some(session) = session_id.and_then(|raw| raw.parse().ok()) {
