@@ -56,13 +56,17 @@
   document.addEventListener("htmx:load", function (ev) { wireAll(ev.target); });
 })();
 
-// Agents (and every form answered 422): htmx leaves 4xx answers unswapped by
-// default; a 422 is a form re-rendered with its errors beside the fields, so
-// it is swapped like a success.
+// ---- Batches (helper "batches"): a refused request answers 409 or 422 with
+// the fragment to show (a flash message, or the form's fields with the
+// reasons beside them). htmx swaps only 2xx answers by default, so requests
+// made from inside a [data-show-refusals] element swap these too.
 (function () {
   "use strict";
   document.addEventListener("htmx:beforeSwap", function (ev) {
-    if (ev.detail.xhr && ev.detail.xhr.status === 422) {
+    var status = ev.detail.xhr && ev.detail.xhr.status;
+    if (status !== 409 && status !== 422) return;
+    var elt = (ev.detail.requestConfig && ev.detail.requestConfig.elt) || ev.target;
+    if (elt && elt.closest && elt.closest("[data-show-refusals]")) {
       ev.detail.shouldSwap = true;
       ev.detail.isError = false;
     }

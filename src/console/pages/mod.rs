@@ -2,6 +2,8 @@
 
 pub mod agents;
 pub mod ratings;
+pub mod batches;
+pub mod wallet;
 
 use crate::app::state::AppState;
 use axum::Router;
@@ -11,4 +13,6 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .merge(agents::routes())
         .merge(ratings::routes())
+        .merge(batches::routes())
+        .merge(wallet::routes())
 }

@@ -512,5 +512,15 @@ async fn a_browser_sees_the_refusal_beside_the_field_then_the_agent_in_the_list(
         .await;
     assert!(mine.text().await.unwrap().contains("clinic open on Sunday"));
     browser.screenshot("agent-edit").await;
+
+    // A refused message (blank) comes back 422 and is swapped in with its reason.
+    c.find(Locator::Css("#chat button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let refusal = browser.wait_for(Locator::Id("chat-error")).await;
+    assert!(refusal.text().await.unwrap().contains("message is required"));
     browser.close().await;
 }

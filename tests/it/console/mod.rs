@@ -3,6 +3,7 @@
 //! chromedriver (skipped with a message when either is absent).
 
 mod agents;
+mod batches;
 mod foundation;
 mod ratings;
 pub mod support;
