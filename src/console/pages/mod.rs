@@ -1,8 +1,8 @@
 //! The console's pages, one module per page family; each gives its routes.
 
 pub mod agents;
-pub mod ratings;
 pub mod batches;
+pub mod ratings;
 pub mod wallet;
 
 use crate::app::state::AppState;

@@ -521,6 +521,12 @@ async fn a_browser_sees_the_refusal_beside_the_field_then_the_agent_in_the_list(
         .await
         .unwrap();
     let refusal = browser.wait_for(Locator::Id("chat-error")).await;
-    assert!(refusal.text().await.unwrap().contains("message is required"));
+    assert!(
+        refusal
+            .text()
+            .await
+            .unwrap()
+            .contains("message is required")
+    );
     browser.close().await;
 }
