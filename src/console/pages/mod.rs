@@ -1,7 +1,9 @@
 //! The console's pages, one module per page family; each gives its routes.
 
+pub mod agents;
 pub mod batches;
 pub mod keys;
+pub mod ratings;
 pub mod settings;
 pub mod team;
 pub mod timestamps;
@@ -14,6 +16,8 @@ use axum::Router;
 /// Every page family's routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .merge(agents::routes())
+        .merge(ratings::routes())
         .merge(batches::routes())
         .merge(wallet::routes())
         .merge(keys::routes())

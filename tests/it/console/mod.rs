@@ -2,9 +2,11 @@
 //! escaping) and browser tests that drive a real headless Chromium through
 //! chromedriver (skipped with a message when either is absent).
 
+mod agents;
 mod batches;
 mod foundation;
 mod keys;
+mod ratings;
 mod settings;
 pub mod support;
 mod team;
