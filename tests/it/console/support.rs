@@ -25,7 +25,8 @@ pub struct Person {
 /// Adds a person with `role` to `ws`, as `voxline admin user create` does.
 pub async fn person(app: &TestApp, ws: &Workspace, role: Role) -> Person {
     let id = UserId::new();
-    let email = format!("{}-{}@example.com", role.as_str(), &id.to_string()[..8]);
+    // The id's random tail: ids made in the same millisecond share their head.
+    let email = format!("{}-{}@example.com", role.as_str(), &id.to_string()[24..]);
     let password = format!("pw-{}-long-enough", &id.to_string()[24..]);
     let hash = voxline::access::password::hash(&Password::parse(&password).unwrap()).unwrap();
     app.store()
