@@ -13,6 +13,7 @@ pub mod batches;
 pub mod calls;
 pub mod carriers;
 pub mod cluster;
+pub mod console;
 pub mod domain;
 pub mod egress;
 pub mod http;

@@ -80,6 +80,12 @@ async fn run_serve(storage: &StorageArgs, serve: &ServeArgs) -> anyhow::Result<(
             println!("  {engine:<12} agent: {id}", engine = engine.as_str());
         }
         println!(
+            "\n  Console: {base}/  sign in as {email} with the one-time password {password}\n  (shown once; change it under Your account)",
+            base = server.base_url(),
+            email = boot.owner_email,
+            password = boot.owner_password,
+        );
+        println!(
             "\nTry: curl -H 'Authorization: Bearer {key}' {base}/api/agents\n",
             key = boot.api_key,
             base = server.base_url()

@@ -4,7 +4,7 @@
 use crate::admin::ops::{self, NewKey};
 use crate::domain::agent::{AgentSpec, ConversationEngine, KeypadConfig, KeypadOption};
 use crate::domain::{AgentId, OrgId, Paise, PhoneNumber};
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 use chrono::{DateTime, Utc};
 
 /// What bootstrap created; the key is shown once.
@@ -18,7 +18,14 @@ pub struct Bootstrapped {
     pub phone: String,
     /// Agent ids by engine: pipeline, announcement, keypad.
     pub agents: Vec<(ConversationEngine, AgentId)>,
+    /// The console owner's sign-in address.
+    pub owner_email: String,
+    /// The console owner's one-time password (shown once).
+    pub owner_password: String,
 }
+
+/// The Demo workspace owner's console sign-in.
+pub const DEMO_OWNER_EMAIL: &str = "owner@demo.voxline.dev";
 
 /// The Demo workspace's simulated caller ID.
 pub const DEMO_NUMBER: &str = "+918035740101";
@@ -29,7 +36,7 @@ pub const DEMO_CREDIT_PAISE: Paise = Paise(500_000);
 pub async fn bootstrap_if_empty(
     store: &Store,
     now: DateTime<Utc>,
-) -> Result<Option<Bootstrapped>, StoreError> {
+) -> anyhow::Result<Option<Bootstrapped>> {
     if store.org_count().await? > 0 {
         return Ok(None);
     }
@@ -49,11 +56,25 @@ pub async fn bootstrap_if_empty(
         store.insert_agent(id, org.id, &spec, now_ms).await?;
         agents.push((spec.conversation_engine, id));
     }
+    let password = crate::access::password::one_time();
+    let password_hash = crate::access::password::hash(&password)?;
+    store
+        .insert_user(&crate::store::users::NewUser {
+            id: crate::domain::UserId::new(),
+            org_id: org.id,
+            email: DEMO_OWNER_EMAIL,
+            password_hash: &password_hash,
+            role: crate::domain::Role::Owner,
+            now_ms,
+        })
+        .await?;
     Ok(Some(Bootstrapped {
         org_id: org.id,
         api_key: key,
         phone,
         agents,
+        owner_email: DEMO_OWNER_EMAIL.to_string(),
+        owner_password: password.expose().to_string(),
     }))
 }
 

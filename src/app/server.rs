@@ -208,7 +208,9 @@ impl Server {
 
         // Should the start fail from here on, what it already spawned stops.
         let stop_on_failure = stop.clone().drop_guard();
-        let app = http::router(state.clone());
+        let app = crate::console::router(state.clone())
+            .merge(http::router(state.clone()))
+            .into_make_service_with_connect_info::<std::net::SocketAddr>();
         let shutdown = stop.clone().cancelled_owned();
         tasks.spawn(async move {
             if let Err(err) = axum::serve(listener, app)

@@ -128,6 +128,11 @@ id_type!(
     DeliveryId
 );
 
+id_type!(
+    /// A person who signs in to the web console.
+    UserId
+);
+
 /// A campaign's id: a [`BatchId`] of a `batches` row of kind `campaign`. The
 /// alias names the role where a campaign is meant (a call's `campaign_id`).
 pub type CampaignId = BatchId;

@@ -11,12 +11,14 @@ pub mod page;
 pub mod phone;
 pub mod text;
 pub mod tools;
+pub mod user;
 
 pub use email::Email;
 pub use ids::{
     AgentId, ApiKeyId, BatchId, CallId, CampaignId, ChatSessionId, DeliveryId, NumberId, OrgId,
-    WalletTxId, WebhookId,
+    UserId, WalletTxId, WebhookId,
 };
 pub use money::Paise;
 pub use node::NodeId;
 pub use phone::PhoneNumber;
+pub use user::{Password, Role};

@@ -736,6 +736,16 @@ async fn get_call(
     let answered_at = detail.call.answered_at.map(iso);
     let ended_at = detail.call.ended_at.map(iso);
     let mut call = CallRowView::from_row(detail.call, state.clock.now());
+    // The call row and its analysis are read apart, so an analysis stored
+    // in between would pair a done analysis with the template summary it
+    // replaced; a done analysis' summary is the call's summary.
+    if let Some(summary) = analysis
+        .as_ref()
+        .filter(|a| a.status == "done")
+        .and_then(|a| a.summary.clone())
+    {
+        call.summary = summary;
+    }
     call.analysis = analysis.as_ref().map(AnalysisView::from_row);
     call.transcript = turns
         .into_iter()

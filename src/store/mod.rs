@@ -26,6 +26,7 @@ pub mod slots;
 pub mod tool_calls;
 pub mod transfers;
 mod usage;
+pub mod users;
 mod wallet;
 pub mod webhook_outbox;
 mod webhooks;

@@ -13,6 +13,7 @@
 mod api;
 mod carrier_transfers;
 mod carriers;
+mod console;
 mod loadgen;
 mod media_protocols;
 mod module_graph;

@@ -1,0 +1,9 @@
+//! The console's pages, one module per page family; each gives its routes.
+
+use crate::app::state::AppState;
+use axum::Router;
+
+/// Every page family's routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+}

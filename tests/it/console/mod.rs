@@ -1,0 +1,6 @@
+//! The web console: plain HTTP tests of its rules (sessions, roles, CSRF,
+//! escaping) and browser tests that drive a real headless Chromium through
+//! chromedriver (skipped with a message when either is absent).
+
+mod foundation;
+pub mod support;
