@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 use voxline::admin::ops;
 use voxline::app::config::Settings;
 use voxline::app::server::Server;
-use voxline::domain::OrgId;
 use voxline::domain::clock::SystemClock;
+use voxline::domain::{OrgId, Password, Role, UserId};
+use voxline::store::users::NewUser;
 use voxline::store::{CallFixture, Store};
 
 const AGENTS: [&str; 5] = [
@@ -97,7 +98,11 @@ async fn fill(database_url: &str, org: OrgId, total: u64) {
             let created = start_ms + (i as i64 * SPREAD_MS) / total.max(1) as i64;
             let status = STATUSES[rng.below(STATUSES.len())];
             let answered = status == "completed";
-            let duration = if answered { 20 + rng.below(400) as i64 } else { 0 };
+            let duration = if answered {
+                20 + rng.below(400) as i64
+            } else {
+                0
+            };
             let agent = rng.below(AGENTS.len());
             if i > done {
                 sql.push(',');
@@ -225,6 +230,42 @@ fn report(name: &str, hist: &Histogram<u64>) {
         ms(hist.max()),
         hist.len(),
     );
+}
+
+/// A session cookie of an owner of `org`, signed in through `/sign-in` as a browser does.
+async fn sign_in_cookie(server: &Server, store: &Store, org: OrgId) -> String {
+    let email = format!("bench-{}@example.com", uuid::Uuid::new_v4().simple());
+    let password = "bench password long enough";
+    let hash = voxline::access::password::hash(&Password::parse(password).expect("password"))
+        .expect("hash");
+    store
+        .insert_user(&NewUser {
+            id: UserId::new(),
+            org_id: org,
+            email: &email,
+            password_hash: &hash,
+            role: Role::Owner,
+            now_ms: chrono::Utc::now().timestamp_millis(),
+        })
+        .await
+        .expect("insert the bench person");
+    let resp = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("HTTP client")
+        .post(format!("{}/sign-in", server.base_url()))
+        .form(&[("email", email.as_str()), ("password", password)])
+        .send()
+        .await
+        .expect("sign in");
+    assert_eq!(resp.status(), 303, "sign-in refused");
+    resp.headers()["set-cookie"]
+        .to_str()
+        .expect("cookie")
+        .split(';')
+        .next()
+        .expect("cookie pair")
+        .to_string()
 }
 
 fn main() {

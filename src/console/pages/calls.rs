@@ -15,7 +15,7 @@ use crate::console::chrome::{Chrome, Nav};
 use crate::console::error::ConsoleError;
 use crate::console::render::render;
 use crate::console::session::ConsoleUser;
-use crate::domain::user::Role;
+use crate::domain::Role;
 use crate::domain::{CallId, OrgId};
 use crate::recordings::serve::{ServeRecordingError, serve_recording};
 use crate::store::CallReadRow;
@@ -400,9 +400,7 @@ async fn call_page(
         call: detail::header(&detail, now_ms),
         live,
         turns: detail::turns(&turns, detail.call.answered_at, &tool_calls),
-        recording_src: recording
-            .as_ref()
-            .map(|_| format!("/calls/{id}/recording")),
+        recording_src: recording.as_ref().map(|_| format!("/calls/{id}/recording")),
         recording_seconds: recording
             .as_ref()
             .map(|file| format!("{:.1}", detail::recording_seconds(file)))
@@ -426,7 +424,7 @@ async fn call_page(
 }
 
 /// `GET /calls/{id}/events`: the live fragment each time the call's status
-/// or turns change (polled), then a `finished` event when it has ended.
+/// or turns change (polled), then a `done` event (the finished fragment) when it has ended.
 async fn live_events(
     State(state): State<AppState>,
     user: ConsoleUser,
@@ -466,7 +464,7 @@ async fn live_events(
                     }
                 };
                 if finished {
-                    let event = Event::default().event("finished").data(html);
+                    let event = Event::default().event("done").data(html);
                     return Some((Ok(event), (state, None, true)));
                 }
                 if started.elapsed() > LIVE_MAX {
@@ -497,7 +495,14 @@ async fn recording(
         .await?
         .ok_or(ConsoleError::NotFound)?;
     let format = file.format.clone();
-    match serve_recording(&state.recordings, &file, &format, headers.get(header::RANGE)).await {
+    match serve_recording(
+        &state.recordings,
+        &file,
+        &format,
+        headers.get(header::RANGE),
+    )
+    .await
+    {
         Ok(mut response) => {
             // Private: the audio is the workspace's, never a shared cache's.
             response.headers_mut().insert(

@@ -1,9 +1,14 @@
 //! The console's pages, one module per page family; each gives its routes.
 
+pub mod calls;
+pub mod overview;
+
 use crate::app::state::AppState;
 use axum::Router;
 
 /// Every page family's routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .merge(overview::routes())
+        .merge(calls::routes())
 }

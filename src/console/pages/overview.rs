@@ -205,11 +205,10 @@ pub fn summarize(
         series.unsuccessful.push(unsuccessful);
         series.minutes.push((talk as f64 / 6.0).round() / 10.0);
         series.spend.push(spend as f64 / 100.0);
-        series
-            .success
-            .push((passed + not_passed > 0).then(|| {
-                (passed as f64 * 1000.0 / (passed + not_passed) as f64).round() / 10.0
-            }));
+        series.success.push(
+            (passed + not_passed > 0)
+                .then(|| (passed as f64 * 1000.0 / (passed + not_passed) as f64).round() / 10.0),
+        );
         totals.calls += calls;
         totals.completed += completed;
         totals.talk_seconds += talk;
@@ -280,23 +279,23 @@ async fn overview(
     let (range, error) = match form.parse(today) {
         Ok(range) => (range, None),
         Err(message) => (
-            RangeForm::default().parse(today).map_err(ConsoleError::BadRequest)?,
+            RangeForm::default()
+                .parse(today)
+                .map_err(ConsoleError::BadRequest)?,
             Some(message),
         ),
     };
     let org_id = user.org_id;
     let since = ist_midnight_ms(range.first);
-    let until = range
-        .last
-        .succ_opt()
-        .map_or(i64::MAX, ist_midnight_ms);
+    let until = range.last.succ_opt().map_or(i64::MAX, ist_midnight_ms);
     let store = &state.store;
+    let every_call = CallFilter::default();
     let (rows, analyses, org, live_counts, recent) = tokio::try_join!(
         store.calls_per_ist_day_and_status(org_id, since, until),
         store.analysis_per_agent_day(org_id, since),
         store.org(org_id),
         store.call_status_counts(org_id, None),
-        store.list_calls(org_id, &CallFilter::default(), RECENT_CALLS, 0),
+        store.list_calls(org_id, &every_call, RECENT_CALLS, 0),
     )?;
     let outcomes: Vec<(i64, i64, i64)> = analyses
         .iter()
@@ -425,10 +424,21 @@ mod tests {
         let custom = RangeForm::from_query("days=7&from=2026-01-01&to=2026-01-31")
             .parse(today)
             .unwrap();
-        assert_eq!((custom.first, custom.last), (day("2026-01-01"), day("2026-01-31")));
+        assert_eq!(
+            (custom.first, custom.last),
+            (day("2026-01-01"), day("2026-01-31"))
+        );
         assert!(RangeForm::from_query("days=8").parse(today).is_err());
-        assert!(RangeForm::from_query("from=2026-02-01&to=2026-01-01").parse(today).is_err());
-        assert!(RangeForm::from_query("from=2024-01-01&to=2026-01-01").parse(today).is_err());
+        assert!(
+            RangeForm::from_query("from=2026-02-01&to=2026-01-01")
+                .parse(today)
+                .is_err()
+        );
+        assert!(
+            RangeForm::from_query("from=2024-01-01&to=2026-01-01")
+                .parse(today)
+                .is_err()
+        );
     }
 
     #[test]

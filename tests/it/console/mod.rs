@@ -2,5 +2,6 @@
 //! escaping) and browser tests that drive a real headless Chromium through
 //! chromedriver (skipped with a message when either is absent).
 
+mod calls;
 mod foundation;
 pub mod support;

@@ -260,7 +260,11 @@ fn clock_text(seconds: f64) -> String {
 /// The transcript turns, each with where it starts in the recording: a
 /// turn is stored when it ends, so it starts where the one before it ended
 /// (the first at the answer, where the recording starts).
-pub fn turns(turns: &[CallTurnRow], answered_at: Option<i64>, tools: &[ToolCallRow]) -> Vec<TurnView> {
+pub fn turns(
+    turns: &[CallTurnRow],
+    answered_at: Option<i64>,
+    tools: &[ToolCallRow],
+) -> Vec<TurnView> {
     let origin = answered_at.or_else(|| turns.first().map(|t| t.created_at));
     let mut previous_end = 0.0_f64;
     turns
@@ -302,9 +306,7 @@ pub fn latencies(stored: &str) -> Vec<LatencyView> {
     let ms = |item: &Value, key: &str| item.get(key).and_then(Value::as_u64).unwrap_or(0);
     let slowest = items
         .iter()
-        .map(|item| {
-            ms(item, "totalMs").max(STAGES.iter().map(|(key, _, _)| ms(item, key)).sum())
-        })
+        .map(|item| ms(item, "totalMs").max(STAGES.iter().map(|(key, _, _)| ms(item, key)).sum()))
         .max()
         .unwrap_or(0)
         .max(1);

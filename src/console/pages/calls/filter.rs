@@ -223,7 +223,9 @@ impl CallsForm {
         };
         let provider = match self.provider.as_str() {
             "" => None,
-            raw if raw.len() <= 40 && raw.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') => {
+            raw if raw.len() <= 40
+                && raw.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') =>
+            {
                 Some(raw.to_string())
             }
             _ => {
@@ -260,9 +262,7 @@ impl CallsForm {
                 agent_id,
                 batch_id,
                 created_from_ms: from.map(ist_midnight_ms),
-                created_before_ms: to
-                    .and_then(|day| day.succ_opt())
-                    .map(ist_midnight_ms),
+                created_before_ms: to.and_then(|day| day.succ_opt()).map(ist_midnight_ms),
             },
             page,
         })
