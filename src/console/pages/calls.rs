@@ -164,7 +164,7 @@ async fn agent_options(
             (id, name, chosen)
         })
         .collect();
-    options.sort_by(|a, b| a.1.to_lowercase().cmp(&b.1.to_lowercase()));
+    options.sort_by_key(|option| option.1.to_lowercase());
     if !selected.is_empty() && !options.iter().any(|o| o.2) {
         options.push((selected.to_string(), selected.to_string(), true));
     }
