@@ -37,6 +37,14 @@ const AGENTS: [&str; 5] = [
     "Reminder Bot",
     "Survey Bot",
 ];
+/// The agents' ids: fixed, so a kept database keeps them.
+const AGENT_IDS: [&str; 5] = [
+    "01900000-0000-7000-8000-000000000001",
+    "01900000-0000-7000-8000-000000000002",
+    "01900000-0000-7000-8000-000000000003",
+    "01900000-0000-7000-8000-000000000004",
+    "01900000-0000-7000-8000-000000000005",
+];
 const PROVIDERS: [&str; 4] = ["sim", "twilio", "plivo", "exotel"];
 const STATUSES: [&str; 6] = [
     "completed",
@@ -109,10 +117,11 @@ async fn fill(database_url: &str, org: OrgId, total: u64) {
             }
             write!(
                 sql,
-                "('{id}', '{org}', 'agent-{agent}', '{agent_name}', 'pipeline', '+9198{phone:08}', 'Caller {i}',
+                "('{id}', '{org}', '{agent_id}', '{agent_name}', 'pipeline', '+9198{phone:08}', 'Caller {i}',
                   '+918045000001', '{provider}', '{status}', '{reason}', '{{}}', 'api', 1, TRUE, {created},
                   {created}, {answered_at}, {ended}, {duration}, 200, {cost}, '{summary}', '', '{{}}', '[]', {created})",
                 id = uuid::Uuid::now_v7(),
+                agent_id = AGENT_IDS[agent],
                 agent_name = AGENTS[agent],
                 phone = rng.below(100_000_000),
                 provider = PROVIDERS[rng.below(PROVIDERS.len())],
@@ -158,7 +167,7 @@ async fn detailed_call(store: &Store, org: OrgId, n: usize) -> String {
         .insert_call_fixture(&CallFixture {
             id: id.clone(),
             org_id: org.to_string(),
-            agent_id: "agent-0".into(),
+            agent_id: AGENT_IDS[0].into(),
             agent_name: "Admissions Bot".into(),
             phone: "+919800000001".into(),
             target_name: format!("Detailed {n}"),
@@ -224,12 +233,25 @@ async fn measure(
 fn report(name: &str, hist: &Histogram<u64>) {
     let ms = |us: u64| us as f64 / 1000.0;
     println!(
-        "{name:<40} p50 {:>8.2} ms   p99 {:>8.2} ms   max {:>8.2} ms   (n={})",
+        "{name:<64} p50 {:>8.2} ms   p99 {:>8.2} ms   max {:>8.2} ms   (n={})",
         ms(hist.value_at_quantile(0.5)),
         ms(hist.value_at_quantile(0.99)),
         ms(hist.max()),
         hist.len(),
     );
+}
+
+/// `1234567` as `1,234,567`, as the list prints counts.
+fn group_thousands(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
 }
 
 /// A session cookie of an owner of `org`, signed in through `/sign-in` as a browser does.
@@ -344,6 +366,18 @@ async fn run() {
         .build()
         .expect("HTTP client");
     let base = server.base_url();
+    // The pages are of this workspace's calls: the list counts them all.
+    let first = client
+        .get(format!("{base}/calls"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .expect("send")
+        .text()
+        .await
+        .expect("body");
+    let counted = format!("{} calls", group_thousands(total + 5));
+    assert!(first.contains(&counted), "the list does not say {counted}");
     let mut rng = Rng(99);
     let first_pages: Vec<String> = vec!["/calls".into()];
     let later_pages: Vec<String> = (0..50)
@@ -355,17 +389,32 @@ async fn run() {
         "/calls?provider=twilio&page=3".into(),
         "/calls?status=busy&provider=plivo".into(),
     ];
+    let today = chrono::Utc::now()
+        .with_timezone(&voxline::domain::clock::IST)
+        .date_naive();
+    let week_ago = today - chrono::Days::new(6);
+    let month_ago = today - chrono::Days::new(60);
+    let narrower: Vec<String> = vec![
+        format!("/calls?from={week_ago}&to={today}"),
+        format!("/calls?from={month_ago}&to={week_ago}&status=completed"),
+        format!("/calls?agent={}", AGENT_IDS[1]),
+        format!("/calls?agent={}&status=busy", AGENT_IDS[2]),
+        "/calls?q=Caller%2012345".into(),
+        "/calls?q=%2B9198123".into(),
+    ];
     let call_pages: Vec<String> = call_ids.iter().map(|id| format!("/calls/{id}")).collect();
     println!(
         "\nconsole pages on {total} calls of one workspace (SQLite), {rounds} requests per class, sequential keep-alive:"
     );
-    let classes: [(&str, &Vec<String>); 4] = [
-        ("/calls (page 1)", &first_pages),
-        ("/calls pages 2-100", &later_pages),
-        ("/calls with status/provider filters", &filtered),
-        ("/calls/{id} (call page)", &call_pages),
+    let mut classes: Vec<(String, Vec<String>)> = vec![
+        ("/calls (page 1)".into(), first_pages),
+        ("/calls pages 2-100".into(), later_pages),
+        ("/calls with status/provider filters".into(), filtered),
+        ("/calls/{id} (call page)".into(), call_pages),
     ];
-    for (name, paths) in classes {
+    // Each narrower filter on its own: they cost differently.
+    classes.extend(narrower.into_iter().map(|path| (path.clone(), vec![path])));
+    for (name, paths) in &classes {
         let hist = measure(&client, &base, &cookie, paths, rounds).await;
         report(name, &hist);
     }

@@ -302,8 +302,8 @@ pub struct CallPage {
     pub chrome: Chrome,
     /// Header facts.
     pub call: CallHeader,
-    /// Whether the call is still going (the page shows the live view).
-    pub live: Option<LiveFragment>,
+    /// The rendered live view, while the call is still going.
+    pub live_html: Option<String>,
     /// Transcript turns.
     pub turns: Vec<TurnView>,
     /// The player's source, when a recording is kept.
@@ -320,8 +320,8 @@ pub struct CallPage {
     pub scorecard: Option<ScorecardPanel>,
     /// Tool calls.
     pub tools: Vec<ToolView>,
-    /// Webhook deliveries, with the redelivery form.
-    pub deliveries: DeliveriesFragment,
+    /// The rendered webhook deliveries card, with the redelivery form.
+    pub deliveries_html: String,
 }
 
 /// The webhook deliveries card (swapped after a redelivery).
@@ -390,15 +390,26 @@ async fn call_page(
     )?;
     let now_ms = state.clock.now().timestamp_millis();
     let finished = CallStatus::parse(&detail.call.status).is_some_and(CallStatus::is_terminal);
-    let live = if finished {
+    let live_html = if finished {
         None
     } else {
-        live_fragment(&state, org, id).await?
+        live_fragment(&state, org, id)
+            .await?
+            .map(|fragment| fragment.render())
+            .transpose()?
     };
+    let deliveries_html = DeliveriesFragment {
+        id: id.to_string(),
+        rows: detail::deliveries(&deliveries),
+        can_redeliver: finished && user.role >= Role::Admin,
+        csrf: user.csrf.clone(),
+        flash: None,
+    }
+    .render()?;
     let page = CallPage {
         chrome: Chrome::new(&user, Nav::Calls),
         call: detail::header(&detail, now_ms),
-        live,
+        live_html,
         turns: detail::turns(&turns, detail.call.answered_at, &tool_calls),
         recording_src: recording.as_ref().map(|_| format!("/calls/{id}/recording")),
         recording_seconds: recording
@@ -412,13 +423,7 @@ async fn call_page(
             .map(|row| detail::analysis(row, &detail.extracted)),
         scorecard: rating.as_ref().map(detail::scorecard),
         tools: detail::tools(&tool_calls),
-        deliveries: DeliveriesFragment {
-            id: id.to_string(),
-            rows: detail::deliveries(&deliveries),
-            can_redeliver: finished && user.role >= Role::Admin,
-            csrf: user.csrf.clone(),
-            flash: None,
-        },
+        deliveries_html,
     };
     Ok(render(&page)?.into_response())
 }
