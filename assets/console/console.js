@@ -121,3 +121,20 @@
 
   window.voxlineConsole.wirers.push(wireWidths, wireCharts, wireSeek);
 })();
+
+// ---- Batches (helper "batches"): a refused request answers 409 or 422 with
+// the fragment to show (a flash message, or the form's fields with the
+// reasons beside them). htmx swaps only 2xx answers by default, so requests
+// made from inside a [data-show-refusals] element swap these too.
+(function () {
+  "use strict";
+  document.addEventListener("htmx:beforeSwap", function (ev) {
+    var status = ev.detail.xhr && ev.detail.xhr.status;
+    if (status !== 409 && status !== 422) return;
+    var elt = (ev.detail.requestConfig && ev.detail.requestConfig.elt) || ev.target;
+    if (elt && elt.closest && elt.closest("[data-show-refusals]")) {
+      ev.detail.shouldSwap = true;
+      ev.detail.isError = false;
+    }
+  });
+})();

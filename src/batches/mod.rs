@@ -7,6 +7,7 @@
 pub mod csv_upload;
 pub mod feed;
 pub mod service;
+pub mod student_sheet;
 
 use std::fmt;
 

@@ -364,6 +364,29 @@ pub async fn add_items(
     Ok(report)
 }
 
+/// Appends items already checked (a read sheet's accepted rows) before the
+/// batch starts, in one transaction; nothing is appended once it started.
+pub async fn append_checked(
+    state: &AppState,
+    kind: BatchKind,
+    batch: &BatchRow,
+    items: Vec<NewItem>,
+) -> Result<(), BatchError> {
+    if items.is_empty() {
+        return Ok(());
+    }
+    let open = stored(&[BatchStatus::Draft, BatchStatus::Scheduled]);
+    let now_ms = state.clock.now().timestamp_millis();
+    if !state
+        .store
+        .append_items(batch.id, &open, &items, now_ms)
+        .await?
+    {
+        return Err(BatchError::StartedWhileAdding(kind));
+    }
+    Ok(())
+}
+
 /// Runs one action of the state machine; returns the answer's message.
 pub async fn act(
     state: &AppState,

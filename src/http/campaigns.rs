@@ -11,14 +11,11 @@ use super::call_reads::{CallList, CallListStats, CallRowView};
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, ApiQuery};
 use crate::app::state::AppState;
-use crate::batches::csv_upload::{CsvRecords, RawRecord, StudentColumns, is_blank};
-use crate::batches::service::{self, NewBatchInput, check_phone, item_variables};
-use crate::batches::{BatchAction, BatchKind, BatchStatus, stored};
-use crate::domain::Email;
+use crate::batches::service::{self, BatchError, NewBatchInput};
+use crate::batches::student_sheet::{MAX_SHEET_ROWS, SheetError, StudentSheet};
+use crate::batches::{BatchAction, BatchKind, BatchStatus};
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::text::Line;
-use crate::store::Store;
-use crate::store::batches::{BatchRow, NewItem};
 use axum::Json;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
@@ -31,7 +28,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 /// Most data rows one upload may add.
-pub const MAX_UPLOAD_ROWS: usize = 100_000;
+pub const MAX_UPLOAD_ROWS: usize = MAX_SHEET_ROWS;
 
 /// Largest upload body: 100,000 rows with a few variables fit well inside.
 pub const MAX_UPLOAD_BYTES: usize = 64 * 1024 * 1024;
@@ -254,137 +251,14 @@ pub struct UploadReport {
     pub rejected_rows: Vec<RejectedRow>,
 }
 
-/// An upload in progress: rows are parsed as the body arrives and kept until
-/// the whole file has been read and counted, then written in one transaction,
-/// so a file refused (over the row limit, a cell with NUL) stores nothing.
-struct StudentIngest<'a> {
-    store: &'a Store,
-    campaign: &'a BatchRow,
-    now_ms: i64,
-    parser: CsvRecords,
-    columns: Option<StudentColumns>,
-    seen: HashSet<String>,
-    rows: Vec<NewItem>,
-    row_no: usize,
-    data_rows: usize,
-    accepted: usize,
-    rejected: usize,
-    rejected_rows: Vec<RejectedRow>,
-}
-
-impl StudentIngest<'_> {
-    fn reject(&mut self, reason: String) {
-        self.rejected += 1;
-        if self.rejected_rows.len() < MAX_LISTED_REJECTIONS {
-            self.rejected_rows.push(RejectedRow {
-                row: self.row_no,
-                reason,
-            });
-        }
-    }
-
-    fn record(&mut self, record: RawRecord) -> ApiResult<()> {
-        self.row_no += 1;
-        if is_blank(&record) {
-            return Ok(());
-        }
-        let Some(columns) = &self.columns else {
-            self.columns = Some(
-                StudentColumns::from_header(&record)
-                    .map_err(|m| ApiError::BadRequest(format!("file: {m}")))?,
-            );
-            return Ok(());
-        };
-        self.data_rows += 1;
-        if self.data_rows > MAX_UPLOAD_ROWS {
-            // Still counted to the end so the answer says how many there were.
-            return Ok(());
-        }
-        if let Some((column, reason)) = columns.refused_cell(&record) {
-            return Err(ApiError::BadRequest(format!(
-                "rows[{}].{column} {reason}",
-                self.row_no
-            )));
-        }
-        let (name, raw_phone, variables, email) = match columns.row(&record) {
-            Ok(row) => row,
-            Err(reason) => {
-                self.reject(reason);
-                return Ok(());
+impl From<SheetError> for ApiError {
+    fn from(err: SheetError) -> Self {
+        match err {
+            SheetError::TooManyRows(_) => Self::PayloadTooLarge(err.to_string()),
+            SheetError::Header(_) | SheetError::RefusedCell { .. } | SheetError::Empty => {
+                Self::BadRequest(err.to_string())
             }
-        };
-        match check_phone(&raw_phone, &mut self.seen) {
-            Ok(phone) => {
-                self.accepted += 1;
-                self.rows.push(NewItem {
-                    variables: item_variables(&name, variables),
-                    email: email.map(Email::into_string),
-                    name,
-                    phone: phone.as_str().to_string(),
-                    status: "pending",
-                    reason: None,
-                });
-            }
-            Err(reason) => self.reject(reason),
         }
-        Ok(())
-    }
-
-    fn chunk(&mut self, bytes: &[u8]) -> ApiResult<()> {
-        let mut records = Vec::new();
-        self.parser.push(bytes, &mut records);
-        for record in records {
-            self.record(record)?;
-        }
-        Ok(())
-    }
-
-    async fn flush(&mut self) -> ApiResult<()> {
-        if self.rows.is_empty() {
-            return Ok(());
-        }
-        let rows = std::mem::take(&mut self.rows);
-        let open = stored(&[BatchStatus::Draft, BatchStatus::Scheduled]);
-        if !self
-            .store
-            .append_items(self.campaign.id, &open, &rows, self.now_ms)
-            .await?
-        {
-            return Err(ApiError::conflict(
-                "Campaign has started; students can be uploaded only before it starts",
-            ));
-        }
-        Ok(())
-    }
-
-    async fn finish(mut self) -> ApiResult<UploadReport> {
-        let mut records = Vec::new();
-        self.parser.finish(&mut records);
-        for record in records {
-            self.record(record)?;
-        }
-        if self.columns.is_none() {
-            return Err(ApiError::BadRequest(
-                "file: the CSV is empty; it needs a header row with name and phone columns".into(),
-            ));
-        }
-        if self.data_rows > MAX_UPLOAD_ROWS {
-            return Err(ApiError::PayloadTooLarge(format!(
-                "file has {} data rows; one upload may hold at most {MAX_UPLOAD_ROWS}, \
-                 and none was added",
-                self.data_rows
-            )));
-        }
-        self.flush().await?;
-        Ok(UploadReport {
-            message: format!(
-                "{} student(s) added, {} row(s) rejected",
-                self.accepted, self.rejected
-            ),
-            accepted: self.accepted,
-            rejected: self.rejected,
-            rejected_rows: self.rejected_rows,
-        })
     }
 }
 
@@ -428,20 +302,7 @@ async fn upload_students(
         .await?
         .into_iter()
         .collect();
-    let mut ingest = StudentIngest {
-        store: &state.store,
-        campaign: &campaign,
-        now_ms: state.clock.now().timestamp_millis(),
-        parser: CsvRecords::new(),
-        columns: None,
-        seen,
-        rows: Vec::new(),
-        row_no: 0,
-        data_rows: 0,
-        accepted: 0,
-        rejected: 0,
-        rejected_rows: Vec::new(),
-    };
+    let mut sheet = StudentSheet::new(seen, MAX_LISTED_REJECTIONS);
     let mut found = false;
     while let Some(mut field) = multipart.next_field().await.map_err(bad_multipart)? {
         if field.name() != Some("file") && field.file_name().is_none() {
@@ -458,7 +319,7 @@ async fn upload_students(
                 bad_multipart(e)
             }
         })? {
-            ingest.chunk(&chunk)?;
+            sheet.push(&chunk)?;
         }
         break;
     }
@@ -467,7 +328,32 @@ async fn upload_students(
             "file: a multipart field named file holding the CSV is required".into(),
         ));
     }
-    Ok(Json(ingest.finish().await?))
+    let sheet = sheet.finish()?;
+    let (accepted, rejected) = (sheet.accepted(), sheet.rejected);
+    let rejected_rows = sheet
+        .rejected_rows
+        .iter()
+        .map(|r| RejectedRow {
+            row: r.row,
+            reason: r.reason.clone(),
+        })
+        .collect();
+    // The whole file was read before anything is appended, so a refused
+    // file (over the row limit, a cell with NUL) stores nothing.
+    service::append_checked(&state, BatchKind::Campaign, &campaign, sheet.into_items())
+        .await
+        .map_err(|err| match err {
+            BatchError::StartedWhileAdding(_) => ApiError::conflict(
+                "Campaign has started; students can be uploaded only before it starts",
+            ),
+            other => other.into(),
+        })?;
+    Ok(Json(UploadReport {
+        message: format!("{accepted} student(s) added, {rejected} row(s) rejected"),
+        accepted,
+        rejected,
+        rejected_rows,
+    }))
 }
 
 /// The uploaded students with each one's latest status, in file order.

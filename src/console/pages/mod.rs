@@ -2,6 +2,8 @@
 
 pub mod calls;
 pub mod overview;
+pub mod batches;
+pub mod wallet;
 
 use crate::app::state::AppState;
 use axum::Router;
@@ -11,4 +13,6 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .merge(overview::routes())
         .merge(calls::routes())
+        .merge(batches::routes())
+        .merge(wallet::routes())
 }

@@ -3,5 +3,6 @@
 //! chromedriver (skipped with a message when either is absent).
 
 mod calls;
+mod batches;
 mod foundation;
 pub mod support;
