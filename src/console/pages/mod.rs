@@ -1,8 +1,8 @@
 //! The console's pages, one module per page family; each gives its routes.
 
+pub mod batches;
 pub mod calls;
 pub mod overview;
-pub mod batches;
 pub mod wallet;
 
 use crate::app::state::AppState;

@@ -2,7 +2,7 @@
 //! escaping) and browser tests that drive a real headless Chromium through
 //! chromedriver (skipped with a message when either is absent).
 
-mod calls;
 mod batches;
+mod calls;
 mod foundation;
 pub mod support;
