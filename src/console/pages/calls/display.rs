@@ -100,7 +100,7 @@ mod tests {
         assert_eq!(duration(-1), "0s");
         assert_eq!(duration(125), "2m 05s");
         assert_eq!(duration(3_725), "1h 02m 05s");
-        // 2026-11-21T18:30:00Z is midnight in IST.
+        // 2025-11-21T18:30:00Z is midnight of the 22nd in IST.
         assert_eq!(ist_time(1_763_749_800_000), "2025-11-22 00:00:00");
         assert_eq!(ago(0, 59_000), "just now");
         assert_eq!(ago(0, 5 * 60_000), "5 min ago");
