@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod admin;
+pub mod agents;
 pub mod app;
 pub mod background;
 pub mod batches;

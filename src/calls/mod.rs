@@ -10,5 +10,6 @@ pub mod placement;
 pub mod recording_link;
 pub mod runner;
 pub mod sim_callee;
+pub mod test_call;
 pub mod tool_call_view;
 pub mod welcome_cache;

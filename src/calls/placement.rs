@@ -103,6 +103,19 @@ impl CallSource {
     }
 }
 
+/// The name a call's record shows: the one given, else the `name` variable.
+pub fn target_name(variables: &Map<String, Value>, explicit: Option<String>) -> String {
+    explicit
+        .filter(|n| !n.trim().is_empty())
+        .or_else(|| {
+            variables
+                .get("name")
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
 /// The agent a request names by `raw`: a text that is no agent id is
 /// refused like an agent the workspace does not have.
 pub fn agent_id(raw: &str) -> Result<AgentId, PlacementError> {

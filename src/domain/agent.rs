@@ -529,6 +529,30 @@ pub enum AgentSpecError {
     VoicemailMessage,
 }
 
+impl AgentSpecError {
+    /// The path of the field the refusal is about (`name`, `retryPolicy.maxAttempts`,
+    /// `analysis.fields[0].options`, `tools[2].url`), so a form can show it beside
+    /// that field.
+    pub fn field(&self) -> String {
+        match self {
+            Self::NameMissing | Self::NameBlank => "name".into(),
+            Self::Language => "language".into(),
+            Self::Blank(field)
+            | Self::TooLong { field, .. }
+            | Self::OutOfRange { field, .. }
+            | Self::TooLarge { field, .. }
+            | Self::NotOneOf { field, .. }
+            | Self::RequiredFor { field, .. } => (*field).into(),
+            Self::NoKeypadOptions => "keypad.options".into(),
+            Self::KeypadDigit | Self::RepeatedDigit(_) => "keypad.options[].digit".into(),
+            Self::Plan(err) => err.path.clone(),
+            Self::FieldsTwice => "extraction.fields".into(),
+            Self::Tools(err) => err.path.clone(),
+            Self::VoicemailMessage => "voicemail.message".into(),
+        }
+    }
+}
+
 /// `Err(OutOfRange)` unless `value` lies in `min..=max`.
 fn within(field: &'static str, value: i64, min: i64, max: i64) -> Result<(), AgentSpecError> {
     if (min..=max).contains(&value) {
@@ -1125,6 +1149,32 @@ mod tests {
                 .to_string(),
             "toolLimits.perTurn must be between 1 and 10"
         );
+    }
+
+    #[test]
+    fn refusals_name_their_field() {
+        let mut spec = AgentSpec::with_name("A");
+        spec.retry_policy.max_attempts = 0;
+        assert_eq!(
+            spec.validate().unwrap_err().field(),
+            "retryPolicy.maxAttempts"
+        );
+        let input: AgentInput = serde_json::from_value(json!({
+            "name": "A",
+            "analysis": {"fields": [{"name": "tier", "type": "enum", "options": []}]},
+        }))
+        .unwrap();
+        let err = input.into_new_spec().unwrap_err();
+        assert!(err.field().starts_with("analysis.fields[0]"), "{err:?}");
+        let input: AgentInput = serde_json::from_value(
+            json!({"name": "A", "tools": [{"type": "endCall", "message": "x".repeat(501)}]}),
+        )
+        .unwrap();
+        assert_eq!(
+            input.into_new_spec().unwrap_err().field(),
+            "tools[0].message"
+        );
+        assert_eq!(AgentSpecError::NameBlank.field(), "name");
     }
 
     #[test]

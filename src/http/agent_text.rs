@@ -4,38 +4,30 @@
 //! workspace's own key when it has one), and run deterministically on `sim`.
 
 use super::MessageBody;
-use super::agents::{AgentView, load_agent};
+use super::agents::AgentView;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
+use crate::agents::chat::{self as agent_chat, ChatError, ChatTurn, instant_sim, selector};
 use crate::app::state::AppState;
-use crate::domain::agent::{AgentSpec, AgentSpecError, LlmVendor, fill_placeholders};
+use crate::domain::agent::{AgentSpec, AgentSpecError, LlmVendor};
 use crate::domain::text::Variables;
-use crate::domain::{AgentId, ChatSessionId, OrgId};
+use crate::domain::{AgentId, OrgId};
 use crate::providers::drafting::{
-    assist_prompt_sim, assist_prompt_with, collect_reply, draft_agent_sim, draft_agent_with,
+    assist_prompt_sim, assist_prompt_with, draft_agent_sim, draft_agent_with,
 };
-use crate::providers::select::{ProviderSelector, SelectError};
-use crate::store::chat::ChatSessionRow;
+use crate::providers::select::SelectError;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
-use std::time::Duration;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use voxline_actors::providers::{
-    ChatMessage, ChatRole, LlmProvider, LlmRequest, ProviderError, SimConfig, ToolSpec,
-};
+use voxline_actors::providers::{LlmProvider, ProviderError};
 
-/// The longest chat message accepted, in characters.
-const MAX_MESSAGE_CHARS: usize = 4_000;
 /// The longest brief or instruction accepted, in characters.
 const MAX_BRIEF_CHARS: usize = 4_000;
-/// Messages a session keeps; older ones are dropped from the model's context.
-const MAX_SESSION_MESSAGES: usize = 200;
 
 /// The text routes.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -134,24 +126,6 @@ pub struct PromptAssistReply {
     pub changes: Vec<String>,
 }
 
-fn selector(state: &AppState) -> ProviderSelector {
-    ProviderSelector::new(
-        state.store.clone(),
-        &state.settings.providers,
-        Some(&state.secret),
-        state.breakers.clone(),
-    )
-}
-
-/// The sim LLM answers at once outside calls: nobody is listening to its pacing.
-fn instant_sim() -> SimConfig {
-    SimConfig {
-        llm_first_token: Duration::ZERO,
-        llm_token_interval: Duration::ZERO,
-        ..SimConfig::default()
-    }
-}
-
 /// A vendor the workspace has no key for is the client's to fix (pick
 /// another `llmProvider`, or store a credential): a 400, not a 5xx that says
 /// the server is failing.
@@ -159,6 +133,22 @@ fn select_failed(err: SelectError) -> ApiError {
     match err {
         SelectError::Store(err) => ApiError::Store(err),
         other => ApiError::BadRequest(other.to_string()),
+    }
+}
+
+impl From<ChatError> for ApiError {
+    fn from(err: ChatError) -> Self {
+        match err {
+            ChatError::Agent(err) => err.into(),
+            ChatError::Store(err) => Self::Store(err),
+            ChatError::SessionNotFound(_) => Self::NotFound(err.to_string()),
+            ChatError::Model(_) => Self::Unavailable(err.to_string()),
+            ChatError::Corrupt(err) => Self::Internal(err.into()),
+            ChatError::MessageTooLong
+            | ChatError::MessageBlank
+            | ChatError::VariablesMidSession
+            | ChatError::Select(_) => Self::BadRequest(err.to_string()),
+        }
     }
 }
 
@@ -187,104 +177,16 @@ async fn chat(
     Path(agent_id): Path<String>,
     ApiJson(body): ApiJson<ChatRequest>,
 ) -> ApiResult<Json<ChatReply>> {
-    check_len("message", &body.message, MAX_MESSAGE_CHARS)?;
-    let agent = load_agent(&state, &caller, &agent_id).await?;
-    let spec = agent.spec()?;
-    let org = caller.org_id;
-    let now = state.clock.now().timestamp_millis();
-    let message = body.message.trim().to_string();
-
-    let (session, mut history) = match &body.session_id {
-        Some(raw) => {
-            if body.variables.is_some() {
-                return Err(ApiError::BadRequest(
-                    "variables can only be given when a session starts (without sessionId)".into(),
-                ));
-            }
-            let not_found = || ApiError::NotFound(format!("Chat session {raw} not found"));
-            let id: ChatSessionId = raw.parse().map_err(|_| not_found())?;
-            let row = state
-                .store
-                .chat_session(org, id)
-                .await?
-                .filter(|row| row.agent_id == agent.id)
-                .ok_or_else(not_found)?;
-            let history: Vec<ChatMessage> =
-                serde_json::from_str(&row.messages).map_err(|e| ApiError::Internal(e.into()))?;
-            (row, history)
-        }
-        None => {
-            let variables = body
-                .variables
-                .clone()
-                .map(Variables::into_map)
-                .unwrap_or_default();
-            let welcome = fill_placeholders(&spec.welcome_message, &variables);
-            let history = if welcome.trim().is_empty() {
-                Vec::new()
-            } else {
-                vec![ChatMessage::new(ChatRole::Assistant, welcome)]
-            };
-            let row = ChatSessionRow {
-                id: ChatSessionId::new(),
-                agent_id: agent.id,
-                variables: Value::Object(variables).to_string(),
-                messages: serde_json::to_string(&history)
-                    .map_err(|e| ApiError::Internal(e.into()))?,
-            };
-            state.store.insert_chat_session(&row, org, now).await?;
-            if message.is_empty() {
-                // The conversation opens with the agent's welcome message.
-                let reply = history
-                    .first()
-                    .map(|m| m.content.clone())
-                    .unwrap_or_default();
-                return Ok(Json(ChatReply {
-                    message: reply,
-                    session_id: row.id.to_string(),
-                    ended: false,
-                }));
-            }
-            (row, history)
-        }
+    let turn = ChatTurn {
+        message: body.message,
+        session_id: body.session_id,
+        variables: body.variables,
     };
-    if message.is_empty() {
-        return Err(ApiError::BadRequest(
-            "message is required and must not be blank".into(),
-        ));
-    }
-    let variables: Map<String, Value> =
-        serde_json::from_str(&session.variables).unwrap_or_default();
-    history.push(ChatMessage::new(ChatRole::User, message));
-    let chosen = selector(&state)
-        .llm(org, spec.llm_provider, &spec.llm_model, &instant_sim())
-        .await
-        .map_err(select_failed)?;
-    let context_start = history.len().saturating_sub(MAX_SESSION_MESSAGES);
-    let request = LlmRequest {
-        system_prompt: fill_placeholders(&spec.prompt, &variables),
-        history: history[context_start..].to_vec(),
-        tools: vec![ToolSpec::end_call()],
-        sim_script: Vec::new().into(),
-        max_tokens: Some(spec.max_tokens),
-        temperature: spec.temperature,
-        ..LlmRequest::default()
-    };
-    let reply = collect_reply(chosen.llm.as_ref(), request)
-        .await
-        .map_err(model_failed)?;
-    history.push(ChatMessage::new(ChatRole::Assistant, reply.text.clone()));
-    let keep_from = history.len().saturating_sub(MAX_SESSION_MESSAGES);
-    let stored =
-        serde_json::to_string(&history[keep_from..]).map_err(|e| ApiError::Internal(e.into()))?;
-    state
-        .store
-        .update_chat_messages(org, session.id, &stored, now)
-        .await?;
+    let answer = agent_chat::chat(&state, caller.org_id, &agent_id, turn).await?;
     Ok(Json(ChatReply {
-        message: reply.text,
-        session_id: session.id.to_string(),
-        ended: reply.end_call,
+        message: answer.message,
+        session_id: answer.session_id.to_string(),
+        ended: answer.ended,
     }))
 }
 

@@ -4,12 +4,11 @@ use super::MessageBody;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
+use crate::agents::service::{self, AgentError};
 use crate::app::state::AppState;
 use crate::domain::AgentId;
-use crate::domain::agent::{AgentInput, AgentSpec, AgentSpecError, AgentStatus};
+use crate::domain::agent::{AgentInput, AgentSpec, AgentStatus};
 use crate::domain::clock::iso;
-use crate::domain::tools::{AgentTool, ToolsError, fill_function_secrets, new_function_secret};
-use crate::egress::address_guard::{EgressError, check_url_for_storage};
 use crate::http::agent_cache::CachedAgent;
 use crate::store::AgentRow;
 use axum::Json;
@@ -19,7 +18,6 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Serialize;
 use std::sync::Arc;
-use std::time::Duration;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -71,70 +69,29 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(deactivate_agent))
 }
 
-fn not_found(id: &str) -> ApiError {
-    ApiError::NotFound(format!("Agent {id} not found"))
+impl From<AgentError> for ApiError {
+    fn from(err: AgentError) -> Self {
+        match err {
+            AgentError::NotFound(_) => Self::NotFound(err.to_string()),
+            AgentError::NotDeleted(_) => Self::conflict(err.to_string()),
+            AgentError::Spec(err) => err.into(),
+            AgentError::Store(err) => Self::Store(err),
+        }
+    }
 }
 
-/// How long one function URL's host may take to resolve when an agent is saved.
-const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Refuses `function` tools whose URL resolves into loopback, private,
-/// link-local or metadata addresses, unless the host is on the server's
-/// allow-list: the server calls these URLs during calls, so a customer must
-/// not be able to point it at our own network. Checked when saved so the
-/// mistake shows at once rather than as failed calls.
-async fn refuse_private_function_urls(state: &AppState, tools: &[AgentTool]) -> ApiResult<()> {
-    let allow = &state.settings.webhook_allow_hosts;
-    let checks = tools.iter().enumerate().filter_map(|(index, tool)| {
-        let function = tool.as_function()?;
-        Some(async move {
-            let checked =
-                tokio::time::timeout(RESOLVE_TIMEOUT, check_url_for_storage(&function.url, allow))
-                    .await;
-            match checked {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(EgressError::Refused(why))) => Err(ToolsError::url_refused(
-                    index,
-                    format!(
-                        "{why}, a loopback, private, link-local or metadata address; \
-                         only hosts on the server's allow-list may be called"
-                    ),
-                )),
-                Ok(Err(other)) => Err(ToolsError::url_refused(index, other.to_string())),
-                Err(_) => Err(ToolsError::url_refused(
-                    index,
-                    format!(
-                        "its host did not resolve within {}s",
-                        RESOLVE_TIMEOUT.as_secs()
-                    ),
-                )),
-            }
-        })
-    });
-    // All at once (an agent has up to 32 tools); the first refusal by index is reported.
-    for result in futures::future::join_all(checks).await {
-        result.map_err(AgentSpecError::from)?;
-    }
-    Ok(())
+fn not_found(id: &str) -> ApiError {
+    AgentError::NotFound(id.to_string()).into()
 }
 
 /// Loads an agent of the caller's workspace, deleted ones included.
 pub async fn load_agent_any(state: &AppState, caller: &Caller, id: &str) -> ApiResult<AgentRow> {
-    let parsed: AgentId = id.parse().map_err(|_| not_found(id))?;
-    state
-        .store
-        .agent(caller.org_id, parsed)
-        .await?
-        .ok_or_else(|| not_found(id))
+    Ok(service::load_any(state, caller.org_id, id).await?)
 }
 
 /// Loads a live (not deleted) agent of the caller's workspace.
 pub async fn load_agent(state: &AppState, caller: &Caller, id: &str) -> ApiResult<AgentRow> {
-    let row = load_agent_any(state, caller, id).await?;
-    if row.status() == AgentStatus::Deleted {
-        return Err(not_found(id));
-    }
-    Ok(row)
+    Ok(service::load_live(state, caller.org_id, id).await?)
 }
 
 /// List the workspace's agents.
@@ -159,19 +116,7 @@ async fn create_agent(
     caller: Caller,
     ApiJson(input): ApiJson<AgentInput>,
 ) -> ApiResult<(StatusCode, Json<AgentView>)> {
-    let tools_sent = input.tools.is_some();
-    let mut spec = input.into_new_spec()?;
-    if tools_sent {
-        refuse_private_function_urls(&state, &spec.tools).await?;
-    }
-    fill_function_secrets(&mut spec.tools, &[], new_function_secret);
-    let id = AgentId::new();
-    let now = state.clock.now().timestamp_millis();
-    let row = state
-        .store
-        .insert_agent(id, caller.org_id, &spec, now)
-        .await?;
-    state.welcome_cache.warm(caller.org_id, id, &spec);
+    let row = service::create(&state, caller.org_id, input).await?;
     Ok((StatusCode::CREATED, Json(AgentView::from_row(&row)?)))
 }
 
@@ -227,29 +172,7 @@ async fn patch_agent(
     Path(agent_id): Path<String>,
     ApiJson(input): ApiJson<AgentInput>,
 ) -> ApiResult<Json<AgentView>> {
-    let row = load_agent(&state, &caller, &agent_id).await?;
-    let tools_sent = input.tools.is_some();
-    let current = row.spec()?;
-    let mut spec = input.patch(&current)?;
-    // Tools left out of the patch are the stored ones, already checked.
-    if tools_sent {
-        refuse_private_function_urls(&state, &spec.tools).await?;
-    }
-    fill_function_secrets(&mut spec.tools, &current.tools, new_function_secret);
-    let now = state.clock.now().timestamp_millis();
-    if !state
-        .store
-        .update_agent_spec(caller.org_id, row.id, &spec, now)
-        .await?
-    {
-        return Err(not_found(&agent_id));
-    }
-    let row = load_agent(&state, &caller, &agent_id).await?;
-    if row.status() == AgentStatus::Active && !row.dormant {
-        state.welcome_cache.warm(caller.org_id, row.id, &spec);
-    } else {
-        state.welcome_cache.forget(row.id);
-    }
+    let row = service::update(&state, caller.org_id, &agent_id, input).await?;
     Ok(Json(AgentView::from_row(&row)?))
 }
 
@@ -262,13 +185,7 @@ async fn delete_agent(
     caller: Caller,
     Path(agent_id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    let row = load_agent(&state, &caller, &agent_id).await?;
-    let now = state.clock.now().timestamp_millis();
-    state
-        .store
-        .set_agent_status(caller.org_id, row.id, AgentStatus::Deleted, false, now)
-        .await?;
-    state.welcome_cache.forget(row.id);
+    service::delete(&state, caller.org_id, &agent_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -281,17 +198,7 @@ async fn restore_agent(
     caller: Caller,
     Path(agent_id): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
-    let row = load_agent_any(&state, &caller, &agent_id).await?;
-    if row.status() != AgentStatus::Deleted {
-        return Err(ApiError::conflict(format!(
-            "Agent {agent_id} is not deleted"
-        )));
-    }
-    let now = state.clock.now().timestamp_millis();
-    state
-        .store
-        .set_agent_status(caller.org_id, row.id, AgentStatus::Active, false, now)
-        .await?;
+    service::restore(&state, caller.org_id, &agent_id).await?;
     Ok(MessageBody::json("Agent restored"))
 }
 
@@ -304,15 +211,7 @@ async fn activate_agent(
     caller: Caller,
     Path(agent_id): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
-    let row = load_agent(&state, &caller, &agent_id).await?;
-    let now = state.clock.now().timestamp_millis();
-    state
-        .store
-        .set_agent_status(caller.org_id, row.id, AgentStatus::Active, true, now)
-        .await?;
-    state
-        .welcome_cache
-        .warm(caller.org_id, row.id, &row.spec()?);
+    service::activate(&state, caller.org_id, &agent_id).await?;
     Ok(MessageBody::json("Agent activated"))
 }
 
@@ -325,12 +224,6 @@ async fn deactivate_agent(
     caller: Caller,
     Path(agent_id): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
-    let row = load_agent(&state, &caller, &agent_id).await?;
-    let now = state.clock.now().timestamp_millis();
-    state
-        .store
-        .set_agent_status(caller.org_id, row.id, AgentStatus::Inactive, false, now)
-        .await?;
-    state.welcome_cache.forget(row.id);
+    service::deactivate(&state, caller.org_id, &agent_id).await?;
     Ok(MessageBody::json("Agent deactivated"))
 }

@@ -8,6 +8,7 @@ use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
 use crate::app::state::AppState;
 use crate::calls::placement::{self, CallSource, CallTarget};
+use crate::calls::test_call::{TestCallError, place_test_call};
 use crate::domain::PhoneNumber;
 use crate::domain::ids::CallId;
 use crate::domain::text::{Line, Variables};
@@ -15,7 +16,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::collections::HashSet;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -67,18 +68,6 @@ pub struct PlacedCall {
     pub status: String,
 }
 
-fn target_name(variables: &Map<String, Value>, explicit: Option<String>) -> String {
-    explicit
-        .filter(|n| !n.trim().is_empty())
-        .or_else(|| {
-            variables
-                .get("name")
-                .and_then(|v| v.as_str())
-                .map(str::to_string)
-        })
-        .unwrap_or_default()
-}
-
 /// Place one call from a backend.
 #[utoipa::path(post, path = "/api/calls", tag = "calls", request_body = PlaceCallBody,
     responses((status = 201, body = PlacedCall), (status = 400, body = MessageBody), (status = 402, body = MessageBody),
@@ -97,7 +86,7 @@ async fn place_call(
         .variables
         .map(Variables::into_parts)
         .unwrap_or_default();
-    let name = target_name(&variables, body.name.map(Line::into_string));
+    let name = placement::target_name(&variables, body.name.map(Line::into_string));
     let placed = placement::place(
         &state,
         &plan,
@@ -150,6 +139,19 @@ pub struct TestCallResponse {
     pub agent: AgentView,
 }
 
+impl From<TestCallError> for ApiError {
+    fn from(err: TestCallError) -> Self {
+        match err {
+            TestCallError::InFlight { live, .. } => Self::Conflict {
+                message: err.to_string(),
+                extra: Some(json!({ "callId": live })),
+            },
+            TestCallError::Placement(err) => err.into(),
+            TestCallError::NotPlaced => Self::Internal(anyhow::Error::new(err)),
+        }
+    }
+}
+
 /// Ring one number with an agent.
 #[utoipa::path(post, path = "/api/agents/{agentId}/test-call", tag = "agents", request_body = TestCallBody,
     params(("agentId" = String, Path, description = "Agent id")),
@@ -163,44 +165,12 @@ async fn test_call(
 ) -> ApiResult<(StatusCode, Json<TestCallResponse>)> {
     let phone = PhoneNumber::parse(&body.phone_number)
         .map_err(|e| ApiError::BadRequest(format!("phoneNumber {e}")))?;
-    let agent_id = placement::agent_id(&agent_id)?;
-    let plan = placement::plan(&state, caller.org_id, agent_id, None).await?;
-    if let Some(live) = state
-        .store
-        .live_call_to(caller.org_id, phone.as_str())
-        .await?
-    {
-        return Err(ApiError::Conflict {
-            message: format!("{phone} already has a call in flight"),
-            extra: Some(json!({ "callId": live })),
-        });
-    }
-    let (variables, email) = body
-        .variables
-        .map(Variables::into_parts)
-        .unwrap_or_default();
-    let name = target_name(&variables, None);
-    let placed = placement::place(
-        &state,
-        &plan,
-        vec![CallTarget {
-            phone,
-            name,
-            email,
-            variables,
-        }],
-        CallSource::TestCall,
-    )
-    .await?;
-    let call_id = placed
-        .into_iter()
-        .next()
-        .map(|(id, _)| id.to_string())
-        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("no call was placed")))?;
+    let (call_id, plan) =
+        place_test_call(&state, caller.org_id, &agent_id, phone, body.variables).await?;
     Ok((
         StatusCode::CREATED,
         Json(TestCallResponse {
-            call_id,
+            call_id: call_id.to_string(),
             call_status: "queued".into(),
             agent: AgentView::from_row(&plan.agent)?,
         }),
@@ -292,7 +262,7 @@ async fn alert(
             continue;
         }
         targets.push(CallTarget {
-            name: target_name(&variables, name.map(str::to_string)),
+            name: placement::target_name(&variables, name.map(str::to_string)),
             phone,
             email: email.clone(),
             variables: variables.clone(),

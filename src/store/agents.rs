@@ -108,6 +108,21 @@ impl Store {
         Ok(rows)
     }
 
+    /// A workspace's soft-deleted agents (the ones restore can bring back), last changed first.
+    pub async fn deleted_agents(&self, org_id: OrgId) -> StoreResult<Vec<AgentRow>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, AgentRow>(
+                "SELECT id, org_id, status, spec, dormant, last_active_at, created_at, updated_at
+                 FROM agents WHERE org_id = $1 AND status = 'deleted'
+                 ORDER BY updated_at DESC, id DESC",
+            )
+            .bind(org_id)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
     /// Replaces an agent's spec.
     pub async fn update_agent_spec(
         &self,

@@ -1,8 +1,10 @@
 //! The console's pages, one module per page family; each gives its routes.
 
+pub mod agents;
 pub mod batches;
 pub mod calls;
 pub mod overview;
+pub mod ratings;
 pub mod wallet;
 
 use crate::app::state::AppState;
@@ -13,6 +15,8 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .merge(overview::routes())
         .merge(calls::routes())
+        .merge(agents::routes())
+        .merge(ratings::routes())
         .merge(batches::routes())
         .merge(wallet::routes())
 }

@@ -4,26 +4,24 @@
 
 use super::query::{RatingFilterQuery, optional_bound, parse_agent};
 use crate::app::state::AppState;
-use crate::domain::{CallId, OrgId};
+use crate::domain::OrgId;
 use crate::http::MessageBody;
 use crate::http::auth::Caller;
 use crate::http::csv_download::csv_attachment;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiQuery};
-use crate::postcall::ratings::export::{EXPORT_HEADER, export_record};
+use crate::postcall::ratings::export::{
+    EXPORT_HEADER, EXPORT_PAGE_ROWS, csv_chunks, export_record,
+};
 use crate::postcall::ratings::sheets::{SheetTarget, append_rows, valid_spreadsheet_id};
 use crate::secrets::credentials::CredentialCipher;
 use crate::store::{RatingFilter, RatingRow, Store, StoreError};
 use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
-use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
-
-/// Rows read per page while streaming exports.
-const EXPORT_PAGE_ROWS: i64 = 500;
 
 /// Body of `POST /api/ratings/export-sheet`.
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -70,57 +68,6 @@ pub(super) async fn each_rating(
     }
 }
 
-/// A CSV chunk of `rows`, with the header first when `header` is set.
-fn csv_chunk(rows: &[RatingRow], header: bool) -> Result<Bytes, csv::Error> {
-    let mut out = csv::WriterBuilder::new()
-        .terminator(csv::Terminator::Any(b'\n'))
-        .from_writer(Vec::new());
-    if header {
-        out.write_record(EXPORT_HEADER)?;
-    }
-    for row in rows {
-        out.write_record(export_record(row))?;
-    }
-    out.into_inner()
-        .map(Bytes::from)
-        .map_err(|e| csv::Error::from(e.into_error()))
-}
-
-/// Where a streamed export is.
-struct ExportCursor {
-    store: Store,
-    org_id: OrgId,
-    filter: RatingFilter,
-    after: Option<(i64, CallId)>,
-    header_written: bool,
-    finished: bool,
-}
-
-async fn next_export_chunk(
-    mut cursor: ExportCursor,
-) -> Result<Option<(Bytes, ExportCursor)>, std::io::Error> {
-    if cursor.finished {
-        return Ok(None);
-    }
-    let rows = cursor
-        .store
-        .ratings_after(
-            cursor.org_id,
-            &cursor.filter,
-            cursor.after,
-            EXPORT_PAGE_ROWS,
-        )
-        .await
-        .map_err(std::io::Error::other)?;
-    cursor.finished = (rows.len() as i64) < EXPORT_PAGE_ROWS;
-    if let Some(last) = rows.last() {
-        cursor.after = Some((last.call_created_at, last.call_id));
-    }
-    let chunk = csv_chunk(&rows, !cursor.header_written).map_err(std::io::Error::other)?;
-    cursor.header_written = true;
-    Ok(Some((chunk, cursor)))
-}
-
 /// Every rating as a CSV download, streamed page by page (`status` defaults
 /// to `all`; other filters as in the list).
 #[utoipa::path(get, path = "/api/ratings/export-all", tag = "ratings",
@@ -132,15 +79,8 @@ pub(super) async fn export_all(
     caller: Caller,
     ApiQuery(query): ApiQuery<RatingFilterQuery>,
 ) -> ApiResult<Response> {
-    let cursor = ExportCursor {
-        store: state.store.clone(),
-        org_id: caller.org_id,
-        filter: query.into_filter("all")?,
-        after: None,
-        header_written: false,
-        finished: false,
-    };
-    let stream = futures::stream::try_unfold(cursor, next_export_chunk);
+    let filter = query.into_filter("all")?;
+    let stream = csv_chunks(state.store.clone(), caller.org_id, filter);
     Ok(csv_attachment("ratings.csv", stream))
 }
 

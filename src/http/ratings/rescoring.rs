@@ -4,19 +4,20 @@
 
 use super::query::{call_id_param, optional_bound, parse_agent};
 use crate::app::state::AppState;
-use crate::domain::{CallId, OrgId};
+use crate::domain::CallId;
 use crate::http::MessageBody;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiJson;
+use crate::postcall::ratings::regenerate::{
+    RescoreError, check_rateable, rate_synchronously, regenerate as regenerate_now,
+};
 use crate::postcall::ratings::template::effective_template;
-use crate::postcall::ratings::worker::{RatingOutcome, rate_claimed, take_now};
 use crate::store::RatingFilter;
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-use voxline_actors::engine::CallStatus;
 
 /// Call ids one bulk request may name.
 const MAX_BULK_IDS: usize = 1_000;
@@ -44,47 +45,17 @@ pub struct BulkRegenerateRequest {
     pub to: Option<String>,
 }
 
-/// Whether a call can be scored: it ended, and (without a rating yet) it
-/// completed with the callee speaking.
-async fn check_rateable(state: &AppState, org: OrgId, call_id: CallId) -> ApiResult<()> {
-    let status = state
-        .store
-        .call_status(org, call_id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("Call {call_id} not found")))?;
-    if !CallStatus::parse(&status).is_some_and(CallStatus::is_terminal) {
-        return Err(ApiError::conflict(format!(
-            "Call {call_id} has not ended yet ({status}); it is rated when it does"
-        )));
-    }
-    if !state.store.call_conversed(org, call_id).await? {
-        return Err(ApiError::conflict(format!(
-            "Call {call_id} has no conversation to rate: it did not complete with the callee speaking"
-        )));
-    }
-    Ok(())
-}
-
-/// Scores a call now and answers with the outcome.
-async fn rate_synchronously(
-    state: &AppState,
-    org: OrgId,
-    call_id: CallId,
-    done: &str,
-) -> ApiResult<Json<MessageBody>> {
-    let claim = take_now(state, org, call_id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("Call {call_id} not found")))?;
-    match rate_claimed(state, &claim).await? {
-        RatingOutcome::Done { overall } => Ok(MessageBody::json(format!(
-            "{done} call {call_id}: overall {overall}"
-        ))),
-        RatingOutcome::Failed { reason } => Err(ApiError::BadGateway(format!(
-            "Rating call {call_id} failed: {reason}"
-        ))),
-        RatingOutcome::Stale => Err(ApiError::conflict(format!(
-            "The rating of call {call_id} was re-queued while it was being scored; try again"
-        ))),
+impl From<RescoreError> for ApiError {
+    fn from(err: RescoreError) -> Self {
+        use RescoreError as E;
+        match err {
+            E::Store(err) => Self::Store(err),
+            E::CallNotFound(_) | E::NoRating(_) => Self::NotFound(err.to_string()),
+            E::NotEnded { .. } | E::NoConversation(_) | E::Stale(_) => {
+                Self::conflict(err.to_string())
+            }
+            E::Failed { .. } => Self::BadGateway(err.to_string()),
+        }
     }
 }
 
@@ -111,7 +82,10 @@ pub(super) async fn rate_now(
         Some(_) => {}
         None => check_rateable(&state, org, call_id).await?,
     }
-    rate_synchronously(&state, org, call_id, "Rated").await
+    let overall = rate_synchronously(&state, org, call_id).await?;
+    Ok(MessageBody::json(format!(
+        "Rated call {call_id}: overall {overall}"
+    )))
 }
 
 /// Scores a rated call again with its agent's current template and LLM; the
@@ -126,13 +100,10 @@ pub(super) async fn regenerate(
     Path(raw): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
     let call_id = call_id_param(&raw)?;
-    let org = caller.org_id;
-    if state.store.rating(org, call_id).await?.is_none() {
-        return Err(ApiError::NotFound(format!(
-            "Call {call_id} has no rating to regenerate"
-        )));
-    }
-    rate_synchronously(&state, org, call_id, "Regenerated the scorecard of").await
+    let overall = regenerate_now(&state, caller.org_id, call_id).await?;
+    Ok(MessageBody::json(format!(
+        "Regenerated the scorecard of call {call_id}: overall {overall}"
+    )))
 }
 
 /// Puts many ratings back in the queue: the named `callIds`, or those whose

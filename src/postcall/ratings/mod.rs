@@ -3,6 +3,8 @@
 //! rates pending calls, and the spreadsheet export.
 
 pub mod export;
+pub mod filter;
+pub mod regenerate;
 pub mod scoring;
 pub mod sheets;
 pub mod template;

@@ -2,7 +2,9 @@
 //! escaping) and browser tests that drive a real headless Chromium through
 //! chromedriver (skipped with a message when either is absent).
 
+mod agents;
 mod batches;
 mod calls;
 mod foundation;
+mod ratings;
 pub mod support;

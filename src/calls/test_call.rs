@@ -1,0 +1,71 @@
+//! A test call: one number rung by one agent, refused while that number
+//! already has a call in flight (so a double click does not ring twice).
+//! The API's `POST /api/agents/{id}/test-call` and the console's test-call
+//! form both place it here.
+
+use super::placement::{self, CallSource, CallTarget, DialPlan, PlacementError};
+use crate::app::state::AppState;
+use crate::domain::text::Variables;
+use crate::domain::{CallId, OrgId, PhoneNumber};
+use crate::store::StoreError;
+
+/// Why a test call was not placed.
+#[derive(Debug, thiserror::Error)]
+pub enum TestCallError {
+    /// The number already has a queued, ringing or live call.
+    #[error("{phone} already has a call in flight")]
+    InFlight {
+        /// The number.
+        phone: PhoneNumber,
+        /// The call already in flight.
+        live: CallId,
+    },
+    /// Refused before anything was stored (agent, wallet, quota, caller ID).
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+    /// The store took the call but returned no id for it.
+    #[error("no call was placed")]
+    NotPlaced,
+}
+
+impl From<StoreError> for TestCallError {
+    fn from(err: StoreError) -> Self {
+        Self::Placement(PlacementError::Store(err))
+    }
+}
+
+/// Rings `phone` with the workspace's agent `raw_agent_id`; returns the queued
+/// call's id and the plan it was placed under (the agent's row among it).
+pub async fn place_test_call(
+    state: &AppState,
+    org: OrgId,
+    raw_agent_id: &str,
+    phone: PhoneNumber,
+    variables: Option<Variables>,
+) -> Result<(CallId, DialPlan), TestCallError> {
+    let agent_id = placement::agent_id(raw_agent_id)?;
+    let plan = placement::plan(state, org, agent_id, None).await?;
+    if let Some(live) = state.store.live_call_to(org, phone.as_str()).await? {
+        return Err(TestCallError::InFlight { phone, live });
+    }
+    let (variables, email) = variables.map(Variables::into_parts).unwrap_or_default();
+    let name = placement::target_name(&variables, None);
+    let placed = placement::place(
+        state,
+        &plan,
+        vec![CallTarget {
+            phone,
+            name,
+            email,
+            variables,
+        }],
+        CallSource::TestCall,
+    )
+    .await?;
+    let call_id = placed
+        .into_iter()
+        .next()
+        .map(|(id, _)| id)
+        .ok_or(TestCallError::NotPlaced)?;
+    Ok((call_id, plan))
+}
