@@ -56,6 +56,72 @@
   document.addEventListener("htmx:load", function (ev) { wireAll(ev.target); });
 })();
 
+// ---- Calls pages (helper "calls"): bar widths, charts, seek-on-click ----
+(function () {
+  "use strict";
+
+  // data-width="42.5": the element's width in percent (the CSP forbids
+  // style attributes, so widths that are data are set from here).
+  function wireWidths(root) {
+    root.querySelectorAll("[data-width]").forEach(function (el) {
+      var value = parseFloat(el.dataset.width);
+      if (!isNaN(value)) el.style.width = Math.max(0, Math.min(100, value)) + "%";
+    });
+  }
+
+  // data-chart="line|bars" data-series='{"x":[unix s…],"series":[{"label","values"}]}':
+  // a uPlot chart of the series over days.
+  var COLORS = ["#2563eb", "#16a34a", "#dc2626", "#9333ea"];
+  function wireCharts(root) {
+    if (typeof window.uPlot === "undefined") return;
+    root.querySelectorAll("[data-chart]").forEach(function (el) {
+      if (el.dataset.drawn) return;
+      var data;
+      try { data = JSON.parse(el.dataset.series); } catch (e) { return; }
+      el.dataset.drawn = "1";
+      var bars = el.dataset.chart === "bars" && window.uPlot.paths && window.uPlot.paths.bars;
+      var series = [{}];
+      var columns = [data.x];
+      data.series.forEach(function (s, i) {
+        var color = COLORS[i % COLORS.length];
+        var style = { label: s.label, stroke: color, width: 2, spanGaps: true };
+        if (bars) {
+          style.paths = window.uPlot.paths.bars({ size: [0.7 / data.series.length, 40], align: 0 });
+          style.fill = color + "99";
+        }
+        series.push(style);
+        columns.push(s.values);
+      });
+      var width = function () { return Math.max(240, el.clientWidth || 320); };
+      var plot = new window.uPlot({
+        width: width(), height: 220, series: series,
+        scales: { x: { time: true } }, axes: [{}, { size: 56 }]
+      }, columns, el);
+      if (typeof ResizeObserver !== "undefined") {
+        new ResizeObserver(function () { plot.setSize({ width: width(), height: 220 }); }).observe(el);
+      }
+    });
+  }
+
+  // data-seek="12.5" data-player="#player": clicking plays the player from 12.5 s.
+  function wireSeek(root) {
+    root.querySelectorAll("[data-seek]").forEach(function (btn) {
+      if (btn.dataset.seekWired) return;
+      btn.dataset.seekWired = "1";
+      btn.addEventListener("click", function () {
+        var player = document.querySelector(btn.dataset.player || "audio");
+        var at = parseFloat(btn.dataset.seek);
+        if (!player || isNaN(at)) return;
+        player.currentTime = at;
+        var playing = player.play();
+        if (playing && playing.catch) playing.catch(function () {});
+      });
+    });
+  }
+
+  window.voxlineConsole.wirers.push(wireWidths, wireCharts, wireSeek);
+})();
+
 // ---- Batches (helper "batches"): a refused request answers 409 or 422 with
 // the fragment to show (a flash message, or the form's fields with the
 // reasons beside them). htmx swaps only 2xx answers by default, so requests

@@ -637,6 +637,10 @@ impl CallFilterQuery {
             agent_id: self
                 .agent_id
                 .map(|raw| raw.parse::<AgentId>().map_or(raw, |id| id.to_string())),
+            // The API has no batch or date filter; the console's list does.
+            batch_id: None,
+            created_from_ms: None,
+            created_before_ms: None,
         })
     }
 }

@@ -16,19 +16,17 @@ use super::extract::ApiQuery;
 use crate::app::state::AppState;
 use crate::calls::recording_link::{LinkSigner, recording_link};
 use crate::domain::{CallId, OrgId};
-use crate::recordings::{RecordingKey, RecordingStore, RecordingStoreError};
+use crate::recordings::RecordingStore;
+use crate::recordings::serve::{self, ServeRecordingError};
 use crate::store::RecordingFileRow;
 use axum::Json;
 use axum::Router;
-use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use http_range_header::{EndPosition, RangeUnsatisfiableError, StartPosition, parse_range_header};
 use serde::{Deserialize, Serialize};
-use std::ops::RangeInclusive;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -318,81 +316,24 @@ async fn signed_recording(
     serve_recording(&state.recordings, &recording, format, &headers).await
 }
 
-fn content_type(format: &str) -> &'static str {
-    match format {
-        "ogg" => "audio/ogg",
-        _ => "audio/wav",
-    }
-}
-
-/// What a `Range` header selects of a recording.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Selection {
-    /// The whole recording (no range, or one to ignore).
-    Whole,
-    /// These bytes, first to last inclusive.
-    Part(RangeInclusive<u64>),
-    /// Nothing the recording has.
-    Unsatisfiable,
-}
-
-/// What `header` selects of a recording of `len` bytes.
-///
-/// As RFC 9110 (§14.2) has it, a range in another unit, with bad syntax or
-/// with a last byte before the first is ignored, and several ranges are
-/// answered with the whole recording rather than a multipart body; a suffix
-/// longer than the recording selects all of it.
-fn select(header: Option<&HeaderValue>, len: u64) -> Selection {
-    let Some(text) = header.and_then(|h| h.to_str().ok()).map(str::trim) else {
-        return Selection::Whole;
-    };
-    let parsed = match parse_range_header(text) {
-        Ok(parsed) => parsed,
-        // `bytes=-0` is well formed and selects nothing.
-        Err(RangeUnsatisfiableError::ZeroSuffix) => return Selection::Unsatisfiable,
-        Err(_) => return Selection::Whole,
-    };
-    let [range] = parsed.ranges.as_slice() else {
-        return Selection::Whole;
-    };
-    match (range.start, range.end) {
-        (StartPosition::Index(first), EndPosition::Index(last)) if last < first => {
-            return Selection::Whole;
-        }
-        (StartPosition::FromLast(suffix), _) if suffix > len && len > 0 => {
-            return Selection::Part(0..=len - 1);
-        }
-        _ => {}
-    }
-    match parsed.validate(len).as_deref() {
-        Ok([part]) => Selection::Part(part.clone()),
-        _ => Selection::Unsatisfiable,
-    }
-}
-
-/// Serves `recording` in `format` (or the part `Range` asks for) from the
-/// recordings store, whichever node wrote it.
+/// Serves `recording` in `format` (or the part `Range` asks for) through the
+/// shared recording server; a range outside it is a 416 that says its size.
 async fn serve_recording(
     recordings: &RecordingStore,
     recording: &RecordingFileRow,
     format: &str,
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
-    let object_key = recording.object_key_for(format).unwrap_or_default();
-    let missing = || {
-        tracing::warn!(call = %recording.call_id, key = %object_key, "recording object is missing");
-        ApiError::NotFound(format!("Call {} has no recording", recording.call_id))
-    };
-    let key = RecordingKey::stored(object_key).map_err(|_| missing())?;
-    let internal = |err: RecordingStoreError| ApiError::Internal(err.into());
-    let meta = recordings
-        .metadata(&key)
-        .await
-        .map_err(internal)?
-        .ok_or_else(missing)?;
-    let len = meta.size;
-    let (status, range) = match select(headers.get(header::RANGE), len) {
-        Selection::Unsatisfiable => {
+    match serve::serve_recording(recordings, recording, format, headers.get(header::RANGE)).await {
+        Ok(response) => Ok(response),
+        Err(ServeRecordingError::Missing) => {
+            tracing::warn!(call = %recording.call_id, format, "recording object is missing");
+            Err(ApiError::NotFound(format!(
+                "Call {} has no recording",
+                recording.call_id
+            )))
+        }
+        Err(ServeRecordingError::Unsatisfiable { len }) => {
             let mut refused = (
                 StatusCode::RANGE_NOT_SATISFIABLE,
                 Json(MessageBody {
@@ -405,47 +346,16 @@ async fn serve_recording(
                 HeaderValue::from_str(&format!("bytes */{len}"))
                     .map_err(|e| ApiError::Internal(e.into()))?,
             );
-            return Ok(refused);
+            Ok(refused)
         }
-        Selection::Whole => (StatusCode::OK, None),
-        Selection::Part(part) => (StatusCode::PARTIAL_CONTENT, Some(part)),
-    };
-    let found = recordings
-        .read(&key, range.as_ref().map(|r| *r.start()..*r.end() + 1))
-        .await
-        .map_err(internal)?
-        .ok_or_else(missing)?;
-    let body_len = range.as_ref().map_or(len, |r| r.end() - r.start() + 1);
-    let mut response = Response::new(Body::from_stream(found.into_stream()));
-    *response.status_mut() = status;
-    let out = response.headers_mut();
-    out.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(content_type(format)),
-    );
-    out.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    out.insert(header::CONTENT_LENGTH, HeaderValue::from(body_len));
-    if let Ok(modified) = HeaderValue::from_str(
-        &meta
-            .last_modified
-            .format("%a, %d %b %Y %H:%M:%S GMT")
-            .to_string(),
-    ) {
-        out.insert(header::LAST_MODIFIED, modified);
+        Err(err) => Err(ApiError::Internal(err.into())),
     }
-    if let Some(part) = range {
-        let value = format!("bytes {}-{}/{len}", part.start(), part.end());
-        out.insert(
-            header::CONTENT_RANGE,
-            HeaderValue::from_str(&value).map_err(|e| ApiError::Internal(e.into()))?,
-        );
-    }
-    Ok(response)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recordings::RecordingKey;
 
     /// A local recordings store holding one 100-byte recording, and its row.
     async fn store_with_100_bytes() -> (tempfile::TempDir, RecordingStore, RecordingFileRow) {

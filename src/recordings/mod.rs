@@ -6,6 +6,7 @@
 
 pub mod location;
 pub mod objects;
+pub mod serve;
 
 pub use location::{RecordingsLocation, RecordingsLocationError};
 pub use objects::{RecordingKey, RecordingStore, RecordingStoreError};

@@ -12,12 +12,13 @@
 //! full-text index on the transcript, and grouped counts.
 
 mod aggregates;
+mod deliveries;
 mod detail;
 mod filter;
 mod fixtures;
 mod pages;
 
-pub use aggregates::{CallAggregateRow, CallDayRow, CallGrouping};
+pub use aggregates::{CallAggregateRow, CallDayRow, CallDayStatusRow, CallGrouping};
 pub use detail::{CallDetailRow, CallEventRow, CallTurnRow};
 pub use filter::CallFilter;
 pub use fixtures::CallFixture;

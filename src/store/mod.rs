@@ -33,8 +33,8 @@ mod webhooks;
 
 pub use agents::AgentRow;
 pub use call_reads::{
-    CallAggregateRow, CallCounts, CallDayRow, CallDetailRow, CallEventRow, CallFilter, CallFixture,
-    CallGrouping, CallReadRow, CallTurnRow,
+    CallAggregateRow, CallCounts, CallDayRow, CallDayStatusRow, CallDetailRow, CallEventRow,
+    CallFilter, CallFixture, CallGrouping, CallReadRow, CallTurnRow,
 };
 pub use keys::{ApiKeyRow, KeyAuthRow};
 pub use numbers::NumberRow;

@@ -2,7 +2,9 @@
 
 pub mod agents;
 pub mod batches;
+pub mod calls;
 pub mod keys;
+pub mod overview;
 pub mod ratings;
 pub mod settings;
 pub mod team;
@@ -16,6 +18,8 @@ use axum::Router;
 /// Every page family's routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .merge(overview::routes())
+        .merge(calls::routes())
         .merge(agents::routes())
         .merge(ratings::routes())
         .merge(batches::routes())

@@ -51,6 +51,20 @@ pub struct CallDayRow {
     /// Of which failed, unanswered or busy.
     pub unsuccessful: i64,
 }
+/// Calls of one IST day in one status, with their talk time and charges.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct CallDayStatusRow {
+    /// Days since 1970-01-01 in IST.
+    pub ist_day: i64,
+    /// Raw status.
+    pub status: String,
+    /// Calls created that day now in this status.
+    pub calls: i64,
+    /// Sum of their talk time, seconds.
+    pub talk_seconds: i64,
+    /// Sum of their charges.
+    pub spend_paise: Paise,
+}
 /// Post-call analysis outcomes of one agent's calls created on one IST day.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct AnalysisDayAggregateRow {
@@ -155,6 +169,34 @@ impl Store {
             sqlx::query_as::<_, CallDayRow>(AssertSqlSafe(sql))
                 .bind(org_id)
                 .bind(since_ms)
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(rows)
+    }
+    /// Calls of a workspace created in `[since_ms, until_ms)`, per IST day
+    /// and status with their talk time and charges, oldest day first; days
+    /// and statuses without calls are absent.
+    pub async fn calls_per_ist_day_and_status(
+        &self,
+        org_id: OrgId,
+        since_ms: i64,
+        until_ms: i64,
+    ) -> StoreResult<Vec<CallDayStatusRow>> {
+        let sql = format!(
+            "SELECT CAST((c.created_at + {IST_OFFSET_MS}) / {DAY_MS} AS BIGINT) AS ist_day, c.status AS status,
+               CAST(COUNT(*) AS BIGINT) AS calls,
+               CAST(COALESCE(SUM(c.duration_seconds), 0) AS BIGINT) AS talk_seconds,
+               CAST(COALESCE(SUM(c.cost_paise), 0) AS BIGINT) AS spend_paise
+             FROM calls c WHERE c.org_id = $1 AND c.created_at >= $2 AND c.created_at < $3
+             GROUP BY (c.created_at + {IST_OFFSET_MS}) / {DAY_MS}, c.status
+             ORDER BY ist_day, status"
+        );
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, CallDayStatusRow>(AssertSqlSafe(sql))
+                .bind(org_id)
+                .bind(since_ms)
+                .bind(until_ms)
                 .fetch_all(pool)
                 .await?
         });

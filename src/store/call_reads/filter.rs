@@ -25,6 +25,12 @@ pub struct CallFilter {
     pub analysis_status: Option<&'static str>,
     /// Keep calls of this agent (its id as calls store it).
     pub agent_id: Option<String>,
+    /// Keep calls of this batch (its id as calls store it).
+    pub batch_id: Option<String>,
+    /// Keep calls created at or after this Unix ms.
+    pub created_from_ms: Option<i64>,
+    /// Keep calls created before this Unix ms.
+    pub created_before_ms: Option<i64>,
 }
 impl CallFilter {
     /// Whether the per-status counters answer this filter (they know only
@@ -34,6 +40,9 @@ impl CallFilter {
             && self.success.is_none()
             && self.analysis_status.is_none()
             && self.agent_id.is_none()
+            && self.batch_id.is_none()
+            && self.created_from_ms.is_none()
+            && self.created_before_ms.is_none()
     }
 }
 /// `term` as a `LIKE` pattern matching it anywhere, with `\` escaping `%`, `_` and `\`.
@@ -178,6 +187,15 @@ impl Store {
         }
         if let Some(agent_id) = &filter.agent_id {
             sql.push(" AND c.agent_id = ").push_bind(agent_id.as_str());
+        }
+        if let Some(batch_id) = &filter.batch_id {
+            sql.push(" AND c.batch_id = ").push_bind(batch_id.as_str());
+        }
+        if let Some(from) = filter.created_from_ms {
+            sql.push(" AND c.created_at >= ").push_bind(from);
+        }
+        if let Some(before) = filter.created_before_ms {
+            sql.push(" AND c.created_at < ").push_bind(before);
         }
         if let Some(pass) = filter.success {
             // A literal, not a bind: both dialects read TRUE/FALSE as booleans.

@@ -4,6 +4,7 @@
 
 mod agents;
 mod batches;
+mod calls;
 mod foundation;
 mod keys;
 mod ratings;
