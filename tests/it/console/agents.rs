@@ -480,11 +480,8 @@ async fn a_browser_sees_the_refusal_beside_the_field_then_the_agent_in_the_list(
         .await
         .unwrap();
     browser
-        .wait_for(Locator::Css("#chat button[type=submit]"))
-        .await
-        .click()
-        .await
-        .unwrap();
+        .click(Locator::Css("#chat button[type=submit]"))
+        .await;
     let welcome = browser
         .wait_for(Locator::Css("#chat-log li.chat-agent"))
         .await;

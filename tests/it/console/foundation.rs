@@ -311,21 +311,12 @@ async fn a_browser_signs_in_and_a_form_post_without_the_token_is_refused() {
     let app = TestApp::spawn().await;
     let ws = app.workspace("Browser").await;
     let owner = person(&app, &ws, Role::Owner).await;
-    browser
-        .client
-        .goto(&format!("{}/account", app.base))
-        .await
-        .unwrap();
+    browser.goto(&app, "/account").await;
     // Sent to sign in first.
     browser.wait_for(Locator::Id("email")).await;
     browser.screenshot("sign-in").await;
     browser.sign_in(&app, &owner).await;
-    let who = browser
-        .wait_for(Locator::Css("header.top .who"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let who = browser.text(Locator::Css("header.top .who")).await;
     assert!(who.contains(&owner.email), "{who}");
     // A post the page did not make (no token) is refused by the server.
     let status = browser

@@ -17,31 +17,12 @@ async fn a_browser_creates_a_key_sees_it_once_revokes_it_and_the_api_refuses_it(
     let ws = app.workspace("Keys").await;
     let admin = person(&app, &ws, Role::Admin).await;
     browser.sign_in(&app, &admin).await;
+    browser.goto(&app, "/keys").await;
+    browser.fill(Locator::Id("key-name"), "CRM sync").await;
     browser
-        .client
-        .goto(&format!("{}/keys", app.base))
-        .await
-        .unwrap();
-    browser
-        .wait_for(Locator::Id("key-name"))
-        .await
-        .send_keys("CRM sync")
-        .await
-        .unwrap();
-    browser
-        .client
-        .find(Locator::Css("form.key-create button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let key = browser
-        .wait_for(Locator::Id("new-key-value"))
-        .await
-        .text()
-        .await
-        .unwrap();
+        .click(Locator::Css("form.key-create button[type=submit]"))
+        .await;
+    let key = browser.text(Locator::Id("new-key-value")).await;
     let key = key.trim().to_string();
     assert!(key.starts_with("acai_") && key.len() > 40, "{key}");
     // The copy button is wired to the key (console.js's data-copy).
@@ -60,11 +41,7 @@ async fn a_browser_creates_a_key_sees_it_once_revokes_it_and_the_api_refuses_it(
     app.get(&key, "/api/agents").await.expect(200);
 
     // Shown once: the list does not carry it again.
-    browser
-        .client
-        .goto(&format!("{}/keys", app.base))
-        .await
-        .unwrap();
+    browser.goto(&app, "/keys").await;
     browser.wait_for(Locator::Css("table.keys-table")).await;
     let source = browser.client.source().await.unwrap();
     assert!(!source.contains(&key), "the full key is shown only once");
@@ -72,21 +49,11 @@ async fn a_browser_creates_a_key_sees_it_once_revokes_it_and_the_api_refuses_it(
 
     // Revoke it from its row.
     browser
-        .client
-        .find(Locator::XPath(
+        .click(Locator::XPath(
             "//tr[td[contains(., 'CRM sync')]]//button[contains(., 'Revoke')]",
         ))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let notice = browser
-        .wait_for(Locator::Css("p.flash.ok"))
-        .await
-        .text()
-        .await
-        .unwrap();
+        .await;
+    let notice = browser.text(Locator::Css("p.flash.ok")).await;
     assert!(notice.contains("revoked"), "{notice}");
     let row = browser
         .client
@@ -269,24 +236,10 @@ async fn a_browser_signed_in_as_a_viewer_is_refused_the_keys_page() {
     let ws = app.workspace("Viewers").await;
     let viewer = person(&app, &ws, Role::Viewer).await;
     browser.sign_in(&app, &viewer).await;
-    let menu = browser
-        .wait_for(Locator::Css("nav.main"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let menu = browser.text(Locator::Css("nav.main")).await;
     assert!(!menu.contains("API keys"), "{menu}");
-    browser
-        .client
-        .goto(&format!("{}/keys", app.base))
-        .await
-        .unwrap();
-    let heading = browser
-        .wait_for(Locator::Css("main h1"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    browser.goto(&app, "/keys").await;
+    let heading = browser.text(Locator::Css("main h1")).await;
     assert_eq!(heading, "Not allowed");
     assert!(
         browser

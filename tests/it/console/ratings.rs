@@ -247,11 +247,7 @@ async fn a_browser_shows_the_ratings_page() {
     let (_, call) = rated_call(&app, &ws).await;
     let member = person(&app, &ws, Role::Member).await;
     browser.sign_in(&app, &member).await;
-    browser
-        .client
-        .goto(&format!("{}/ratings", app.base))
-        .await
-        .unwrap();
+    browser.goto(&app, "/ratings").await;
     let table = browser.wait_for(Locator::Id("scorecards")).await;
     let text = table.text().await.unwrap();
     assert!(text.contains(&call) && text.contains("Screener"), "{text}");

@@ -176,37 +176,17 @@ async fn a_browser_sets_a_credential_and_sees_only_its_field_names() {
     let ws = app.workspace("Settings").await;
     let owner = person(&app, &ws, Role::Owner).await;
     browser.sign_in(&app, &owner).await;
+    browser.goto(&app, "/settings").await;
     browser
-        .client
-        .goto(&format!("{}/settings", app.base))
-        .await
-        .unwrap();
+        .click(Locator::Css("#credential-deepgram summary"))
+        .await;
     browser
-        .wait_for(Locator::Css("#credential-deepgram summary"))
-        .await
-        .click()
-        .await
-        .unwrap();
+        .fill(Locator::Id("deepgram-apiKey"), "dg-secret-value-42")
+        .await;
     browser
-        .wait_for(Locator::Id("deepgram-apiKey"))
-        .await
-        .send_keys("dg-secret-value-42")
-        .await
-        .unwrap();
-    browser
-        .client
-        .find(Locator::Css("#credential-deepgram button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let notice = browser
-        .wait_for(Locator::Css("p.flash.ok"))
-        .await
-        .text()
-        .await
-        .unwrap();
+        .click(Locator::Css("#credential-deepgram button[type=submit]"))
+        .await;
+    let notice = browser.text(Locator::Css("p.flash.ok")).await;
     assert!(notice.contains("deepgram"), "{notice}");
     let source = browser.client.source().await.unwrap();
     assert!(!source.contains("dg-secret-value-42"));

@@ -271,32 +271,35 @@ impl Browser {
     /// Signs `person` in through the sign-in form; the browser ends on
     /// their account page.
     pub async fn sign_in(&self, app: &TestApp, person: &Person) {
-        self.client
-            .goto(&format!("{}/sign-in?next=/account", app.base))
-            .await
-            .unwrap();
-        self.client
-            .find(Locator::Id("email"))
-            .await
-            .unwrap()
-            .send_keys(&person.email)
-            .await
-            .unwrap();
-        self.client
-            .find(Locator::Id("password"))
-            .await
-            .unwrap()
-            .send_keys(&person.password)
-            .await
-            .unwrap();
-        self.client
-            .find(Locator::Css("form[action='/sign-in'] button[type=submit]"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        self.goto(app, "/sign-in?next=/account").await;
+        self.fill(Locator::Id("email"), &person.email).await;
+        self.fill(Locator::Id("password"), &person.password).await;
+        self.click(Locator::Css("form[action='/sign-in'] button[type=submit]"))
+            .await;
         self.wait_for(Locator::Css("header.top")).await;
+    }
+
+    /// Opens `path` of `app`.
+    pub async fn goto(&self, app: &TestApp, path: &str) {
+        self.client
+            .goto(&format!("{}{path}", app.base))
+            .await
+            .unwrap();
+    }
+
+    /// Types `text` into the element `locator` finds, once it is on the page.
+    pub async fn fill(&self, locator: Locator<'_>, text: &str) {
+        self.wait_for(locator).await.send_keys(text).await.unwrap();
+    }
+
+    /// Clicks the element `locator` finds, once it is on the page.
+    pub async fn click(&self, locator: Locator<'_>) {
+        self.wait_for(locator).await.click().await.unwrap();
+    }
+
+    /// The text of the element `locator` finds, once it is on the page.
+    pub async fn text(&self, locator: Locator<'_>) -> String {
+        self.wait_for(locator).await.text().await.unwrap()
     }
 
     /// Waits (up to 20 s) for an element to be on the page.

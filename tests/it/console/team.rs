@@ -315,39 +315,17 @@ async fn a_browser_adds_a_person_on_the_team_page() {
     let owner = person(&app, &ws, Role::Owner).await;
     person(&app, &ws, Role::Viewer).await;
     browser.sign_in(&app, &owner).await;
+    browser.goto(&app, "/team").await;
     browser
-        .client
-        .goto(&format!("{}/team", app.base))
-        .await
-        .unwrap();
+        .fill(Locator::Id("person-email"), "asha@example.com")
+        .await;
     browser
-        .wait_for(Locator::Id("person-email"))
-        .await
-        .send_keys("asha@example.com")
-        .await
-        .unwrap();
+        .click(Locator::Css("#person-role option[value='admin']"))
+        .await;
     browser
-        .client
-        .find(Locator::Css("#person-role option[value='admin']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    browser
-        .client
-        .find(Locator::Css("form.team-add button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let password = browser
-        .wait_for(Locator::Id("new-person-password"))
-        .await
-        .text()
-        .await
-        .unwrap();
+        .click(Locator::Css("form.team-add button[type=submit]"))
+        .await;
+    let password = browser.text(Locator::Id("new-person-password")).await;
     assert_eq!(password.trim().len(), 16);
     let table = browser
         .client

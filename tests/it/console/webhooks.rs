@@ -268,31 +268,12 @@ async fn a_browser_adds_an_endpoint_and_sees_its_secret_once() {
     let owner = person(&app, &ws, Role::Owner).await;
     let (url, _) = receiver().await;
     browser.sign_in(&app, &owner).await;
+    browser.goto(&app, "/webhooks").await;
+    browser.fill(Locator::Id("webhook-url"), &url).await;
     browser
-        .client
-        .goto(&format!("{}/webhooks", app.base))
-        .await
-        .unwrap();
-    browser
-        .wait_for(Locator::Id("webhook-url"))
-        .await
-        .send_keys(&url)
-        .await
-        .unwrap();
-    browser
-        .client
-        .find(Locator::Css("form.webhook-add button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let secret = browser
-        .wait_for(Locator::Id("new-secret-value"))
-        .await
-        .text()
-        .await
-        .unwrap();
+        .click(Locator::Css("form.webhook-add button[type=submit]"))
+        .await;
+    let secret = browser.text(Locator::Id("new-secret-value")).await;
     assert!(secret.trim().starts_with("whsec_"), "{secret}");
     let table = browser
         .client
