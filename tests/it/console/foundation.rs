@@ -333,3 +333,59 @@ async fn a_browser_signs_in_and_a_form_post_without_the_token_is_refused() {
     assert_eq!(status, 403);
     browser.close().await;
 }
+
+#[tokio::test]
+async fn a_browser_at_phone_width_reads_every_page_without_sideways_scrolling() {
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    let ws = app.calling_workspace("Phone", 2).await;
+    let owner = person(&app, &ws, Role::Owner).await;
+    browser.sign_in(&app, &owner).await;
+    browser.client.set_window_size(390, 844).await.unwrap();
+    for path in [
+        "/",
+        "/calls",
+        "/agents",
+        "/agents/new",
+        "/batches",
+        "/batches/new",
+        "/ratings",
+        "/keys",
+        "/webhooks",
+        "/wallet",
+        "/settings",
+        "/team",
+        "/account",
+    ] {
+        browser.goto(&app, path).await;
+        browser.wait_for(Locator::Css("main#content")).await;
+        let fits = browser
+            .client
+            .execute(
+                "return document.documentElement.scrollWidth <= document.documentElement.clientWidth + 1;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        if fits != serde_json::Value::Bool(true) {
+            let wide = browser
+                .client
+                .execute(
+                    "const w = document.documentElement.clientWidth;
+                     return [...document.querySelectorAll('body *')]
+                       .filter(e => e.getBoundingClientRect().right > w + 1)
+                       .slice(0, 5)
+                       .map(e => e.tagName.toLowerCase() + '.' + e.className);",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            panic!("{path} scrolls sideways at 390 px; too wide: {wide}");
+        }
+    }
+    browser.goto(&app, "/calls").await;
+    browser.screenshot("calls-phone").await;
+    browser.close().await;
+}
