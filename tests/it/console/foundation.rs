@@ -389,3 +389,31 @@ async fn a_browser_at_phone_width_reads_every_page_without_sideways_scrolling() 
     browser.screenshot("calls-phone").await;
     browser.close().await;
 }
+
+#[tokio::test]
+async fn the_demo_workspaces_owner_signs_in_with_the_password_printed_at_first_start() {
+    let app = TestApp::spawn_with_settings(|s| s.no_bootstrap = false).await;
+    let boot = app
+        .server()
+        .bootstrapped
+        .clone()
+        .expect("an empty database bootstraps the Demo workspace");
+    let owner = super::support::Person {
+        id: voxline::domain::UserId::new(),
+        email: boot.owner_email.clone(),
+        password: boot.owner_password.clone(),
+    };
+    let client = ConsoleClient::sign_in(&app, &owner).await;
+    let account = client.get("/account").await;
+    assert!(account.body.contains("Demo"), "the Demo workspace");
+    assert!(account.body.contains("owner"));
+    // Shown once: the database holds only its hash.
+    let stored = app
+        .store()
+        .user_credentials(&boot.owner_email)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(stored.password_hash.starts_with("$argon2id$"));
+    assert!(!stored.password_hash.contains(&boot.owner_password));
+}
