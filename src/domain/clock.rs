@@ -117,6 +117,19 @@ pub fn iso(ms: i64) -> String {
     from_millis(ms).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// A duration for display: `0s`, `45s`, `2m 05s`, `1h 02m 05s`.
+pub fn display_duration(seconds: i64) -> String {
+    let seconds = seconds.max(0);
+    let (hours, minutes, secs) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
+    if hours > 0 {
+        format!("{hours}h {minutes:02}m {secs:02}s")
+    } else if minutes > 0 {
+        format!("{minutes}m {secs:02}s")
+    } else {
+        format!("{secs}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

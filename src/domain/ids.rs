@@ -6,8 +6,6 @@
 //! a UUID fails to decode instead of travelling on as an arbitrary string.
 
 use serde::{Deserialize, Serialize};
-use sqlx::encode::IsNull;
-use sqlx::error::BoxDynError;
 use std::fmt;
 use std::str::FromStr;
 use uuid::Uuid;
@@ -45,44 +43,7 @@ macro_rules! id_type {
             }
         }
 
-        impl<DB: sqlx::Database> sqlx::Type<DB> for $name
-        where
-            String: sqlx::Type<DB>,
-        {
-            fn type_info() -> DB::TypeInfo {
-                <String as sqlx::Type<DB>>::type_info()
-            }
-
-            fn compatible(ty: &DB::TypeInfo) -> bool {
-                <String as sqlx::Type<DB>>::compatible(ty)
-            }
-        }
-
-        impl<'q, DB: sqlx::Database> sqlx::Encode<'q, DB> for $name
-        where
-            String: sqlx::Encode<'q, DB>,
-        {
-            fn encode_by_ref(
-                &self,
-                buf: &mut <DB as sqlx::Database>::ArgumentBuffer,
-            ) -> Result<IsNull, BoxDynError> {
-                <String as sqlx::Encode<'q, DB>>::encode(self.to_string(), buf)
-            }
-
-            fn size_hint(&self) -> usize {
-                uuid::fmt::Hyphenated::LENGTH
-            }
-        }
-
-        impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for $name
-        where
-            &'r str: sqlx::Decode<'r, DB>,
-        {
-            fn decode(value: <DB as sqlx::Database>::ValueRef<'r>) -> Result<Self, BoxDynError> {
-                let text = <&'r str as sqlx::Decode<'r, DB>>::decode(value)?;
-                Ok(Self(Uuid::parse_str(text)?))
-            }
-        }
+        text_column!($name, |id| id.to_string());
     };
 }
 

@@ -1,8 +1,6 @@
 //! The name of one `voxline serve` process among several on one database.
 
 use serde::{Deserialize, Serialize};
-use sqlx::encode::IsNull;
-use sqlx::error::BoxDynError;
 use std::fmt;
 use std::str::FromStr;
 
@@ -55,40 +53,7 @@ impl fmt::Display for NodeId {
     }
 }
 
-impl<DB: sqlx::Database> sqlx::Type<DB> for NodeId
-where
-    String: sqlx::Type<DB>,
-{
-    fn type_info() -> DB::TypeInfo {
-        <String as sqlx::Type<DB>>::type_info()
-    }
-
-    fn compatible(ty: &DB::TypeInfo) -> bool {
-        <String as sqlx::Type<DB>>::compatible(ty)
-    }
-}
-
-impl<'q, DB: sqlx::Database> sqlx::Encode<'q, DB> for NodeId
-where
-    String: sqlx::Encode<'q, DB>,
-{
-    fn encode_by_ref(
-        &self,
-        buf: &mut <DB as sqlx::Database>::ArgumentBuffer,
-    ) -> Result<IsNull, BoxDynError> {
-        <String as sqlx::Encode<'q, DB>>::encode(self.0.clone(), buf)
-    }
-}
-
-impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for NodeId
-where
-    &'r str: sqlx::Decode<'r, DB>,
-{
-    fn decode(value: <DB as sqlx::Database>::ValueRef<'r>) -> Result<Self, BoxDynError> {
-        let text = <&'r str as sqlx::Decode<'r, DB>>::decode(value)?;
-        Ok(text.parse::<NodeId>()?)
-    }
-}
+text_column!(NodeId, |node| node.0.clone());
 
 #[cfg(test)]
 mod tests {

@@ -59,44 +59,8 @@ impl FromStr for Role {
     }
 }
 
-// Stored as its lowercase name in a TEXT column on both databases; a stored
-// value that is no role fails to decode rather than travelling on as text.
-impl<DB: sqlx::Database> sqlx::Type<DB> for Role
-where
-    String: sqlx::Type<DB>,
-{
-    fn type_info() -> DB::TypeInfo {
-        <String as sqlx::Type<DB>>::type_info()
-    }
-
-    fn compatible(ty: &DB::TypeInfo) -> bool {
-        <String as sqlx::Type<DB>>::compatible(ty)
-    }
-}
-
-impl<'q, DB: sqlx::Database> sqlx::Encode<'q, DB> for Role
-where
-    String: sqlx::Encode<'q, DB>,
-{
-    fn encode_by_ref(
-        &self,
-        buf: &mut <DB as sqlx::Database>::ArgumentBuffer,
-    ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
-        <String as sqlx::Encode<'q, DB>>::encode(self.as_str().to_string(), buf)
-    }
-}
-
-impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for Role
-where
-    &'r str: sqlx::Decode<'r, DB>,
-{
-    fn decode(
-        value: <DB as sqlx::Database>::ValueRef<'r>,
-    ) -> Result<Self, sqlx::error::BoxDynError> {
-        let text = <&'r str as sqlx::Decode<'r, DB>>::decode(value)?;
-        Ok(text.parse::<Role>()?)
-    }
-}
+// Stored as its lowercase name.
+text_column!(Role, |role| role.as_str().to_string());
 
 /// Fewest characters a password may have.
 pub const MIN_PASSWORD_CHARS: usize = 10;

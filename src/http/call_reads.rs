@@ -8,6 +8,7 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{ApiQuery, flag, trimmed};
 use crate::app::state::AppState;
 use crate::calls::tool_call_view::ToolCallView;
+use crate::domain::clock::display_duration;
 use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::text::{Line, optional_line};
@@ -488,19 +489,6 @@ pub fn speaker_label(speaker: &str) -> &'static str {
         "Bot"
     } else {
         "Candidate"
-    }
-}
-
-/// A duration for display: `0s`, `45s`, `2m 05s`, `1h 02m 05s`.
-pub fn display_duration(seconds: i64) -> String {
-    let seconds = seconds.max(0);
-    let (hours, minutes, secs) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
-    if hours > 0 {
-        format!("{hours}h {minutes:02}m {secs:02}s")
-    } else if minutes > 0 {
-        format!("{minutes}m {secs:02}s")
-    } else {
-        format!("{secs}s")
     }
 }
 

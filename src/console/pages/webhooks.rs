@@ -338,10 +338,7 @@ async fn enable(
     user: ConsoleUser,
     Path(id): Path<String>,
 ) -> Result<Response, ConsoleError> {
-    user.require(Role::Admin)?;
-    let row = own_subscription(&state, &user, &id).await?;
-    state.store.set_webhook_active(row.id, true).await?;
-    Ok(Redirect::to("/webhooks?done=enabled").into_response())
+    set_active(&state, &user, &id, true).await
 }
 
 async fn disable(
@@ -349,10 +346,21 @@ async fn disable(
     user: ConsoleUser,
     Path(id): Path<String>,
 ) -> Result<Response, ConsoleError> {
+    set_active(&state, &user, &id, false).await
+}
+
+/// Turns deliveries to one of the workspace's endpoints on or off.
+async fn set_active(
+    state: &AppState,
+    user: &ConsoleUser,
+    id: &str,
+    active: bool,
+) -> Result<Response, ConsoleError> {
     user.require(Role::Admin)?;
-    let row = own_subscription(&state, &user, &id).await?;
-    state.store.set_webhook_active(row.id, false).await?;
-    Ok(Redirect::to("/webhooks?done=disabled").into_response())
+    let row = own_subscription(state, user, id).await?;
+    state.store.set_webhook_active(row.id, active).await?;
+    let done = if active { "enabled" } else { "disabled" };
+    Ok(Redirect::to(&format!("/webhooks?done={done}")).into_response())
 }
 
 async fn delete(

@@ -33,18 +33,8 @@ pub fn count(value: i64) -> String {
     group_thousands(u64::try_from(value).unwrap_or(0))
 }
 
-/// Talk time: `0s`, `45s`, `2m 05s`, `1h 02m 05s`.
-pub fn duration(seconds: i64) -> String {
-    let seconds = seconds.max(0);
-    let (hours, minutes, secs) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
-    if hours > 0 {
-        format!("{hours}h {minutes:02}m {secs:02}s")
-    } else if minutes > 0 {
-        format!("{minutes}m {secs:02}s")
-    } else {
-        format!("{secs}s")
-    }
-}
+/// Talk time: `0s`, `45s`, `2m 05s`, `1h 02m 05s`, as the API's call rows read.
+pub use crate::domain::clock::display_duration as duration;
 
 /// A Unix-ms instant in IST: `2026-11-26 14:05:09`.
 pub fn ist_time(at_ms: i64) -> String {
