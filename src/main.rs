@@ -29,7 +29,7 @@ enum Command {
     #[command(subcommand)]
     Admin(AdminCommand),
     /// Drive simulated calls through a server and measure latency, pacing and cost per call.
-    Loadgen(LoadgenArgs),
+    Loadgen(Box<LoadgenArgs>),
 }
 
 #[tokio::main]
@@ -54,7 +54,7 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Loadgen(args) => match voxline::loadgen::run(args).await {
+        Command::Loadgen(args) => match voxline::loadgen::run(*args).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {
                 eprintln!("voxline loadgen: {err:#}");

@@ -6,10 +6,18 @@
 //! `dtmf` event and in-band tones, and marks echoed once the agent audio queued before them has
 //! played (flushed on `clear`), as Twilio does. It waits for the agent's turn to finish before
 //! saying its next line, and measures what the load generator reports.
+//!
+//! With a [`CalleeVoice`] its lines are real speech: each is synthesized (Piper, espeak-ng)
+//! ahead of its turn, resampled once to 8 kHz and streamed as μ-law like any phone's audio,
+//! with a short pause between sentences. Nothing then passes on a text side channel: the
+//! agent's ASR has to hear it.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
 use tokio_tungstenite::connect_async_with_config;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -17,12 +25,14 @@ use tokio_util::sync::CancellationToken;
 use voxline_media::carrier::{OutboundFrame, ServerCommand, TwilioCarrierSide};
 use voxline_media::dtmf::DtmfDetector;
 use voxline_media::g711;
+use voxline_media::resample::StreamResampler;
 use voxline_media::synth::{
     DtmfToneGenerator, SpeechLikeGenerator, ToneGenerator, samples_for_duration,
     speech_duration_for_text,
 };
 
 use crate::conversation::{MediaTransport, TransportMessage, WebSocketTransport};
+use crate::providers::TtsProvider;
 
 pub use crate::carrier::sim::CalleeBehaviour;
 
@@ -182,6 +192,103 @@ pub fn spoken_lines(steps: &[ScriptStep]) -> Vec<String> {
         .collect()
 }
 
+/// A real voice for the callee's lines.
+#[derive(Clone)]
+pub struct CalleeVoice {
+    /// The synthesizer (Piper or espeak-ng in the binary).
+    pub tts: Arc<dyn TtsProvider>,
+    /// Its voice name; blank for its default.
+    pub voice: String,
+    /// Silence between two sentences of one line: a breath, shorter than the engine's
+    /// end-of-turn silence so a line stays one utterance.
+    pub sentence_pause: Duration,
+}
+
+impl std::fmt::Debug for CalleeVoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CalleeVoice")
+            .field("voice", &self.voice)
+            .field("sentence_pause", &self.sentence_pause)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A line's sentences: split after `.`, `!` and `?` followed by a space.
+pub fn sentences(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let bytes = line.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        if matches!(b, b'.' | b'!' | b'?') && bytes.get(i + 1).is_some_and(u8::is_ascii_whitespace)
+        {
+            out.push(line[start..=i].trim());
+            start = i + 1;
+        }
+    }
+    out.push(line[start..].trim());
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+impl CalleeVoice {
+    /// `line` spoken at 8 kHz: each sentence synthesized, resampled with one resampler
+    /// for the line, and joined by the sentence pause.
+    pub async fn speak(&self, line: &str) -> Result<Vec<i16>, String> {
+        let mut pcm = Vec::new();
+        let pause = samples_for_duration(RATE, self.sentence_pause);
+        for (index, sentence) in sentences(line).into_iter().enumerate() {
+            if index > 0 {
+                pcm.resize(pcm.len() + pause, 0);
+            }
+            let mut stream = self
+                .tts
+                .synthesize(sentence, &self.voice, RATE)
+                .await
+                .map_err(|e| format!("synthesizing {sentence:?}: {e}"))?;
+            let rate = stream.sample_rate();
+            let mut resampler = (rate != RATE)
+                .then(|| StreamResampler::new(rate, RATE))
+                .transpose()
+                .map_err(|e| format!("resampling {rate} Hz speech: {e}"))?;
+            let mut pending: Vec<i16> = Vec::new();
+            let mut out = [0i16; FRAME_SAMPLES];
+            while let Some(chunk) = stream.next_chunk().await {
+                let chunk = chunk.map_err(|e| format!("synthesizing {sentence:?}: {e}"))?;
+                let Some(resampler) = resampler.as_mut() else {
+                    pcm.extend_from_slice(&chunk);
+                    continue;
+                };
+                pending.extend_from_slice(&chunk);
+                let need = resampler.input_frames();
+                while pending.len() >= need {
+                    let n = resampler
+                        .process(&pending[..need], &mut out)
+                        .map_err(|e| e.to_string())?;
+                    pcm.extend_from_slice(&out[..n]);
+                    pending.drain(..need);
+                }
+            }
+            if let Some(resampler) = resampler.as_mut() {
+                if !pending.is_empty() {
+                    let n = resampler
+                        .process(&pending, &mut out)
+                        .map_err(|e| e.to_string())?;
+                    pcm.extend_from_slice(&out[..n]);
+                }
+                // The resampler's delay: a last chunk of silence brings out the tail.
+                let n = resampler
+                    .process(&[], &mut out)
+                    .map_err(|e| e.to_string())?;
+                pcm.extend_from_slice(&out[..n]);
+            }
+        }
+        if pcm.is_empty() {
+            return Err(format!("the voice said nothing for {line:?}"));
+        }
+        Ok(pcm)
+    }
+}
+
 /// How DTMF steps are sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DtmfMode {
@@ -219,6 +326,8 @@ pub struct CalleeOptions {
     pub dtmf_tone: Duration,
     /// Cancelled when the call is ended from outside (the callee sends `stop` and closes).
     pub cancel: CancellationToken,
+    /// Speak the lines with a real voice instead of speech-like noise.
+    pub voice: Option<CalleeVoice>,
 }
 
 impl Default for CalleeOptions {
@@ -235,6 +344,7 @@ impl Default for CalleeOptions {
             dtmf_mode: DtmfMode::Both,
             dtmf_tone: Duration::from_millis(150),
             cancel: CancellationToken::new(),
+            voice: None,
         }
     }
 }
@@ -263,6 +373,9 @@ pub struct CalleeReport {
     pub marks_echoed: u64,
     /// `clear` commands received.
     pub clears: u64,
+    /// For each line said over the agent (`interrupt` steps) that stopped it: the line's
+    /// start → the agent's `clear`, the moment its audio stops at the phone.
+    pub barge_in_stops: Vec<Duration>,
     /// Lines said.
     pub lines_said: usize,
     /// Keys pressed.
@@ -285,6 +398,11 @@ enum Voice {
     Speaking {
         generator: Box<SpeechLikeGenerator>,
         samples_left: usize,
+    },
+    /// A line synthesized by the [`CalleeVoice`].
+    Recorded {
+        pcm: Vec<i16>,
+        at: usize,
     },
     Tone(DtmfToneGenerator),
     Beep {
@@ -382,7 +500,63 @@ struct Callee<T> {
     jitter_samples: u64,
     /// Listens for the agent's keys while a menu step waits for one.
     menu: Option<MenuListener>,
+    /// When the line said over the agent started, until the agent clears its audio.
+    interrupting_since: Option<Instant>,
+    /// The lines' real speech, when the callee has a voice.
+    spoken: Option<SpokenLines>,
     done: bool,
+}
+
+/// The script's lines synthesized ahead of their turns, in order, by a task of their own so
+/// the frame clock never waits on a synthesizer.
+struct SpokenLines {
+    ready: mpsc::UnboundedReceiver<Result<Vec<i16>, String>>,
+    next: Option<Vec<i16>>,
+    task: JoinHandle<()>,
+}
+
+impl SpokenLines {
+    fn start(voice: CalleeVoice, lines: Vec<String>) -> Self {
+        let (tx, ready) = mpsc::unbounded_channel();
+        let task = tokio::spawn(async move {
+            for line in lines {
+                let spoken = voice.speak(&line).await;
+                let failed = spoken.is_err();
+                if tx.send(spoken).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Self {
+            ready,
+            next: None,
+            task,
+        }
+    }
+
+    /// The next line's audio if it is ready; `Err` when it cannot be.
+    fn poll(&mut self) -> Result<bool, String> {
+        if self.next.is_some() {
+            return Ok(true);
+        }
+        match self.ready.try_recv() {
+            Ok(Ok(pcm)) => {
+                self.next = Some(pcm);
+                Ok(true)
+            }
+            Ok(Err(error)) => Err(error),
+            Err(mpsc::error::TryRecvError::Empty) => Ok(false),
+            Err(mpsc::error::TryRecvError::Disconnected) => {
+                Err("the callee's voice stopped before its lines were spoken".to_owned())
+            }
+        }
+    }
+}
+
+impl Drop for SpokenLines {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// A menu step's ear: the agent's audio decoded and run through a DTMF detector.
@@ -400,7 +574,12 @@ impl<T: MediaTransport> Callee<T> {
         options: CalleeOptions,
     ) -> Self {
         let now = Instant::now();
+        let spoken = options
+            .voice
+            .clone()
+            .map(|voice| SpokenLines::start(voice, spoken_lines(&script)));
         Self {
+            spoken,
             transport,
             side: TwilioCarrierSide::new(
                 &options.stream_sid,
@@ -429,6 +608,7 @@ impl<T: MediaTransport> Callee<T> {
             jitter_total: Duration::ZERO,
             jitter_samples: 0,
             menu: None,
+            interrupting_since: None,
             done: false,
         }
     }
@@ -539,6 +719,11 @@ impl<T: MediaTransport> Callee<T> {
             }
             Ok(ServerCommand::Clear) => {
                 self.report.clears += 1;
+                if let Some(since) = self.interrupting_since.take() {
+                    self.report
+                        .barge_in_stops
+                        .push(now.saturating_duration_since(since));
+                }
                 self.playout_end = now;
                 while let Some((_, name)) = self.pending_marks.pop_front() {
                     self.echo_mark(&name).await;
@@ -602,6 +787,15 @@ impl<T: MediaTransport> Callee<T> {
             generator: Box::new(SpeechLikeGenerator::new(RATE, self.speech_seed)),
             samples_left: samples_for_duration(RATE, duration),
         };
+    }
+
+    /// Starts saying a line: its real speech when the callee has a voice, else speech-like
+    /// sound as long as the text would take.
+    fn say(&mut self, text: &str) {
+        match self.spoken.as_mut().and_then(|spoken| spoken.next.take()) {
+            Some(pcm) => self.voice = Voice::Recorded { pcm, at: 0 },
+            None => self.start_speaking(speech_duration_for_text(text)),
+        }
     }
 
     /// Our step ended now; the agent's turn begins.
@@ -682,6 +876,22 @@ impl<T: MediaTransport> Callee<T> {
         if !ready {
             return;
         }
+        let speaks = matches!(
+            self.script.front(),
+            Some(ScriptStep::Say(_) | ScriptStep::Interrupt { .. } | ScriptStep::Menu { .. })
+        );
+        if speaks && let Some(spoken) = self.spoken.as_mut() {
+            match spoken.poll() {
+                Ok(true) => {}
+                // Still being synthesized: like a person gathering their words.
+                Ok(false) => return,
+                Err(error) => {
+                    self.report.error = Some(error);
+                    self.hang_up(false).await;
+                    return;
+                }
+            }
+        }
         if let Some(menu) = self.menu.take()
             && !self.report.digits_heard.contains(menu.expect)
         {
@@ -693,9 +903,15 @@ impl<T: MediaTransport> Callee<T> {
             return;
         }
         match self.script.pop_front() {
-            Some(ScriptStep::Say(text) | ScriptStep::Interrupt { text, .. }) => {
+            Some(ScriptStep::Say(text)) => {
                 self.report.lines_said += 1;
-                self.start_speaking(speech_duration_for_text(&text));
+                self.say(&text);
+            }
+            Some(ScriptStep::Interrupt { text, .. }) => {
+                self.report.lines_said += 1;
+                // Its first frame goes out on this tick.
+                self.interrupting_since = Some(now);
+                self.say(&text);
             }
             Some(ScriptStep::Menu { text, expect }) => {
                 self.report.lines_said += 1;
@@ -709,7 +925,7 @@ impl<T: MediaTransport> Callee<T> {
                     }
                     Err(error) => self.report.error = Some(error.to_string()),
                 }
-                self.start_speaking(speech_duration_for_text(&text));
+                self.say(&text);
             }
             Some(ScriptStep::Dtmf(digit)) => {
                 self.report.digits_sent += 1;
@@ -762,6 +978,17 @@ impl<T: MediaTransport> Callee<T> {
                     };
                     return None;
                 }
+                Some(true)
+            }
+            Voice::Recorded { pcm, at } => {
+                let take = (pcm.len() - *at).min(FRAME_SAMPLES);
+                self.pcm[..take].copy_from_slice(&pcm[*at..*at + take]);
+                self.pcm[take..].fill(0);
+                *at += take;
+                if *at < pcm.len() {
+                    return None;
+                }
+                self.voice = Voice::Silence;
                 Some(true)
             }
             Voice::Tone(tone) => {
@@ -827,5 +1054,78 @@ mod tests {
         assert!(parse_sim_script(&json!([{"dtmf": "x"}])).is_err());
         assert!(parse_sim_script(&json!([42])).is_err());
         assert_eq!(spoken_lines(&default_sim_script()).len(), 3);
+    }
+
+    /// A synthesizer answering each sentence with a 440 Hz tone at 22.05 kHz, 0.5 s long,
+    /// in chunks that do not line up with the resampler's.
+    struct ToneVoice;
+
+    struct ToneStream {
+        left: usize,
+        tone: voxline_media::synth::ToneGenerator,
+    }
+
+    #[async_trait::async_trait]
+    impl crate::providers::TtsStream for ToneStream {
+        fn sample_rate(&self) -> u32 {
+            22_050
+        }
+
+        async fn next_chunk(
+            &mut self,
+        ) -> Option<Result<Vec<i16>, crate::providers::ProviderError>> {
+            if self.left == 0 {
+                return None;
+            }
+            let mut chunk = vec![0; self.left.min(1_000)];
+            self.tone.fill(&mut chunk);
+            self.left -= chunk.len();
+            Some(Ok(chunk))
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl TtsProvider for ToneVoice {
+        async fn synthesize(
+            &self,
+            _text: &str,
+            _voice: &str,
+            _sample_rate: u32,
+        ) -> Result<Box<dyn crate::providers::TtsStream>, crate::providers::ProviderError> {
+            Ok(Box::new(ToneStream {
+                left: 11_025,
+                tone: voxline_media::synth::ToneGenerator::new(22_050, 440.0, -6.0),
+            }))
+        }
+    }
+
+    #[test]
+    fn lines_split_into_sentences() {
+        assert_eq!(
+            sentences("My name is Asha. I am 34! Is that all?"),
+            ["My name is Asha.", "I am 34!", "Is that all?"]
+        );
+        assert_eq!(sentences("It costs 4.50 rupees"), ["It costs 4.50 rupees"]);
+        assert!(sentences("  ").is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_voice_speaks_each_sentence_at_8k_with_a_pause_between() {
+        let voice = CalleeVoice {
+            tts: Arc::new(ToneVoice),
+            voice: String::new(),
+            sentence_pause: Duration::from_millis(300),
+        };
+        let pcm = voice.speak("First sentence. Second one.").await.unwrap();
+        // Two 0.5 s sentences and a 0.3 s pause, at 8 kHz, give or take the resampler's tail.
+        let seconds = pcm.len() as f64 / 8_000.0;
+        assert!((1.3..1.36).contains(&seconds), "{seconds} s");
+        let rms = |s: &[i16]| {
+            (s.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>() / s.len() as f64).sqrt()
+        };
+        // Speech, the pause, speech.
+        assert!(rms(&pcm[800..3_600]) > 5_000.0);
+        assert!(rms(&pcm[4_400..6_200]) < 50.0);
+        assert!(rms(&pcm[7_000..9_800]) > 5_000.0);
     }
 }

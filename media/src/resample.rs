@@ -1,7 +1,9 @@
-//! Fixed-chunk streaming sample-rate conversion between 8, 16, 24 and 48 kHz.
+//! Fixed-chunk streaming sample-rate conversion between the telephony and
+//! speech rates: 8, 16, 22.05, 24, 44.1 and 48 kHz.
 //!
-//! Wraps rubato's synchronous FFT resampler: for these integer-related rates
-//! it is exact, cheap and has a fixed latency. Each stream owns one
+//! Wraps rubato's synchronous FFT resampler: for these rationally related
+//! rates it is exact, cheap and has a fixed latency (22.05 kHz is Piper's
+//! voices' rate). Each stream owns one
 //! `StreamResampler`, which keeps its own f32 scratch buffers, so per-chunk
 //! processing does not allocate.
 
@@ -13,7 +15,7 @@ use rubato::{Fft, FixedSync, Resampler};
 use crate::error::MediaError;
 
 /// Sample rates the call engine uses.
-pub const SUPPORTED_RATES: [u32; 4] = [8000, 16000, 24000, 48000];
+pub const SUPPORTED_RATES: [u32; 6] = [8000, 16000, 22050, 24000, 44100, 48000];
 /// Default chunk: one 20 ms telephony frame.
 pub const DEFAULT_CHUNK_MS: u32 = 20;
 
@@ -73,9 +75,18 @@ impl StreamResampler {
                 "chunk of {chunk_ms} ms is outside 1..=1000"
             )));
         }
-        // Every supported rate is a multiple of 1 kHz, so whole-millisecond chunks are exact.
-        let input_frames = (input_rate / 1000 * chunk_ms) as usize;
-        let output_frames = (output_rate / 1000 * chunk_ms) as usize;
+        // A chunk must be a whole number of samples at both rates: any whole-millisecond
+        // chunk at the kHz rates, even ones at 22.05 and 44.1 kHz (20 ms is 441 samples).
+        let frames = |rate: u32| {
+            let milli = u64::from(rate) * u64::from(chunk_ms);
+            (milli % 1000 == 0).then_some((milli / 1000) as usize)
+        };
+        let (Some(input_frames), Some(output_frames)) = (frames(input_rate), frames(output_rate))
+        else {
+            return Err(MediaError::Resampler(format!(
+                "a {chunk_ms} ms chunk is not a whole number of samples at {input_rate} or {output_rate} Hz"
+            )));
+        };
         let engine = if input_rate == output_rate {
             Engine::Passthrough
         } else {
@@ -250,8 +261,36 @@ mod tests {
                 }
             }
         }
-        assert!(StreamResampler::new(44100, 8000).is_err());
+        assert!(StreamResampler::new(11025, 8000).is_err());
         assert!(StreamResampler::with_chunk_ms(8000, 16000, 0).is_err());
+        // 1 ms at 22.05 kHz is not a whole sample.
+        assert!(StreamResampler::with_chunk_ms(22050, 8000, 1).is_err());
+        assert_eq!(
+            StreamResampler::with_chunk_ms(22050, 8000, 40)
+                .unwrap()
+                .input_frames(),
+            882
+        );
+    }
+
+    #[test]
+    fn piper_22050_to_8k_keeps_tone_and_length() {
+        let mut down = StreamResampler::new(22050, 8000).unwrap();
+        let mut tone = ToneGenerator::new(22050, 440.0, -6.0);
+        let mut chunk = [0i16; 441];
+        let mut out = [0i16; 160];
+        let (mut all_in, mut all) = (Vec::new(), Vec::new());
+        for _ in 0..100 {
+            tone.fill(&mut chunk);
+            assert_eq!(down.process(&chunk, &mut out).unwrap(), 160);
+            all_in.extend_from_slice(&chunk);
+            all.extend_from_slice(&out);
+        }
+        // Two seconds in, two seconds out: 441 samples make exactly 160.
+        assert_eq!(all.len(), 16_000);
+        assert!(tone_share(&all[800..], 440.0, 8000) > 0.95);
+        let gain_db = 20.0 * (rms(&all[800..]) / rms(&all_in[2205..])).log10();
+        assert!(gain_db.abs() < 0.5, "gain {gain_db} dB");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! that does not parse stops the start instead of falling back to a default;
 //! [`name_env_variable`] makes that error name the variable.
 
+use crate::calls::sim_callee::CalleeVoiceKind;
 use crate::providers::settings::{ProviderArgs, ProviderSettings};
 use crate::recordings::RecordingsLocation;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
@@ -114,6 +115,15 @@ pub struct SimArgs {
     /// Sim TTS: milliseconds to the first audio.
     #[arg(long = "sim-tts-ms", env = "VOXLINE_SIM_TTS_MS")]
     pub tts_ms: Option<u64>,
+    /// What the sim callee sounds like: speech-like sound read by the sim ASR (`synthetic`),
+    /// or real speech from `piper`, `espeak`, or `speech` (Piper when its server answers,
+    /// else espeak-ng) for agents on a real ASR.
+    #[arg(
+        long = "sim-callee-voice",
+        env = "VOXLINE_SIM_CALLEE_VOICE",
+        value_enum
+    )]
+    pub callee_voice: Option<CalleeVoiceKind>,
 }
 
 /// Flags (and variables) of post-call ratings; see [`RatingSettings`].
@@ -181,6 +191,8 @@ pub struct FileConfig {
     pub sim_llm_token_ms: Option<u64>,
     /// See [`SimSettings::tts_first_byte_ms`].
     pub sim_tts_ms: Option<u64>,
+    /// See [`SimSettings::callee_voice`].
+    pub sim_callee_voice: Option<CalleeVoiceKind>,
     /// Platform provider keys, base URLs and timeouts (`[providers]`).
     pub providers: Option<crate::providers::settings::ProvidersFile>,
 }
@@ -254,6 +266,8 @@ pub struct SimSettings {
     pub llm_token_interval_ms: u64,
     /// Sim TTS: time to first audio.
     pub tts_first_byte_ms: u64,
+    /// What the sim callee sounds like.
+    pub callee_voice: CalleeVoiceKind,
 }
 
 impl Default for SimSettings {
@@ -265,6 +279,7 @@ impl Default for SimSettings {
             llm_first_token_ms: 200,
             llm_token_interval_ms: 15,
             tts_first_byte_ms: 120,
+            callee_voice: CalleeVoiceKind::Synthetic,
         }
     }
 }
@@ -295,6 +310,10 @@ impl SimSettings {
                 .tts_ms
                 .or(file.sim_tts_ms)
                 .unwrap_or(d.tts_first_byte_ms),
+            callee_voice: args
+                .callee_voice
+                .or(file.sim_callee_voice)
+                .unwrap_or(d.callee_voice),
         }
     }
 }
@@ -660,6 +679,7 @@ impl Settings {
                 llm_first_token_ms: 20,
                 llm_token_interval_ms: 2,
                 tts_first_byte_ms: 20,
+                callee_voice: CalleeVoiceKind::Synthetic,
             },
             dispatch_interval: Duration::from_millis(100),
             webhook_allow_hosts: vec!["127.0.0.1".into(), "localhost".into()],

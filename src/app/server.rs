@@ -639,7 +639,11 @@ async fn start_engine(
     recordings: &RecordingStore,
     extra: HashMap<String, Arc<dyn Carrier>>,
 ) -> anyhow::Result<Engine> {
-    let launcher: CalleeLauncher = Arc::new(|start| Box::pin(crate::calls::sim_callee::run(start)));
+    let voice =
+        crate::calls::sim_callee::callee_voice(settings.sim.callee_voice, &settings.providers)
+            .await?;
+    let launcher: CalleeLauncher =
+        Arc::new(move |start| Box::pin(crate::calls::sim_callee::run(start, voice.clone())));
     let sim = SimCarrier::new(
         SimCarrierConfig {
             answer_after: Duration::from_millis(settings.sim.answer_after_ms),

@@ -163,6 +163,7 @@ pub fn conversation_config(
         max_duration: Duration::from_secs(u64::from(spec.max_duration_seconds)),
         silence_timeout: Duration::from_secs(u64::from(spec.silence_timeout_seconds)),
         interruptible: spec.interruptible,
+        min_interruption: Duration::from_millis(u64::from(spec.interruption_ms)),
         end_call_phrases: spec.end_call_phrases.clone(),
         keypad,
         announcement_repeat: spec.announcement.repeat,

@@ -1,11 +1,101 @@
 //! The simulated callee behind the sim carrier: joins answered calls over a
-//! real websocket and plays the call's script (decisions §11).
+//! real websocket and plays the call's script (decisions §11), with
+//! speech-like sound for the sim ASR or, for agents on a real ASR, a real
+//! voice (Piper or espeak-ng).
 
+use crate::providers::HttpPolicy;
+use crate::providers::espeak::{self, EspeakTts};
+use crate::providers::piper::PiperTts;
+use crate::providers::settings::ProviderSettings;
+use serde::Deserialize;
 use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
 use voxline_actors::callee::{
-    CalleeOptions, ScriptStep, SimCallee, default_sim_script, parse_sim_script,
+    CalleeOptions, CalleeVoice, ScriptStep, SimCallee, default_sim_script, parse_sim_script,
 };
 use voxline_actors::carrier::sim::CalleeStart;
+
+/// A breath between sentences: well under the engine's 600 ms end of turn.
+pub const SENTENCE_PAUSE: Duration = Duration::from_millis(250);
+
+/// What the sim callee sounds like (`VOXLINE_SIM_CALLEE_VOICE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum CalleeVoiceKind {
+    /// Speech-like sound whose words the sim ASR reads from the script: the default, and
+    /// what load tests run on.
+    #[default]
+    Synthetic,
+    /// Real speech from the Piper server (`VOXLINE_PIPER_BASE_URL`).
+    Piper,
+    /// Real speech from espeak-ng.
+    Espeak,
+    /// Piper when its server answers at start-up, else espeak-ng.
+    Speech,
+}
+
+/// Why the callee's voice cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum CalleeVoiceError {
+    /// espeak-ng was asked for (or Piper is absent) and is not installed.
+    #[error(
+        "the sim callee's voice needs {0}, which is not installed (or set VOXLINE_SIM_CALLEE_VOICE=piper)"
+    )]
+    EspeakMissing(String),
+}
+
+/// Whether a Piper server answers at `base_url` (any HTTP answer counts).
+async fn piper_answers(http: &reqwest::Client, base_url: &str) -> bool {
+    let probe = http
+        .get(format!("{}/voices", base_url.trim_end_matches('/')))
+        .timeout(Duration::from_secs(2))
+        .send();
+    probe.await.is_ok()
+}
+
+/// The callee's voice for `kind`: `None` for the synthetic one.
+pub async fn callee_voice(
+    kind: CalleeVoiceKind,
+    settings: &ProviderSettings,
+) -> Result<Option<CalleeVoice>, CalleeVoiceError> {
+    let policy = HttpPolicy::from_settings(settings);
+    let http = policy.client();
+    let piper = || -> Arc<dyn voxline_actors::providers::TtsProvider> {
+        Arc::new(PiperTts::new(
+            http.clone(),
+            &settings.piper.base_url,
+            &settings.piper_voice,
+            policy,
+        ))
+    };
+    let espeak = || async {
+        let program = &settings.espeak_program;
+        if !espeak::installed(program).await {
+            return Err(CalleeVoiceError::EspeakMissing(program.clone()));
+        }
+        let tts: Arc<dyn voxline_actors::providers::TtsProvider> =
+            Arc::new(EspeakTts::new(program, "en-US", policy.read_timeout));
+        Ok(tts)
+    };
+    let tts = match kind {
+        CalleeVoiceKind::Synthetic => return Ok(None),
+        CalleeVoiceKind::Piper => piper(),
+        CalleeVoiceKind::Espeak => espeak().await?,
+        CalleeVoiceKind::Speech => {
+            if piper_answers(&http, &settings.piper.base_url).await {
+                piper()
+            } else {
+                espeak().await?
+            }
+        }
+    };
+    Ok(Some(CalleeVoice {
+        tts,
+        voice: String::new(),
+        sentence_pause: SENTENCE_PAUSE,
+    }))
+}
 
 /// The script a call plays: its `simScript` variable, else the default script.
 /// The callee speaks it and the sim ASR transcribes it, so both read it here.
@@ -17,12 +107,13 @@ pub fn script_steps(script: &Option<Value>) -> Vec<ScriptStep> {
         .unwrap_or_else(default_sim_script)
 }
 
-/// Joins an answered sim call as the callee and plays its script.
-pub async fn run(start: CalleeStart) {
+/// Joins an answered sim call as the callee and plays its script, in `voice` when given.
+pub async fn run(start: CalleeStart, voice: Option<CalleeVoice>) {
     let steps = script_steps(&start.script);
     let options = CalleeOptions {
         call_sid: start.carrier_call_id.clone(),
         cancel: start.hangup.clone(),
+        voice,
         ..CalleeOptions::default()
     };
     let report = SimCallee::run(

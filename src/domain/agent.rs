@@ -148,6 +148,8 @@ wire_names! {
         Deepgram = "deepgram",
         /// OpenAI or an OpenAI-compatible server.
         OpenAi = "openai",
+        /// A local Whisper server (faster-whisper-server), one request per utterance.
+        Whisper = "whisper",
     }
 }
 
@@ -162,6 +164,8 @@ wire_names! {
         ElevenLabs = "elevenlabs",
         /// The local espeak-ng program.
         Espeak = "espeak",
+        /// A local Piper server (`python -m piper.http_server`).
+        Piper = "piper",
     }
 }
 
@@ -406,6 +410,10 @@ pub struct AgentSpec {
     pub silence_timeout_seconds: u32,
     /// Whether caller speech interrupts the agent.
     pub interruptible: bool,
+    /// How long the caller must talk over the agent before it stops (100–2000 ms, default
+    /// 400): shorter stops sooner, longer lets a "mm-hmm" pass.
+    #[serde(default = "default_interruption_ms")]
+    pub interruption_ms: u32,
     /// Phrases that end the call when the agent says them.
     pub end_call_phrases: Vec<String>,
     /// Re-dial policy.
@@ -569,6 +577,13 @@ fn default_max_tokens() -> u32 {
     DEFAULT_MAX_TOKENS
 }
 
+/// Caller speech over the agent that stops it, unless the agent says otherwise.
+pub const DEFAULT_INTERRUPTION_MS: u32 = 400;
+
+fn default_interruption_ms() -> u32 {
+    DEFAULT_INTERRUPTION_MS
+}
+
 /// Default bundled rate: ₹6 a minute.
 pub const DEFAULT_RATE_PAISE: i64 = 600;
 
@@ -618,6 +633,7 @@ impl AgentSpec {
             per_minute_rate_paise: DEFAULT_RATE_PAISE,
             tools: Vec::new(),
             max_tokens: DEFAULT_MAX_TOKENS,
+            interruption_ms: DEFAULT_INTERRUPTION_MS,
             temperature: None,
             tool_limits: ToolLimits::default(),
             voicemail: VoicemailSetting::default(),
@@ -690,6 +706,12 @@ impl AgentSpec {
             });
         }
         within("maxTokens", i64::from(self.max_tokens), 1, 4_096)?;
+        within(
+            "interruptionMs",
+            i64::from(self.interruption_ms),
+            100,
+            2_000,
+        )?;
         if let Some(temperature) = self.temperature
             && !(0.0..=2.0).contains(&temperature)
         {
@@ -894,6 +916,9 @@ pub struct AgentInput {
     pub silence_timeout_seconds: Option<u32>,
     /// See [`AgentSpec::interruptible`].
     pub interruptible: Option<bool>,
+    /// See [`AgentSpec::interruption_ms`].
+    #[schema(minimum = 100, maximum = 2_000)]
+    pub interruption_ms: Option<u32>,
     /// See [`AgentSpec::end_call_phrases`].
     #[schema(value_type = Option<Vec<String>>)]
     pub end_call_phrases: Option<Vec<Line<200>>>,
@@ -998,6 +1023,7 @@ impl AgentInput {
             max_duration_seconds,
             silence_timeout_seconds,
             interruptible,
+            interruption_ms,
             retry_policy,
             rating_template,
             keypad,

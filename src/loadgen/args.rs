@@ -3,6 +3,8 @@
 //! sim providers' timings.
 
 use super::fleet::PlaceMode;
+use crate::calls::sim_callee::CalleeVoiceKind;
+use crate::providers::settings::ProviderArgs;
 
 /// `voxline loadgen` options.
 #[derive(Debug, Clone, clap::Args)]
@@ -92,4 +94,16 @@ pub struct LoadgenArgs {
     /// 50 frames a second each are not queued behind one another on one thread.
     #[arg(long, default_value_t = 2)]
     pub fleet_threads: usize,
+    /// What the callees sound like: `synthetic` (read by the sim ASR), or real speech from
+    /// `piper`, `espeak` or `speech` (Piper if its server answers, else espeak-ng) for an agent
+    /// on a real ASR (see --agent-body).
+    #[arg(long, value_enum, default_value_t = CalleeVoiceKind::Synthetic)]
+    pub callee_voice: CalleeVoiceKind,
+    /// The load agent's create body (JSON) instead of the default sim agent: e.g. an agent on
+    /// local models (`asrProvider` `whisper`, `llmProvider` `openai`, `ttsProvider` `piper`).
+    #[arg(long)]
+    pub agent_body: Option<String>,
+    /// Provider settings of the in-process server (the same flags and variables as `serve`).
+    #[command(flatten)]
+    pub providers: ProviderArgs,
 }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
-use voxline_actors::callee::{CalleeOptions, CalleeReport, SimCallee};
+use voxline_actors::callee::{CalleeOptions, CalleeReport, CalleeVoice, SimCallee};
 use voxline_actors::carrier::sim::{CalleeLauncher, CalleeStart};
 
 /// Name of the fleet's threads.
@@ -23,12 +23,13 @@ pub const FLEET_THREAD: &str = "loadgen-fleet";
 /// Where a call's callee report goes: to a waiting watcher, or kept until one asks.
 enum ReportSlot {
     Waiting(oneshot::Sender<CalleeReport>),
-    Arrived(CalleeReport),
+    Arrived(Box<CalleeReport>),
 }
 
 /// The simulated callees of one load run.
 pub struct Fleet {
     runtime: Handle,
+    voice: Option<CalleeVoice>,
     slots: Mutex<HashMap<String, ReportSlot>>,
     active: AtomicU64,
     answered_tx: mpsc::UnboundedSender<String>,
@@ -36,9 +37,14 @@ pub struct Fleet {
 
 impl Fleet {
     /// A fleet running its callees on `runtime`; answered call ids are sent to `answered_tx`.
-    pub fn new(runtime: Handle, answered_tx: mpsc::UnboundedSender<String>) -> Arc<Self> {
+    pub fn new(
+        runtime: Handle,
+        answered_tx: mpsc::UnboundedSender<String>,
+        voice: Option<CalleeVoice>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             runtime,
+            voice,
             slots: Mutex::new(HashMap::new()),
             active: AtomicU64::new(0),
             answered_tx,
@@ -72,6 +78,7 @@ impl Fleet {
             call_sid: start.carrier_call_id.clone(),
             cancel: start.hangup.clone(),
             seed: seed_for(&start.call_id),
+            voice: self.voice.clone(),
             ..CalleeOptions::default()
         };
         let report = SimCallee::run(
@@ -91,7 +98,7 @@ impl Fleet {
             _ => Some(report),
         };
         if let Some(report) = unsent {
-            slots.insert(start.call_id, ReportSlot::Arrived(report));
+            slots.insert(start.call_id, ReportSlot::Arrived(Box::new(report)));
         }
     }
 
@@ -100,7 +107,7 @@ impl Fleet {
         let rx = {
             let mut slots = self.slots.lock();
             match slots.remove(call_id) {
-                Some(ReportSlot::Arrived(report)) => return Some(report),
+                Some(ReportSlot::Arrived(report)) => return Some(*report),
                 _ => {
                     let (tx, rx) = oneshot::channel();
                     slots.insert(call_id.to_owned(), ReportSlot::Waiting(tx));
@@ -244,8 +251,12 @@ impl Api {
 
     /// Creates the load agent (sim providers, a short greeting) with `tools` (none: the
     /// implicit hang-up only) and returns its id.
-    pub async fn create_agent(&self, tools: &[Value]) -> Result<String, ApiFailure> {
-        let mut body = agent_body();
+    pub async fn create_agent(
+        &self,
+        body: Option<&Value>,
+        tools: &[Value],
+    ) -> Result<String, ApiFailure> {
+        let mut body = body.cloned().unwrap_or_else(agent_body);
         if !tools.is_empty() {
             body["tools"] = Value::Array(tools.to_vec());
         }

@@ -57,6 +57,22 @@ impl LatencyHistogram {
     }
 }
 
+/// A turn's stages as the server measured them, over a step's turns.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerStages {
+    /// End of speech → first agent audio.
+    pub total: Option<Percentiles>,
+    /// End of speech → end of turn decided.
+    pub endpointing: Option<Percentiles>,
+    /// End of turn → final transcript.
+    pub asr: Option<Percentiles>,
+    /// LLM request → first token.
+    pub llm_first_token: Option<Percentiles>,
+    /// First TTS request → first audio.
+    pub tts_first_audio: Option<Percentiles>,
+}
+
 /// Summary of one latency distribution.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -119,6 +135,8 @@ pub struct CallObservation {
     pub turn_latencies: Vec<Duration>,
     /// The engine's own share of each turn as the server measured it.
     pub server_engine_overheads: Vec<Duration>,
+    /// Each turn's stages as the server measured them.
+    pub server_stages: Vec<StageTimes>,
     /// Agent frames received.
     pub agent_frames: u64,
     /// Agent frames later than 40 ms.
@@ -138,6 +156,21 @@ pub struct CallObservation {
     /// The load function's calls as the server stored them; `None` when not read (no
     /// `--tool-latency-ms`, or a `--target` server whose store the loadgen cannot see).
     pub tool_calls: Option<Vec<ToolCallSeen>>,
+}
+
+/// Where one turn's time went, as the server's latency record says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StageTimes {
+    /// End of speech → first agent audio.
+    pub total: Duration,
+    /// End of speech → end of turn decided.
+    pub endpointing: Duration,
+    /// End of turn → final transcript.
+    pub asr: Duration,
+    /// LLM request → first token.
+    pub llm_first_token: Duration,
+    /// First TTS request → first audio.
+    pub tts_first_byte: Duration,
 }
 
 /// One stored call of the load function.
@@ -172,6 +205,9 @@ pub struct StepMetrics {
     pub engine_share: LatencyHistogram,
     /// The server's own engine-overhead figure per turn.
     pub server_engine_overhead: LatencyHistogram,
+    /// The server's per-stage figures per turn: total, endpointing, ASR, LLM first token,
+    /// TTS first audio.
+    pub server_stages: [LatencyHistogram; 5],
     /// Agent frames received.
     pub agent_frames: u64,
     /// Agent frames later than 40 ms.
@@ -219,6 +255,18 @@ impl StepMetrics {
         }
         for overhead in &call.server_engine_overheads {
             self.server_engine_overhead.record(*overhead);
+        }
+        for stages in &call.server_stages {
+            let times = [
+                stages.total,
+                stages.endpointing,
+                stages.asr,
+                stages.llm_first_token,
+                stages.tts_first_byte,
+            ];
+            for (histogram, time) in self.server_stages.iter_mut().zip(times) {
+                histogram.record(time);
+            }
         }
         self.agent_frames += call.agent_frames;
         self.late_frames += call.late_frames;
@@ -391,6 +439,8 @@ pub struct StepSummary {
     pub engine_share: Option<Percentiles>,
     /// The server's own per-turn engine overhead.
     pub server_engine_overhead: Option<Percentiles>,
+    /// The server's per-turn stages.
+    pub server_stages: ServerStages,
     /// The designed budget subtracted.
     pub budget: TurnBudget,
     /// Outbound frame pacing.
@@ -488,6 +538,13 @@ impl StepSummary {
             turn_latency: metrics.turn.percentiles(),
             engine_share: metrics.engine_share.percentiles(),
             server_engine_overhead: metrics.server_engine_overhead.percentiles(),
+            server_stages: ServerStages {
+                total: metrics.server_stages[0].percentiles(),
+                endpointing: metrics.server_stages[1].percentiles(),
+                asr: metrics.server_stages[2].percentiles(),
+                llm_first_token: metrics.server_stages[3].percentiles(),
+                tts_first_audio: metrics.server_stages[4].percentiles(),
+            },
             budget,
             frames: FramePacing {
                 frames: metrics.agent_frames,

@@ -1,7 +1,7 @@
 //! One call's observation from what the callee measured and what the API
 //! reports, and whether it counts as failed.
 
-use super::metrics::CallObservation;
+use super::metrics::{CallObservation, StageTimes};
 use serde_json::Value;
 use std::time::Duration;
 use voxline_actors::callee::CalleeReport;
@@ -35,6 +35,14 @@ pub(super) fn fill_from_detail(call: &mut CallObservation, detail: &Value, serve
         if let Some(ms) = turn["engineOverheadMs"].as_u64() {
             call.server_engine_overheads.push(Duration::from_millis(ms));
         }
+        let ms = |name: &str| Duration::from_millis(turn[name].as_u64().unwrap_or(0));
+        call.server_stages.push(StageTimes {
+            total: ms("totalMs"),
+            endpointing: ms("endpointingMs"),
+            asr: ms("asrMs"),
+            llm_first_token: ms("llmFirstTokenMs"),
+            tts_first_byte: ms("ttsFirstByteMs"),
+        });
         if server_latencies && let Some(ms) = turn["totalMs"].as_u64() {
             call.turn_latencies.push(Duration::from_millis(ms));
         }

@@ -57,6 +57,12 @@ fn print_step(step: &StepSummary) {
     latency("turn latency", &step.turn_latency);
     latency("engine share (callee)", &step.engine_share);
     latency("engine overhead (server)", &step.server_engine_overhead);
+    let stages = &step.server_stages;
+    latency("turn total (server)", &stages.total);
+    latency("  endpointing", &stages.endpointing);
+    latency("  asr", &stages.asr);
+    latency("  llm first token", &stages.llm_first_token);
+    latency("  tts first audio", &stages.tts_first_audio);
     println!(
         "  frames {}: late >40 ms {}, jitter mean {:.2} ms, max {:.1} ms",
         step.frames.frames,

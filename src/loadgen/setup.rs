@@ -17,6 +17,7 @@ use crate::app::procstat::ProcessProbe;
 use crate::app::server::Server;
 use crate::domain::clock::SystemClock;
 use crate::domain::{AgentId, ApiKeyId, OrgId, Paise};
+use crate::providers::settings::ProviderSettings;
 use crate::store::Store;
 use crate::store::keys::NewApiKey;
 use anyhow::Context;
@@ -110,7 +111,11 @@ pub async fn run_with_fleet_runtime(
             (None, None, None, apis, probe, source, None)
         }
         None => {
-            let fleet = Fleet::new(fleet_runtime.clone(), answered_tx);
+            let providers = ProviderSettings::resolve(&args.providers, None);
+            let voice = crate::calls::sim_callee::callee_voice(args.callee_voice, &providers)
+                .await
+                .context("--callee-voice")?;
+            let fleet = Fleet::new(fleet_runtime.clone(), answered_tx, voice);
             let max_concurrency = if args.sweep {
                 args.sweep_max.max(args.sweep_start)
             } else {
@@ -146,7 +151,13 @@ pub async fn run_with_fleet_runtime(
                 .iter()
                 .map(|server| tools::function_tool(server.url()))
                 .collect();
-            api.create_agent(&agent_tools).await.context(if agent_tools.is_empty() {
+            let body = args
+                .agent_body
+                .as_deref()
+                .map(serde_json::from_str::<Value>)
+                .transpose()
+                .context("--agent-body is not JSON")?;
+            api.create_agent(body.as_ref(), &agent_tools).await.context(if agent_tools.is_empty() {
                 "creating the load agent"
             } else {
                 // A --target server refuses a loopback function URL unless allow-listed.
@@ -277,7 +288,9 @@ async fn start_in_process(
         llm_first_token_ms: args.sim_llm_ms,
         llm_token_interval_ms: args.sim_llm_token_ms,
         tts_first_byte_ms: args.sim_tts_ms,
+        callee_voice: args.callee_voice,
     };
+    settings.providers = ProviderSettings::resolve(&args.providers, None);
     let sim = SimCarrier::new(
         SimCarrierConfig {
             answer_after: Duration::from_millis(settings.sim.answer_after_ms),

@@ -17,6 +17,7 @@ pub mod espeak;
 pub mod openai_asr;
 pub mod openai_llm;
 pub mod openai_tts;
+pub mod piper;
 pub mod resilience;
 pub mod select;
 pub mod settings;

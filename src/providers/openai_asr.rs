@@ -21,6 +21,28 @@ use voxline_actors::providers::{
 /// The longest utterance sent, in seconds; older audio is dropped first.
 pub const MAX_UTTERANCE_SECONDS: usize = 30;
 
+/// How a server wants the transcription form filled: servers that call
+/// themselves OpenAI-compatible differ in the field that names the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TranscriptionForm {
+    /// OpenAI, Groq and whisper.cpp: the model in `model`.
+    #[default]
+    OpenAi,
+    /// faster-whisper-server: the model in `model_name` (it ignores `model`),
+    /// and `response_format=text` refused, so `json` as everywhere.
+    FasterWhisper,
+}
+
+impl TranscriptionForm {
+    /// The form field that names the model.
+    pub fn model_field(self) -> &'static str {
+        match self {
+            Self::OpenAi => "model",
+            Self::FasterWhisper => "model_name",
+        }
+    }
+}
+
 /// An OpenAI-compatible transcription endpoint.
 #[derive(Clone)]
 pub struct OpenAiAsr {
@@ -28,6 +50,7 @@ pub struct OpenAiAsr {
     base_url: String,
     api_key: Option<String>,
     model: String,
+    form: TranscriptionForm,
     policy: HttpPolicy,
 }
 
@@ -54,8 +77,15 @@ impl OpenAiAsr {
             base_url: base_url.trim_end_matches('/').to_string(),
             api_key,
             model: model.to_string(),
+            form: TranscriptionForm::OpenAi,
             policy,
         }
+    }
+
+    /// The same client filling its form for `form`'s server.
+    pub fn with_form(mut self, form: TranscriptionForm) -> Self {
+        self.form = form;
+        self
     }
 }
 
@@ -117,7 +147,7 @@ async fn transcribe(
             .file_name("utterance.wav")
             .headers(headers);
         let form = Form::new()
-            .text("model", client.model.clone())
+            .text(client.form.model_field(), client.model.clone())
             .text("response_format", "json");
         let form = if language.is_empty() {
             form

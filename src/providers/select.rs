@@ -11,9 +11,10 @@ use super::HttpPolicy;
 use super::deepgram::DeepgramAsr;
 use super::elevenlabs::ElevenLabsTts;
 use super::espeak::{self, EspeakTts};
-use super::openai_asr::OpenAiAsr;
+use super::openai_asr::{OpenAiAsr, TranscriptionForm};
 use super::openai_llm::OpenAiLlm;
 use super::openai_tts::OpenAiTts;
+use super::piper::PiperTts;
 use super::resilience::{Breakers, CircuitBreaker, GuardedAsr, GuardedLlm, GuardedTts};
 use super::settings::{OPENAI_BASE_URL, ProviderSettings, VendorAccount};
 use crate::domain::agent::{AgentSpec, AsrVendor, LlmVendor, TtsVendor};
@@ -356,6 +357,25 @@ impl ProviderSelector {
                     Some(account.own),
                 ))
             }
+            // The node's own server: nothing to pay for, like espeak-ng.
+            AsrVendor::Whisper => {
+                let whisper = &self.settings.whisper;
+                let client = OpenAiAsr::new(
+                    self.http.clone(),
+                    &whisper.base_url,
+                    whisper.api_key.clone(),
+                    &self.settings.whisper_model,
+                    self.policy,
+                )
+                .with_form(TranscriptionForm::FasterWhisper);
+                Ok((
+                    Arc::new(GuardedAsr {
+                        inner: Arc::new(client),
+                        breaker: self.breaker("whisper", org_id, kind),
+                    }),
+                    None,
+                ))
+            }
         }
     }
 
@@ -413,6 +433,21 @@ impl ProviderSelector {
                         breaker: self.breaker("elevenlabs", org_id, kind),
                     }),
                     Some(account.own),
+                ))
+            }
+            TtsVendor::Piper => {
+                let client = PiperTts::new(
+                    self.http.clone(),
+                    &self.settings.piper.base_url,
+                    &self.settings.piper_voice,
+                    self.policy,
+                );
+                Ok((
+                    Arc::new(GuardedTts {
+                        inner: Arc::new(client),
+                        breaker: self.breaker("piper", org_id, kind),
+                    }),
+                    None,
                 ))
             }
             TtsVendor::Espeak => {

@@ -13,6 +13,10 @@ pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEEPGRAM_BASE_URL: &str = "wss://api.deepgram.com/v1";
 /// Default ElevenLabs base URL.
 pub const ELEVENLABS_BASE_URL: &str = "https://api.elevenlabs.io";
+/// Default address of a local Whisper server (`scripts/local-models.sh` starts one there).
+pub const WHISPER_BASE_URL: &str = "http://127.0.0.1:8102/v1";
+/// Default address of a local Piper server (`scripts/local-models.sh` starts one there).
+pub const PIPER_BASE_URL: &str = "http://127.0.0.1:8103";
 /// Default per-minute platform fee (paise) billed when a workspace brings its own keys.
 pub const DEFAULT_PLATFORM_FEE_PAISE: i64 = 100;
 
@@ -72,6 +76,14 @@ pub struct ProviderSettings {
     pub elevenlabs_model: String,
     /// The espeak-ng program (a name on PATH or a path).
     pub espeak_program: String,
+    /// A local Whisper server (faster-whisper-server), keyless unless one is set.
+    pub whisper: VendorAccount,
+    /// The model the Whisper server loads (a local path when offline).
+    pub whisper_model: String,
+    /// A local Piper server.
+    pub piper: VendorAccount,
+    /// The Piper voice asked for when an agent names none (blank: the server's own).
+    pub piper_voice: String,
     /// Time allowed to connect to a vendor.
     pub connect_timeout: Duration,
     /// Longest silence allowed between two pieces of a vendor's answer.
@@ -109,6 +121,16 @@ impl Default for ProviderSettings {
             },
             elevenlabs_model: "eleven_flash_v2_5".into(),
             espeak_program: "espeak-ng".into(),
+            whisper: VendorAccount {
+                api_key: None,
+                base_url: WHISPER_BASE_URL.into(),
+            },
+            whisper_model: "tiny.en".into(),
+            piper: VendorAccount {
+                api_key: None,
+                base_url: PIPER_BASE_URL.into(),
+            },
+            piper_voice: String::new(),
             connect_timeout: Duration::from_secs(3),
             read_timeout: Duration::from_secs(10),
             retries: 2,
@@ -147,6 +169,10 @@ pub struct ProvidersFile {
     pub deepgram: Option<VendorFile>,
     /// `[providers.elevenlabs]`.
     pub elevenlabs: Option<VendorFile>,
+    /// `[providers.whisper]`: a local Whisper server (`model` is its model).
+    pub whisper: Option<VendorFile>,
+    /// `[providers.piper]`: a local Piper server (`model` is its default voice).
+    pub piper: Option<VendorFile>,
     /// The espeak-ng program.
     pub espeak_program: Option<String>,
     /// See [`ProviderSettings::connect_timeout`].
@@ -207,6 +233,18 @@ pub struct ProviderArgs {
     /// The espeak-ng program (a name on PATH or a path).
     #[arg(long, env = "VOXLINE_ESPEAK_PROGRAM")]
     pub espeak_program: Option<String>,
+    /// A local Whisper server's base URL, up to and including `/v1`.
+    #[arg(long, env = "VOXLINE_WHISPER_BASE_URL")]
+    pub whisper_base_url: Option<String>,
+    /// The model the Whisper server loads (its `model_name`; a local path offline).
+    #[arg(long, env = "VOXLINE_WHISPER_MODEL")]
+    pub whisper_model: Option<String>,
+    /// A local Piper server's base URL.
+    #[arg(long, env = "VOXLINE_PIPER_BASE_URL")]
+    pub piper_base_url: Option<String>,
+    /// The Piper voice used when an agent names none.
+    #[arg(long, env = "VOXLINE_PIPER_VOICE")]
+    pub piper_voice: Option<String>,
     /// Milliseconds allowed to connect to a vendor.
     #[arg(long, env = "VOXLINE_PROVIDER_CONNECT_TIMEOUT_MS")]
     pub provider_connect_timeout_ms: Option<u64>,
@@ -300,6 +338,24 @@ impl ProviderSettings {
             espeak_program: given(&args.espeak_program)
                 .or_else(|| file.espeak_program.clone())
                 .unwrap_or(d.espeak_program),
+            whisper: account(
+                &None,
+                &args.whisper_base_url,
+                file.whisper.as_ref(),
+                WHISPER_BASE_URL,
+            ),
+            whisper_model: given(&args.whisper_model)
+                .or_else(|| file.whisper.as_ref().and_then(|f| f.model.clone()))
+                .unwrap_or(d.whisper_model),
+            piper: account(
+                &None,
+                &args.piper_base_url,
+                file.piper.as_ref(),
+                PIPER_BASE_URL,
+            ),
+            piper_voice: given(&args.piper_voice)
+                .or_else(|| file.piper.as_ref().and_then(|f| f.model.clone()))
+                .unwrap_or(d.piper_voice),
             connect_timeout: args
                 .provider_connect_timeout_ms
                 .or(file.connect_timeout_ms)

@@ -15,6 +15,7 @@ mod carrier_transfers;
 mod carriers;
 mod console;
 mod loadgen;
+mod local_models;
 mod media_protocols;
 mod module_graph;
 mod properties;

@@ -27,9 +27,10 @@ use voxline::providers::HttpPolicy;
 use voxline::providers::deepgram::DeepgramAsr;
 use voxline::providers::elevenlabs::ElevenLabsTts;
 use voxline::providers::espeak::{self, EspeakTts};
-use voxline::providers::openai_asr::OpenAiAsr;
+use voxline::providers::openai_asr::{OpenAiAsr, TranscriptionForm};
 use voxline::providers::openai_llm::OpenAiLlm;
 use voxline::providers::openai_tts::OpenAiTts;
+use voxline::providers::piper::PiperTts;
 use voxline::providers::settings::VendorAccount;
 use voxline_actors::providers::scorecard::{
     self, ScorecardColumn, ScorecardRequest, ScorecardTurn,
@@ -1205,6 +1206,124 @@ async fn openai_speech_is_streamed_as_pcm_chunks() {
     );
 }
 
+/// A Piper server's answer: a WAV file at `rate`, sent in odd-sized pieces.
+fn piper_fake(seen: Seen, wav: Vec<u8>) -> Router {
+    Router::new()
+        .route(
+            "/synthesize",
+            post(
+                move |State(seen): State<Seen>, headers: HeaderMap, body: Bytes| {
+                    let wav = wav.clone();
+                    async move {
+                        seen.push("/synthesize", &headers, &body);
+                        Response::builder()
+                            .header("content-type", "audio/wav")
+                            .body(chunked_body(
+                                odd_chunks(&wav, 1_001),
+                                Duration::from_millis(2),
+                            ))
+                            .unwrap()
+                    }
+                },
+            ),
+        )
+        .with_state(seen)
+}
+
+#[tokio::test]
+async fn piper_speech_streams_the_wav_body_at_the_voice_rate() {
+    let seen = Seen::default();
+    let pcm = tone_pcm(22_050, 400);
+    let samples = samples_of(&pcm);
+    let wav = voxline_media::wav::mono_file(&samples, 22_050);
+    let addr = serve(piper_fake(seen.clone(), wav)).await;
+    let tts = PiperTts::new(
+        reqwest::Client::new(),
+        &format!("http://{addr}"),
+        "en_US-joe-medium",
+        policy(),
+    );
+    let mut stream = tts
+        .synthesize("Hello there.\nHow are you?", "sim-default", 8_000)
+        .await
+        .unwrap();
+    // The voice's own rate: the call loop resamples once to the carrier's.
+    assert_eq!(stream.sample_rate(), 22_050);
+    let mut heard = Vec::new();
+    let mut chunks = 0;
+    while let Some(chunk) = stream.next_chunk().await {
+        chunks += 1;
+        heard.extend(chunk.unwrap());
+    }
+    assert!(chunks >= 3, "audio arrived in {chunks} chunk(s)");
+    assert_eq!(heard, samples);
+    let (path, headers, body) = seen.all().remove(0);
+    assert_eq!(path, "/synthesize");
+    assert!(headers.get("authorization").is_none());
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        body,
+        json!({"text": "Hello there. How are you?", "voice": "en_US-joe-medium"})
+    );
+    // An agent naming a Piper voice gets it; no default voice means the server's own.
+    let tts = PiperTts::new(
+        reqwest::Client::new(),
+        &format!("http://{addr}"),
+        "",
+        policy(),
+    );
+    drop(tts.synthesize("Hi.", "sim-default", 8_000).await.unwrap());
+    drop(
+        tts.synthesize("Hi.", "en_GB-alba-medium", 8_000)
+            .await
+            .unwrap(),
+    );
+    let bodies: Vec<Value> = seen
+        .all()
+        .into_iter()
+        .skip(1)
+        .map(|(_, _, body)| serde_json::from_slice(&body).unwrap())
+        .collect();
+    assert_eq!(
+        bodies,
+        [
+            json!({"text": "Hi."}),
+            json!({"text": "Hi.", "voice": "en_GB-alba-medium"})
+        ]
+    );
+}
+
+#[tokio::test]
+async fn piper_answers_that_are_not_mono_16_bit_wav_fail_as_tts_errors() {
+    let stereo = {
+        let mut wav = voxline_media::wav::mono_file(&[0; 441], 22_050);
+        wav[22] = 2; // channels
+        wav
+    };
+    for (answer, expect) in [
+        (b"not a wav file at all".to_vec(), "not a WAV"),
+        (stereo, "16-bit mono"),
+        (
+            voxline_media::wav::mono_file(&[0; 110], 11_025),
+            "cannot resample",
+        ),
+    ] {
+        let addr = serve(piper_fake(Seen::default(), answer)).await;
+        let tts = PiperTts::new(
+            reqwest::Client::new(),
+            &format!("http://{addr}"),
+            "",
+            policy(),
+        );
+        let error = match tts.synthesize("Hello.", "sim-default", 8_000).await {
+            Err(error) => error,
+            Ok(_) => panic!("{expect}: accepted"),
+        };
+        assert_eq!(error.provider(), ProviderKind::Tts);
+        assert!(error.to_string().contains(expect), "{error}");
+    }
+}
+
 #[tokio::test]
 async fn elevenlabs_streams_pcm_at_the_rate_the_call_needs() {
     let seen = Seen::default();
@@ -1502,6 +1621,56 @@ async fn openai_transcription_posts_each_utterance_as_wav() {
     );
     let data_len = u32::from_le_bytes([wav[40], wav[41], wav[42], wav[43]]) as usize;
     assert_eq!(data_len, samples.len() * 2);
+}
+
+#[tokio::test]
+async fn faster_whisper_server_gets_its_model_in_model_name() {
+    let seen = Seen::default();
+    let app = Router::new()
+        .route(
+            "/v1/audio/transcriptions",
+            post(
+                |State(seen): State<Seen>, headers: HeaderMap, body: Bytes| async move {
+                    seen.push("/v1/audio/transcriptions", &headers, &body);
+                    axum::Json(json!({"text": "I am forty two."}))
+                },
+            ),
+        )
+        .with_state(seen.clone());
+    let addr = serve(app).await;
+    let asr = OpenAiAsr::new(
+        reqwest::Client::new(),
+        &format!("http://{addr}/v1"),
+        None,
+        "/models/whisper-tiny.en",
+        policy(),
+    )
+    .with_form(TranscriptionForm::FasterWhisper);
+    let mut stream = asr
+        .open(AsrContext {
+            call_id: "call-3".into(),
+            language: "en-US".into(),
+            sample_rate: 8_000,
+            sim_script: Vec::new().into(),
+        })
+        .await
+        .unwrap();
+    stream
+        .push_audio(&samples_of(&tone_pcm(8_000, 300)), 8_000)
+        .unwrap();
+    stream.finalize().unwrap();
+    assert_eq!(
+        stream.next_event().await.unwrap().unwrap(),
+        AsrEvent::Final {
+            text: "I am forty two.".into()
+        }
+    );
+    let (_, headers, body) = seen.all().remove(0);
+    assert!(headers.get("authorization").is_none());
+    let text = String::from_utf8_lossy(&body);
+    assert!(text.contains("name=\"model_name\"\r\n\r\n/models/whisper-tiny.en\r\n"));
+    assert!(!text.contains("name=\"model\""));
+    assert!(text.contains("name=\"response_format\"\r\n\r\njson\r\n"));
 }
 
 // ---------------------------------------------------------------------------

@@ -52,8 +52,8 @@ struct Input {
 
 const ENGINES: &[&str] = &["pipeline", "announcement", "keypad"];
 const LLMS: &[&str] = &["sim", "openai"];
-const ASRS: &[&str] = &["sim", "deepgram", "openai"];
-const TTSS: &[&str] = &["sim", "openai", "elevenlabs", "espeak"];
+const ASRS: &[&str] = &["sim", "deepgram", "openai", "whisper"];
+const TTSS: &[&str] = &["sim", "openai", "elevenlabs", "espeak", "piper"];
 const CARRIERS: &[&str] = &["sim", "twilio", "plivo", "exotel", "vonage", "telnyx"];
 const RETRY_ON: &[&str] = &["no-answer", "busy", "failed", "voicemail"];
 const VOICEMAIL_ACTIONS: &[&str] = &["hangup", "leaveMessage"];

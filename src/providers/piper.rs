@@ -1,0 +1,194 @@
+//! Local speech from a Piper server (`python -m piper.http_server`, piper-tts 1.3+):
+//! `POST {base}/synthesize` with `{"text": …, "voice": …}` answers with a WAV file, 16-bit mono at the
+//! voice's rate (22 050 Hz for the medium voices). No account and no network.
+//!
+//! The body is read as it arrives: once the header is in, the samples after it
+//! are yielded at the voice's own rate, and the call loop's one resampler per
+//! stream brings them to the carrier's rate.
+
+use super::{ByteStream, HttpPolicy, Pcm16Assembler, byte_stream, next_chunk, send_with_retry};
+use async_trait::async_trait;
+use serde_json::json;
+use std::time::Duration;
+use voxline_actors::providers::{ProviderError, ProviderKind, TtsProvider, TtsStream};
+use voxline_media::resample::SUPPORTED_RATES;
+use voxline_media::wav::WavInfo;
+
+/// The longest WAV header read before the answer counts as not WAV.
+const MAX_HEADER: usize = 4096;
+
+/// A Piper HTTP server.
+#[derive(Clone)]
+pub struct PiperTts {
+    http: reqwest::Client,
+    base_url: String,
+    default_voice: String,
+    policy: HttpPolicy,
+}
+
+impl std::fmt::Debug for PiperTts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PiperTts")
+            .field("base_url", &self.base_url)
+            .field("default_voice", &self.default_voice)
+            .finish_non_exhaustive()
+    }
+}
+
+fn tts_error(message: impl Into<String>) -> ProviderError {
+    ProviderError::Request {
+        provider: ProviderKind::Tts,
+        message: message.into(),
+    }
+}
+
+impl PiperTts {
+    /// A client for the server at `base_url`, asking for `default_voice` (blank: the
+    /// server's own) when the agent names no Piper voice.
+    pub fn new(
+        http: reqwest::Client,
+        base_url: &str,
+        default_voice: &str,
+        policy: HttpPolicy,
+    ) -> Self {
+        Self {
+            http,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            default_voice: default_voice.trim().to_string(),
+            policy,
+        }
+    }
+
+    /// The voice to ask for: the agent's when it names one (Piper voices look like
+    /// `en_US-lessac-medium`), else the default. The sim voice names are not Piper's.
+    fn voice_for<'a>(&'a self, voice: &'a str) -> &'a str {
+        let voice = voice.trim();
+        if voice.is_empty() || voice.starts_with("sim") {
+            &self.default_voice
+        } else {
+            voice
+        }
+    }
+}
+
+#[async_trait]
+impl TtsProvider for PiperTts {
+    async fn synthesize(
+        &self,
+        text: &str,
+        voice: &str,
+        _sample_rate: u32,
+    ) -> Result<Box<dyn TtsStream>, ProviderError> {
+        let url = format!("{}/synthesize", self.base_url);
+        let voice = self.voice_for(voice);
+        // One line: Piper reads a newline as a sentence break with a long pause.
+        let text = text.replace(['\n', '\r'], " ");
+        let body = if voice.is_empty() {
+            json!({ "text": text })
+        } else {
+            json!({ "text": text, "voice": voice })
+        };
+        let response = send_with_retry(ProviderKind::Tts, "piper tts", &self.policy, || {
+            self.http.post(&url).json(&body)
+        })
+        .await?;
+        let mut stream = WavBodyStream {
+            body: byte_stream(response),
+            read_timeout: self.policy.read_timeout,
+            header: Vec::new(),
+            rate: 0,
+            pcm: Pcm16Assembler::default(),
+            first: None,
+            ended: false,
+        };
+        // The rate is declared before the first chunk is asked for, so the header is read now.
+        stream.read_header().await?;
+        Ok(Box::new(stream))
+    }
+}
+
+/// A WAV file arriving as an HTTP body.
+struct WavBodyStream {
+    body: ByteStream,
+    read_timeout: Duration,
+    header: Vec<u8>,
+    rate: u32,
+    pcm: Pcm16Assembler,
+    /// Samples that came with the header.
+    first: Option<Vec<i16>>,
+    ended: bool,
+}
+
+impl WavBodyStream {
+    /// Reads until the `data` chunk starts; keeps any samples after it.
+    async fn read_header(&mut self) -> Result<(), ProviderError> {
+        loop {
+            let bytes = match next_chunk(ProviderKind::Tts, &mut self.body, self.read_timeout).await
+            {
+                Some(bytes) => bytes?,
+                None => return Err(tts_error("piper answered without audio")),
+            };
+            self.header.extend_from_slice(&bytes);
+            let info = match WavInfo::from_prefix(&self.header) {
+                Ok(Some(info)) => info,
+                Ok(None) if self.header.len() <= MAX_HEADER => continue,
+                Ok(None) | Err(_) => return Err(tts_error("piper's answer is not a WAV file")),
+            };
+            if info.channels != 1 || info.bits_per_sample != 16 {
+                return Err(tts_error(format!(
+                    "piper sent {} channel(s) of {}-bit audio, not 16-bit mono",
+                    info.channels, info.bits_per_sample
+                )));
+            }
+            if !SUPPORTED_RATES.contains(&info.sample_rate) {
+                return Err(tts_error(format!(
+                    "piper's voice speaks at {} Hz, which the call loop cannot resample",
+                    info.sample_rate
+                )));
+            }
+            self.rate = info.sample_rate;
+            let start = usize::try_from(info.data_offset).unwrap_or(self.header.len());
+            let rest = self.header.get(start..).unwrap_or_default().to_vec();
+            self.header = Vec::new();
+            let samples = self.pcm.push(&rest);
+            if !samples.is_empty() {
+                self.first = Some(samples);
+            }
+            return Ok(());
+        }
+    }
+}
+
+#[async_trait]
+impl TtsStream for WavBodyStream {
+    fn sample_rate(&self) -> u32 {
+        self.rate
+    }
+
+    async fn next_chunk(&mut self) -> Option<Result<Vec<i16>, ProviderError>> {
+        if let Some(samples) = self.first.take() {
+            return Some(Ok(samples));
+        }
+        loop {
+            if self.ended {
+                return None;
+            }
+            match next_chunk(ProviderKind::Tts, &mut self.body, self.read_timeout).await {
+                None => {
+                    self.ended = true;
+                    return None;
+                }
+                Some(Err(err)) => {
+                    self.ended = true;
+                    return Some(Err(err));
+                }
+                Some(Ok(bytes)) => {
+                    let samples = self.pcm.push(&bytes);
+                    if !samples.is_empty() {
+                        return Some(Ok(samples));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! Calls on real local models, fully offline: a speaking sim callee (Piper's voice over the
+//! Twilio media stream), faster-whisper-server transcribing it, llama-server choosing the
+//! agent's words and Piper speaking them.
+//!
+//! They run when `VOXLINE_TEST_LOCAL_MODELS=1`, against the servers `scripts/local-models.sh`
+//! starts, whose addresses come from the environment it writes (`voxline.env`):
+//! `VOXLINE_OPENAI_BASE_URL`, `VOXLINE_WHISPER_BASE_URL`, `VOXLINE_WHISPER_MODEL`,
+//! `VOXLINE_PIPER_BASE_URL`, `VOXLINE_PIPER_VOICE` and `VOXLINE_LOCAL_LLM_MODEL`. Without it
+//! they print `skipped` and pass; `.ci/run` sets it after starting the servers.
+
+use crate::support::{TestApp, Workspace, eventually};
+use serde_json::{Value, json};
+use std::time::Duration;
+use voxline::app::config::Settings;
+use voxline::calls::sim_callee::CalleeVoiceKind;
+use voxline::domain::analysis::AnalysisPlan;
+use voxline_actors::providers::analysis::sim_analysis;
+use voxline_actors::providers::scorecard::ScorecardTurn;
+
+/// The addresses of the local servers, or `None` (and a `skipped` line) when the test is off.
+fn local_models(test: &str) -> Option<LocalModels> {
+    if std::env::var("VOXLINE_TEST_LOCAL_MODELS").as_deref() != Ok("1") {
+        println!("skipped {test}: VOXLINE_TEST_LOCAL_MODELS is not 1");
+        return None;
+    }
+    let var = |name: &str| {
+        std::env::var(name).unwrap_or_else(|_| {
+            panic!("{name} is not set: source the voxline.env that scripts/local-models.sh wrote")
+        })
+    };
+    Some(LocalModels {
+        llm_base_url: var("VOXLINE_OPENAI_BASE_URL"),
+        llm_model: var("VOXLINE_LOCAL_LLM_MODEL"),
+        whisper_base_url: var("VOXLINE_WHISPER_BASE_URL"),
+        whisper_model: var("VOXLINE_WHISPER_MODEL"),
+        piper_base_url: var("VOXLINE_PIPER_BASE_URL"),
+        piper_voice: std::env::var("VOXLINE_PIPER_VOICE").unwrap_or_default(),
+    })
+}
+
+struct LocalModels {
+    llm_base_url: String,
+    llm_model: String,
+    whisper_base_url: String,
+    whisper_model: String,
+    piper_base_url: String,
+    piper_voice: String,
+}
+
+impl LocalModels {
+    /// Points a server's providers at the local servers; the callee speaks with Piper.
+    fn apply(&self, settings: &mut Settings) {
+        let providers = &mut settings.providers;
+        providers.openai.base_url = self.llm_base_url.clone();
+        providers.openai.api_key = None;
+        providers.openai_models.text = self.llm_model.clone();
+        providers.whisper.base_url = self.whisper_base_url.clone();
+        providers.whisper_model = self.whisper_model.clone();
+        providers.piper.base_url = self.piper_base_url.clone();
+        providers.piper_voice = self.piper_voice.clone();
+        // Two cores run three models and the engine: a slow answer is not a dead server.
+        providers.read_timeout = Duration::from_secs(60);
+        settings.sim.callee_voice = CalleeVoiceKind::Piper;
+    }
+
+    async fn spawn(&self) -> TestApp {
+        TestApp::spawn_with_settings(|settings| self.apply(settings)).await
+    }
+}
+
+/// The screening plan the analysis fills.
+fn screening_plan() -> Value {
+    json!({
+        "summary": {"enabled": true},
+        "fields": [
+            {"name": "full_name", "type": "string", "description": "The caller's full name"},
+            {"name": "age_years", "type": "integer", "description": "The caller's age in years", "minimum": 0, "maximum": 120},
+            {"name": "city", "type": "string", "description": "The city the caller lives in"}
+        ]
+    })
+}
+
+fn screening_agent(models: &LocalModels) -> Value {
+    json!({
+        "name": "Offline screener",
+        "welcomeMessage": "Hello, this is the city clinic with three quick questions. First, what is your name?",
+        "prompt": "You are a clinic receptionist on a phone call. You need three answers from the caller: \
+                   their name, their age, and the city they live in. The name was asked already. \
+                   Ask for each missing answer with one short question. When you have all three, \
+                   thank the caller and say goodbye.",
+        "asrProvider": "whisper",
+        "llmProvider": "openai",
+        "llmModel": models.llm_model,
+        "ttsProvider": "piper",
+        "maxTokens": 48,
+        "temperature": 0.2,
+        "maxDurationSeconds": 150,
+        "analysis": screening_plan(),
+    })
+}
+
+/// What the callee says, one line per question.
+const ANSWERS: [&str; 4] = [
+    "My name is Asha Rao.",
+    "I am 34 years old.",
+    "I live in Pune.",
+    "Thank you. Goodbye!",
+];
+
+/// Lowercase words without punctuation, number words as digits ("thirty-four" → "34").
+fn normalised_words(text: &str) -> Vec<String> {
+    const UNITS: [&str; 20] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+    ];
+    const TENS: [&str; 8] = [
+        "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+    ];
+    let lower = text.to_lowercase().replace('-', " ");
+    let raw: Vec<String> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let mut words = Vec::new();
+    let mut i = 0;
+    while i < raw.len() {
+        let word = raw[i].as_str();
+        if let Some(tens) = TENS.iter().position(|t| *t == word) {
+            let mut value = 20 + 10 * tens;
+            if let Some(unit) = raw
+                .get(i + 1)
+                .and_then(|next| UNITS[1..10].iter().position(|u| u == next))
+            {
+                value += unit + 1;
+                i += 1;
+            }
+            words.push(value.to_string());
+        } else if let Some(unit) = UNITS.iter().position(|u| *u == word) {
+            words.push(unit.to_string());
+        } else {
+            words.push(word.to_owned());
+        }
+        i += 1;
+    }
+    words
+}
+
+/// The share of `said`'s words that `heard` holds.
+fn word_match(said: &str, heard: &str) -> f64 {
+    let said = normalised_words(said);
+    let mut heard = normalised_words(heard);
+    let mut found = 0;
+    for word in &said {
+        if let Some(at) = heard.iter().position(|h| h == word) {
+            heard.remove(at);
+            found += 1;
+        }
+    }
+    found as f64 / said.len().max(1) as f64
+}
+
+async fn place(app: &TestApp, ws: &Workspace, agent: &str, script: Value) -> String {
+    app.post(
+        &ws.key,
+        "/api/calls",
+        json!({"agentId": agent, "to": "+919845013001", "variables": {"simScript": script}}),
+    )
+    .await
+    .expect(201)
+    .body["callId"]
+        .as_str()
+        .expect("callId")
+        .to_owned()
+}
+
+/// Waits for the call to end and its analysis to settle.
+async fn finished(app: &TestApp, ws: &Workspace, call: &str) -> Value {
+    eventually(
+        Duration::from_secs(400),
+        "the call and its analysis",
+        || async {
+            let read = app.get(&ws.key, &format!("/api/calls/{call}")).await.body;
+            let ended = read["endedAt"].is_string();
+            let status = read["analysis"]["status"].as_str().unwrap_or("pending");
+            (ended && status != "pending").then_some(read)
+        },
+    )
+    .await
+}
+
+fn turns(read: &Value, bot: bool) -> Vec<String> {
+    read["transcript"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|t| (t["speaker"] == "Bot") == bot)
+        .filter_map(|t| t["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// RMS of each channel of a stereo 16-bit WAV over 100 ms windows: how many windows of each
+/// carry speech-level sound.
+fn voiced_windows(wav: &[u8]) -> (usize, usize) {
+    let info = voxline_media::wav::WavInfo::read(std::io::Cursor::new(wav)).unwrap();
+    assert_eq!(info.channels, 2, "caller and agent channels");
+    let data = &wav[info.data_offset as usize..];
+    let window = info.sample_rate as usize / 10 * 4;
+    let mut voiced = (0, 0);
+    for chunk in data.chunks(window) {
+        let frames = chunk.chunks_exact(4);
+        let n = frames.len().max(1) as f64;
+        let (mut left, mut right) = (0.0, 0.0);
+        for frame in frames {
+            left += f64::from(i16::from_le_bytes([frame[0], frame[1]])).powi(2);
+            right += f64::from(i16::from_le_bytes([frame[2], frame[3]])).powi(2);
+        }
+        voiced.0 += usize::from((left / n).sqrt() > 300.0);
+        voiced.1 += usize::from((right / n).sqrt() > 300.0);
+    }
+    voiced
+}
+
+#[tokio::test]
+async fn a_speaking_callee_answers_three_screening_questions_on_real_models() {
+    let test = "a_speaking_callee_answers_three_screening_questions_on_real_models";
+    let Some(models) = local_models(test) else {
+        return;
+    };
+    let app = models.spawn().await;
+    let ws = app.calling_workspace("Offline clinic", 2).await;
+    let agent = app.create_agent(&ws.key, screening_agent(&models)).await;
+    let agent = agent["id"].as_str().expect("agent id").to_owned();
+    let call = place(&app, &ws, &agent, json!(ANSWERS)).await;
+    let read = finished(&app, &ws, &call).await;
+    println!(
+        "{test}: {}",
+        serde_json::to_string_pretty(&read["transcript"]).unwrap()
+    );
+
+    // The callee's turns are what it said, as the real ASR heard Piper's voice.
+    let heard = turns(&read, false);
+    assert!(heard.len() >= 3, "three answers heard: {heard:?}");
+    for (said, heard) in ANSWERS.iter().zip(&heard).take(3) {
+        let share = word_match(said, heard);
+        assert!(share >= 0.8, "said {said:?}, heard {heard:?} ({share:.2})");
+    }
+
+    // The bot's replies are the model's own words: tokens came back from the server, and
+    // no reply is the welcome or empty.
+    let bot = turns(&read, true);
+    let replies: Vec<&String> = bot.iter().skip(1).collect();
+    assert!(replies.len() >= 2, "the model replied: {bot:?}");
+    assert!(
+        replies
+            .iter()
+            .all(|r| !r.trim().is_empty() && !r.contains("clinic with three quick")),
+        "{bot:?}"
+    );
+    let usage = &read["usage"]["conversation"];
+    assert!(
+        usage["completionTokens"].as_i64().unwrap_or(0) > 0,
+        "{read}"
+    );
+
+    // The recording holds both voices.
+    let org = ws.org_id.to_string();
+    let wav = std::fs::read(
+        app.data_dir
+            .join("recordings")
+            .join(&org)
+            .join(format!("{call}.wav")),
+    )
+    .expect("the call was recorded");
+    let (caller, agent_voice) = voiced_windows(&wav);
+    assert!(
+        caller >= 20,
+        "the caller's channel speaks for 2 s or more ({caller} windows)"
+    );
+    assert!(
+        agent_voice >= 30,
+        "the agent's channel speaks for 3 s or more ({agent_voice} windows)"
+    );
+
+    // The real model's extraction is data the plan's schema accepts ...
+    let plan: AnalysisPlan = serde_json::from_value(screening_plan()).unwrap();
+    let transcript: Vec<ScorecardTurn> = read["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| ScorecardTurn {
+            speaker: if t["speaker"] == "Bot" {
+                "agent"
+            } else {
+                "callee"
+            }
+            .to_owned(),
+            text: t["text"].as_str().unwrap_or_default().to_owned(),
+        })
+        .collect();
+    let request = plan.engine_request(transcript, "agent-hangup");
+    let schema = &request.answer_schema()["properties"]["structuredData"];
+    let validator = jsonschema::validator_for(schema).unwrap();
+    let analysis = &read["analysis"];
+    assert_eq!(analysis["status"], "done", "{analysis}");
+    let data = &analysis["structuredData"];
+    let errors: Vec<String> = validator.iter_errors(data).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{data} against {schema}: {errors:?}");
+    // ... and the values are on the real transcript: the sim analyzer reads the numbers and
+    // names the callee said (a 270M model may get them wrong; the transcript may not).
+    let sim = sim_analysis(&request).structured_data;
+    assert_eq!(sim["age_years"], json!(34), "{sim:?}");
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_lowercase();
+    assert!(text(&sim["city"]).contains("pune"), "{sim:?}");
+    assert!(text(&sim["full_name"]).contains("asha"), "{sim:?}");
+}
+
+#[tokio::test]
+async fn the_bot_stops_within_300_ms_when_the_callee_talks_over_it() {
+    let test = "the_bot_stops_within_300_ms_when_the_callee_talks_over_it";
+    let Some(models) = local_models(test) else {
+        return;
+    };
+    let app = models.spawn().await;
+    let ws = app.calling_workspace("Offline barge-in", 2).await;
+    let mut body = screening_agent(&models);
+    // A long welcome the callee talks over; 150 ms of speech over the agent stops it.
+    body["welcomeMessage"] = json!(
+        "Hello, this is the city clinic calling about your appointment next week. \
+         Before we begin, let me explain how our new booking system works, because a few \
+         things have changed since your last visit, and we want to be sure you know them all."
+    );
+    body["interruptionMs"] = json!(150);
+    body["analysis"] = Value::Null;
+    let agent = app.create_agent(&ws.key, body).await;
+    let agent = agent["id"].as_str().expect("agent id").to_owned();
+    let script = json!([
+        {"interrupt": "Sorry, I am driving right now.", "afterMs": 2500},
+        {"hangup": true}
+    ]);
+    let call = place(&app, &ws, &agent, script).await;
+    let read = eventually(Duration::from_secs(120), "the call's end", || async {
+        let read = app.get(&ws.key, &format!("/api/calls/{call}")).await.body;
+        read["endedAt"].is_string().then_some(read)
+    })
+    .await;
+    let org = ws.org_id.to_string();
+    let wav = eventually(Duration::from_secs(30), "the recording", || async {
+        std::fs::read(
+            app.data_dir
+                .join("recordings")
+                .join(&org)
+                .join(format!("{call}.wav")),
+        )
+        .ok()
+    })
+    .await;
+    let (onset, stop) = barge_in(&wav);
+    let delay = stop.saturating_sub(onset);
+    println!(
+        "{test}: the callee spoke at {onset} ms, the bot stopped at {stop} ms: {delay} ms; {read}"
+    );
+    assert!(
+        delay <= 300,
+        "the bot went on for {delay} ms over the callee"
+    );
+}
+
+/// From a stereo recording (caller left, agent right), in ms from its start: when the caller
+/// first spoke while the agent was talking, and when the agent's audio stopped after that.
+fn barge_in(wav: &[u8]) -> (u64, u64) {
+    let info = voxline_media::wav::WavInfo::read(std::io::Cursor::new(wav)).unwrap();
+    let data = &wav[info.data_offset as usize..];
+    // 10 ms windows.
+    let frames = info.sample_rate as usize / 100;
+    let voiced: Vec<(bool, bool)> = data
+        .chunks(frames * 4)
+        .map(|chunk| {
+            let n = (chunk.len() / 4).max(1) as f64;
+            let (mut left, mut right) = (0.0, 0.0);
+            for frame in chunk.chunks_exact(4) {
+                left += f64::from(i16::from_le_bytes([frame[0], frame[1]])).powi(2);
+                right += f64::from(i16::from_le_bytes([frame[2], frame[3]])).powi(2);
+            }
+            ((left / n).sqrt() > 300.0, (right / n).sqrt() > 300.0)
+        })
+        .collect();
+    let agent_started = voiced
+        .iter()
+        .position(|(_, agent)| *agent)
+        .expect("the agent spoke");
+    // The caller's first 30 ms of sound while the agent talks.
+    let onset = (agent_started..voiced.len().saturating_sub(3))
+        .find(|&i| voiced[i..i + 3].iter().all(|(caller, _)| *caller))
+        .expect("the caller spoke over the agent");
+    // The agent's last sound before 500 ms of its silence.
+    let mut stop = onset;
+    for (i, (_, agent)) in voiced.iter().enumerate().skip(onset) {
+        if *agent {
+            stop = i + 1;
+        } else if i >= stop + 50 {
+            break;
+        }
+    }
+    (onset as u64 * 10, stop as u64 * 10)
+}
