@@ -909,9 +909,18 @@ impl<T: MediaTransport> Callee<T> {
             }
             Some(ScriptStep::Interrupt { text, .. }) => {
                 self.report.lines_said += 1;
-                // Its first frame goes out on this tick.
-                self.interrupting_since = Some(now);
                 self.say(&text);
+                // Its first frame goes out on this tick; a real voice's speech starts after
+                // the silence its synthesizer put before it.
+                let lead = match &self.voice {
+                    Voice::Recorded { pcm, .. } => pcm
+                        .iter()
+                        .position(|s| s.unsigned_abs() > 1_000)
+                        .unwrap_or(0),
+                    _ => 0,
+                };
+                self.interrupting_since =
+                    Some(now + Duration::from_micros(lead as u64 * 1_000_000 / u64::from(RATE)));
             }
             Some(ScriptStep::Menu { text, expect }) => {
                 self.report.lines_said += 1;

@@ -7,7 +7,7 @@ use super::welcome_cache::WelcomeCache;
 use crate::app::config::Settings;
 use crate::calls::media_stream::MediaStream;
 use crate::domain::agent::{
-    AgentSpec, ConversationEngine as AgentEngine, VoicemailMode, fill_placeholders,
+    AgentSpec, AsrVendor, ConversationEngine as AgentEngine, VoicemailMode, fill_placeholders,
 };
 use crate::domain::clock::SharedClock;
 use crate::domain::{CallId, OrgId};
@@ -365,6 +365,14 @@ impl ConversationRunner for CallRunner {
             script_lines(&job.sim_script),
             recording_path,
         );
+        // A recognizer that transcribes each utterance whole (a Whisper server) answers only
+        // once it has decoded all of it: on a busy machine that is seconds, not the 3 s a
+        // streaming one needs for its last words, so it gets as long as any vendor answer.
+        if matches!(spec.asr_provider, AsrVendor::OpenAi | AsrVendor::Whisper) {
+            config.asr_final_timeout = config
+                .asr_final_timeout
+                .max(self.settings.providers.read_timeout);
+        }
         config.welcome_audio = super::welcome_cache::speaks_with_sim_tts(&spec)
             .then(|| {
                 self.welcome_cache
