@@ -2137,3 +2137,47 @@ async fn sqlx_ended_reason(app: &CallTestApp, org_id: &str, call_id: &str) -> Op
         .unwrap()
         .and_then(|row| row.call.ended_reason)
 }
+
+/// Without a Piper server, the speaking callee's `speech` voice is espeak-ng: real speech at
+/// the carrier's 8 kHz, a pause between the sentences of a line.
+#[tokio::test]
+async fn the_speaking_callee_falls_back_to_espeak_without_piper() {
+    if !espeak::installed("espeak-ng").await {
+        eprintln!(
+            "SKIPPED the_speaking_callee_falls_back_to_espeak_without_piper: espeak-ng is not installed"
+        );
+        return;
+    }
+    use voxline::calls::sim_callee::{CalleeVoiceKind, callee_voice};
+    let mut settings = voxline::providers::settings::ProviderSettings::default();
+    // Nothing listens on port 9 (discard): no Piper here.
+    settings.piper.base_url = "http://127.0.0.1:9".into();
+    assert!(
+        callee_voice(CalleeVoiceKind::Synthetic, &settings)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let voice = callee_voice(CalleeVoiceKind::Speech, &settings)
+        .await
+        .unwrap()
+        .expect("a voice");
+    let pcm = voice
+        .speak("I am 34 years old. I live in Boston.")
+        .await
+        .unwrap();
+    let seconds = pcm.len() as f64 / 8_000.0;
+    assert!((2.0..8.0).contains(&seconds), "{seconds} s of speech");
+    let rms = |s: &[i16]| {
+        (s.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>() / s.len().max(1) as f64).sqrt()
+    };
+    assert!(rms(&pcm) > 300.0, "speech has energy");
+    // Between the first and the last speech, the sentence pause: 200 ms of near silence.
+    let windows: Vec<f64> = pcm.windows(1_600).step_by(80).map(rms).collect();
+    let first = windows.iter().position(|&r| r > 300.0).unwrap();
+    let last = windows.iter().rposition(|&r| r > 300.0).unwrap();
+    assert!(
+        windows[first..last].iter().any(|&r| r < 50.0),
+        "a pause between the sentences"
+    );
+}
