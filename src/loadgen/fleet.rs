@@ -78,6 +78,11 @@ impl Fleet {
             call_sid: start.carrier_call_id.clone(),
             cancel: start.hangup.clone(),
             seed: seed_for(&start.call_id),
+            agent_wait: if self.voice.is_some() {
+                crate::calls::sim_callee::SPEAKING_AGENT_WAIT
+            } else {
+                CalleeOptions::default().agent_wait
+            },
             voice: self.voice.clone(),
             ..CalleeOptions::default()
         };

@@ -199,19 +199,22 @@ async fn place(app: &TestApp, ws: &Workspace, agent: &str, script: Value) -> Str
         .to_owned()
 }
 
-/// Waits for the call to end and its analysis to settle.
+/// Waits for the call to end and its analysis to settle; fails with the last read.
 async fn finished(app: &TestApp, ws: &Workspace, call: &str) -> Value {
-    eventually(
-        Duration::from_secs(400),
-        "the call and its analysis",
-        || async {
-            let read = app.get(&ws.key, &format!("/api/calls/{call}")).await.body;
-            let ended = read["endedAt"].is_string();
-            let status = read["analysis"]["status"].as_str().unwrap_or("pending");
-            (ended && status != "pending").then_some(read)
-        },
-    )
-    .await
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(400);
+    loop {
+        let read = app.get(&ws.key, &format!("/api/calls/{call}")).await.body;
+        let ended = read["endedAt"].is_string();
+        let status = read["analysis"]["status"].as_str().unwrap_or("pending");
+        if ended && status != "pending" {
+            return read;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call (ended: {ended}) and its analysis ({status}) did not finish: {read}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 fn turns(read: &Value, bot: bool) -> Vec<String> {
@@ -260,7 +263,11 @@ async fn a_speaking_callee_answers_three_screening_questions_on_real_models() {
     let call = place(&app, &ws, &agent, json!(ANSWERS)).await;
     let read = finished(&app, &ws, &call).await;
     println!(
-        "{test}: {}",
+        "{test}: ended {} ({}), latencies {}, usage {}; transcript {}",
+        read["status"],
+        read["endedReason"],
+        read["latencies"],
+        read["usage"],
         serde_json::to_string_pretty(&read["transcript"]).unwrap()
     );
 
@@ -362,6 +369,7 @@ async fn the_bot_stops_within_300_ms_when_the_callee_talks_over_it() {
             Box::pin(async move {
                 let options = CalleeOptions {
                     cancel: start.hangup.clone(),
+                    agent_wait: voxline::calls::sim_callee::SPEAKING_AGENT_WAIT,
                     voice,
                     ..CalleeOptions::default()
                 };
