@@ -23,6 +23,11 @@ pub const SENTENCE_PAUSE: Duration = Duration::from_millis(250);
 /// model on a small machine may think for seconds, and a person on the phone waits.
 pub const SPEAKING_AGENT_WAIT: Duration = Duration::from_secs(20);
 
+/// The agent's quiet after which a speaking callee takes its turn: a real model's reply can
+/// pause between sentences while the next is generated and synthesized, and a person hears
+/// from its tone that it is not done.
+pub const SPEAKING_TURN_GAP: Duration = Duration::from_millis(1500);
+
 /// What the sim callee sounds like (`VOXLINE_SIM_CALLEE_VOICE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -122,6 +127,11 @@ pub async fn run(start: CalleeStart, voice: Option<CalleeVoice>) {
             SPEAKING_AGENT_WAIT
         } else {
             defaults.agent_wait
+        },
+        turn_gap: if voice.is_some() {
+            SPEAKING_TURN_GAP
+        } else {
+            defaults.turn_gap
         },
         voice,
         ..defaults

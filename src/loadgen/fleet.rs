@@ -83,6 +83,11 @@ impl Fleet {
             } else {
                 CalleeOptions::default().agent_wait
             },
+            turn_gap: if self.voice.is_some() {
+                crate::calls::sim_callee::SPEAKING_TURN_GAP
+            } else {
+                CalleeOptions::default().turn_gap
+            },
             voice: self.voice.clone(),
             ..CalleeOptions::default()
         };
