@@ -114,6 +114,12 @@ impl PcmBodyStream {
             ended: false,
         }
     }
+
+    /// Takes `bytes` that came before the rest of the body (after a WAV header, say) and
+    /// returns the whole samples among them; an odd byte waits for the body.
+    pub(crate) fn push_leading(&mut self, bytes: &[u8]) -> Vec<i16> {
+        self.pcm.push(bytes)
+    }
 }
 
 #[async_trait]

@@ -6,7 +6,8 @@
 //! are yielded at the voice's own rate, and the call loop's one resampler per
 //! stream brings them to the carrier's rate.
 
-use super::{ByteStream, HttpPolicy, Pcm16Assembler, byte_stream, next_chunk, send_with_retry};
+use super::openai_tts::PcmBodyStream;
+use super::{ByteStream, HttpPolicy, byte_stream, next_chunk, send_with_retry};
 use async_trait::async_trait;
 use serde_json::json;
 use std::time::Duration;
@@ -92,46 +93,31 @@ impl TtsProvider for PiperTts {
             self.http.post(&url).json(&body)
         })
         .await?;
-        let mut stream = WavBodyStream {
-            body: byte_stream(response),
-            read_timeout: self.policy.read_timeout,
-            header: Vec::new(),
-            rate: 0,
-            pcm: Pcm16Assembler::default(),
-            first: None,
-            ended: false,
-        };
-        // The rate is declared before the first chunk is asked for, so the header is read now.
-        stream.read_header().await?;
+        let stream = WavBodyStream::open(byte_stream(response), self.policy.read_timeout).await?;
         Ok(Box::new(stream))
     }
 }
 
-/// A WAV file arriving as an HTTP body.
+/// A WAV file arriving as an HTTP body: its header read, then its samples as they come.
 struct WavBodyStream {
-    body: ByteStream,
-    read_timeout: Duration,
-    header: Vec<u8>,
-    rate: u32,
-    pcm: Pcm16Assembler,
     /// Samples that came with the header.
     first: Option<Vec<i16>>,
-    ended: bool,
+    pcm: PcmBodyStream,
 }
 
 impl WavBodyStream {
-    /// Reads until the `data` chunk starts; keeps any samples after it.
-    async fn read_header(&mut self) -> Result<(), ProviderError> {
+    /// Reads `body` until the `data` chunk starts; the rate comes from the header.
+    async fn open(mut body: ByteStream, read_timeout: Duration) -> Result<Self, ProviderError> {
+        let mut header = Vec::new();
         loop {
-            let bytes = match next_chunk(ProviderKind::Tts, &mut self.body, self.read_timeout).await
-            {
+            let bytes = match next_chunk(ProviderKind::Tts, &mut body, read_timeout).await {
                 Some(bytes) => bytes?,
                 None => return Err(tts_error("piper answered without audio")),
             };
-            self.header.extend_from_slice(&bytes);
-            let info = match WavInfo::from_prefix(&self.header) {
+            header.extend_from_slice(&bytes);
+            let info = match WavInfo::from_prefix(&header) {
                 Ok(Some(info)) => info,
-                Ok(None) if self.header.len() <= MAX_HEADER => continue,
+                Ok(None) if header.len() <= MAX_HEADER => continue,
                 Ok(None) | Err(_) => return Err(tts_error("piper's answer is not a WAV file")),
             };
             if info.channels != 1 || info.bits_per_sample != 16 {
@@ -146,15 +132,13 @@ impl WavBodyStream {
                     info.sample_rate
                 )));
             }
-            self.rate = info.sample_rate;
-            let start = usize::try_from(info.data_offset).unwrap_or(self.header.len());
-            let rest = self.header.get(start..).unwrap_or_default().to_vec();
-            self.header = Vec::new();
-            let samples = self.pcm.push(&rest);
-            if !samples.is_empty() {
-                self.first = Some(samples);
-            }
-            return Ok(());
+            let mut pcm = PcmBodyStream::new(body, info.sample_rate, read_timeout);
+            let start = usize::try_from(info.data_offset).unwrap_or(header.len());
+            let first = pcm.push_leading(header.get(start..).unwrap_or_default());
+            return Ok(Self {
+                first: (!first.is_empty()).then_some(first),
+                pcm,
+            });
         }
     }
 }
@@ -162,33 +146,13 @@ impl WavBodyStream {
 #[async_trait]
 impl TtsStream for WavBodyStream {
     fn sample_rate(&self) -> u32 {
-        self.rate
+        self.pcm.sample_rate()
     }
 
     async fn next_chunk(&mut self) -> Option<Result<Vec<i16>, ProviderError>> {
-        if let Some(samples) = self.first.take() {
-            return Some(Ok(samples));
-        }
-        loop {
-            if self.ended {
-                return None;
-            }
-            match next_chunk(ProviderKind::Tts, &mut self.body, self.read_timeout).await {
-                None => {
-                    self.ended = true;
-                    return None;
-                }
-                Some(Err(err)) => {
-                    self.ended = true;
-                    return Some(Err(err));
-                }
-                Some(Ok(bytes)) => {
-                    let samples = self.pcm.push(&bytes);
-                    if !samples.is_empty() {
-                        return Some(Ok(samples));
-                    }
-                }
-            }
+        match self.first.take() {
+            Some(samples) => Some(Ok(samples)),
+            None => self.pcm.next_chunk().await,
         }
     }
 }
