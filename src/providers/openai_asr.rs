@@ -146,9 +146,12 @@ async fn transcribe(
         let file = Part::stream_with_length(wav.clone(), wav.len() as u64)
             .file_name("utterance.wav")
             .headers(headers);
+        // One decoding pass: Whisper's fallback to higher temperatures on an unsure answer
+        // decodes the same audio up to six times, seconds on a CPU, while the caller waits.
         let form = Form::new()
             .text(client.form.model_field(), client.model.clone())
-            .text("response_format", "json");
+            .text("response_format", "json")
+            .text("temperature", "0");
         let form = if language.is_empty() {
             form
         } else {
@@ -184,6 +187,33 @@ async fn transcribe(
         })
 }
 
+/// Quieter than this (RMS of a 20 ms frame, about -50 dBFS) is silence, not speech.
+const SILENCE_RMS: f64 = 100.0;
+/// Silence kept on each side of the speech, as a recognizer expects.
+const PADDING_FRAMES: usize = 10;
+
+/// The part of `samples` from 200 ms before the first 20 ms frame with sound to 200 ms after
+/// the last. The buffer holds everything since the previous utterance, often seconds of the
+/// caller listening to the agent; Whisper given long silence decodes slowly (it falls back
+/// to higher temperatures, and may invent words), so only the speech is sent.
+fn spoken_part(samples: &[i16], rate: u32) -> &[i16] {
+    let frame = (rate as usize / 50).max(1);
+    let loud = |chunk: &[i16]| {
+        let energy: f64 = chunk.iter().map(|&s| f64::from(s).powi(2)).sum();
+        (energy / chunk.len().max(1) as f64).sqrt() > SILENCE_RMS
+    };
+    let frames: Vec<&[i16]> = samples.chunks(frame).collect();
+    let (Some(first), Some(last)) = (
+        frames.iter().position(|f| loud(f)),
+        frames.iter().rposition(|f| loud(f)),
+    ) else {
+        return samples;
+    };
+    let start = first.saturating_sub(PADDING_FRAMES) * frame;
+    let end = ((last + 1 + PADDING_FRAMES) * frame).min(samples.len());
+    &samples[start..end]
+}
+
 #[async_trait]
 impl AsrStream for OpenAiAsrStream {
     fn push_audio(&mut self, samples: &[i16], sample_rate: u32) -> Result<(), ProviderError> {
@@ -199,7 +229,7 @@ impl AsrStream for OpenAiAsrStream {
 
     fn finalize(&mut self) -> Result<(), ProviderError> {
         let samples = std::mem::take(&mut self.audio);
-        let wav = voxline_media::wav::mono_file(&samples, self.rate);
+        let wav = voxline_media::wav::mono_file(spoken_part(&samples, self.rate), self.rate);
         let client = self.client.clone();
         let language = self.language.clone();
         let tx = self.tx.clone();
@@ -230,5 +260,28 @@ impl AsrStream for OpenAiAsrStream {
             request.abort();
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_speech_and_200_ms_around_it_is_sent() {
+        let rate = 8_000;
+        let mut samples = vec![0i16; 5 * rate as usize];
+        let mut tone = voxline_media::synth::ToneGenerator::new(rate, 440.0, -12.0);
+        let mut speech = vec![0i16; rate as usize];
+        tone.fill(&mut speech);
+        samples.extend_from_slice(&speech);
+        samples.extend(std::iter::repeat_n(0i16, 2 * rate as usize));
+        let sent = spoken_part(&samples, rate);
+        // One second of speech and 200 ms either side, to the frame.
+        assert_eq!(sent.len(), 8_000 + 2 * 1_600);
+        assert_eq!(sent.as_ptr(), samples[5 * 8_000 - 1_600..].as_ptr());
+        // All silence: sent as it is (the recognizer says nothing).
+        let quiet = vec![0i16; 800];
+        assert_eq!(spoken_part(&quiet, rate).len(), 800);
     }
 }

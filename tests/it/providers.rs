@@ -1671,6 +1671,7 @@ async fn faster_whisper_server_gets_its_model_in_model_name() {
     assert!(text.contains("name=\"model_name\"\r\n\r\n/models/whisper-tiny.en\r\n"));
     assert!(!text.contains("name=\"model\""));
     assert!(text.contains("name=\"response_format\"\r\n\r\njson\r\n"));
+    assert!(text.contains("name=\"temperature\"\r\n\r\n0\r\n"));
 }
 
 // ---------------------------------------------------------------------------
