@@ -289,6 +289,15 @@ impl CalleeVoice {
     }
 }
 
+/// How long a speaking callee waits for the agent's answer before it speaks anyway: a real
+/// model on a small machine may think for seconds, and a person on the phone waits.
+pub const SPEAKING_AGENT_WAIT: Duration = Duration::from_secs(20);
+
+/// The agent's quiet after which a speaking callee takes its turn: a real model's reply can
+/// pause between sentences while the next is generated and synthesized, and a person hears
+/// from its tone that it is not done.
+pub const SPEAKING_TURN_GAP: Duration = Duration::from_millis(1500);
+
 /// How DTMF steps are sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DtmfMode {
@@ -328,6 +337,19 @@ pub struct CalleeOptions {
     pub cancel: CancellationToken,
     /// Speak the lines with a real voice instead of speech-like noise.
     pub voice: Option<CalleeVoice>,
+}
+
+impl CalleeOptions {
+    /// These options speaking in `voice` when given, with a person's patience for an agent
+    /// on a real model ([`SPEAKING_AGENT_WAIT`], [`SPEAKING_TURN_GAP`]).
+    pub fn with_voice(mut self, voice: Option<CalleeVoice>) -> Self {
+        if voice.is_some() {
+            self.agent_wait = SPEAKING_AGENT_WAIT;
+            self.turn_gap = SPEAKING_TURN_GAP;
+        }
+        self.voice = voice;
+        self
+    }
 }
 
 impl Default for CalleeOptions {

@@ -7,7 +7,7 @@ use super::welcome_cache::WelcomeCache;
 use crate::app::config::Settings;
 use crate::calls::media_stream::MediaStream;
 use crate::domain::agent::{
-    AgentSpec, AsrVendor, ConversationEngine as AgentEngine, VoicemailMode, fill_placeholders,
+    AgentSpec, ConversationEngine as AgentEngine, VoicemailMode, fill_placeholders,
 };
 use crate::domain::clock::SharedClock;
 use crate::domain::{CallId, OrgId};
@@ -368,7 +368,7 @@ impl ConversationRunner for CallRunner {
         // A recognizer that transcribes each utterance whole (a Whisper server) answers only
         // once it has decoded all of it: on a busy machine that is seconds, not the 3 s a
         // streaming one needs for its last words, so it gets as long as any vendor answer.
-        if matches!(spec.asr_provider, AsrVendor::OpenAi | AsrVendor::Whisper) {
+        if spec.asr_provider.transcribes_whole_utterances() {
             config.asr_final_timeout = config
                 .asr_final_timeout
                 .max(self.settings.providers.read_timeout);

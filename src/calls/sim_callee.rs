@@ -19,15 +19,6 @@ use voxline_actors::carrier::sim::CalleeStart;
 /// A breath between sentences: well under the engine's 600 ms end of turn.
 pub const SENTENCE_PAUSE: Duration = Duration::from_millis(250);
 
-/// How long a speaking callee waits for the agent's answer before it speaks anyway: a real
-/// model on a small machine may think for seconds, and a person on the phone waits.
-pub const SPEAKING_AGENT_WAIT: Duration = Duration::from_secs(20);
-
-/// The agent's quiet after which a speaking callee takes its turn: a real model's reply can
-/// pause between sentences while the next is generated and synthesized, and a person hears
-/// from its tone that it is not done.
-pub const SPEAKING_TURN_GAP: Duration = Duration::from_millis(1500);
-
 /// What the sim callee sounds like (`VOXLINE_SIM_CALLEE_VOICE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -119,23 +110,12 @@ pub fn script_steps(script: &Option<Value>) -> Vec<ScriptStep> {
 /// Joins an answered sim call as the callee and plays its script, in `voice` when given.
 pub async fn run(start: CalleeStart, voice: Option<CalleeVoice>) {
     let steps = script_steps(&start.script);
-    let defaults = CalleeOptions::default();
     let options = CalleeOptions {
         call_sid: start.carrier_call_id.clone(),
         cancel: start.hangup.clone(),
-        agent_wait: if voice.is_some() {
-            SPEAKING_AGENT_WAIT
-        } else {
-            defaults.agent_wait
-        },
-        turn_gap: if voice.is_some() {
-            SPEAKING_TURN_GAP
-        } else {
-            defaults.turn_gap
-        },
-        voice,
-        ..defaults
-    };
+        ..CalleeOptions::default()
+    }
+    .with_voice(voice);
     let report = SimCallee::run(
         start.media_url,
         start.params,

@@ -153,6 +153,14 @@ wire_names! {
     }
 }
 
+impl AsrVendor {
+    /// Whether it transcribes each utterance whole once it has ended (and so answers only
+    /// after decoding all of it), rather than streaming as the caller talks.
+    pub fn transcribes_whole_utterances(self) -> bool {
+        matches!(self, Self::OpenAi | Self::Whisper)
+    }
+}
+
 wire_names! {
     /// The TTS vendor that speaks for the agent.
     TtsVendor {

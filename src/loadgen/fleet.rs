@@ -78,19 +78,9 @@ impl Fleet {
             call_sid: start.carrier_call_id.clone(),
             cancel: start.hangup.clone(),
             seed: seed_for(&start.call_id),
-            agent_wait: if self.voice.is_some() {
-                crate::calls::sim_callee::SPEAKING_AGENT_WAIT
-            } else {
-                CalleeOptions::default().agent_wait
-            },
-            turn_gap: if self.voice.is_some() {
-                crate::calls::sim_callee::SPEAKING_TURN_GAP
-            } else {
-                CalleeOptions::default().turn_gap
-            },
-            voice: self.voice.clone(),
             ..CalleeOptions::default()
-        };
+        }
+        .with_voice(self.voice.clone());
         let report = SimCallee::run(
             start.media_url,
             start.params,

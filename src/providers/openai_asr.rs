@@ -202,10 +202,9 @@ fn spoken_part(samples: &[i16], rate: u32) -> &[i16] {
         let energy: f64 = chunk.iter().map(|&s| f64::from(s).powi(2)).sum();
         (energy / chunk.len().max(1) as f64).sqrt() > SILENCE_RMS
     };
-    let frames: Vec<&[i16]> = samples.chunks(frame).collect();
     let (Some(first), Some(last)) = (
-        frames.iter().position(|f| loud(f)),
-        frames.iter().rposition(|f| loud(f)),
+        samples.chunks(frame).position(loud),
+        samples.chunks(frame).rposition(loud),
     ) else {
         return samples;
     };

@@ -85,11 +85,9 @@ impl LocalModels {
                 Box::pin(async move {
                     let options = CalleeOptions {
                         cancel: start.hangup.clone(),
-                        agent_wait: voxline::calls::sim_callee::SPEAKING_AGENT_WAIT,
-                        turn_gap: voxline::calls::sim_callee::SPEAKING_TURN_GAP,
-                        voice,
                         ..CalleeOptions::default()
-                    };
+                    }
+                    .with_voice(voice);
                     let steps = voxline::calls::sim_callee::script_steps(&start.script);
                     let report = SimCallee::run(
                         start.media_url,
