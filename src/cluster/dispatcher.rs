@@ -20,7 +20,6 @@ use crate::store::calls::DispatchRow;
 use crate::store::nodes::DISPATCH_CHANNEL;
 use crate::store::slots::Share;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::broadcast::error::TryRecvError;
 use tokio_util::sync::CancellationToken;
@@ -35,6 +34,7 @@ pub async fn run(state: AppState, period: Duration, stop: CancellationToken) {
         .bus
         .as_ref()
         .and_then(|bus| bus.subscribe(DISPATCH_CHANNEL));
+    let mut turns = BatchTurns::default();
     let mut ticker = tokio::time::interval(period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -58,7 +58,7 @@ pub async fn run(state: AppState, period: Duration, stop: CancellationToken) {
         if let Some(rx) = wakes.as_mut() {
             while let Ok(_) | Err(TryRecvError::Lagged(_)) = rx.try_recv() {}
         }
-        if let Err(err) = pass(&state, share).await {
+        if let Err(err) = pass(&state, share, &mut turns).await {
             tracing::warn!(error = %err, "cluster dispatch pass failed");
         }
     }
@@ -68,13 +68,17 @@ pub async fn run(state: AppState, period: Duration, stop: CancellationToken) {
 /// node may start: on a notification its fair part of each workspace's
 /// slots, on the periodic tick whatever part of the free slots is left.
 /// Returns the calls it started.
-pub async fn pass(state: &AppState, share: Share) -> Result<usize, StoreError> {
+pub async fn pass(
+    state: &AppState,
+    share: Share,
+    turns: &mut BatchTurns,
+) -> Result<usize, StoreError> {
     if state.engine.is_draining() {
         return Ok(0);
     }
     let now = state.clock.now().timestamp_millis();
     let lease_ms = state.settings.node.lease_ms();
-    feed_batches(state, now, lease_ms).await?;
+    feed_batches(state, now, lease_ms, turns).await?;
     if !state.node_status.takes_calls() {
         return Ok(0);
     }
@@ -166,13 +170,25 @@ async fn fail(state: &AppState, row: &DispatchRow, reason: &str) {
     }
 }
 
+/// Whose turn it is among each workspace's running batches on this node.
+///
+/// Kept per workspace: a turn shared by all workspaces would move with every
+/// other workspace's items, and one workspace's batches would then be fed in
+/// an order other workspaces' traffic picks, not alternately.
+#[derive(Debug, Default)]
+pub struct BatchTurns(HashMap<OrgId, usize>);
+
 /// Takes or renews the leases of running batches and queues as many of
 /// their items as their workspace has room for: a batch never floods the
 /// queue, and test calls queued meanwhile keep their turn. A workspace's
-/// batches take turns, one item each, starting with a different batch on
-/// each pass, so none waits behind another.
-async fn feed_batches(state: &AppState, now: i64, lease_ms: i64) -> Result<(), StoreError> {
-    static TURN: AtomicUsize = AtomicUsize::new(0);
+/// batches take turns, one item each, carrying the turn from pass to pass,
+/// so none waits behind another.
+async fn feed_batches(
+    state: &AppState,
+    now: i64,
+    lease_ms: i64,
+    turns: &mut BatchTurns,
+) -> Result<(), StoreError> {
     let mut by_org: HashMap<OrgId, Vec<BatchId>> = HashMap::new();
     for (batch_id, org_id) in state
         .store
@@ -181,13 +197,15 @@ async fn feed_batches(state: &AppState, now: i64, lease_ms: i64) -> Result<(), S
     {
         by_org.entry(org_id).or_default().push(batch_id);
     }
+    // Workspaces with no running batch here start afresh next time.
+    turns.0.retain(|org_id, _| by_org.contains_key(org_id));
     for (org_id, mut batches) in by_org {
         // The turn moves on with every item queued, so on one node the
         // batches alternate strictly however few slots free at a time.
-        let turn = TURN.load(Ordering::Relaxed);
+        let turn = turns.0.entry(org_id).or_default();
         batches.sort();
         let len = batches.len();
-        batches.rotate_left(turn % len);
+        batches.rotate_left(*turn % len);
         let mut room = state.store.org_room_for_batch_calls(org_id).await?;
         // One feed per batch: a feed caches its batch's dial plan.
         let feeds: HashMap<BatchId, _> = batches
@@ -206,7 +224,7 @@ async fn feed_batches(state: &AppState, now: i64, lease_ms: i64) -> Result<(), S
                 match feed.queue_next(*batch_id).await {
                     Ok(true) => {
                         room -= 1;
-                        TURN.fetch_add(1, Ordering::Relaxed);
+                        *turn = turn.wrapping_add(1);
                     }
                     Ok(false) => drained.push(*batch_id),
                     Err(err) => {
