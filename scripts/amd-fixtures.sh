@@ -251,7 +251,7 @@ say en-us+f3 160 -5 "Hello?"
 pause 40
 beep 1000 400 -8
 pause 60
-say en-us+f3 160 -5 "Sorry. Who is this?"
+say en-us+f3 160 -5 "Who is this?"
 MARK_END="-"
 mark
 pause 3500

@@ -34,6 +34,8 @@ const INITIAL_NOISE_FLOOR_DBFS: f32 = -60.0;
 const FLOOR_FALL_RATE: f32 = 0.2;
 /// How fast the floor follows louder non-speech frames (fraction per frame, ≈ 0.4 s time constant).
 const FLOOR_RISE_RATE: f32 = 0.05;
+/// The most the floor rises in one frame (energy ratio, 0.25 dB; about 12 dB a second).
+const FLOOR_MAX_RISE: f32 = 1.059_254;
 /// Zero-crossing rate (crossings per sample) above which a frame is hiss, not voice.
 const MAX_VOICED_ZERO_CROSSING_RATE: f32 = 0.42;
 
@@ -243,13 +245,20 @@ impl VoiceActivityDetector {
         }
     }
 
-    /// Follows quieter frames quickly and louder ones only when they are not speech,
-    /// so talking never drags the floor up.
+    /// Follows quieter frames quickly and louder ones only when they are not speech, and
+    /// then at most [`FLOOR_MAX_RISE`] a frame, so talking never drags the floor up.
+    ///
+    /// The cap matters at the start of an utterance after digital silence: one loud frame
+    /// the voters miss (a breath, a plosive) would otherwise lift a -60 dBFS floor to within
+    /// 13 dB of the speech in a single step, the next words fail the floor's margin, count
+    /// as noise and lift it further, and a whole answer is lost as "too short".
     fn track_noise_floor(&mut self, energy: f32, is_speech: bool) {
         if energy < self.noise_floor_energy {
             self.noise_floor_energy += FLOOR_FALL_RATE * (energy - self.noise_floor_energy);
         } else if !is_speech {
-            self.noise_floor_energy += FLOOR_RISE_RATE * (energy - self.noise_floor_energy);
+            let toward =
+                self.noise_floor_energy + FLOOR_RISE_RATE * (energy - self.noise_floor_energy);
+            self.noise_floor_energy = toward.min(self.noise_floor_energy * FLOOR_MAX_RISE);
         }
         self.noise_floor_energy = self.noise_floor_energy.max(1e-10);
     }

@@ -228,7 +228,13 @@ impl AsrStream for OpenAiAsrStream {
 
     fn finalize(&mut self) -> Result<(), ProviderError> {
         let samples = std::mem::take(&mut self.audio);
-        let wav = voxline_media::wav::mono_file(spoken_part(&samples, self.rate), self.rate);
+        let spoken = spoken_part(&samples, self.rate);
+        tracing::debug!(
+            buffered_ms = samples.len() as u64 * 1000 / u64::from(self.rate.max(1)),
+            sent_ms = spoken.len() as u64 * 1000 / u64::from(self.rate.max(1)),
+            "transcribing an utterance"
+        );
+        let wav = voxline_media::wav::mono_file(spoken, self.rate);
         let client = self.client.clone();
         let language = self.language.clone();
         let tx = self.tx.clone();

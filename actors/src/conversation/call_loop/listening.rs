@@ -165,6 +165,7 @@ impl<T: MediaTransport> CallLoop<T> {
                     // long they go on.
                     self.on_machine_verdict(AnsweredBy::Human, now).await;
                 }
+                debug!(call_id = %self.call_id, over_agent = self.turn.is_some(), "caller speech started");
                 self.listening.caller_spoke = true;
                 self.listening.in_utterance = true;
                 self.listening.started_over_agent = self.turn.is_some();
@@ -173,7 +174,10 @@ impl<T: MediaTransport> CallLoop<T> {
             Some(EndpointEvent::SpeechEnd { speech_ms }) => {
                 self.on_utterance_end(speech_ms, now);
             }
-            Some(EndpointEvent::Discarded { .. }) => self.listening.in_utterance = false,
+            Some(EndpointEvent::Discarded { .. }) => {
+                debug!(call_id = %self.call_id, "caller sound too short for an utterance");
+                self.listening.in_utterance = false;
+            }
             None => {}
         }
         if let EndpointState::Speaking { speech_ms, .. } = self.endpointer.state()
@@ -194,6 +198,7 @@ impl<T: MediaTransport> CallLoop<T> {
         let backchannel = listening.started_over_agent
             && !listening.barged
             && (self.turn.is_some() || speech_ms < self.min_interruption_ms);
+        debug!(call_id = %self.call_id, speech_ms, backchannel, "caller utterance ended");
         if backchannel {
             // Talk over the agent that did not interrupt it is not a turn.
             if listening.awaiting.is_none() {
@@ -225,6 +230,7 @@ impl<T: MediaTransport> CallLoop<T> {
                 self.fail(error);
             }
             AsrSignal::Event(AsrEvent::Final { text }) => {
+                debug!(call_id = %self.call_id, %text, "transcript");
                 let listening = &mut self.listening;
                 if listening.in_utterance || listening.awaiting.is_some() {
                     if !listening.text.is_empty() {
@@ -249,6 +255,7 @@ impl<T: MediaTransport> CallLoop<T> {
         };
         let text = std::mem::take(&mut self.listening.text).trim().to_owned();
         if text.is_empty() {
+            debug!(call_id = %self.call_id, "the utterance had no words");
             return;
         }
         if self
