@@ -29,7 +29,8 @@
 #
 # Environment: VOXLINE_LOCAL_LLM=smollm2|gemma3 (which GGUF; default smollm2),
 # VOXLINE_LLM_PORT, VOXLINE_ASR_PORT, VOXLINE_TTS_PORT, VOXLINE_LLM_THREADS (2),
-# VOXLINE_LLM_PARALLEL (slots, 4), VOXLINE_LLM_CTX (tokens per slot, 4096),
+# VOXLINE_LLM_PARALLEL (live calls served at once, 4; llama-server gets one slot
+# more, for post-call work), VOXLINE_LLM_CTX (tokens per slot, 4096),
 # VOXLINE_ASR_THREADS (2), VOXLINE_PYTHON (python3), VOXLINE_START_TIMEOUT (s, 180).
 set -euo pipefail
 
@@ -328,9 +329,14 @@ start() { # start NAME CMD...: in its own session, output to logs/NAME.log
   PIDS+=($!)
 }
 
+# A slot per live call, and one for post-call analyses and ratings, which
+# voxline.env limits to one request at a time: a request finding every slot busy
+# waits in llama-server's queue, and a live turn must never wait behind a
+# post-call answer of hundreds of tokens.
+LLM_SLOTS=$((LLM_PARALLEL + 1))
 LLM_ARGS=(--model "$MODELS/llm/$LLM_GGUF" --alias "$LLM_ALIAS" --host 127.0.0.1 --port "$LLM_PORT"
-  --threads "$LLM_THREADS" --threads-batch "$LLM_THREADS" --parallel "$LLM_PARALLEL"
-  --ctx-size $((LLM_CTX * LLM_PARALLEL)) --no-kv-unified --no-webui --jinja)
+  --threads "$LLM_THREADS" --threads-batch "$LLM_THREADS" --parallel "$LLM_SLOTS"
+  --ctx-size $((LLM_CTX * LLM_SLOTS)) --no-kv-unified --no-webui --jinja)
 [[ $LLM == gemma3 ]] && LLM_ARGS+=(--chat-template-file "$MODELS/llm/gemma3-chat-template.jinja")
 start llm "$LLAMA_SERVER" "${LLM_ARGS[@]}"
 start asr "$VENV/bin/python" -m faster_whisper_server --config "$ASR_CONFIG" \
@@ -378,10 +384,11 @@ done
   echo "VOXLINE_PIPER_BASE_URL=http://127.0.0.1:$TTS_PORT"
   echo "VOXLINE_PIPER_VOICE=$PIPER_VOICE"
   echo "VOXLINE_LOCAL_LLM_MODEL=$LLM_ALIAS"
+  echo "VOXLINE_POSTCALL_LLM_CONCURRENCY=1"
 } >"$ENV_FILE"
 cat <<EOF
 
-LLM  $LLM_ALIAS  http://127.0.0.1:$LLM_PORT/v1/chat/completions  ($LLAMA_VERSION, $LLM_PARALLEL slots x $LLM_CTX tokens)
+LLM  $LLM_ALIAS  http://127.0.0.1:$LLM_PORT/v1/chat/completions  ($LLAMA_VERSION, $LLM_PARALLEL live + 1 post-call slots x $LLM_CTX tokens)
 ASR  whisper tiny.en     http://127.0.0.1:$ASR_PORT/v1/audio/transcriptions
 TTS  piper $PIPER_VOICE  http://127.0.0.1:$TTS_PORT/synthesize
 logs: $LOGS   environment: $ENV_FILE

@@ -106,4 +106,8 @@ pub struct LoadgenArgs {
     /// Provider settings of the in-process server (the same flags and variables as `serve`).
     #[command(flatten)]
     pub providers: ProviderArgs,
+    /// Analysis and rating requests in flight at once per LLM endpoint in the in-process
+    /// server, as `serve`'s flag (`scripts/local-models.sh` sets 1 for its one post-call slot).
+    #[arg(long, env = "VOXLINE_POSTCALL_LLM_CONCURRENCY", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub postcall_llm_concurrency: Option<u32>,
 }

@@ -291,6 +291,9 @@ async fn start_in_process(
         callee_voice: args.callee_voice,
     };
     settings.providers = ProviderSettings::resolve(&args.providers, None);
+    if let Some(concurrency) = args.postcall_llm_concurrency {
+        settings.ratings.postcall_llm_concurrency = concurrency;
+    }
     let sim = SimCarrier::new(
         SimCarrierConfig {
             answer_after: Duration::from_millis(settings.sim.answer_after_ms),
