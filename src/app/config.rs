@@ -656,9 +656,17 @@ impl Settings {
         let database_url = database_url
             .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("voxline.db").display()));
         let recordings = RecordingsLocation::in_data_dir(&data_dir);
+        // Tests run six at a time and a cluster test runs three nodes: at the
+        // production 16 connections a node, two such tests beside the rest
+        // exhausted Postgres's default 100 connections.
+        let db_pool_size = if database_url.starts_with("sqlite") {
+            default_pool_size(&database_url)
+        } else {
+            6
+        };
         Self {
             storage: StorageSettings {
-                db_pool_size: default_pool_size(&database_url),
+                db_pool_size,
                 database_url,
                 data_dir,
                 secret: Some("test-secret".into()),
