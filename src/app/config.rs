@@ -659,11 +659,7 @@ impl Settings {
         // Tests run six at a time and a cluster test runs three nodes: at the
         // production 16 connections a node, two such tests beside the rest
         // exhausted Postgres's default 100 connections.
-        let db_pool_size = if database_url.starts_with("sqlite") {
-            default_pool_size(&database_url)
-        } else {
-            6
-        };
+        let db_pool_size = default_pool_size(&database_url).min(6);
         Self {
             storage: StorageSettings {
                 db_pool_size,

@@ -8,18 +8,13 @@
 //! found at runtime; agents asking for `espeak` on a machine without it fail
 //! with `tts-error` and a log line saying so.
 
-use super::Pcm16Assembler;
+use super::{Pcm16Assembler, tts_wav_header};
 use async_trait::async_trait;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdout, Command};
 use voxline_actors::providers::{ProviderError, ProviderKind, TtsProvider, TtsStream};
-use voxline_media::resample::SUPPORTED_RATES;
-use voxline_media::wav::WavInfo;
-
-/// The longest WAV header read before the output counts as not WAV.
-const MAX_HEADER: usize = 4096;
 
 /// espeak-ng, found on this machine.
 #[derive(Debug, Clone)]
@@ -161,32 +156,19 @@ impl EspeakStream {
 
     /// Reads the WAV header: the rate, and the samples that came with it.
     async fn read_header(&mut self) -> Result<(), ProviderError> {
-        let not_wav = || tts_error("espeak-ng output is not a WAV stream");
         let mut header = Vec::new();
         let mut buffer = [0u8; 1024];
-        let info = loop {
+        let (rate, start) = loop {
             let read = self.read(&mut buffer).await?;
             if read == 0 {
                 return Err(tts_error("espeak-ng produced no audio"));
             }
             header.extend_from_slice(&buffer[..read]);
-            match WavInfo::from_prefix(&header) {
-                Ok(Some(info)) => break info,
-                Ok(None) if header.len() <= MAX_HEADER => {}
-                Ok(None) | Err(_) => return Err(not_wav()),
+            if let Some(found) = tts_wav_header("espeak-ng", &header)? {
+                break found;
             }
         };
-        if info.channels != 1 || info.bits_per_sample != 16 {
-            return Err(not_wav());
-        }
-        if !SUPPORTED_RATES.contains(&info.sample_rate) {
-            return Err(tts_error(format!(
-                "espeak-ng speaks at {} Hz, which the call loop cannot resample",
-                info.sample_rate
-            )));
-        }
-        self.rate = info.sample_rate;
-        let start = usize::try_from(info.data_offset).map_err(|_| not_wav())?;
+        self.rate = rate;
         let first = self.pcm.push(header.get(start..).unwrap_or_default());
         self.first = (!first.is_empty()).then_some(first);
         Ok(())

@@ -202,6 +202,41 @@ async fn error_body(response: reqwest::Response) -> String {
     text.chars().take(300).collect()
 }
 
+/// The longest WAV header a local TTS may send before its output counts as not WAV.
+const MAX_WAV_HEADER: usize = 4096;
+
+/// The rate and data offset of the 16-bit mono WAV whose first bytes `prefix` holds, at a
+/// rate the call loop resamples; `None` while the header is still arriving. `who` names the
+/// synthesizer in the errors.
+pub(crate) fn tts_wav_header(
+    who: &str,
+    prefix: &[u8],
+) -> Result<Option<(u32, usize)>, ProviderError> {
+    let error = |message: String| ProviderError::Request {
+        provider: ProviderKind::Tts,
+        message,
+    };
+    let info = match voxline_media::wav::WavInfo::from_prefix(prefix) {
+        Ok(Some(info)) => info,
+        Ok(None) if prefix.len() <= MAX_WAV_HEADER => return Ok(None),
+        Ok(None) | Err(_) => return Err(error(format!("{who}'s output is not a WAV file"))),
+    };
+    if info.channels != 1 || info.bits_per_sample != 16 {
+        return Err(error(format!(
+            "{who} sent {} channel(s) of {}-bit audio, not 16-bit mono",
+            info.channels, info.bits_per_sample
+        )));
+    }
+    if !voxline_media::resample::SUPPORTED_RATES.contains(&info.sample_rate) {
+        return Err(error(format!(
+            "{who} speaks at {} Hz, which the call loop cannot resample",
+            info.sample_rate
+        )));
+    }
+    let start = usize::try_from(info.data_offset).unwrap_or(prefix.len());
+    Ok(Some((info.sample_rate, start)))
+}
+
 /// Little-endian 16-bit PCM bytes to samples, across chunk boundaries that
 /// split a sample.
 #[derive(Debug, Default)]

@@ -7,16 +7,11 @@
 //! stream brings them to the carrier's rate.
 
 use super::openai_tts::PcmBodyStream;
-use super::{ByteStream, HttpPolicy, byte_stream, next_chunk, send_with_retry};
+use super::{ByteStream, HttpPolicy, byte_stream, next_chunk, send_with_retry, tts_wav_header};
 use async_trait::async_trait;
 use serde_json::json;
 use std::time::Duration;
 use voxline_actors::providers::{ProviderError, ProviderKind, TtsProvider, TtsStream};
-use voxline_media::resample::SUPPORTED_RATES;
-use voxline_media::wav::WavInfo;
-
-/// The longest WAV header read before the answer counts as not WAV.
-const MAX_HEADER: usize = 4096;
 
 /// A Piper HTTP server.
 #[derive(Clone)]
@@ -115,25 +110,10 @@ impl WavBodyStream {
                 None => return Err(tts_error("piper answered without audio")),
             };
             header.extend_from_slice(&bytes);
-            let info = match WavInfo::from_prefix(&header) {
-                Ok(Some(info)) => info,
-                Ok(None) if header.len() <= MAX_HEADER => continue,
-                Ok(None) | Err(_) => return Err(tts_error("piper's answer is not a WAV file")),
+            let Some((rate, start)) = tts_wav_header("piper", &header)? else {
+                continue;
             };
-            if info.channels != 1 || info.bits_per_sample != 16 {
-                return Err(tts_error(format!(
-                    "piper sent {} channel(s) of {}-bit audio, not 16-bit mono",
-                    info.channels, info.bits_per_sample
-                )));
-            }
-            if !SUPPORTED_RATES.contains(&info.sample_rate) {
-                return Err(tts_error(format!(
-                    "piper's voice speaks at {} Hz, which the call loop cannot resample",
-                    info.sample_rate
-                )));
-            }
-            let mut pcm = PcmBodyStream::new(body, info.sample_rate, read_timeout);
-            let start = usize::try_from(info.data_offset).unwrap_or(header.len());
+            let mut pcm = PcmBodyStream::new(body, rate, read_timeout);
             let first = pcm.push_leading(header.get(start..).unwrap_or_default());
             return Ok(Self {
                 first: (!first.is_empty()).then_some(first),
