@@ -198,9 +198,10 @@ pub enum ModelVerdict {
     Unavailable,
 }
 
-/// Which model request a verdict answers; verdicts for an earlier pause are ignored.
+/// Which model request a verdict answers; verdicts for an earlier pause are ignored. The
+/// machine numbers its requests; the number is public for replays and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct AskId(u32);
+pub struct AskId(pub u32);
 
 /// What the machine asks its driver to do.
 #[derive(Debug, Clone, Copy, PartialEq)]
