@@ -16,6 +16,7 @@ pub mod opus;
 pub mod pcm;
 pub mod resample;
 pub mod synth;
+pub mod turn_taking;
 pub mod vad;
 pub mod wav;
 
