@@ -271,22 +271,48 @@ async fn sign_in_cookie(server: &Server, store: &Store, org: OrgId) -> String {
         })
         .await
         .expect("insert the bench person");
-    let resp = reqwest::Client::builder()
+    let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .expect("HTTP client")
+        .expect("HTTP client");
+    // The form first: its pre-session cookie and the `_csrf` field bound to it.
+    let form = http
+        .get(format!("{}/sign-in", server.base_url()))
+        .send()
+        .await
+        .expect("the sign-in form");
+    let form_cookie = cookie_pair(form.headers(), "voxline_sign_in");
+    let html = form.text().await.expect("the sign-in page");
+    let marker = "name=\"_csrf\" value=\"";
+    let field = html
+        .split_once(marker)
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(value, _)| value.to_string())
+        .expect("the form's _csrf field");
+    let resp = http
         .post(format!("{}/sign-in", server.base_url()))
-        .form(&[("email", email.as_str()), ("password", password)])
+        .header("cookie", form_cookie)
+        .form(&[
+            ("_csrf", field.as_str()),
+            ("email", email.as_str()),
+            ("password", password),
+        ])
         .send()
         .await
         .expect("sign in");
     assert_eq!(resp.status(), 303, "sign-in refused");
-    resp.headers()["set-cookie"]
-        .to_str()
-        .expect("cookie")
-        .split(';')
-        .next()
-        .expect("cookie pair")
+    cookie_pair(resp.headers(), "voxline_session")
+}
+
+/// `name=value` of the cookie `name` among a response's `Set-Cookie` headers.
+fn cookie_pair(headers: &reqwest::header::HeaderMap, name: &str) -> String {
+    headers
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| v.split(';').next())
+        .find(|pair| pair.starts_with(&format!("{name}=")))
+        .expect("the cookie")
         .to_string()
 }
 

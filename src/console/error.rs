@@ -24,6 +24,9 @@ pub enum ConsoleError {
     /// The form's CSRF token is missing or not the session's.
     #[error("the form's security token is missing or stale")]
     Csrf,
+    /// A state-changing request another site's page made.
+    #[error("the request came from another site")]
+    CrossSite,
     /// No such page or record in the person's workspace.
     #[error("not found")]
     NotFound,
@@ -92,6 +95,13 @@ impl IntoResponse for ConsoleError {
                 StatusCode::FORBIDDEN,
                 "Form expired",
                 "The form's security token is missing or stale. Reload the page and try again."
+                    .to_string(),
+            ),
+            ConsoleError::CrossSite => (
+                StatusCode::FORBIDDEN,
+                "Refused",
+                "This request came from another site, so it was not carried out. Open Voxline \
+                 directly and try again."
                     .to_string(),
             ),
             ConsoleError::NotFound => (

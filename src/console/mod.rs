@@ -1,9 +1,10 @@
 //! The web console: server-rendered pages for a workspace's people, at `/`
 //! beside the API. People sign in with an email and password (server-side
-//! sessions, `session.rs`); every state-changing request carries the
-//! session's CSRF token (`csrf.rs`); pages are askama templates over the same
-//! services the API uses (`pages/`), with htmx and a little of our own
-//! JavaScript (`assets/console/`) for partial updates and live views.
+//! sessions, `session.rs`); every state-changing request must come from this
+//! site's own pages (`origin.rs`) and carry the session's CSRF token, or the
+//! sign-in form's pre-session one (`csrf.rs`); pages are askama templates
+//! over the same services the API uses (`pages/`), with htmx and a little of
+//! our own JavaScript (`assets/console/`) for partial updates and live views.
 //!
 //! Arrows: `console` → services (`calls`, `batches`, `postcall`, `admin`) →
 //! `store`. The API (`http`) never imports the console.
@@ -12,6 +13,7 @@ pub mod assets;
 pub mod chrome;
 pub mod csrf;
 pub mod error;
+pub mod origin;
 pub mod pages;
 pub mod render;
 pub mod security;
@@ -43,6 +45,12 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             state.clone(),
             csrf::require_token,
+        ))
+        // Outside the token check: a cross-site request is refused before
+        // its session is even looked up.
+        .layer(middleware::from_fn_with_state(
+            Arc::new(origin::Site::new(&state.public_url)),
+            csrf::refuse_cross_site,
         ))
         .layer(axum::Extension(throttle));
     Router::new()

@@ -104,13 +104,19 @@ pub async fn lookup(
 
 /// The session token in the request's `Cookie` headers.
 pub fn token_from_cookies(headers: &HeaderMap) -> Option<&str> {
+    cookie(headers, COOKIE)
+}
+
+/// The value of the cookie `name` in the request's `Cookie` headers, when
+/// it is there and not empty.
+pub fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .find(|(n, _)| *n == name)
         .map(|(_, value)| value)
         .filter(|v| !v.is_empty())
 }

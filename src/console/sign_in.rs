@@ -5,6 +5,7 @@
 //! oldest failure leaves the window.
 
 use super::chrome::{Chrome, Nav};
+use super::csrf::PreSession;
 use super::error::ConsoleError;
 use super::render::render;
 use super::session::{self, ConsoleUser};
@@ -15,8 +16,8 @@ use crate::store::users::NewSession;
 use askama::Template;
 use axum::extract::{ConnectInfo, FromRequestParts, Query, State};
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{AppendHeaders, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Form, Router};
 use parking_lot::Mutex;
@@ -100,6 +101,29 @@ struct SignInPage {
     error: Option<String>,
     email: String,
     next: String,
+    /// The pre-session token's form field.
+    csrf: String,
+}
+
+/// The sign-in form with a pre-session token: the page, and the cookie
+/// its `_csrf` field is bound to.
+fn sign_in_form(
+    state: &AppState,
+    headers: &HeaderMap,
+    status: StatusCode,
+    error: Option<String>,
+    email: String,
+    next: String,
+) -> Result<Response, ConsoleError> {
+    let token = PreSession::issue(state, headers);
+    let page = render(&SignInPage {
+        error,
+        email,
+        next,
+        csrf: token.field().to_string(),
+    })?;
+    let cookie = token.cookie(session::secure_cookies(state));
+    Ok((status, [(header::SET_COOKIE, cookie)], page).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -118,19 +142,14 @@ fn safe_next(next: Option<&str>) -> String {
 
 async fn sign_in_page(
     State(state): State<AppState>,
-    headers: axum::http::HeaderMap,
+    headers: HeaderMap,
     Query(q): Query<NextQuery>,
 ) -> Result<Response, ConsoleError> {
     let next = safe_next(q.next.as_deref());
     if session::lookup(&headers, &state).await?.is_some() {
         return Ok(Redirect::to(&next).into_response());
     }
-    Ok(render(&SignInPage {
-        error: None,
-        email: String::new(),
-        next,
-    })?
-    .into_response())
+    sign_in_form(&state, &headers, StatusCode::OK, None, String::new(), next)
 }
 
 #[derive(Debug, Deserialize)]
@@ -142,10 +161,13 @@ struct SignInForm {
     next: Option<String>,
 }
 
+/// Signs a person in. The form's pre-session token and origin were checked
+/// before this runs (`csrf`), so a page elsewhere never gets here.
 async fn sign_in(
     State(state): State<AppState>,
     Extension(throttle): Extension<Arc<SignInThrottle>>,
     ClientAddr(client): ClientAddr,
+    headers: HeaderMap,
     Form(form): Form<SignInForm>,
 ) -> Result<Response, ConsoleError> {
     let now = state.clock.now().timestamp_millis();
@@ -181,12 +203,14 @@ async fn sign_in(
         if let Some(k) = client_key {
             throttle.record(k, now);
         }
-        let page = render(&SignInPage {
-            error: Some("That email and password do not match.".into()),
-            email: form.email,
+        return sign_in_form(
+            &state,
+            &headers,
+            StatusCode::UNAUTHORIZED,
+            Some("That email and password do not match.".into()),
+            form.email,
             next,
-        })?;
-        return Ok((StatusCode::UNAUTHORIZED, page).into_response());
+        );
     };
     throttle.clear(&email_key);
     let token = session::new_token();
@@ -203,10 +227,14 @@ async fn sign_in(
             expires_at: now.saturating_add(ttl),
         })
         .await?;
-    let cookie = session::session_cookie(&token, session::secure_cookies(&state));
+    let secure = session::secure_cookies(&state);
     Ok((
         StatusCode::SEE_OTHER,
-        [(header::SET_COOKIE, cookie)],
+        // The pre-session cookie served its one form: dropped with the sign-in.
+        AppendHeaders([
+            (header::SET_COOKIE, session::session_cookie(&token, secure)),
+            (header::SET_COOKIE, PreSession::clear_cookie(secure)),
+        ]),
         Redirect::to(&next),
     )
         .into_response())

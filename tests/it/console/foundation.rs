@@ -1,7 +1,7 @@
 //! The console's door: sign-in and its throttle, sessions and sign-out,
 //! CSRF, the security headers, keys refused, and a real browser signing in.
 
-use super::support::{Browser, ConsoleClient, person};
+use super::support::{Browser, ConsoleClient, person, post_sign_in, sign_in_token};
 use crate::support::TestApp;
 use fantoccini::Locator;
 use voxline::domain::Role;
@@ -35,34 +35,42 @@ async fn a_person_signs_in_gets_a_strict_cookie_and_signs_out() {
     assert_eq!(r.headers()["hx-redirect"], "/sign-in?next=%2Faccount");
 
     // A wrong password is refused without saying which part was wrong.
-    let r = http
-        .post(format!("{}/sign-in", app.base))
-        .form(&[
+    let token = sign_in_token(&app).await;
+    let r = post_sign_in(
+        &app,
+        &token,
+        &[
             ("email", owner.email.as_str()),
             ("password", "wrong password!"),
-        ])
-        .send()
-        .await
-        .unwrap();
+        ],
+        &[],
+    )
+    .await;
     assert_eq!(r.status(), 401);
     assert!(r.text().await.unwrap().contains("do not match"));
 
     // The right one opens a session; the cookie is HttpOnly and Lax, and a
     // crafted next cannot leave the site.
-    let r = http
-        .post(format!("{}/sign-in", app.base))
-        .form(&[
+    let r = post_sign_in(
+        &app,
+        &token,
+        &[
             ("email", owner.email.to_uppercase().as_str()),
             ("password", owner.password.as_str()),
             ("next", "//evil.example/"),
-        ])
-        .send()
-        .await
-        .unwrap();
+        ],
+        &[],
+    )
+    .await;
     assert_eq!(r.status(), 303);
     assert_eq!(r.headers()["location"], "/");
-    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
-    assert!(cookie.starts_with("voxline_session="), "{cookie}");
+    let cookie = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .find(|c| c.starts_with("voxline_session="))
+        .expect("a session cookie");
     assert!(
         cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"),
         "{cookie}"
@@ -198,20 +206,13 @@ async fn failed_sign_ins_are_throttled_per_address() {
     let app = TestApp::spawn().await;
     let ws = app.workspace("Throttle").await;
     let owner = person(&app, &ws, Role::Owner).await;
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let token = sign_in_token(&app).await;
     let try_sign_in = |password: String| {
-        let http = http.clone();
-        let url = format!("{}/sign-in", app.base);
-        let email = owner.email.clone();
+        let (app, token, email) = (&app, &token, owner.email.clone());
         async move {
-            http.post(url)
-                .form(&[("email", email.as_str()), ("password", password.as_str())])
-                .send()
+            let fields = [("email", email.as_str()), ("password", password.as_str())];
+            post_sign_in(app, token, &fields, &[])
                 .await
-                .unwrap()
                 .status()
                 .as_u16()
         }

@@ -5,6 +5,7 @@
 mod agents;
 mod batches;
 mod calls;
+mod cross_site;
 mod foundation;
 mod keys;
 mod ratings;

@@ -68,33 +68,90 @@ pub struct ConsoleClient {
     pub csrf: String,
 }
 
+/// The sign-in form's pre-session token as a browser holds it after
+/// opening `/sign-in`: the cookie and the form's hidden `_csrf` field.
+#[derive(Debug, Clone)]
+pub struct SignInToken {
+    /// `name=value` of the pre-session cookie.
+    pub cookie: String,
+    /// The form's `_csrf` field.
+    pub field: String,
+}
+
+/// Opens `/sign-in` with a client that keeps no cookies and reads the
+/// pre-session token off the answer.
+pub async fn sign_in_token(app: &TestApp) -> SignInToken {
+    let resp = no_redirects()
+        .get(format!("{}/sign-in", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let cookie = set_cookie(resp.headers(), "voxline_sign_in").expect("a pre-session cookie");
+    let field = csrf_of(&resp.text().await.unwrap()).expect("a _csrf field on the sign-in form");
+    SignInToken { cookie, field }
+}
+
+/// `POST /sign-in` as the form sends it, with `token`'s cookie and field,
+/// `fields` and the extra `headers`.
+pub async fn post_sign_in(
+    app: &TestApp,
+    token: &SignInToken,
+    fields: &[(&str, &str)],
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut all = vec![("_csrf", token.field.as_str())];
+    all.extend_from_slice(fields);
+    let mut req = no_redirects()
+        .post(format!("{}/sign-in", app.base))
+        .header("cookie", &token.cookie)
+        .form(&all);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    req.send().await.unwrap()
+}
+
+/// An HTTP client that does not follow redirects (to see the 303s).
+pub fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// `name=value` of the cookie `name` a response sets, among all its
+/// `Set-Cookie` headers.
+pub fn set_cookie(headers: &reqwest::header::HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| v.split(';').next())
+        .find(|pair| pair.split_once('=').is_some_and(|(n, _)| n == name))
+        .map(str::to_string)
+}
+
 impl ConsoleClient {
-    /// Signs `person` in; panics when the sign-in is refused.
+    /// Signs `person` in as a browser does (the form first, for its
+    /// pre-session token); panics when the sign-in is refused.
     pub async fn sign_in(app: &TestApp, person: &Person) -> Self {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap();
-        let resp = http
-            .post(format!("{}/sign-in", app.base))
-            .form(&[
+        let token = sign_in_token(app).await;
+        let resp = post_sign_in(
+            app,
+            &token,
+            &[
                 ("email", person.email.as_str()),
                 ("password", person.password.as_str()),
                 ("next", "/account"),
-            ])
-            .send()
-            .await
-            .unwrap();
+            ],
+            &[],
+        )
+        .await;
         assert_eq!(resp.status(), 303, "sign-in of {}", person.email);
-        let cookie = resp
-            .headers()
-            .get("set-cookie")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .expect("a session cookie")
-            .to_string();
+        let cookie = set_cookie(resp.headers(), "voxline_session").expect("a session cookie");
         let mut client = Self {
-            http,
+            http: no_redirects(),
             base: app.base.clone(),
             cookie,
             csrf: String::new(),
@@ -126,15 +183,26 @@ impl ConsoleClient {
 
     /// `POST path` as a urlencoded form with exactly `fields` (no token added).
     pub async fn post_form_raw(&self, path: &str, fields: &[(&str, &str)]) -> Page {
-        let resp = self
+        self.post_form_with_headers(path, fields, &[]).await
+    }
+
+    /// `POST path` as a urlencoded form with exactly `fields` and the extra
+    /// `headers` (an `Origin`, say).
+    pub async fn post_form_with_headers(
+        &self,
+        path: &str,
+        fields: &[(&str, &str)],
+        headers: &[(&str, &str)],
+    ) -> Page {
+        let mut req = self
             .http
             .post(format!("{}{path}", self.base))
             .header("cookie", &self.cookie)
-            .form(fields)
-            .send()
-            .await
-            .unwrap();
-        page(resp).await
+            .form(fields);
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        page(req.send().await.unwrap()).await
     }
 
     /// `POST path` as htmx sends it: the token in `X-CSRF-Token`.
