@@ -4,7 +4,7 @@
 //! (with commas, quotes and line breaks inside) and CRLF or LF line ends.
 
 use crate::domain::Email;
-use crate::domain::text::{self, Lines, TextError};
+use crate::domain::text::{self, Lines};
 use csv_core::{ReadRecordResult, Reader};
 use serde_json::{Map, Value};
 
@@ -176,26 +176,12 @@ impl StudentColumns {
         })
     }
 
-    /// The first cell of a data row holding NUL or a control character (line
-    /// breaks and tabs are allowed in variable columns), with its column's
-    /// header: such a file is refused whole rather than stored in part.
-    pub fn refused_cell(&self, record: &RawRecord) -> Option<(String, TextError)> {
-        record.iter().enumerate().find_map(|(i, bytes)| {
-            let cell = std::str::from_utf8(bytes).ok()?;
-            let (lines, column) = if i == self.name {
-                (Lines::One, "name".to_string())
-            } else if i == self.phone {
-                (Lines::One, "phone".to_string())
-            } else {
-                let column = self.variables.iter().find(|(at, _)| *at == i)?;
-                (Lines::Many, column.1.clone())
-            };
-            text::check(cell, lines).err().map(|e| (column, e))
-        })
-    }
-
     /// One data row as `(name, phone as written, variables, email)`, or why
-    /// it is rejected (a malformed email address, among others).
+    /// it is rejected, naming the column: a cell that is not UTF-8 or holds
+    /// NUL or a control character (a line break only in a variable column,
+    /// where it is kept as prose: a note, an address), a missing name or
+    /// phone, a malformed email address. A rejected row is one bad row of the
+    /// sheet like any other, never a reason to refuse the whole file.
     pub fn row(&self, record: &RawRecord) -> Result<StudentRow, String> {
         if record.len() > self.width {
             return Err(format!(
@@ -204,30 +190,32 @@ impl StudentColumns {
                 self.width
             ));
         }
-        let field = |i: usize| -> Result<String, String> {
-            match record.get(i) {
-                Some(bytes) => std::str::from_utf8(bytes)
-                    .map(|s| s.trim().to_string())
-                    .map_err(|_| "is not valid UTF-8".to_string()),
-                None => Ok(String::new()),
-            }
+        let cell = |i: usize, column: &str, lines: Lines| -> Result<String, String> {
+            let Some(bytes) = record.get(i) else {
+                return Ok(String::new());
+            };
+            let text =
+                std::str::from_utf8(bytes).map_err(|_| format!("{column} is not valid UTF-8"))?;
+            text::check(text, lines).map_err(|e| format!("{column} {e}"))?;
+            Ok(text.trim().to_string())
         };
-        let name = field(self.name)?;
+        let name = cell(self.name, "name", Lines::One)?;
         if name.is_empty() {
             return Err("name is empty".into());
         }
-        let phone = field(self.phone)?;
+        let phone = cell(self.phone, "phone", Lines::One)?;
         if phone.is_empty() {
             return Err("phone is empty".into());
         }
         let mut variables = Map::new();
+        let mut email = None;
         for (i, key) in &self.variables {
-            variables.insert(key.clone(), Value::String(field(*i)?));
+            let value = cell(*i, key, Lines::Many)?;
+            if self.email == Some(*i) {
+                email = Email::parse_optional(&value).map_err(|e| format!("email {e}"))?;
+            }
+            variables.insert(key.clone(), Value::String(value));
         }
-        let email = match self.email {
-            Some(at) => Email::parse_optional(&field(at)?).map_err(|e| format!("email {e}"))?,
-            None => None,
-        };
         Ok((name, phone, variables, email))
     }
 }

@@ -1,6 +1,10 @@
 //! A sheet of people to call (a campaign's CSV upload, and the console's
 //! batch upload) read into items: the header is found, each data row becomes
 //! an item or a rejection with its reason, repeated numbers are rejected.
+//! One rule for every bad row: a malformed number, a repeated one, a missing
+//! name or a cell holding a control character rejects that row with its
+//! reason and the good rows are kept. Only the file itself (its header, no
+//! header at all, too many rows) is refused whole.
 //!
 //! Nothing here stores anything: the API's upload appends what the sheet
 //! accepted once the whole file has been read (so a refused file stores
@@ -9,7 +13,6 @@
 use super::csv_upload::{CsvRecords, RawRecord, StudentColumns, is_blank};
 use super::service::{check_phone, item_variables};
 use crate::domain::Email;
-use crate::domain::text::TextError;
 use crate::store::batches::NewItem;
 use std::collections::HashSet;
 
@@ -40,16 +43,6 @@ pub enum SheetError {
     /// The header lacks a name or phone column, or holds a control character.
     #[error("file: {0}")]
     Header(String),
-    /// A cell holds NUL or a control character: refused whole rather than stored in part.
-    #[error("rows[{row}].{column} {reason}")]
-    RefusedCell {
-        /// Row number in the file.
-        row: usize,
-        /// The cell's column header.
-        column: String,
-        /// What is wrong with it.
-        reason: TextError,
-    },
     /// No header row at all.
     #[error("file: the CSV is empty; it needs a header row with name and phone columns")]
     Empty,
@@ -155,13 +148,6 @@ impl StudentSheet {
             // Still counted to the end so the refusal says how many there were.
             return Ok(());
         }
-        if let Some((column, reason)) = columns.refused_cell(&record) {
-            return Err(SheetError::RefusedCell {
-                row: self.row_no,
-                column,
-                reason,
-            });
-        }
         let (name, raw_phone, variables, email) = match columns.row(&record) {
             Ok(row) => row,
             Err(reason) => {
@@ -235,10 +221,41 @@ mod tests {
         ));
         let header = read_sheet(b"name,email\n", HashSet::new(), 20).unwrap_err();
         assert!(header.to_string().starts_with("file: "), "{header}");
-        let nul = read_sheet(b"name,phone\nA\0,+919845012310\n", HashSet::new(), 20).unwrap_err();
+    }
+
+    /// Issue 28.4: a bad cell rejects its row like a bad number does; the
+    /// good rows beside it are kept, and a line break in a variable is prose.
+    #[test]
+    fn a_cell_with_a_control_character_rejects_its_row_only() {
+        let csv = "name,phone,note\n\"Asha\nKumar\",+919845012310,x\n\
+                   Ravi,+919845012311,\"Flat 4\nMG Road\"\n\
+                   A\0,+919845012312,y\n\
+                   Meera,+919845012313,\"bell\u{7}\"\n\
+                   Tab\tbed,+919845012314,z\n";
+        let sheet = read_sheet(csv.as_bytes(), HashSet::new(), 20).unwrap();
+        let rows: Vec<usize> = sheet.items.iter().map(|i| i.row).collect();
+        // Row 2 spans two lines of the file but is one record: Ravi is row 3.
+        assert_eq!(rows, [3]);
+        let variables: serde_json::Value =
+            serde_json::from_str(&sheet.items[0].item.variables).unwrap();
+        assert_eq!(variables["note"], "Flat 4\nMG Road");
+        let rejected: Vec<(usize, &str)> = sheet
+            .rejected_rows
+            .iter()
+            .map(|r| (r.row, r.reason.as_str()))
+            .collect();
         assert_eq!(
-            nul.to_string(),
-            "rows[2].name must not contain NUL (U+0000)"
+            rejected,
+            [
+                (2, "name must not contain the control character U+000A"),
+                (4, "name must not contain NUL (U+0000)"),
+                (5, "note must not contain the control character U+0007"),
+                (6, "name must not contain the control character U+0009"),
+            ]
         );
+        assert_eq!(sheet.rejected, 4);
+        let bad_utf8 =
+            read_sheet(b"name,phone\nA\xff,+919845012310\n", HashSet::new(), 20).unwrap();
+        assert_eq!(bad_utf8.rejected_rows[0].reason, "name is not valid UTF-8");
     }
 }

@@ -6,8 +6,7 @@
 
 use super::{
     CallIndex, CarrierCredentials, CarrierKind, CarriersError, TRANSFER_STATUS_SEGMENT, base_url,
-    call_lifetime, load_account, required_field, send, twilio::url_port_variants, with_params,
-    xml_escape,
+    call_lifetime, load_account, required_field, send, with_params, xml_escape,
 };
 use async_trait::async_trait;
 use base64::Engine as _;
@@ -389,8 +388,12 @@ pub fn signature_v3(
 }
 
 /// Verifies `X-Plivo-Signature-V3` (possibly several comma-separated
-/// signatures, e.g. during a token rotation) against the URL as given and
-/// with its port added or removed.
+/// signatures, e.g. during a token rotation) over `url` exactly as given.
+///
+/// `url` must be the URL as it was handed to Plivo: unlike Twilio's helper
+/// libraries, Plivo's (`validate_v3_signature`) try no variant with the port
+/// added or removed, so neither do we; a signature over any other spelling of
+/// the URL was not made for this request.
 pub fn verify_v3(
     auth_token: &str,
     method: &str,
@@ -399,19 +402,14 @@ pub fn verify_v3(
     nonce: &str,
     header: &str,
 ) -> bool {
-    let candidates: Vec<Vec<u8>> = header
-        .split(',')
-        .filter_map(|s| STANDARD.decode(s.trim()).ok())
-        .collect();
-    if candidates.is_empty() || nonce.is_empty() {
+    if nonce.is_empty() {
         return false;
     }
+    let base = signing_base(method, url, params);
+    let parts: [&[u8]; 3] = [base.as_bytes(), b".", nonce.as_bytes()];
     let signer = Signer::sha256(auth_token);
-    url_port_variants(url).iter().any(|variant| {
-        let base = signing_base(method, variant, params);
-        let parts: [&[u8]; 3] = [base.as_bytes(), b".", nonce.as_bytes()];
-        candidates
-            .iter()
-            .any(|candidate| signer.verify(&parts, candidate))
-    })
+    header
+        .split(',')
+        .filter_map(|s| STANDARD.decode(s.trim()).ok())
+        .any(|candidate| signer.verify(&parts, &candidate))
 }

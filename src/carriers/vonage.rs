@@ -329,28 +329,96 @@ pub fn map_status(status: &str) -> Option<CarrierStatus> {
     }
 }
 
-/// Verifies a signed webhook: `Authorization: Bearer <HS256 JWT>` keyed by the
-/// signature secret, whose `payload_hash` (when present) is the body's hex SHA-256.
-pub fn verify_signed_webhook(signature_secret: &str, authorization: &str, body: &[u8]) -> bool {
-    let Some(token) = authorization
+/// How old a signed webhook's token may be (its `iat`): Vonage signs each
+/// callback as it sends it, so an older token is a captured one replayed.
+pub const SIGNED_WEBHOOK_MAX_AGE_SECONDS: i64 = 300;
+
+/// How far in the future a signed webhook's `iat` (or `nbf`) may lie: the
+/// clock skew between Vonage's clock and ours that we forgive. Expiry (`exp`)
+/// gets no leeway, as in Vonage's own `vonage-jwt` check.
+pub const SIGNED_WEBHOOK_CLOCK_SKEW_SECONDS: i64 = 60;
+
+/// Why a signed webhook was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SignedWebhookError {
+    /// No `Authorization: Bearer` token.
+    #[error("signed-webhook Authorization is not a Bearer token")]
+    Missing,
+    /// The token is not an HS256 JWT under the signature secret, or its
+    /// claims are not numbers where the JWT spec says they are.
+    #[error("signed-webhook JWT does not match")]
+    Mismatch,
+    /// The token names no `iat`, so how old it is cannot be told.
+    #[error("signed-webhook JWT has no iat")]
+    NoIssuedAt,
+    /// `iat` is more than [`SIGNED_WEBHOOK_MAX_AGE_SECONDS`] ago.
+    #[error("signed-webhook JWT was issued more than {SIGNED_WEBHOOK_MAX_AGE_SECONDS} s ago")]
+    Stale,
+    /// `iat` or `nbf` is more than [`SIGNED_WEBHOOK_CLOCK_SKEW_SECONDS`] ahead of now.
+    #[error("signed-webhook JWT is not valid yet")]
+    NotYetValid,
+    /// `exp` has passed.
+    #[error("signed-webhook JWT has expired")]
+    Expired,
+    /// `payload_hash` is not the body's SHA-256.
+    #[error("signed-webhook payload_hash does not match the body")]
+    BodyMismatch,
+}
+
+/// The claims of a signed webhook's JWT that the check reads; a time claim
+/// that is present but not a whole number of seconds fails to parse.
+#[derive(serde::Deserialize)]
+struct SignedWebhookClaims {
+    iat: Option<i64>,
+    nbf: Option<i64>,
+    exp: Option<i64>,
+    payload_hash: Option<String>,
+}
+
+/// Verifies a signed webhook at `now_unix` (the wall clock's unix seconds:
+/// Vonage signs with real time): `Authorization: Bearer <HS256 JWT>` keyed by
+/// the signature secret, issued (`iat`) at most
+/// [`SIGNED_WEBHOOK_MAX_AGE_SECONDS`] ago, not expired (`exp`, when present),
+/// not before its `nbf`, and whose `payload_hash` (when present) is the
+/// body's hex SHA-256. A captured callback therefore cannot be replayed
+/// after a few minutes, however long the call lives.
+pub fn verify_signed_webhook(
+    signature_secret: &str,
+    authorization: &str,
+    body: &[u8],
+    now_unix: i64,
+) -> Result<(), SignedWebhookError> {
+    let token = authorization
         .trim()
         .strip_prefix("Bearer ")
         .or_else(|| authorization.trim().strip_prefix("bearer "))
-    else {
-        return false;
-    };
+        .ok_or(SignedWebhookError::Missing)?;
     let mut validation = Validation::new(Algorithm::HS256);
-    // Vonage's webhook tokens carry iat but no exp; replay is bounded by the call's life.
+    // The time claims are checked below against `now_unix`, not the
+    // library's own clock, and with the leeways documented above.
     validation.validate_exp = false;
+    validation.validate_nbf = false;
     validation.required_spec_claims.clear();
     validation.validate_aud = false;
     let key = DecodingKey::from_secret(signature_secret.as_bytes());
-    let Ok(data) = jsonwebtoken::decode::<serde_json::Value>(token.trim(), &key, &validation)
-    else {
-        return false;
-    };
-    match data.claims.get("payload_hash").and_then(|h| h.as_str()) {
-        Some(hash) => hash.eq_ignore_ascii_case(&hex::encode(Sha256::digest(body))),
-        None => true,
+    let claims = jsonwebtoken::decode::<SignedWebhookClaims>(token.trim(), &key, &validation)
+        .map_err(|_| SignedWebhookError::Mismatch)?
+        .claims;
+    let issued_at = claims.iat.ok_or(SignedWebhookError::NoIssuedAt)?;
+    if issued_at < now_unix.saturating_sub(SIGNED_WEBHOOK_MAX_AGE_SECONDS) {
+        return Err(SignedWebhookError::Stale);
+    }
+    let latest_start = now_unix.saturating_add(SIGNED_WEBHOOK_CLOCK_SKEW_SECONDS);
+    if issued_at > latest_start || claims.nbf.is_some_and(|nbf| nbf > latest_start) {
+        return Err(SignedWebhookError::NotYetValid);
+    }
+    if claims.exp.is_some_and(|exp| exp <= now_unix) {
+        return Err(SignedWebhookError::Expired);
+    }
+    match claims.payload_hash {
+        Some(hash) if !hash.eq_ignore_ascii_case(&hex::encode(Sha256::digest(body))) => {
+            Err(SignedWebhookError::BodyMismatch)
+        }
+        _ => Ok(()),
     }
 }

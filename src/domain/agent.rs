@@ -946,7 +946,8 @@ pub struct AgentInput {
     pub keypad: Option<Option<KeypadConfig>>,
     /// See [`AgentSpec::announcement`].
     pub announcement: Option<AnnouncementConfig>,
-    /// See [`AgentSpec::per_minute_rate_paise`].
+    /// See [`AgentSpec::per_minute_rate_paise`]; the bounds are those `validate` holds it to.
+    #[schema(minimum = 0, maximum = 100_000)]
     pub per_minute_rate_paise: Option<i64>,
     /// See [`AgentSpec::tools`]; replaces the whole list.
     pub tools: Option<Vec<AgentTool>>,

@@ -24,11 +24,44 @@ pub enum TextError {
     TooLong(usize),
 }
 
-/// [`Lines::One`] text as a JSON Schema (ECMA-262) pattern: no control character.
-pub const ONE_LINE_PATTERN: &str = r"^[^\x00-\x1f\x7f-\x9f]*$";
+/// The end of the text in a JSON Schema pattern, read the same in every regex
+/// dialect. JSON Schema means ECMA-262, where `$` is the end; Python's `re`
+/// (schemathesis, Python clients) also lets `$` match before a final line
+/// break, so there `^[^\n]*$` admits `"a\n"`, which [`check`] refuses. "Not
+/// followed by any character" is the end in both.
+pub const PATTERN_END: &str = r"(?![\s\S])";
 
-/// [`Lines::Many`] text as a pattern: no control character but tab, CR and LF.
-pub const MANY_LINES_PATTERN: &str = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$";
+/// [`Lines::One`] text as a JSON Schema pattern: no control character
+/// (C0, DEL, C1: what [`char::is_control`] holds), so no tab or line break.
+pub const ONE_LINE_PATTERN: &str = r"^[^\x00-\x1f\x7f-\x9f]*(?![\s\S])";
+
+/// [`Lines::Many`] text as a pattern: no control character but tab, LF and CR.
+pub const MANY_LINES_PATTERN: &str = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*(?![\s\S])";
+
+/// [`ONE_LINE_PATTERN`] with at least one character that is not white space.
+pub const ONE_LINE_NOT_BLANK_PATTERN: &str =
+    r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*(?![\s\S])";
+
+/// [`MANY_LINES_PATTERN`] with at least one character that is not white space.
+pub const MANY_LINES_NOT_BLANK_PATTERN: &str = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*(?![\s\S])";
+
+impl Lines {
+    /// The text rule as a JSON Schema pattern ([`ONE_LINE_PATTERN`] or [`MANY_LINES_PATTERN`]).
+    pub fn pattern(self) -> &'static str {
+        match self {
+            Lines::One => ONE_LINE_PATTERN,
+            Lines::Many => MANY_LINES_PATTERN,
+        }
+    }
+
+    /// The rule for text that must not be blank, as a pattern.
+    pub fn not_blank_pattern(self) -> &'static str {
+        match self {
+            Lines::One => ONE_LINE_NOT_BLANK_PATTERN,
+            Lines::Many => MANY_LINES_NOT_BLANK_PATTERN,
+        }
+    }
+}
 
 /// Whether line breaks and tabs belong in the text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

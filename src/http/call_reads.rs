@@ -517,7 +517,9 @@ pub fn relative_time(at_ms: i64, now_ms: i64) -> String {
 pub struct CallFilterQuery {
     /// Comma-separated raw statuses: queued, ringing, in-progress, completed, failed, no-answer, busy, canceled, voicemail.
     #[serde(default, deserialize_with = "call_statuses")]
-    #[param(value_type = Option<String>, pattern = r"^\s*((queued|ringing|in-progress|completed|failed|no-answer|busy|canceled|voicemail)\s*)?(,\s*((queued|ringing|in-progress|completed|failed|no-answer|busy|canceled|voicemail)\s*)?)*$")]
+    // Spaces around each value are trimmed; tabs and line breaks are refused
+    // as in any query value, so the pattern's white space excludes controls.
+    #[param(value_type = Option<String>, pattern = r"^[^\S\x00-\x1f\x7f-\x9f]*((queued|ringing|in-progress|completed|failed|no-answer|busy|canceled|voicemail)[^\S\x00-\x1f\x7f-\x9f]*)?(,[^\S\x00-\x1f\x7f-\x9f]*((queued|ringing|in-progress|completed|failed|no-answer|busy|canceled|voicemail)[^\S\x00-\x1f\x7f-\x9f]*)?)*$")]
     pub status: Vec<CallStatus>,
     /// Case-insensitive substring of the name, phone, email or agent name.
     #[serde(default, deserialize_with = "optional_line")]

@@ -255,9 +255,7 @@ impl From<SheetError> for ApiError {
     fn from(err: SheetError) -> Self {
         match err {
             SheetError::TooManyRows(_) => Self::PayloadTooLarge(err.to_string()),
-            SheetError::Header(_) | SheetError::RefusedCell { .. } | SheetError::Empty => {
-                Self::BadRequest(err.to_string())
-            }
+            SheetError::Header(_) | SheetError::Empty => Self::BadRequest(err.to_string()),
         }
     }
 }
@@ -271,6 +269,9 @@ fn bad_multipart(e: impl std::fmt::Display) -> ApiError {
 /// Upload students as CSV (multipart field `file`): columns `name` and `phone`
 /// (or `phone_number`, `mobile`, `number`), any header case; every other column
 /// becomes a variable. UTF-8 with or without BOM; quoted fields; up to 100,000 rows.
+/// A bad row (a malformed or repeated number, no name, a cell with NUL or a
+/// control character; a line break is kept in variable columns only) is
+/// reported with its row number and reason, and the good rows are added.
 #[utoipa::path(post, path = "/api/campaigns/{campaignId}/students/upload", tag = "campaigns",
     params(("campaignId" = String, Path, description = "Campaign id")),
     request_body(content_type = "multipart/form-data", description = "A `file` field holding the CSV"),
@@ -339,7 +340,8 @@ async fn upload_students(
         })
         .collect();
     // The whole file was read before anything is appended, so a refused
-    // file (over the row limit, a cell with NUL) stores nothing.
+    // file (over the row limit, a bad header) stores nothing; a bad row,
+    // whatever is wrong with it, is only left out and reported.
     service::append_checked(&state, BatchKind::Campaign, &campaign, sheet.into_items())
         .await
         .map_err(|err| match err {

@@ -1,7 +1,7 @@
 //! The OpenAPI document, generated from the handlers, and a small docs page.
 
 use crate::app::state::AppState;
-use crate::domain::text;
+use crate::domain::text::{self, Lines};
 use axum::Json;
 use axum::Router;
 use axum::response::Html;
@@ -176,6 +176,7 @@ pub fn finished(doc: utoipa::openapi::OpenApi) -> Value {
     add_shared_components(&mut doc);
     require_on_create(&mut doc);
     state_text_rules(&mut doc);
+    end_patterns_at_the_end(&mut doc);
     if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
         for (path, item) in paths.iter_mut() {
             let Some(item) = item.as_object_mut() else {
@@ -206,9 +207,10 @@ pub fn finished(doc: utoipa::openapi::OpenApi) -> Value {
 /// States the text rules of `domain::text` where a client's generator can see
 /// them: every free-form string of a request refuses NUL and control
 /// characters (query parameters are one line; body text may hold tab and line
-/// breaks unless its field says one line). Strings with a pattern, format or
-/// enum of their own already exclude them. Responses are left alone: a 404 may
-/// echo the id it was given.
+/// breaks unless its field says one line). Strings with a format, an enum or a
+/// pattern of their own already exclude them, except a bare "not blank" (`\S`),
+/// which becomes the rule's own not-blank pattern. Responses are left alone: a
+/// 404 may echo the id it was given.
 fn state_text_rules(doc: &mut Value) {
     let mut bodies = Vec::new();
     if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
@@ -217,13 +219,13 @@ fn state_text_rules(doc: &mut Value) {
                 if let Some(params) = op.get_mut("parameters").and_then(Value::as_array_mut) {
                     for param in params.iter_mut().filter(|p| p["in"] == "query") {
                         if let Some(schema) = param.get_mut("schema") {
-                            add_text_pattern(schema, text::ONE_LINE_PATTERN);
+                            add_text_pattern(schema, Lines::One);
                         }
                     }
                 }
                 if let Some(body) = op.get_mut("requestBody") {
                     collect_refs(body, &mut bodies);
-                    add_text_pattern(body, text::MANY_LINES_PATTERN);
+                    add_text_pattern(body, Lines::Many);
                 }
             }
         }
@@ -249,7 +251,7 @@ fn state_text_rules(doc: &mut Value) {
         }
         if let Some(schema) = doc["components"]["schemas"].get_mut(&name) {
             collect_refs(schema, &mut bodies);
-            add_text_pattern(schema, text::MANY_LINES_PATTERN);
+            add_text_pattern(schema, Lines::Many);
         }
     }
 }
@@ -330,15 +332,19 @@ fn collect_refs(value: &Value, names: &mut Vec<String>) {
 }
 
 /// Gives every string schema in `value` without a pattern, format or enum the
-/// control-character `pattern`.
-fn add_text_pattern(value: &mut Value, pattern: &str) {
+/// control-character `pattern` of `lines`, and one whose pattern only says
+/// "not blank" that rule's not-blank pattern.
+fn add_text_pattern(value: &mut Value, lines: Lines) {
     match value {
         Value::Object(map) => {
             let constrained = ["pattern", "format", "enum", "const", "contentMediaType"]
                 .iter()
                 .any(|k| map.contains_key(*k));
             if has_type(map, "string") && !constrained {
-                map.insert("pattern".into(), Value::String(pattern.to_owned()));
+                map.insert("pattern".into(), json!(lines.pattern()));
+            }
+            if has_type(map, "string") && map.get("pattern").is_some_and(|p| p == NOT_BLANK) {
+                map.insert("pattern".into(), json!(lines.not_blank_pattern()));
             }
             // A free-form object (variables, a tool's JSON Schema): any JSON
             // whose strings and keys, at any depth, follow the body's rule.
@@ -356,11 +362,40 @@ fn add_text_pattern(value: &mut Value, pattern: &str) {
             // Examples are data, not schemas.
             for (key, v) in map.iter_mut() {
                 if key != "example" && key != "examples" && key != "default" {
-                    add_text_pattern(v, pattern);
+                    add_text_pattern(v, lines);
                 }
             }
         }
-        Value::Array(items) => items.iter_mut().for_each(|v| add_text_pattern(v, pattern)),
+        Value::Array(items) => items.iter_mut().for_each(|v| add_text_pattern(v, lines)),
+        _ => {}
+    }
+}
+
+/// The pattern a handler's annotation gives a string that must not be blank.
+const NOT_BLANK: &str = r"\S";
+
+/// Ends every `pattern` of the document that ends in `$` with
+/// [`text::PATTERN_END`] instead, so that the end of the string is meant in
+/// every regex dialect: Python's `re`, which schemathesis generates and checks
+/// with, also lets `$` match before a final line break, and so took `"done\n"`
+/// as a valid status and `"a\n"` as valid one-line text, which the server
+/// refuses. The annotations keep the familiar `$`.
+fn end_patterns_at_the_end(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(pattern)) = map.get_mut("pattern")
+                && let Some(body) = pattern.strip_suffix('$')
+                // An escaped `\$` is a dollar sign, not the end.
+                && body.chars().rev().take_while(|c| *c == '\\').count().is_multiple_of(2)
+            {
+                *pattern = format!("{body}{}", text::PATTERN_END);
+            }
+            // Examples are data, not schemas.
+            map.iter_mut()
+                .filter(|(key, _)| !matches!(key.as_str(), "example" | "examples" | "default"))
+                .for_each(|(_, v)| end_patterns_at_the_end(v));
+        }
+        Value::Array(items) => items.iter_mut().for_each(end_patterns_at_the_end),
         _ => {}
     }
 }
@@ -374,7 +409,7 @@ fn require_on_create(doc: &mut Value) {
         *body = json!({
             "allOf": [body.take()],
             "required": ["name"],
-            "properties": {"name": {"type": "string", "pattern": "\\S"}},
+            "properties": {"name": {"type": "string", "pattern": text::ONE_LINE_NOT_BLANK_PATTERN}},
         });
     }
 }

@@ -780,6 +780,34 @@ fn plivo_signature_matches_independent_vectors() {
         nonce,
         ""
     ));
+    // Only the URL as given to Plivo: as in Plivo's own validate_v3_signature,
+    // a signature over the URL with the port added or removed is refused.
+    let with_port = "https://voxline.example.com:443/carrier/plivo/status/call-1";
+    assert!(!plivo::verify_v3(
+        "plivo-token",
+        "POST",
+        with_port,
+        &params,
+        nonce,
+        expected
+    ));
+    let over_port = plivo::signature_v3("plivo-token", "POST", with_port, &params, nonce);
+    assert!(plivo::verify_v3(
+        "plivo-token",
+        "POST",
+        with_port,
+        &params,
+        nonce,
+        &over_port
+    ));
+    assert!(!plivo::verify_v3(
+        "plivo-token",
+        "POST",
+        url,
+        &params,
+        nonce,
+        &over_port
+    ));
 
     // With a query on the URL: sorted decoded query, ".", then the parameters.
     let answer = "https://voxline.example.com/carrier/plivo/answer/call-1?media=ws%3A%2F%2Fh%2Fmedia%2Fplivo&token=t.1.ab";
@@ -912,6 +940,138 @@ async fn plivo_status_callbacks_are_verified_and_mapped() {
     let request = plivo_request(&url, &[("Foo", "bar")], "n", "plivo-token");
     let (status, _, _) = run_status("plivo", Some(credential), request).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+/// Signs a Plivo status callback over `url` and posts it to the server at
+/// `base` (the path and query of `url`); returns the answer's status.
+async fn post_plivo_status(
+    http: &reqwest::Client,
+    base: &str,
+    url: &str,
+    fields: &[(&str, &str)],
+) -> u16 {
+    let signed = plivo_request(url, fields, "nonce-9", "pl-token");
+    let path = &url[url.find("/carrier/").expect("a callback path")..];
+    let mut request = http
+        .post(format!("{base}{path}"))
+        .body(signed.body.to_vec());
+    for (name, value) in &signed.headers {
+        request = request.header(name.as_str(), value.as_bytes());
+    }
+    request.send().await.expect("send").status().as_u16()
+}
+
+#[tokio::test]
+async fn plivo_callbacks_are_verified_over_exactly_the_url_plivo_was_given() {
+    // A public URL with an explicit port: the callback URLs Plivo gets carry it.
+    let public = "https://voxline.example.com:8443";
+    let plivo_api = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/Account/MA88/Call/"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"request_uuid": "u-88"})))
+        .expect(1)
+        .mount(&plivo_api)
+        .await;
+    Mock::given(method("DELETE"))
+        .respond_with(ResponseTemplate::new(204))
+        .mount(&plivo_api)
+        .await;
+    let app = crate::support::TestApp::spawn_with_settings(|settings| {
+        settings.public_url = Some(public.to_string());
+    })
+    .await;
+    let ws = app.calling_workspace("Plivo", 2).await;
+    voxline::admin::ops::add_number(
+        app.store(),
+        ws.org_id,
+        "+918035740188",
+        "plivo",
+        true,
+        None,
+        app.now(),
+    )
+    .await
+    .expect("plivo number");
+    let credential = json!({"authId": "MA88", "authToken": "pl-token", "baseUrl": plivo_api.uri()});
+    app.admin_ok(&[
+        "credential",
+        "set",
+        "--org",
+        &ws.org_id.to_string(),
+        "--kind",
+        "plivo",
+        "--json",
+        &credential.to_string(),
+    ])
+    .await;
+    let agent = app
+        .create_agent(
+            &ws.key,
+            json!({"name": "Plivo", "welcomeMessage": "Hi.", "prompt": "Be brief.", "telephonyProvider": "plivo"}),
+        )
+        .await["id"]
+        .as_str()
+        .expect("agent id")
+        .to_string();
+    let id = app
+        .post(
+            &ws.key,
+            "/api/calls",
+            json!({"agentId": agent, "to": "+919845012388"}),
+        )
+        .await
+        .expect(201)
+        .body["callId"]
+        .as_str()
+        .expect("callId")
+        .to_string();
+    let created = crate::support::eventually(
+        std::time::Duration::from_secs(10),
+        "the Plivo API to be called",
+        || async {
+            let requests = plivo_api.received_requests().await.unwrap_or_default();
+            requests
+                .iter()
+                .find(|r| r.method.as_str() == "POST")
+                .map(|r| serde_json::from_slice::<Value>(&r.body).expect("JSON body"))
+        },
+    )
+    .await;
+    let given = created["hangup_url"].as_str().expect("hangup_url");
+    assert_eq!(given, format!("{public}/carrier/plivo/status/{id}"));
+    let status = || async {
+        app.get(&ws.key, &format!("/api/calls/{id}"))
+            .await
+            .expect(200)
+            .body["rawStatus"]
+            .clone()
+    };
+
+    // Signed over the same URL without its port: not what Plivo was given.
+    let without_port = given.replacen(":8443", "", 1);
+    let hangup = [
+        ("CallUUID", "u-88"),
+        ("Event", "Hangup"),
+        ("CallStatus", "busy"),
+    ];
+    assert_eq!(
+        post_plivo_status(&app.http, &app.base, &without_port, &hangup).await,
+        403
+    );
+    assert_eq!(status().await, "ringing");
+
+    // Signed over the URL as given: accepted, and the call ends busy.
+    assert_eq!(
+        post_plivo_status(&app.http, &app.base, given, &hangup).await,
+        200
+    );
+    crate::support::eventually(
+        std::time::Duration::from_secs(10),
+        "the call to end busy",
+        || async { (status().await == "busy").then_some(()) },
+    )
+    .await;
+    app.shutdown().await;
 }
 
 #[tokio::test]
@@ -1227,13 +1387,28 @@ async fn vonage_rejects_a_private_key_that_is_not_rsa_pem() {
 }
 
 fn vonage_webhook_jwt(secret: &str, body: &[u8]) -> String {
-    let claims = json!({
+    vonage_webhook_jwt_with(secret, body, json!({}))
+}
+
+/// A signed-webhook JWT as Vonage makes one (issued now), with `changes`
+/// over its claims (a `null` removes the claim).
+fn vonage_webhook_jwt_with(secret: &str, body: &[u8], changes: Value) -> String {
+    let mut claims = json!({
         "iat": chrono::Utc::now().timestamp(),
         "jti": "j-1",
         "iss": "Vonage",
         "payload_hash": hex::encode(Sha256::digest(body)),
         "application_id": "app-1"
     });
+    for (name, value) in changes.as_object().expect("claims to change") {
+        match value {
+            Value::Null => claims.as_object_mut().unwrap().remove(name),
+            value => claims
+                .as_object_mut()
+                .unwrap()
+                .insert(name.clone(), value.clone()),
+        };
+    }
     jsonwebtoken::encode(
         &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
         &claims,
@@ -1324,11 +1499,117 @@ async fn vonage_events_are_verified_and_mapped() {
     );
 
     let request = callback(Method::POST, &url, &[], body);
-    let (status, _, _) = run_status("vonage", Some(signed), request).await;
+    let (status, _, _) = run_status("vonage", Some(signed.clone()), request).await;
     assert_eq!(
         status,
         StatusCode::FORBIDDEN,
         "signed webhooks need the JWT"
+    );
+
+    // A captured callback cannot be replayed later: the token's exp is
+    // honoured and its iat may be at most 5 minutes old (a minute of clock
+    // skew forgiven the other way).
+    let now = chrono::Utc::now().timestamp();
+    let cases = [
+        (
+            json!({"exp": now - 30 * 60}),
+            StatusCode::FORBIDDEN,
+            "expired 30 minutes ago",
+        ),
+        (
+            json!({"exp": now - 1}),
+            StatusCode::FORBIDDEN,
+            "expired a second ago",
+        ),
+        (
+            json!({"exp": now + 60}),
+            StatusCode::OK,
+            "expiring in a minute",
+        ),
+        (
+            json!({"iat": now - 6 * 60}),
+            StatusCode::FORBIDDEN,
+            "issued 6 minutes ago",
+        ),
+        (
+            json!({"iat": now - 4 * 60}),
+            StatusCode::OK,
+            "issued 4 minutes ago",
+        ),
+        (
+            json!({"iat": now + 30}),
+            StatusCode::OK,
+            "issued 30 s ahead (skew)",
+        ),
+        (
+            json!({"iat": now + 5 * 60}),
+            StatusCode::FORBIDDEN,
+            "issued 5 minutes ahead",
+        ),
+        (
+            json!({"iat": null}),
+            StatusCode::FORBIDDEN,
+            "no iat: its age is unknown",
+        ),
+        (
+            json!({"iat": "yesterday"}),
+            StatusCode::FORBIDDEN,
+            "an iat that is no time",
+        ),
+        (
+            json!({"nbf": now + 5 * 60}),
+            StatusCode::FORBIDDEN,
+            "not valid before 5 minutes from now",
+        ),
+    ];
+    for (claims, expected, case) in cases {
+        let bearer = format!(
+            "Bearer {}",
+            vonage_webhook_jwt_with("sig-secret", body, claims)
+        );
+        let request = callback(Method::POST, &url, &[("authorization", &bearer)], body);
+        let (status, reply, _) = run_status("vonage", Some(signed.clone()), request).await;
+        assert_eq!(status, expected, "{case}: {reply}");
+    }
+}
+
+#[test]
+fn vonage_signed_webhook_age_is_judged_against_the_given_time() {
+    use voxline::carriers::vonage::{SignedWebhookError, verify_signed_webhook};
+    let body = br#"{"status":"answered"}"#;
+    let issued = 1_700_000_000;
+    let token = format!(
+        "Bearer {}",
+        vonage_webhook_jwt_with("sig-secret", body, json!({"iat": issued}))
+    );
+    let at = |now| verify_signed_webhook("sig-secret", &token, body, now);
+    assert_eq!(at(issued), Ok(()));
+    assert_eq!(at(issued + 300), Ok(()), "5 minutes old");
+    assert_eq!(at(issued + 301), Err(SignedWebhookError::Stale));
+    assert_eq!(at(issued - 60), Ok(()), "a minute of skew");
+    assert_eq!(at(issued - 61), Err(SignedWebhookError::NotYetValid));
+    let expiring = format!(
+        "Bearer {}",
+        vonage_webhook_jwt_with(
+            "sig-secret",
+            body,
+            json!({"iat": issued, "exp": issued + 10})
+        )
+    );
+    let at = |now| verify_signed_webhook("sig-secret", &expiring, body, now);
+    assert_eq!(at(issued + 9), Ok(()));
+    assert_eq!(at(issued + 10), Err(SignedWebhookError::Expired));
+    assert_eq!(
+        verify_signed_webhook("sig-secret", &token, b"{}", issued),
+        Err(SignedWebhookError::BodyMismatch)
+    );
+    assert_eq!(
+        verify_signed_webhook("other", &token, body, issued),
+        Err(SignedWebhookError::Mismatch)
+    );
+    assert_eq!(
+        verify_signed_webhook("sig-secret", "Basic abc", body, issued),
+        Err(SignedWebhookError::Missing)
     );
 }
 

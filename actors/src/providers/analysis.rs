@@ -514,15 +514,31 @@ struct Found {
 ///    ([`question_for`], as the sim agent does), the latest one that holds a value;
 /// 2. when that question was never asked, the answer to the agent turn that shares the most
 ///    words with the field (never a turn asking another field's own question);
-/// 3. a callee turn that names the field itself ("5 years of experience", "my notice period
-///    is 30 days"), never one answering another field's own question, the value read nearest
-///    the field's words. A text field takes a turn only when it says "my … is".
+/// 3. a callee turn anywhere in the call that names the field itself ("5 years of
+///    experience", "my notice period is 30 days", "I prefer hybrid work"), the value read
+///    nearest the field's words. A text field takes a turn only when it says "my … is". A
+///    turn that answered another field's own question is read only when it said nothing for
+///    that field (a value given out of order); one that did answer it stays that field's.
 fn extract(
     fields: &[AnalysisField],
     transcript: &[ScorecardTurn],
     today: Ymd,
 ) -> Vec<Option<Found>> {
     let asked: Vec<Vec<usize>> = fields.iter().map(|f| asked_at(f, transcript)).collect();
+    // Per field, the callee turns of the answers to its own question that spoke to it.
+    let claimed: Vec<Vec<usize>> = fields
+        .iter()
+        .zip(&asked)
+        .map(|(field, questions)| {
+            let topic = field_topic(field);
+            questions
+                .iter()
+                .map(|&at| answer_after(transcript, at))
+                .filter(|turns| speaks_to(field, &topic, &joined(transcript, turns), today))
+                .flatten()
+                .collect()
+        })
+        .collect();
     fields
         .iter()
         .enumerate()
@@ -535,9 +551,11 @@ fn extract(
                 .flat_map(|(_, turns)| turns.iter().copied())
                 .filter(|at| !asked[n].contains(at))
                 .collect();
-            let others_answers: Vec<usize> = others_questions
+            let others_answers: Vec<usize> = claimed
                 .iter()
-                .flat_map(|&at| answer_after(transcript, at))
+                .enumerate()
+                .filter(|(m, _)| *m != n)
+                .flat_map(|(_, turns)| turns.iter().copied())
                 .collect();
             for &at in asked[n].iter().rev() {
                 let answer = joined(transcript, &answer_after(transcript, at));
@@ -580,6 +598,18 @@ fn extract(
                 .find_map(|(_, at)| read(field, &topic, &transcript[at].text, today, true))
         })
         .collect()
+}
+
+/// Whether `answer`, given to `field`'s own question, spoke to it: it holds the field's value,
+/// or, for a number, a number the field's bounds refuse (the answer was about the field all
+/// the same, so the number beside it is not another field's).
+fn speaks_to(field: &AnalysisField, topic: &[String], answer: &str, today: Ymd) -> bool {
+    match field.kind {
+        FieldType::Number | FieldType::Integer => {
+            !numbers_in(&words(&answer.replace(',', ""))).is_empty()
+        }
+        _ => read(field, topic, answer, today, false).is_some(),
+    }
 }
 
 /// The value of `field` in `answer`; `naming` when the text is not an answer to the field's
@@ -2431,6 +2461,106 @@ mod tests {
         assert_eq!(data["noticePeriodDays"], json!(60));
         assert_eq!(data["yearsOfExperience"], json!(7));
         assert_valid(&request, &reply);
+    }
+
+    /// Issue 28.3: the callee gives the work mode as the answer to the question about
+    /// interest (already answered at the welcome), and only "thanks, bye" to the work-mode
+    /// question. The answer that held nothing for its own field is read for the others.
+    #[test]
+    fn a_value_given_out_of_order_is_read_from_the_answer_that_held_none_for_its_question() {
+        let mut mode = field("workMode", FieldType::Enum, "Preferred work mode");
+        mode.options = vec!["remote".into(), "hybrid".into(), "office".into()];
+        for described in [true, false] {
+            let mut fields = vec![
+                field(
+                    "yearsOfExperience",
+                    FieldType::Integer,
+                    "Years of Rust experience",
+                ),
+                field(
+                    "noticePeriodDays",
+                    FieldType::Integer,
+                    "Notice period in days",
+                ),
+                field(
+                    "interested",
+                    FieldType::Boolean,
+                    "Whether interested in the role",
+                ),
+                mode.clone(),
+            ];
+            if !described {
+                fields.iter_mut().for_each(|f| f.description.clear());
+            }
+            let mut request = AnalysisRequest {
+                summary_prompt: None,
+                fields,
+                schema: None,
+                success: None,
+                transcript: Vec::new(),
+                ended_reason: "agent-hangup".into(),
+            };
+            let (transcript, _) = sim_call(
+                &request,
+                &[
+                    "Yes, I am interested in the role",
+                    "I have 5 years of Rust experience",
+                    "My notice period is 30 days",
+                    "I prefer hybrid work",
+                    "Thanks, bye",
+                ],
+            );
+            request.transcript = transcript;
+            let reply = analyze(&request, TODAY);
+            assert_eq!(
+                Value::Object(reply.structured_data.clone()),
+                json!({
+                    "yearsOfExperience": 5,
+                    "noticePeriodDays": 30,
+                    "interested": true,
+                    "workMode": "hybrid",
+                }),
+                "described: {described}; transcript {:?}",
+                request.transcript
+            );
+            assert_valid(&request, &reply);
+        }
+    }
+
+    /// Reading the whole call means the callee's part of it: an option the agent names, or
+    /// one in an answer that gave its own question a value, fills nothing.
+    #[test]
+    fn an_unanswered_field_takes_no_value_from_the_agent_or_from_another_fields_answer() {
+        let mut mode = field("workMode", FieldType::Enum, "Preferred work mode");
+        mode.options = vec!["remote".into(), "hybrid".into(), "office".into()];
+        let request = AnalysisRequest {
+            summary_prompt: None,
+            fields: vec![
+                field("notes", FieldType::String, "Anything else about work"),
+                mode,
+            ],
+            schema: None,
+            success: None,
+            transcript: turns(&[
+                (
+                    "agent",
+                    "We work hybrid here. Could you tell me anything else about work?",
+                ),
+                ("callee", "I liked the remote work in my last job."),
+                (
+                    "agent",
+                    "Could you tell me preferred work mode: remote, hybrid, office?",
+                ),
+                ("callee", "Thanks, bye."),
+                ("agent", "Most of us are in the office. Goodbye!"),
+            ]),
+            ended_reason: "agent-hangup".into(),
+        };
+        let reply = analyze(&request, TODAY);
+        assert_eq!(
+            Value::Object(reply.structured_data.clone()),
+            json!({"notes": "I liked the remote work in my last job", "workMode": null})
+        );
     }
 
     #[test]

@@ -34,7 +34,11 @@ pub(super) fn parse_agent(raw: Option<&str>) -> Option<String> {
 #[into_params(parameter_in = Query)]
 pub struct RatingFilterQuery {
     /// pending, done, failed or all; the list defaults to done, the export to all, and analytics reads done ratings only.
-    #[param(pattern = r"^\s*(pending|done|failed|all)?\s*$")]
+    // Spaces around the value are trimmed; tabs and line breaks are refused
+    // as in any query value, so the pattern's white space excludes controls.
+    #[param(
+        pattern = r"^[^\S\x00-\x1f\x7f-\x9f]*(pending|done|failed|all)?[^\S\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub status: Option<String>,
     /// Only this agent's calls.
     pub agent_id: Option<String>,
@@ -55,7 +59,11 @@ pub struct RatingFilterQuery {
 #[into_params(parameter_in = Query)]
 pub struct RatingStatusQuery {
     /// done (default), pending, failed or all.
-    #[param(pattern = r"^\s*(pending|done|failed|all)?\s*$")]
+    // Spaces around the value are trimmed; tabs and line breaks are refused
+    // as in any query value, so the pattern's white space excludes controls.
+    #[param(
+        pattern = r"^[^\S\x00-\x1f\x7f-\x9f]*(pending|done|failed|all)?[^\S\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub status: Option<String>,
 }
 

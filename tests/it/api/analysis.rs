@@ -427,6 +427,63 @@ async fn a_scripted_sim_call_yields_exactly_what_the_callee_said() {
     );
 }
 
+/// Issue 28.3: the callee answers out of order. "I prefer hybrid work" comes
+/// as the answer to the question about interest (said already at the
+/// welcome) and only "Thanks, bye" to the work-mode question; the analyst
+/// reads the whole call, as a real model does, and finds all four values.
+#[tokio::test]
+async fn a_value_given_out_of_order_is_still_extracted() {
+    let app = TestApp::spawn().await;
+    let ws = app.calling_workspace("Order", 2).await;
+    let plan = json!({
+        "fields": [
+            {"name": "yearsOfExperience", "type": "integer", "description": "Years of Rust experience"},
+            {"name": "noticePeriodDays", "type": "integer", "description": "Notice period in days"},
+            {"name": "interested", "type": "boolean", "description": "Whether interested in the role"},
+            {"name": "workMode", "type": "enum", "description": "Preferred work mode", "options": ["remote", "hybrid", "office"]}
+        ],
+        "timeoutSeconds": 30
+    });
+    let agent = app
+        .create_agent(
+            &ws.key,
+            json!({"name": "Recruiter", "welcomeMessage": "Hello {name}, this is Acme Hiring about the Rust role.",
+                   "analysis": plan}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let script = [
+        "Yes, I am interested in the role",
+        "I have 5 years of Rust experience",
+        "My notice period is 30 days",
+        "I prefer hybrid work",
+        "Thanks, bye",
+    ];
+    let call = place(
+        &app,
+        &ws,
+        &agent,
+        "+919845013002",
+        json!({"simScript": script}),
+    )
+    .await;
+    let read = analyzed(&app, &ws.key, &call).await;
+    assert_eq!(read["analysis"]["status"], "done", "{read}");
+    assert_eq!(
+        read["analysis"]["structuredData"],
+        json!({
+            "yearsOfExperience": 5,
+            "noticePeriodDays": 30,
+            "interested": true,
+            "workMode": "hybrid",
+        }),
+        "transcript {}",
+        read["transcript"]
+    );
+}
+
 #[tokio::test]
 async fn unanswered_calls_are_skipped_and_batches_rerun_with_progress() {
     let app = TestApp::spawn().await;

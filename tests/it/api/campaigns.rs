@@ -254,6 +254,59 @@ async fn the_export_streams_every_student_with_their_latest_result() {
     assert_eq!(&records[1][6], "carrier-error");
 }
 
+/// Issue 28.4: one rule for every bad row. A quoted name with a line break
+/// (valid RFC 4180), a control character or NUL in a variable cell, and a
+/// malformed number each reject their own row with the column named; the good
+/// row beside them is stored, its multi-line address and note kept as prose.
+#[tokio::test]
+async fn a_bad_cell_rejects_its_row_and_the_good_rows_are_stored() {
+    let app = TestApp::spawn().await;
+    let (ws, agent) = dialing_workspace(&app, "Cells", 2).await;
+    let id = campaign(&app, &ws, &agent, "Cells").await;
+    let csv = format!(
+        "name,phone,address,note\r\n\
+         \"Asha\nKumar\",{},Pune,x\r\n\
+         Ravi,{},\"Flat 4\nMG Road\",\"call after 6\r\nnot before\"\r\n\
+         Bell,{},\"a\u{7}b\",y\r\n\
+         Nul,{},z,\"a\u{0}b\"\r\n\
+         Short,12345,Delhi,y\r\n",
+        phone(1, ANSWERS),
+        phone(2, ANSWERS),
+        phone(3, ANSWERS),
+        phone(4, ANSWERS),
+    );
+    let report = upload(&app, &ws, &id, csv.as_bytes())
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(report["accepted"], 1, "{report}");
+    assert_eq!(report["rejected"], 4, "{report}");
+    let rejected: Vec<(i64, &str)> = report["rejectedRows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["row"].as_i64().unwrap(), r["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        rejected,
+        [
+            (2, "name must not contain the control character U+000A"),
+            (4, "address must not contain the control character U+0007"),
+            (5, "note must not contain NUL (U+0000)"),
+            (6, "phone is not a valid E.164 phone number"),
+        ],
+        "{report}"
+    );
+    let students = all_items(&app, &ws.key, &format!("/api/campaigns/{id}/students")).await;
+    assert_eq!(students.len(), 1, "{students:?}");
+    assert_eq!(students[0]["name"], "Ravi");
+    assert_eq!(students[0]["variables"]["address"], "Flat 4\nMG Road");
+    assert_eq!(
+        students[0]["variables"]["note"],
+        "call after 6\r\nnot before"
+    );
+}
+
 #[tokio::test]
 async fn uploads_without_the_needed_columns_or_file_are_refused() {
     let app = TestApp::spawn().await;

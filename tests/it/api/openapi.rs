@@ -2,7 +2,7 @@
 
 use crate::support::TestApp;
 use reqwest::Method;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Routes issue 2 ships; each must be in the document.
 const KNOWN_ROUTES: &[(&str, &str)] = &[
@@ -328,7 +328,7 @@ async fn the_document_is_exact_about_answers_and_bounds() {
     );
     assert_eq!(
         schemas["PlaceCallBody"]["properties"]["to"]["pattern"],
-        r"^\+[1-9][0-9]{6,14}$"
+        r"^\+[1-9][0-9]{6,14}(?![\s\S])"
     );
     assert_eq!(
         schemas["CreateCampaignBody"]["properties"]["scheduledStartAt"]["format"],
@@ -407,8 +407,8 @@ async fn a_text_model_without_a_key_is_the_clients_400_not_a_503() {
 async fn the_document_states_the_text_rules() {
     let app = TestApp::spawn().await;
     let doc = app.get("", "/openapi.json").await.expect(200).body;
-    let one = r"^[^\x00-\x1f\x7f-\x9f]*$";
-    let many = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$";
+    let one = r"^[^\x00-\x1f\x7f-\x9f]*(?![\s\S])";
+    let many = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*(?![\s\S])";
     let search = doc["paths"]["/api/calls"]["get"]["parameters"]
         .as_array()
         .unwrap()
@@ -435,4 +435,174 @@ async fn the_document_states_the_text_rules() {
     // Responses are not constrained: a 404 may echo the id it was given.
     let message = &doc["components"]["schemas"]["MessageBody"]["properties"]["message"];
     assert!(message.get("pattern").is_none(), "{message}");
+}
+
+/// Every `pattern` string in the document, with where it is.
+fn patterns(value: &Value, at: &str, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(p)) = map.get("pattern") {
+                out.push((at.to_string(), p.clone()));
+            }
+            for (key, v) in map {
+                patterns(v, &format!("{at}/{key}"), out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                patterns(v, &format!("{at}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether `text` matches `pattern` as JSON Schema (ECMA-262) reads it.
+fn matches(pattern: &str, text: &str) -> bool {
+    jsonschema::validator_for(&json!({"type": "string", "pattern": pattern}))
+        .unwrap_or_else(|e| panic!("{pattern}: {e}"))
+        .is_valid(&json!(text))
+}
+
+/// Issue 28.5: the document is as strict as the server where a schema can
+/// say so. `perMinuteRatePaise` carries the 0–100000 the server holds it to;
+/// the text patterns accept exactly what the server accepts, on sample strings
+/// sent to it (a query value is one line, a prompt may hold tab and line
+/// breaks, a status filter may have spaces around it but no tab); and no
+/// pattern ends in `$`, which Python's `re` (schemathesis's generator) also
+/// matches before a final line break, so it took `"a\n"` as one line.
+#[tokio::test]
+async fn the_document_bounds_the_rate_and_its_patterns_agree_with_the_server() {
+    let app = TestApp::spawn().await;
+    let ws = app.workspace("A").await;
+    app.set_limits(ws.key_id, 100_000, 1_000_000).await;
+    let doc = app.get("", "/openapi.json").await.expect(200).body;
+    let agent = &doc["components"]["schemas"]["AgentInput"]["properties"];
+    let rate = &agent["perMinuteRatePaise"];
+    assert_eq!(
+        (rate["minimum"].as_i64(), rate["maximum"].as_i64()),
+        (Some(0), Some(100_000)),
+        "{rate}"
+    );
+    for (value, status) in [(-1, 400), (100_001, 400), (0, 201), (100_000, 201)] {
+        let r = app
+            .post(
+                &ws.key,
+                "/api/agents",
+                json!({"name": format!("Rate {value}"), "perMinuteRatePaise": value}),
+            )
+            .await;
+        assert_eq!(r.status, status, "perMinuteRatePaise {value}: {r:?}");
+    }
+
+    let mut all = Vec::new();
+    patterns(&doc, "", &mut all);
+    assert!(all.len() > 50, "{}", all.len());
+    for (at, pattern) in &all {
+        assert!(
+            !pattern.ends_with('$') || pattern.ends_with(r"\$"),
+            "{at}: {pattern} ends in $, which Python's re also matches before a final line break"
+        );
+    }
+    let query = |path: &str, name: &str| -> String {
+        doc["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{path} {name}"))["schema"]["pattern"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{path} {name} has no pattern"))
+            .to_string()
+    };
+    let samples = [
+        "Asha Rao",
+        "",
+        "äöü 日本",
+        "a\n",
+        "a\nb",
+        "a\r\nb",
+        "tab\there",
+        "bell\u{7}",
+        "nul\u{0}",
+        "del\u{7f}",
+        "c1\u{85}",
+        "c1\u{9f}",
+        "\u{a0}nbsp",
+    ];
+    // One line: the calls list's search.
+    let search = query("/api/calls", "search");
+    for sample in samples {
+        let url = format!("/api/calls?search={}", url_escape(sample));
+        let accepted = app.get(&ws.key, &url).await.status == 200;
+        assert_eq!(
+            matches(&search, sample),
+            accepted,
+            "search {sample:?}: the pattern {search} and the server disagree"
+        );
+    }
+    // Several lines: an agent's prompt.
+    let prompt = agent["prompt"]["pattern"].as_str().unwrap().to_string();
+    for (n, sample) in samples.iter().enumerate() {
+        let r = app
+            .post(
+                &ws.key,
+                "/api/agents",
+                json!({"name": format!("Prompt {n}"), "prompt": sample}),
+            )
+            .await;
+        assert_eq!(
+            matches(&prompt, sample),
+            r.status == 201,
+            "prompt {sample:?}: the pattern {prompt} and the server disagree: {r:?}"
+        );
+    }
+    // A status filter: spaces around it are trimmed, a tab or line break refused.
+    let status = query("/api/ratings", "status");
+    for sample in [
+        "done",
+        " done ",
+        "\u{3000}all",
+        "\tdone",
+        "done\n",
+        "\u{85}done",
+        "nope",
+    ] {
+        let url = format!("/api/ratings?status={}", url_escape(sample));
+        let accepted = app.get(&ws.key, &url).await.status == 200;
+        assert_eq!(
+            matches(&status, sample),
+            accepted,
+            "status {sample:?}: the pattern {status} and the server disagree"
+        );
+    }
+    let statuses = query("/api/calls", "status");
+    for sample in [
+        "completed",
+        " completed , busy ",
+        "completed\n",
+        "\tbusy",
+        "busy,,",
+    ] {
+        let url = format!("/api/calls?status={}", url_escape(sample));
+        let accepted = app.get(&ws.key, &url).await.status == 200;
+        assert_eq!(
+            matches(&statuses, sample),
+            accepted,
+            "status {sample:?}: the pattern {statuses} and the server disagree"
+        );
+    }
+}
+
+/// `text` percent-encoded for a query string, every byte outside A–Z, a–z and 0–9.
+fn url_escape(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }

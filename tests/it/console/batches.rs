@@ -370,6 +370,59 @@ async fn the_preview_stores_nothing_and_escapes_what_the_file_holds() {
     );
 }
 
+/// Issue 28.4: the console's batch upload follows the API's one rule. A
+/// quoted name with a line break rejects its row (shown in the preview with
+/// the column named), the good row beside it is created, and its multi-line
+/// address is stored as written.
+#[tokio::test]
+async fn a_batch_upload_rejects_a_bad_cells_row_and_keeps_the_good_one() {
+    let app = TestApp::spawn().await;
+    let (ws, agent) = dialing_workspace(&app, "Cells").await;
+    let s = ConsoleClient::sign_in(&app, &person(&app, &ws, Role::Member).await).await;
+    let csv = format!(
+        "name,phone,address\n\"Asha\nKumar\",{},Pune\nRavi,{},\"Flat 4\nMG Road\"\n",
+        phone(11, ANSWERS),
+        phone(12, ANSWERS),
+    );
+    let fields = [
+        ("kind", "batch"),
+        ("name", "Cells"),
+        ("agent_id", agent.as_str()),
+    ];
+    let page = s
+        .htmx_multipart("/batches/preview", upload_form(&fields, &csv))
+        .await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body.contains("id=\"preview-accepted\">1<"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains("<td>2</td><td>name must not contain the control character U+000A</td>"),
+        "{}",
+        page.body
+    );
+    let page = s
+        .htmx_multipart("/batches", upload_form(&fields, &csv))
+        .await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let location = page.headers["hx-redirect"].to_str().unwrap().to_string();
+    let id = location.trim_start_matches("/batches/");
+    let items = app
+        .get(&ws.key, &format!("/api/batches/{id}/items"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(items["total"], 1, "{items}");
+    assert_eq!(items["rows"][0]["name"], "Ravi", "{items}");
+    assert_eq!(
+        items["rows"][0]["variables"]["address"], "Flat 4\nMG Road",
+        "{items}"
+    );
+}
+
 #[tokio::test]
 async fn a_viewer_sees_batches_but_creates_pauses_and_rents_nothing() {
     let app = TestApp::spawn().await;
