@@ -33,6 +33,7 @@ use voxline_media::synth::{
 
 use crate::conversation::{MediaTransport, TransportMessage, WebSocketTransport};
 use crate::providers::TtsProvider;
+use crate::providers::sim_lines::{BACKCHANNEL_MARK, LinePart, line_parts};
 
 pub use crate::carrier::sim::CalleeBehaviour;
 
@@ -57,10 +58,21 @@ const MACHINE_BEEP: Duration = Duration::from_millis(500);
 const MACHINE_RECORDING: Duration = Duration::from_secs(60);
 
 /// One step of the caller script.
+///
+/// A line may pause inside: `"I live in [pause 1500] Pune"` says "I live in", stays quiet
+/// for 1.5 s, then says "Pune" (see [`crate::providers::sim_lines`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScriptStep {
     /// Say a line once the agent has finished its turn.
     Say(String),
+    /// Say a backchannel ("uh-huh") `after` the agent started talking, and keep listening:
+    /// it expects no reply, and the next step waits for the agent's turn to end as before.
+    Backchannel {
+        /// What is said.
+        text: String,
+        /// Delay from the start of the agent's audio.
+        after: Duration,
+    },
     /// Press a key once the agent has finished its turn.
     Dtmf(char),
     /// Say a line `after` the agent started talking, without waiting for it to finish.
@@ -100,8 +112,10 @@ pub enum ScriptError {
 }
 
 /// Reads the variable `simScript`: a JSON array (or a JSON string holding one) of lines and
-/// steps `{"dtmf":"12"}`, `{"say":"…"}`, `{"interrupt":"…","afterMs":800}`, `{"hangup":true}`,
-/// `{"menu":"For sales, press 1. For support, press 2.","expect":"2"}`.
+/// steps `{"dtmf":"12"}`, `{"say":"…"}`, `{"interrupt":"…","afterMs":800}`,
+/// `{"backchannel":"uh-huh","afterMs":800}`, `{"hangup":true}`,
+/// `{"menu":"For sales, press 1. For support, press 2.","expect":"2"}`. A line may hold
+/// pauses, `"I live in [pause 1500] Pune"`.
 pub fn parse_sim_script(value: &serde_json::Value) -> Result<Vec<ScriptStep>, ScriptError> {
     use serde_json::Value;
     let items = match value {
@@ -149,6 +163,12 @@ pub fn parse_sim_script(value: &serde_json::Value) -> Result<Vec<ScriptStep>, Sc
                     });
                 } else if let Some(Value::String(line)) = step.get("say") {
                     steps.push(ScriptStep::Say(line.clone()));
+                } else if let Some(Value::String(line)) = step.get("backchannel") {
+                    let after_ms = step.get("afterMs").and_then(Value::as_u64).unwrap_or(800);
+                    steps.push(ScriptStep::Backchannel {
+                        text: line.clone(),
+                        after: Duration::from_millis(after_ms),
+                    });
                 } else if let Some(Value::String(line)) = step.get("interrupt") {
                     let after_ms = step.get("afterMs").and_then(Value::as_u64).unwrap_or(1000);
                     steps.push(ScriptStep::Interrupt {
@@ -179,7 +199,8 @@ pub fn default_sim_script() -> Vec<ScriptStep> {
     .collect()
 }
 
-/// The lines a script speaks, in order: what the sim ASR transcribes.
+/// The lines a script speaks, in order: what the sim ASR transcribes (backchannels marked
+/// as such, so the sim LLM does not count them as the caller's turns).
 pub fn spoken_lines(steps: &[ScriptStep]) -> Vec<String> {
     steps
         .iter()
@@ -187,6 +208,7 @@ pub fn spoken_lines(steps: &[ScriptStep]) -> Vec<String> {
             ScriptStep::Say(text)
             | ScriptStep::Interrupt { text, .. }
             | ScriptStep::Menu { text, .. } => Some(text.clone()),
+            ScriptStep::Backchannel { text, .. } => Some(format!("{BACKCHANNEL_MARK} {text}")),
             ScriptStep::Dtmf(_) | ScriptStep::Hangup => None,
         })
         .collect()
@@ -232,9 +254,22 @@ pub fn sentences(line: &str) -> Vec<&str> {
 
 impl CalleeVoice {
     /// `line` spoken at 8 kHz: each sentence synthesized, resampled with one resampler
-    /// for the line, and joined by the sentence pause.
+    /// for the line, and joined by the sentence pause; the line's `[pause N]` marks are
+    /// silences of their length.
     pub async fn speak(&self, line: &str) -> Result<Vec<i16>, String> {
         let mut pcm = Vec::new();
+        for part in line_parts(line) {
+            self.speak_part(&part.text, &mut pcm).await?;
+            pcm.resize(pcm.len() + samples_for_duration(RATE, part.pause_after), 0);
+        }
+        if pcm.iter().all(|&s| s == 0) {
+            return Err(format!("the voice said nothing for {line:?}"));
+        }
+        Ok(pcm)
+    }
+
+    /// Appends `line` (no pause marks) spoken at 8 kHz to `pcm`.
+    async fn speak_part(&self, line: &str, pcm: &mut Vec<i16>) -> Result<(), String> {
         let pause = samples_for_duration(RATE, self.sentence_pause);
         for (index, sentence) in sentences(line).into_iter().enumerate() {
             if index > 0 {
@@ -282,10 +317,7 @@ impl CalleeVoice {
                 pcm.extend_from_slice(&out[..n]);
             }
         }
-        if pcm.is_empty() {
-            return Err(format!("the voice said nothing for {line:?}"));
-        }
-        Ok(pcm)
+        Ok(())
     }
 }
 
@@ -400,6 +432,8 @@ pub struct CalleeReport {
     pub barge_in_stops: Vec<Duration>,
     /// Lines said.
     pub lines_said: usize,
+    /// Backchannels said over the agent (`backchannel` steps).
+    pub backchannels_said: usize,
     /// Keys pressed.
     pub digits_sent: usize,
     /// Keys the agent pressed, as a menu step heard them in its audio.
@@ -425,6 +459,10 @@ enum Voice {
     Recorded {
         pcm: Vec<i16>,
         at: usize,
+    },
+    /// A pause inside a line.
+    Pause {
+        samples_left: usize,
     },
     Tone(DtmfToneGenerator),
     Beep {
@@ -526,6 +564,12 @@ struct Callee<T> {
     interrupting_since: Option<Instant>,
     /// The lines' real speech, when the callee has a voice.
     spoken: Option<SpokenLines>,
+    /// The rest of the line being said as speech-like sound, after the current part.
+    line_rest: VecDeque<LinePart>,
+    /// The silence after the part being said.
+    part_pause: Duration,
+    /// The line being said is a backchannel.
+    saying_backchannel: bool,
     done: bool,
 }
 
@@ -631,6 +675,9 @@ impl<T: MediaTransport> Callee<T> {
             jitter_samples: 0,
             menu: None,
             interrupting_since: None,
+            line_rest: VecDeque::new(),
+            part_pause: Duration::ZERO,
+            saying_backchannel: false,
             done: false,
         }
     }
@@ -812,12 +859,51 @@ impl<T: MediaTransport> Callee<T> {
     }
 
     /// Starts saying a line: its real speech when the callee has a voice, else speech-like
-    /// sound as long as the text would take.
+    /// sound as long as each of its parts' text would take, with its pauses between.
     fn say(&mut self, text: &str) {
         match self.spoken.as_mut().and_then(|spoken| spoken.next.take()) {
             Some(pcm) => self.voice = Voice::Recorded { pcm, at: 0 },
-            None => self.start_speaking(speech_duration_for_text(text)),
+            None => {
+                self.line_rest = line_parts(text).into();
+                self.part_pause = Duration::ZERO;
+                if !self.continue_line() {
+                    self.start_speaking(speech_duration_for_text(text));
+                }
+            }
         }
+    }
+
+    /// Goes on with the line being said as speech-like sound: the pause after the part
+    /// just said, or the next part. False when the line is over.
+    fn continue_line(&mut self) -> bool {
+        if !self.part_pause.is_zero() {
+            self.voice = Voice::Pause {
+                samples_left: samples_for_duration(RATE, self.part_pause),
+            };
+            self.part_pause = Duration::ZERO;
+            return true;
+        }
+        match self.line_rest.pop_front() {
+            Some(part) => {
+                self.part_pause = part.pause_after;
+                self.start_speaking(speech_duration_for_text(&part.text));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A line, tone or greeting ended now.
+    fn line_ended(&mut self, now: Instant, expects_reply: bool) {
+        if self.saying_backchannel {
+            // The agent's turn goes on: the next step still waits for its end.
+            self.saying_backchannel = false;
+            if self.script.is_empty() && self.script_done_at.is_none() {
+                self.script_done_at = Some(now);
+            }
+            return;
+        }
+        self.step_ended(now, expects_reply);
     }
 
     /// Our step ended now; the agent's turn begins.
@@ -867,7 +953,7 @@ impl<T: MediaTransport> Callee<T> {
             return;
         }
         if let Some(expects_reply) = finished_line {
-            self.step_ended(Instant::now(), expects_reply);
+            self.line_ended(Instant::now(), expects_reply);
         }
     }
 
@@ -889,9 +975,10 @@ impl<T: MediaTransport> Callee<T> {
             return;
         }
         let ready = match self.script.front() {
-            Some(ScriptStep::Interrupt { after, .. }) => self
-                .agent_started_at
-                .is_some_and(|started| now >= started + *after),
+            Some(ScriptStep::Interrupt { after, .. } | ScriptStep::Backchannel { after, .. }) => {
+                self.agent_started_at
+                    .is_some_and(|started| now >= started + *after)
+            }
             Some(_) => self.agent_turn_over(now),
             None => false,
         };
@@ -900,7 +987,12 @@ impl<T: MediaTransport> Callee<T> {
         }
         let speaks = matches!(
             self.script.front(),
-            Some(ScriptStep::Say(_) | ScriptStep::Interrupt { .. } | ScriptStep::Menu { .. })
+            Some(
+                ScriptStep::Say(_)
+                    | ScriptStep::Interrupt { .. }
+                    | ScriptStep::Backchannel { .. }
+                    | ScriptStep::Menu { .. }
+            )
         );
         if speaks && let Some(spoken) = self.spoken.as_mut() {
             match spoken.poll() {
@@ -927,6 +1019,11 @@ impl<T: MediaTransport> Callee<T> {
         match self.script.pop_front() {
             Some(ScriptStep::Say(text)) => {
                 self.report.lines_said += 1;
+                self.say(&text);
+            }
+            Some(ScriptStep::Backchannel { text, .. }) => {
+                self.report.backchannels_said += 1;
+                self.saying_backchannel = true;
                 self.say(&text);
             }
             Some(ScriptStep::Interrupt { text, .. }) => {
@@ -1001,6 +1098,9 @@ impl<T: MediaTransport> Callee<T> {
                     return None;
                 }
                 self.voice = Voice::Silence;
+                if self.continue_line() {
+                    return None;
+                }
                 if self.behaviour == CalleeBehaviour::AnsweringMachine {
                     // The greeting is followed by the beep.
                     self.voice = Voice::Beep {
@@ -1017,6 +1117,16 @@ impl<T: MediaTransport> Callee<T> {
                 self.pcm[take..].fill(0);
                 *at += take;
                 if *at < pcm.len() {
+                    return None;
+                }
+                self.voice = Voice::Silence;
+                Some(true)
+            }
+            Voice::Pause { samples_left } => {
+                let take = (*samples_left).min(FRAME_SAMPLES);
+                self.pcm.fill(0);
+                *samples_left -= take;
+                if *samples_left > 0 || self.continue_line() {
                     return None;
                 }
                 self.voice = Voice::Silence;
@@ -1058,6 +1168,8 @@ mod tests {
             {"dtmf": "1#"},
             {"dtmf": 2},
             {"interrupt": "Wait!", "afterMs": 500},
+            {"backchannel": "uh-huh", "afterMs": 600},
+            {"backchannel": "mm"},
             {"hangup": true}
         ]))
         .unwrap();
@@ -1072,10 +1184,21 @@ mod tests {
                     text: "Wait!".into(),
                     after: Duration::from_millis(500)
                 },
+                ScriptStep::Backchannel {
+                    text: "uh-huh".into(),
+                    after: Duration::from_millis(600)
+                },
+                ScriptStep::Backchannel {
+                    text: "mm".into(),
+                    after: Duration::from_millis(800)
+                },
                 ScriptStep::Hangup,
             ]
         );
-        assert_eq!(spoken_lines(&steps), ["Hello", "Wait!"]);
+        assert_eq!(
+            spoken_lines(&steps),
+            ["Hello", "Wait!", "[backchannel] uh-huh", "[backchannel] mm"]
+        );
         let nested = parse_sim_script(&json!("[\"Hi\", {\"dtmf\":\"5\"}]")).unwrap();
         assert_eq!(
             nested,
@@ -1158,5 +1281,11 @@ mod tests {
         assert!(rms(&pcm[800..3_600]) > 5_000.0);
         assert!(rms(&pcm[4_400..6_200]) < 50.0);
         assert!(rms(&pcm[7_000..9_800]) > 5_000.0);
+
+        // A pause mark is silence of its length between the parts.
+        let pcm = voice.speak("First. [pause 700] Second.").await.unwrap();
+        let seconds = pcm.len() as f64 / 8_000.0;
+        assert!((1.7..1.76).contains(&seconds), "{seconds} s");
+        assert!(rms(&pcm[4_400..9_200]) < 50.0);
     }
 }

@@ -19,5 +19,6 @@ pub mod synth;
 pub mod turn_taking;
 pub mod vad;
 pub mod wav;
+pub mod whisper_mel;
 
 pub use error::MediaError;

@@ -176,3 +176,34 @@ fn amd_detector_does_not_allocate_per_frame() {
 fn carrier_allocation_counter_sees_allocations() {
     assert!(allocations_during(|| drop(std::hint::black_box(vec![1u8; 64]))) > 0);
 }
+
+#[test]
+fn turn_taking_does_not_allocate_per_frame() {
+    use voxline_media::turn_taking::{TurnAction, TurnConfig, TurnTaking};
+    // 400 ms of speech then a second of silence, over and over: onsets, pauses of the
+    // agent and its resumption (talk over it), the model asked and the silence rule ending
+    // the turn (talk to it); every path a frame takes.
+    let speech = |at: usize| at % 70 < 20;
+    let mut seen = Vec::new();
+    for agent in [true, false] {
+        let mut machine = TurnTaking::new(TurnConfig::smart(), true);
+        if agent {
+            machine.agent_started();
+        }
+        let mut at = 0;
+        let mut kinds = [false; 3];
+        assert_steady_state_free(|| {
+            for action in machine.push_frame(speech(at)) {
+                match action {
+                    TurnAction::ResumeAgent => kinds[0] = true,
+                    TurnAction::AskModel { .. } => kinds[1] = true,
+                    TurnAction::EndOfTurn { .. } => kinds[2] = true,
+                    _ => {}
+                }
+            }
+            at += 1;
+        });
+        seen.push(kinds);
+    }
+    assert_eq!(seen, [[true, false, false], [false, true, true]]);
+}

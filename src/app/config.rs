@@ -7,6 +7,7 @@
 
 use crate::calls::sim_callee::CalleeVoiceKind;
 use crate::providers::settings::{ProviderArgs, ProviderSettings};
+use crate::providers::smart_turn::{MODEL_FILE, PoolSettings, RUNTIME_FILE, SmartTurnSettings};
 use crate::recordings::RecordingsLocation;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Arg, Args};
@@ -91,6 +92,33 @@ pub struct ServeArgs {
     /// Platform provider keys, addresses and timeouts.
     #[command(flatten)]
     pub providers: ProviderArgs,
+    /// The Smart Turn end-of-turn model and its evaluation pool.
+    #[command(flatten)]
+    pub smart_turn: SmartTurnArgs,
+}
+
+/// Flags (and variables) of the Smart Turn model; see [`SmartTurnSettings`].
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Smart Turn")]
+pub struct SmartTurnArgs {
+    /// The Smart Turn v3.2 model file (installed by scripts/smart-turn-model.sh; default
+    /// `<data dir>/models/smart-turn-v3.2-cpu.onnx`). Missing: turns end on silence timing.
+    #[arg(long = "smart-turn-model", env = "VOXLINE_SMART_TURN_MODEL")]
+    pub model: Option<PathBuf>,
+    /// The ONNX Runtime library that runs it (installed beside it by the same script;
+    /// default: `libonnxruntime.so.1.24.3` in the model's directory).
+    #[arg(long = "onnxruntime-lib", env = "VOXLINE_ONNXRUNTIME_LIB")]
+    pub runtime: Option<PathBuf>,
+    /// Threads evaluating the model (default: half the cores, at least 1).
+    #[arg(long = "smart-turn-workers", env = "VOXLINE_SMART_TURN_WORKERS", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub workers: Option<u32>,
+    /// Evaluations that may wait for a thread; past that a turn falls back to silence
+    /// timing (default 8 per thread).
+    #[arg(long = "smart-turn-queue", env = "VOXLINE_SMART_TURN_QUEUE", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub queue: Option<u32>,
+    /// The most waiting evaluations a thread runs as one batch (default 4).
+    #[arg(long = "smart-turn-max-batch", env = "VOXLINE_SMART_TURN_MAX_BATCH", value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub max_batch: Option<u32>,
 }
 
 /// Flags (and variables) of the simulated providers' timings; see [`SimSettings`].
@@ -193,6 +221,16 @@ pub struct FileConfig {
     pub sim_tts_ms: Option<u64>,
     /// See [`SimSettings::callee_voice`].
     pub sim_callee_voice: Option<CalleeVoiceKind>,
+    /// See [`SmartTurnArgs::model`].
+    pub smart_turn_model: Option<PathBuf>,
+    /// See [`SmartTurnArgs::runtime`].
+    pub onnxruntime_lib: Option<PathBuf>,
+    /// See [`SmartTurnArgs::workers`].
+    pub smart_turn_workers: Option<u32>,
+    /// See [`SmartTurnArgs::queue`].
+    pub smart_turn_queue: Option<u32>,
+    /// See [`SmartTurnArgs::max_batch`].
+    pub smart_turn_max_batch: Option<u32>,
     /// Platform provider keys, base URLs and timeouts (`[providers]`).
     pub providers: Option<crate::providers::settings::ProvidersFile>,
 }
@@ -364,6 +402,54 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// This node among several on one database.
     pub node: NodeSettings,
+    /// The Smart Turn model file and its evaluation pool.
+    pub smart_turn: SmartTurnSettings,
+}
+
+/// Where the Smart Turn model is looked for when nothing says: `<data dir>/models/`, where
+/// `scripts/smart-turn-model.sh` puts it by default.
+pub fn default_smart_turn_model(data_dir: &Path) -> PathBuf {
+    data_dir.join("models").join(MODEL_FILE)
+}
+
+/// Evaluation threads when none are configured: half the cores, so the model never takes
+/// the cores the call loops pace frames on (1 on 2 cores).
+fn default_smart_turn_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+}
+
+impl SmartTurnSettings {
+    /// Flags and variables over the file over the defaults.
+    fn resolve(args: &SmartTurnArgs, file: &FileConfig, data_dir: &Path) -> Self {
+        let workers = args
+            .workers
+            .or(file.smart_turn_workers)
+            .map_or_else(default_smart_turn_workers, |n| n.max(1) as usize);
+        let model = args
+            .model
+            .clone()
+            .or_else(|| file.smart_turn_model.clone())
+            .unwrap_or_else(|| default_smart_turn_model(data_dir));
+        Self {
+            runtime: args
+                .runtime
+                .clone()
+                .or_else(|| file.onnxruntime_lib.clone())
+                .unwrap_or_else(|| model.with_file_name(RUNTIME_FILE)),
+            model,
+            pool: PoolSettings {
+                workers,
+                queue: args
+                    .queue
+                    .or(file.smart_turn_queue)
+                    .map_or(8 * workers, |n| n.max(1) as usize),
+                max_batch: args
+                    .max_batch
+                    .or(file.smart_turn_max_batch)
+                    .map_or(4, |n| n.max(1) as usize),
+            },
+        }
+    }
 }
 
 /// A node's identity and load threshold.
@@ -592,6 +678,7 @@ impl Settings {
         let (storage, file) = StorageSettings::resolve(storage)?;
         let sim = SimSettings::resolve(&serve.sim, &file);
         let providers = ProviderSettings::resolve(&serve.providers, file.providers.as_ref());
+        let smart_turn = SmartTurnSettings::resolve(&serve.smart_turn, &file, &storage.data_dir);
         let recordings = match (&serve.recordings_url, &file.recordings_url) {
             (Some(given), _) => given.clone(),
             (None, Some(text)) => text.parse()?,
@@ -648,6 +735,7 @@ impl Settings {
                 max_cpu_percent: serve.node_max_cpu_percent.or(file.node_max_cpu_percent),
                 ..NodeSettings::default()
             },
+            smart_turn,
         })
     }
 
@@ -656,6 +744,15 @@ impl Settings {
         let database_url = database_url
             .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("voxline.db").display()));
         let recordings = RecordingsLocation::in_data_dir(&data_dir);
+        let smart_turn = SmartTurnSettings {
+            model: default_smart_turn_model(&data_dir),
+            runtime: data_dir.join("models").join(RUNTIME_FILE),
+            pool: PoolSettings {
+                workers: 1,
+                queue: 8,
+                max_batch: 4,
+            },
+        };
         // Tests run six at a time and a cluster test runs three nodes: at the
         // production 16 connections a node, two such tests beside the rest
         // exhausted Postgres's default 100 connections.
@@ -691,6 +788,7 @@ impl Settings {
             ratings: RatingSettings::default(),
             shutdown_grace: Duration::from_secs(DEFAULT_SHUTDOWN_GRACE_SECONDS),
             node: NodeSettings::default(),
+            smart_turn,
         }
     }
 }
@@ -901,6 +999,62 @@ mod tests {
         let err = Settings::resolve(&storage, &ServeArgs::default()).unwrap_err();
         assert!(matches!(err, ConfigError::RecordingsUrl(_)), "{err}");
         assert!(err.to_string().contains("\"calls\""), "{err}");
+    }
+
+    #[test]
+    fn the_smart_turn_model_is_looked_for_in_the_data_dir_unless_a_setting_says_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = StorageArgs {
+            data_dir: Some(dir.path().to_path_buf()),
+            ..StorageArgs::default()
+        };
+        let s = Settings::resolve(&storage, &ServeArgs::default()).unwrap();
+        assert_eq!(
+            s.smart_turn.model,
+            dir.path().join("models/smart-turn-v3.2-cpu.onnx")
+        );
+        assert_eq!(
+            s.smart_turn.runtime,
+            dir.path().join("models/libonnxruntime.so.1.24.3")
+        );
+        assert!(s.smart_turn.pool.workers >= 1);
+        assert_eq!(s.smart_turn.pool.queue, 8 * s.smart_turn.pool.workers);
+
+        let file = dir.path().join("voxline.toml");
+        std::fs::write(
+            &file,
+            "smart_turn_model = \"/srv/models/st.onnx\"\nsmart_turn_workers = 2\nsmart_turn_queue = 5\n",
+        )
+        .unwrap();
+        let storage = StorageArgs {
+            config: Some(file),
+            ..storage
+        };
+        let s = Settings::resolve(&storage, &ServeArgs::default()).unwrap();
+        assert_eq!(s.smart_turn.model, PathBuf::from("/srv/models/st.onnx"));
+        assert_eq!(
+            s.smart_turn.runtime,
+            PathBuf::from("/srv/models/libonnxruntime.so.1.24.3")
+        );
+        assert_eq!(
+            s.smart_turn.pool,
+            PoolSettings {
+                workers: 2,
+                queue: 5,
+                max_batch: 4
+            }
+        );
+        let serve = ServeArgs {
+            smart_turn: SmartTurnArgs {
+                model: Some(PathBuf::from("/opt/st.onnx")),
+                max_batch: Some(8),
+                ..SmartTurnArgs::default()
+            },
+            ..ServeArgs::default()
+        };
+        let s = Settings::resolve(&storage, &serve).unwrap();
+        assert_eq!(s.smart_turn.model, PathBuf::from("/opt/st.onnx"));
+        assert_eq!(s.smart_turn.pool.max_batch, 8);
     }
 
     #[test]

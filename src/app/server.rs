@@ -668,18 +668,31 @@ async fn start_engine(
         http: reqwest::Client::new(),
         public_url: public_url.to_owned(),
     };
+    // Reading, checking and loading the model takes a moment of blocking work; when it is
+    // not installed this logs so once and calls time silence.
+    let smart_turn = settings.smart_turn.clone();
+    let end_of_turn =
+        tokio::task::spawn_blocking(move || crate::providers::smart_turn::start(&smart_turn))
+            .await
+            .unwrap_or_else(|err| {
+                tracing::warn!(error = %err, "loading the smart turn model failed; turn detection uses silence timing");
+                None
+            });
     let now_clock = clock.clone();
     let engine = Engine::start(EngineConfig {
         ledger: ledger.clone(),
-        runner: Arc::new(CallRunner::new(
-            store.clone(),
-            settings.clone(),
-            clock.clone(),
-            Arc::clone(welcome_cache),
-            breakers.clone(),
-            tool_deps,
-            recordings.clone(),
-        )),
+        runner: Arc::new(
+            CallRunner::new(
+                store.clone(),
+                settings.clone(),
+                clock.clone(),
+                Arc::clone(welcome_cache),
+                breakers.clone(),
+                tool_deps,
+                recordings.clone(),
+            )
+            .with_end_of_turn(end_of_turn),
+        ),
         carriers,
         tokens: tokens.clone(),
         media_base_url: format!("{ws_base}/media"),

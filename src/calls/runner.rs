@@ -7,7 +7,8 @@ use super::welcome_cache::WelcomeCache;
 use crate::app::config::Settings;
 use crate::calls::media_stream::MediaStream;
 use crate::domain::agent::{
-    AgentSpec, ConversationEngine as AgentEngine, VoicemailMode, fill_placeholders,
+    AgentSpec, ConversationEngine as AgentEngine, InterruptionMode as AgentInterruptionMode,
+    TurnDetectionMode, VoicemailMode, fill_placeholders,
 };
 use crate::domain::clock::SharedClock;
 use crate::domain::{CallId, OrgId};
@@ -30,8 +31,12 @@ use voxline_actors::conversation::{
     KeypadOption, RecordingInfo, Speaker, Turn, VoicemailAction, VoicemailPlan, run_conversation,
 };
 use voxline_actors::engine::{CallJob, ConversationRunner, MachineVerdicts, MediaSession};
-use voxline_actors::providers::ProviderKind;
 use voxline_actors::providers::sim::{SimConfig, SimFailure};
+use voxline_actors::providers::{EndOfTurnModel, ProviderKind};
+use voxline_media::turn_taking::{
+    Backchannels, InterruptionConfig, InterruptionMode as EngineInterruptionMode, TurnConfig,
+    TurnMode,
+};
 
 /// The service's [`ConversationRunner`].
 pub struct CallRunner {
@@ -42,6 +47,8 @@ pub struct CallRunner {
     welcome_cache: Arc<WelcomeCache>,
     tool_deps: ToolDeps,
     recordings: RecordingStore,
+    /// The end-of-turn model smart turn-taking asks, when the server has one installed.
+    end_of_turn: Option<Arc<dyn EndOfTurnModel>>,
 }
 
 impl CallRunner {
@@ -72,7 +79,15 @@ impl CallRunner {
             welcome_cache,
             tool_deps,
             recordings,
+            end_of_turn: None,
         }
+    }
+
+    /// The runner asking `model` at a caller's pause (agents whose turn detection is
+    /// smart, or left to the default, which then is smart).
+    pub fn with_end_of_turn(mut self, model: Option<Arc<dyn EndOfTurnModel>>) -> Self {
+        self.end_of_turn = model;
+        self
     }
 
     fn sim_config(&self, variables: &Map<String, Value>) -> SimConfig {
@@ -113,6 +128,48 @@ fn script_lines(script: &Option<Value>) -> Vec<String> {
     spoken_lines(&crate::calls::sim_callee::script_steps(script))
 }
 
+/// The loop's turn-taking rules for an agent: what it set, and what it left unset decided
+/// for this call: smart turns when the end-of-turn model is installed (silence timing
+/// otherwise), interruptions judged on words when the ASR streams interim results (on
+/// their length when it transcribes whole utterances, which gives no words until the end).
+pub fn turn_config(spec: &AgentSpec, model_installed: bool) -> TurnConfig {
+    let detection = &spec.turn_detection;
+    let mode = match detection.mode {
+        Some(TurnDetectionMode::Smart) => TurnMode::Smart,
+        Some(TurnDetectionMode::Silence) => TurnMode::Silence,
+        None if model_installed => TurnMode::Smart,
+        None => TurnMode::Silence,
+    };
+    let setting = &spec.interruption;
+    let interruption_mode = match setting.mode {
+        Some(AgentInterruptionMode::Words) => EngineInterruptionMode::Words,
+        Some(AgentInterruptionMode::Duration) => EngineInterruptionMode::Duration,
+        None if spec.asr_provider.transcribes_whole_utterances() => {
+            EngineInterruptionMode::Duration
+        }
+        None => EngineInterruptionMode::Words,
+    };
+    TurnConfig {
+        mode,
+        min_silence_ms: detection.min_silence_ms,
+        max_silence_ms: detection.max_silence_ms,
+        threshold: detection.threshold,
+        interruption: InterruptionConfig {
+            enabled: spec.interruptible,
+            mode: interruption_mode,
+            duration_ms: spec.interruption_ms,
+            min_words: setting.min_words,
+            backchannels: setting
+                .backchannels
+                .as_ref()
+                .map_or_else(Backchannels::default, Backchannels::new),
+            resume_after_ms: setting.resume_after_ms,
+            ..InterruptionConfig::default()
+        },
+        ..TurnConfig::default()
+    }
+}
+
 /// The loop's configuration for an agent and a call's variables.
 pub fn conversation_config(
     call_id: CallId,
@@ -121,6 +178,7 @@ pub fn conversation_config(
     variables: &Map<String, Value>,
     sim_script: Vec<String>,
     recording_path: Option<std::path::PathBuf>,
+    model_installed: bool,
 ) -> ConversationConfig {
     let engine = match spec.conversation_engine {
         AgentEngine::Pipeline => ConversationEngine::Pipeline,
@@ -162,8 +220,7 @@ pub fn conversation_config(
         voice: spec.voice.clone(),
         max_duration: Duration::from_secs(u64::from(spec.max_duration_seconds)),
         silence_timeout: Duration::from_secs(u64::from(spec.silence_timeout_seconds)),
-        interruptible: spec.interruptible,
-        min_interruption: Duration::from_millis(u64::from(spec.interruption_ms)),
+        turns: turn_config(spec, model_installed),
         end_call_phrases: spec.end_call_phrases.clone(),
         keypad,
         announcement_repeat: spec.announcement.repeat,
@@ -364,7 +421,9 @@ impl ConversationRunner for CallRunner {
             &variables,
             script_lines(&job.sim_script),
             recording_path,
+            self.end_of_turn.is_some(),
         );
+        config.end_of_turn = self.end_of_turn.clone();
         // A recognizer that transcribes each utterance whole (a Whisper server) answers only
         // once it has decoded all of it: on a busy machine that is seconds, not the 3 s a
         // streaming one needs for its last words, so it gets as long as any vendor answer.

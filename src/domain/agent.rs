@@ -386,6 +386,262 @@ impl VoicemailInput {
     }
 }
 
+/// How the end of the caller's turn is found (`turnDetection.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TurnDetectionMode {
+    /// The caller's words, the end-of-turn model and silence together: waits through a
+    /// pause inside an answer ("I live in … Pune", a phone number read in groups) and
+    /// answers a complete one sooner. Without the model installed, silence with the words.
+    Smart,
+    /// A fixed silence (600 ms) ends the turn.
+    Silence,
+}
+
+/// Shortest short pause, in ms.
+const MIN_SILENCE_RANGE: (i64, i64) = (100, 1_000);
+/// Longest wait on a pause, in ms.
+const MAX_SILENCE_RANGE: (i64, i64) = (500, 5_000);
+/// Default short pause at which the turn is judged, in ms.
+pub const DEFAULT_MIN_SILENCE_MS: u32 = 200;
+/// Default longest wait on a pause that is not the end, in ms.
+pub const DEFAULT_MAX_SILENCE_MS: u32 = 2_500;
+/// Default model probability that ends a turn.
+pub const DEFAULT_TURN_THRESHOLD: f32 = 0.5;
+
+/// The agent's turn detection (`turnDetection`): how it knows the caller has finished.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnDetection {
+    /// `smart` or `silence`; absent: smart when the end-of-turn model is installed on the
+    /// server, silence otherwise (decided when each call starts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<TurnDetectionMode>,
+    /// Smart mode: the short pause at which the words and the model are asked (100–1000,
+    /// default 200).
+    #[serde(default = "default_min_silence_ms")]
+    #[schema(minimum = 100, maximum = 1_000)]
+    pub min_silence_ms: u32,
+    /// Smart mode: the longest the agent waits on a pause the words or the model say is not
+    /// the end (500–5000, at least `minSilenceMs`, default 2500).
+    #[serde(default = "default_max_silence_ms")]
+    #[schema(minimum = 500, maximum = 5_000)]
+    pub max_silence_ms: u32,
+    /// Smart mode: the model's probability at or above which the turn is complete (0–1,
+    /// default 0.5).
+    #[serde(default = "default_turn_threshold")]
+    #[schema(minimum = 0, maximum = 1)]
+    pub threshold: f32,
+}
+
+fn default_min_silence_ms() -> u32 {
+    DEFAULT_MIN_SILENCE_MS
+}
+
+fn default_max_silence_ms() -> u32 {
+    DEFAULT_MAX_SILENCE_MS
+}
+
+fn default_turn_threshold() -> f32 {
+    DEFAULT_TURN_THRESHOLD
+}
+
+impl Default for TurnDetection {
+    fn default() -> Self {
+        Self {
+            mode: None,
+            min_silence_ms: DEFAULT_MIN_SILENCE_MS,
+            max_silence_ms: DEFAULT_MAX_SILENCE_MS,
+            threshold: DEFAULT_TURN_THRESHOLD,
+        }
+    }
+}
+
+impl TurnDetection {
+    fn validate(&self) -> Result<(), AgentSpecError> {
+        let (min, max) = MIN_SILENCE_RANGE;
+        within(
+            "turnDetection.minSilenceMs",
+            i64::from(self.min_silence_ms),
+            min,
+            max,
+        )?;
+        let (min, max) = MAX_SILENCE_RANGE;
+        within(
+            "turnDetection.maxSilenceMs",
+            i64::from(self.max_silence_ms),
+            min.max(i64::from(self.min_silence_ms)),
+            max,
+        )?;
+        if !(0.0..=1.0).contains(&self.threshold) {
+            return Err(AgentSpecError::OutOfRange {
+                field: "turnDetection.threshold",
+                min: 0,
+                max: 1,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A client's `turnDetection` body: the whole setting (fields left out take their
+/// defaults), unknown fields refused.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TurnDetectionInput {
+    /// `smart` or `silence`; absent: smart when the model is installed.
+    pub mode: Option<TurnDetectionMode>,
+    /// See [`TurnDetection::min_silence_ms`].
+    #[schema(minimum = 100, maximum = 1_000)]
+    pub min_silence_ms: Option<u32>,
+    /// See [`TurnDetection::max_silence_ms`].
+    #[schema(minimum = 500, maximum = 5_000)]
+    pub max_silence_ms: Option<u32>,
+    /// See [`TurnDetection::threshold`].
+    #[schema(minimum = 0, maximum = 1)]
+    pub threshold: Option<f32>,
+}
+
+impl TurnDetectionInput {
+    fn into_setting(self) -> TurnDetection {
+        TurnDetection {
+            mode: self.mode,
+            min_silence_ms: self.min_silence_ms.unwrap_or(DEFAULT_MIN_SILENCE_MS),
+            max_silence_ms: self.max_silence_ms.unwrap_or(DEFAULT_MAX_SILENCE_MS),
+            threshold: self.threshold.unwrap_or(DEFAULT_TURN_THRESHOLD),
+        }
+    }
+}
+
+/// What makes the caller's talk over the agent an interruption (`interruption.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum InterruptionMode {
+    /// The agent pauses as soon as the caller speaks, resumes after a backchannel ("uh-huh",
+    /// "haan") or noise, and stops for anything more.
+    Words,
+    /// The agent stops after `interruptionMs` of caller speech.
+    Duration,
+}
+
+/// Default number of backchannel words that still do not interrupt.
+pub const DEFAULT_MIN_WORDS: u32 = 3;
+/// Default quiet after wordless talk before the paused agent resumes, in ms.
+pub const DEFAULT_RESUME_AFTER_MS: u32 = 800;
+/// Most backchannel phrases an agent may list.
+pub const MAX_BACKCHANNELS: usize = 100;
+/// Longest backchannel phrase, in characters.
+pub const MAX_BACKCHANNEL_CHARS: usize = 40;
+
+/// The agent's interruption rule (`interruption`); `interruptible: false` turns
+/// interruptions off whatever this says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InterruptionSetting {
+    /// `words` or `duration`; absent: words with a streaming ASR (sim, deepgram), duration
+    /// with one that transcribes whole utterances (openai, whisper), decided per call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<InterruptionMode>,
+    /// Words mode: more words than this interrupt even if all are backchannels (1–20,
+    /// default 3).
+    #[serde(default = "default_min_words")]
+    #[schema(minimum = 1, maximum = 20)]
+    pub min_words: u32,
+    /// Words mode: what the caller may say without interrupting; absent: English and
+    /// Hindi (romanised) acknowledgements ("uh-huh", "yeah", "okay", "right", "haan",
+    /// "achha", …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backchannels: Option<Vec<String>>,
+    /// Words mode: quiet after talk without words before the agent resumes (200–5000,
+    /// default 800).
+    #[serde(default = "default_resume_after_ms")]
+    #[schema(minimum = 200, maximum = 5_000)]
+    pub resume_after_ms: u32,
+}
+
+fn default_min_words() -> u32 {
+    DEFAULT_MIN_WORDS
+}
+
+fn default_resume_after_ms() -> u32 {
+    DEFAULT_RESUME_AFTER_MS
+}
+
+impl Default for InterruptionSetting {
+    fn default() -> Self {
+        Self {
+            mode: None,
+            min_words: DEFAULT_MIN_WORDS,
+            backchannels: None,
+            resume_after_ms: DEFAULT_RESUME_AFTER_MS,
+        }
+    }
+}
+
+impl InterruptionSetting {
+    fn validate(&self) -> Result<(), AgentSpecError> {
+        within("interruption.minWords", i64::from(self.min_words), 1, 20)?;
+        within(
+            "interruption.resumeAfterMs",
+            i64::from(self.resume_after_ms),
+            200,
+            5_000,
+        )?;
+        if let Some(phrases) = &self.backchannels {
+            if phrases.len() > MAX_BACKCHANNELS {
+                return Err(AgentSpecError::TooMany {
+                    field: "interruption.backchannels",
+                    max: MAX_BACKCHANNELS,
+                });
+            }
+            for phrase in phrases {
+                if phrase.trim().is_empty() {
+                    return Err(AgentSpecError::Blank("interruption.backchannels[]"));
+                }
+                if phrase.chars().count() > MAX_BACKCHANNEL_CHARS {
+                    return Err(AgentSpecError::TooLong {
+                        field: "interruption.backchannels[]",
+                        max: MAX_BACKCHANNEL_CHARS,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A client's `interruption` body: the whole setting (fields left out take their
+/// defaults), unknown fields refused.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InterruptionInput {
+    /// `words` or `duration`; absent: chosen by the ASR (see [`InterruptionSetting::mode`]).
+    pub mode: Option<InterruptionMode>,
+    /// See [`InterruptionSetting::min_words`].
+    #[schema(minimum = 1, maximum = 20)]
+    pub min_words: Option<u32>,
+    /// See [`InterruptionSetting::backchannels`]; each phrase one line of at most 40
+    /// characters, at most 100 of them.
+    #[schema(value_type = Option<Vec<String>>, max_items = 100)]
+    pub backchannels: Option<Vec<Line<40>>>,
+    /// See [`InterruptionSetting::resume_after_ms`].
+    #[schema(minimum = 200, maximum = 5_000)]
+    pub resume_after_ms: Option<u32>,
+}
+
+impl InterruptionInput {
+    fn into_setting(self) -> InterruptionSetting {
+        InterruptionSetting {
+            mode: self.mode,
+            min_words: self.min_words.unwrap_or(DEFAULT_MIN_WORDS),
+            backchannels: self
+                .backchannels
+                .map(|phrases| phrases.into_iter().map(Line::into_string).collect()),
+            resume_after_ms: self.resume_after_ms.unwrap_or(DEFAULT_RESUME_AFTER_MS),
+        }
+    }
+}
+
 /// Everything a client configures on an agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -455,6 +711,12 @@ pub struct AgentSpec {
     /// What happens when an answering machine answers (default: hang up).
     #[serde(default)]
     pub voicemail: VoicemailSetting,
+    /// How the end of the caller's turn is found.
+    #[serde(default)]
+    pub turn_detection: TurnDetection,
+    /// What makes the caller's talk over the agent an interruption.
+    #[serde(default)]
+    pub interruption: InterruptionSetting,
 }
 
 /// The wire names of [`TelephonyProvider`], for the admin CLI's `--provider`.
@@ -538,6 +800,14 @@ pub enum AgentSpecError {
     /// Tools or tool limits that do not hold together; names the path.
     #[error(transparent)]
     Tools(#[from] ToolsError),
+    /// A list longer than its cap.
+    #[error("{field} must hold at most {max} entries")]
+    TooMany {
+        /// The field's path.
+        field: &'static str,
+        /// Its cap.
+        max: usize,
+    },
     /// `leaveMessage` with nothing to say.
     #[error(
         "voicemail.message is required and must not be blank when voicemail.action is leaveMessage"
@@ -558,7 +828,8 @@ impl AgentSpecError {
             | Self::OutOfRange { field, .. }
             | Self::TooLarge { field, .. }
             | Self::NotOneOf { field, .. }
-            | Self::RequiredFor { field, .. } => (*field).into(),
+            | Self::RequiredFor { field, .. }
+            | Self::TooMany { field, .. } => (*field).into(),
             Self::NoKeypadOptions => "keypad.options".into(),
             Self::KeypadDigit | Self::RepeatedDigit(_) => "keypad.options[].digit".into(),
             Self::Plan(err) => err.path.clone(),
@@ -645,6 +916,8 @@ impl AgentSpec {
             temperature: None,
             tool_limits: ToolLimits::default(),
             voicemail: VoicemailSetting::default(),
+            turn_detection: TurnDetection::default(),
+            interruption: InterruptionSetting::default(),
         }
     }
 
@@ -784,6 +1057,8 @@ impl AgentSpec {
         }
         validate_tools(&self.tools)?;
         self.tool_limits.validate()?;
+        self.turn_detection.validate()?;
+        self.interruption.validate()?;
         let voicemail = &self.voicemail;
         let message = voicemail.message.as_deref().unwrap_or("");
         if voicemail.action == VoicemailMode::LeaveMessage && message.trim().is_empty() {
@@ -962,6 +1237,10 @@ pub struct AgentInput {
     pub temperature: Option<Option<f32>>,
     /// See [`AgentSpec::voicemail`]; replaces the whole setting.
     pub voicemail: Option<VoicemailInput>,
+    /// See [`AgentSpec::turn_detection`]; replaces the whole setting.
+    pub turn_detection: Option<TurnDetectionInput>,
+    /// See [`AgentSpec::interruption`]; replaces the whole setting.
+    pub interruption: Option<InterruptionInput>,
 }
 
 /// Distinguishes an explicit `null` (Some(None)) from an absent field (None).
@@ -999,6 +1278,12 @@ impl AgentInput {
         }
         if let Some(voicemail) = self.voicemail.take() {
             spec.voicemail = voicemail.into_setting()?;
+        }
+        if let Some(turn_detection) = self.turn_detection.take() {
+            spec.turn_detection = turn_detection.into_setting();
+        }
+        if let Some(interruption) = self.interruption.take() {
+            spec.interruption = interruption.into_setting();
         }
         macro_rules! set {
             ($($field:ident),*) => { $( if let Some(v) = self.$field { spec.$field = v; } )* };

@@ -2,7 +2,8 @@
 //! (`voxline_actors::providers`): Deepgram and OpenAI-compatible ASR, an
 //! OpenAI-compatible streaming LLM, OpenAI-compatible, ElevenLabs and espeak-ng
 //! TTS; the per-call choice of clients and keys ([`select`]); and what keeps a
-//! failing vendor from hurting calls ([`resilience`]).
+//! failing vendor from hurting calls ([`resilience`]); and the Smart Turn end-of-turn model
+//! run in process on a bounded pool of threads ([`smart_turn`]).
 //!
 //! Every client has a connect timeout and a read timeout (the longest gap
 //! between two pieces of an answer), retries only while nothing of its answer
@@ -21,6 +22,7 @@ pub mod piper;
 pub mod resilience;
 pub mod select;
 pub mod settings;
+pub mod smart_turn;
 
 use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;

@@ -255,6 +255,13 @@ impl AsrStream for OpenAiAsrStream {
         Ok(())
     }
 
+    fn discard(&mut self) -> Result<(), ProviderError> {
+        // A backchannel over the agent is not a turn: its audio must not open the next
+        // utterance's transcript.
+        self.audio.clear();
+        Ok(())
+    }
+
     async fn next_event(&mut self) -> Option<Result<AsrEvent, ProviderError>> {
         // `self.tx` keeps the channel open, so this waits until the next answer.
         self.events.recv().await

@@ -1,8 +1,8 @@
 //! Voxline's integration tests, one binary so the app is linked once: the
 //! HTTP API suite, the carrier and provider clients against local fakes,
-//! carrier media protocols through the real server, the loadgen binary, and
-//! the workspace's module graph. Every test that runs the app spawns it
-//! through `support`.
+//! carrier media protocols through the real server, the loadgen binary, the
+//! workspace's module graph, and the Smart Turn model on real speech. Every
+//! test that runs the app spawns it through `support`.
 //!
 //! `cargo test` runs them all on SQLite; the Postgres pass is
 //! `VOXLINE_TEST_DATABASE_URL=postgres://… cargo test --test it api:: -- --include-ignored`.
@@ -20,6 +20,7 @@ mod media_protocols;
 mod module_graph;
 mod properties;
 mod providers;
+mod smart_turn;
 mod support;
 mod telnyx_calls;
 mod tools_calendar;

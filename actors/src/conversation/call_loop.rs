@@ -15,6 +15,7 @@ mod listening;
 mod speaking;
 mod tooling;
 mod turn;
+mod turn_audio;
 mod voicemail;
 
 use std::collections::HashMap;
@@ -27,13 +28,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 use voxline_media::carrier::{CarrierCodec, InboundEvent, Outbound, StreamStart};
 use voxline_media::dtmf::DtmfDetector;
-use voxline_media::endpoint::Endpointer;
+use voxline_media::turn_taking::{TurnMode, TurnTaking};
 use voxline_media::vad::VoiceActivityDetector;
 
 use keypad::KeypadPhase;
 use listening::{AsrSlot, Listening, next_asr};
 use speaking::next_responder;
 use turn::{AgentTurn, Speech, TurnKind};
+use turn_audio::{PendingVerdict, TurnAudio, next_verdict};
 use voicemail::{MachinePhase, next_carrier_verdict};
 
 use super::audio::{InboundAudio, OutboundAudio, Recorder};
@@ -49,8 +51,6 @@ use crate::tools::{CallTools, ToolCallRecord};
 
 /// One telephony frame.
 const FRAME: Duration = Duration::from_millis(20);
-/// The same, for the endpointer.
-const FRAME_MS: u32 = 20;
 /// The loop's housekeeping clock: playback top-up, recording, deadlines. Carriers buffer
 /// what we send, so the agent's audio goes out in bursts rather than on a 20 ms clock: a
 /// tenth of the wake-ups, and a scheduling hiccup shorter than the lead is never heard.
@@ -147,8 +147,6 @@ struct CallLoop<T> {
     voice: String,
     max_duration: Duration,
     silence_timeout: Duration,
-    interruptible: bool,
-    min_interruption_ms: u32,
     end_call_phrases: Vec<String>,
     keypad_menu: Option<KeypadMenu>,
     announcements_left: u32,
@@ -177,7 +175,12 @@ struct CallLoop<T> {
     inbound: InboundAudio,
     playback: OutboundAudio,
     vad: Option<VoiceActivityDetector>,
-    endpointer: Endpointer,
+    /// When the caller's turn ends, and what interrupts the agent.
+    turns: TurnTaking,
+    /// The caller's audio for the end-of-turn model (smart mode with a model only).
+    turn_audio: Option<TurnAudio>,
+    /// The model's answer the loop waits for.
+    verdict: Option<PendingVerdict>,
     dtmf: Option<DtmfDetector>,
     recorder: Option<Recorder>,
 
@@ -247,6 +250,14 @@ impl<T: MediaTransport> CallLoop<T> {
         let dtmf = (config.engine != ConversationEngine::Announcement)
             .then(|| DtmfDetector::new(analysis_rate))
             .transpose()?;
+        // Only smart turn-taking asks a model, and only a conversation listens for turns.
+        let turn_audio = match config.end_of_turn.clone() {
+            Some(model) if pipeline && config.turns.mode == TurnMode::Smart => {
+                Some(TurnAudio::new(model, analysis_rate)?)
+            }
+            _ => None,
+        };
+        let turns = TurnTaking::new(config.turns.clone(), turn_audio.is_some());
         let amd = voicemail::detector(config.voicemail.detect, analysis_rate, &config.call_id);
         let machine_verdicts = config.machine_verdicts.filter(|_| config.voicemail.detect);
         let recorder = config
@@ -273,9 +284,6 @@ impl<T: MediaTransport> CallLoop<T> {
             voice: config.voice,
             max_duration: config.max_duration,
             silence_timeout: config.silence_timeout,
-            interruptible: config.interruptible,
-            min_interruption_ms: u32::try_from(config.min_interruption.as_millis())
-                .unwrap_or(u32::MAX),
             end_call_phrases: config.end_call_phrases,
             keypad_menu: config.keypad,
             announcements_left: config.announcement_repeat.max(1),
@@ -301,7 +309,9 @@ impl<T: MediaTransport> CallLoop<T> {
             inbound,
             playback,
             vad,
-            endpointer: Endpointer::new(config.endpointing),
+            turns,
+            turn_audio,
+            verdict: None,
             dtmf,
             recorder,
             voicemail: config.voicemail,
@@ -352,6 +362,9 @@ impl<T: MediaTransport> CallLoop<T> {
                 _ = self.ticker.tick() => self.on_tick().await,
                 event = next_responder(&mut self.responder) => self.on_responder(event).await,
                 signal = next_asr(&mut self.asr) => self.on_asr(signal).await,
+                (ask, verdict) = next_verdict(&mut self.verdict) => {
+                    self.on_model_verdict(ask, verdict).await;
+                }
                 Some(event) = self.tool_rx.recv() => self.on_tool_event(event).await,
                 verdict = next_carrier_verdict(&mut self.machine_verdicts) => match verdict {
                     Some(verdict) => self.on_machine_verdict(verdict, Instant::now()).await,
@@ -509,7 +522,7 @@ impl<T: MediaTransport> CallLoop<T> {
         self.check_turn_complete(now).await;
         if let Some(awaiting) = self.listening.awaiting
             && now >= awaiting.deadline
-            && !self.listening.in_utterance
+            && !self.turns.in_utterance()
         {
             self.take_user_turn(now).await;
         }
@@ -523,7 +536,7 @@ impl<T: MediaTransport> CallLoop<T> {
             && !self.machine.is_machine()
             && self.turn.is_none()
             && !self.transferring
-            && !self.listening.in_utterance
+            && !self.turns.in_utterance()
             && self.listening.awaiting.is_none()
             && now.saturating_duration_since(self.last_activity) >= self.silence_timeout
         {

@@ -19,10 +19,10 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use voxline_media::carrier::{CarrierCodec, CarrierKind, StreamStart};
-use voxline_media::endpoint::EndpointerConfig;
+use voxline_media::turn_taking::TurnConfig;
 
 use crate::engine::MachineVerdicts;
-use crate::providers::{ProviderKind, Providers};
+use crate::providers::{EndOfTurnModel, ProviderKind, Providers};
 use crate::tools::{CallTools, ToolCallRecord};
 
 pub use audio::RecordingInfo;
@@ -130,7 +130,6 @@ impl CarrierSession {
 }
 
 /// Everything the loop needs to know about one call, placeholders already filled.
-#[derive(Debug)]
 pub struct ConversationConfig {
     /// Our call id (logs, provider metadata).
     pub call_id: String,
@@ -150,10 +149,6 @@ pub struct ConversationConfig {
     pub max_duration: Duration,
     /// Hang up after this long without caller speech while the agent is quiet.
     pub silence_timeout: Duration,
-    /// Whether caller speech interrupts the agent.
-    pub interruptible: bool,
-    /// Caller speech shorter than this does not interrupt (backchannels, coughs).
-    pub min_interruption: Duration,
     /// Phrases that end the call after the agent's reply when either side says them.
     pub end_call_phrases: Vec<String>,
     /// The keypad menu (keypad engine).
@@ -168,8 +163,11 @@ pub struct ConversationConfig {
     pub recording_path: Option<PathBuf>,
     /// The welcome message pre-synthesized at 8 kHz (the warm cache).
     pub welcome_audio: Option<Arc<[i16]>>,
-    /// Endpointing thresholds (speech start, minimum utterance, end-of-turn silence).
-    pub endpointing: EndpointerConfig,
+    /// Turn-taking: when the caller's turn ends and what interrupts the agent (speech
+    /// onset, minimum utterance, the silence or smart rule, the interruption rule).
+    pub turns: TurnConfig,
+    /// The end-of-turn model smart turn-taking asks, if one is installed.
+    pub end_of_turn: Option<Arc<dyn EndOfTurnModel>>,
     /// How long to wait for the carrier's `start`.
     pub start_timeout: Duration,
     /// How long to wait for the ASR's transcript after the caller stopped talking.
@@ -206,8 +204,6 @@ impl Default for ConversationConfig {
             voice: "alloy".to_owned(),
             max_duration: Duration::from_secs(600),
             silence_timeout: Duration::from_secs(20),
-            interruptible: true,
-            min_interruption: Duration::from_millis(400),
             end_call_phrases: Vec::new(),
             keypad: None,
             announcement_repeat: 1,
@@ -215,7 +211,8 @@ impl Default for ConversationConfig {
             sim_questions: Vec::new(),
             recording_path: None,
             welcome_audio: None,
-            endpointing: EndpointerConfig::default(),
+            turns: TurnConfig::default(),
+            end_of_turn: None,
             start_timeout: Duration::from_secs(10),
             asr_final_timeout: Duration::from_secs(3),
             tools: CallTools::default(),
@@ -227,6 +224,19 @@ impl Default for ConversationConfig {
             voicemail: VoicemailPlan::default(),
             machine_verdicts: None,
         }
+    }
+}
+
+impl fmt::Debug for ConversationConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConversationConfig")
+            .field("call_id", &self.call_id)
+            .field("engine", &self.engine)
+            .field("language", &self.language)
+            .field("voice", &self.voice)
+            .field("turns", &self.turns)
+            .field("end_of_turn", &self.end_of_turn.is_some())
+            .finish_non_exhaustive()
     }
 }
 

@@ -348,10 +348,8 @@ async fn short_backchannels_do_not_interrupt() {
         },
         ScriptStep::Say("Bye.".to_owned()),
     ];
-    let config = ConversationConfig {
-        min_interruption: Duration::from_millis(600),
-        ..pipeline(&script)
-    };
+    let mut config = pipeline(&script);
+    config.turns.interruption.duration_ms = 600;
     let (outcome, report, _) = call(
         config,
         Providers::sim(SimConfig::default()),
@@ -1082,4 +1080,232 @@ async fn with_detection_off_a_machine_is_talked_to() {
     )
     .await;
     assert_ne!(outcome.ended_reason, EndedReason::Voicemail);
+}
+
+// ---------------------------------------------------------------- Turn-taking
+
+/// An end-of-turn model that answers every evaluation at once with `probability`, or is
+/// saturated (`None`), and counts what it is asked.
+struct FixedModel {
+    probability: Option<f32>,
+    asked: AtomicUsize,
+}
+
+impl FixedModel {
+    fn new(probability: Option<f32>) -> Arc<Self> {
+        Arc::new(Self {
+            probability,
+            asked: AtomicUsize::new(0),
+        })
+    }
+}
+
+impl crate::providers::EndOfTurnModel for FixedModel {
+    fn submit(
+        &self,
+        audio: &[f32],
+    ) -> Option<tokio::sync::oneshot::Receiver<crate::providers::EndOfTurnVerdict>> {
+        assert!(!audio.is_empty() && audio.len() <= 8 * 16_000);
+        self.asked.fetch_add(1, Ordering::Relaxed);
+        let probability = self.probability?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let _ = tx.send(crate::providers::EndOfTurnVerdict {
+            probability,
+            cpu: Duration::from_millis(60),
+        });
+        Some(rx)
+    }
+}
+
+fn smart(script: &[ScriptStep], model: Option<Arc<FixedModel>>) -> ConversationConfig {
+    ConversationConfig {
+        turns: voxline_media::turn_taking::TurnConfig::smart(),
+        end_of_turn: model.map(|m| m as Arc<dyn crate::providers::EndOfTurnModel>),
+        ..pipeline(script)
+    }
+}
+
+const LONG_WELCOME: &str = "Good morning, this is Olivia from Voxline Dental. I am calling to \
+                            confirm your appointment tomorrow at ten in the morning.";
+
+#[tokio::test(start_paused = true)]
+async fn a_pause_in_an_answer_whose_words_say_wait_is_not_cut_in_on() {
+    let script = says(&["I live in [pause 1500] Pune, near the station.", "Bye."]);
+    // A model that calls every pause complete: only the words keep the agent waiting.
+    let model = FixedModel::new(Some(0.9));
+    let (outcome, report, _) = call(
+        smart(&script, Some(Arc::clone(&model))),
+        Providers::sim(SimConfig::default()),
+        script,
+        CalleeBehaviour::Human,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_eq!(
+        texts(&outcome),
+        [
+            (Speaker::Assistant, WELCOME),
+            (Speaker::User, "I live in Pune, near the station."),
+            (
+                Speaker::Assistant,
+                "Thank you for letting me know. Is there anything else I can help you with?"
+            ),
+            (Speaker::User, "Bye."),
+            (Speaker::Assistant, "Thank you for your time. Goodbye!"),
+        ]
+    );
+    // The agent never talked into the pause, so never had to be stopped.
+    assert_eq!(report.clears, 0, "{report:?}");
+    assert!(report.ended_cleanly, "{report:?}");
+    // "I live in" says wait: the model was asked only at the ends of the lines.
+    assert_eq!(model.asked.load(Ordering::Relaxed), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_backchannel_over_the_agent_pauses_it_and_the_agent_is_heard_to_its_end() {
+    let script = vec![
+        ScriptStep::Backchannel {
+            text: "uh-huh".to_owned(),
+            after: Duration::from_millis(1000),
+        },
+        ScriptStep::Backchannel {
+            text: "Okay.".to_owned(),
+            after: Duration::from_millis(3500),
+        },
+        ScriptStep::Say("Bye.".to_owned()),
+    ];
+    let config = ConversationConfig {
+        welcome_message: LONG_WELCOME.to_owned(),
+        ..smart(&script, None)
+    };
+    let (outcome, report, _) = call(
+        config,
+        Providers::sim(SimConfig::default()),
+        script,
+        CalleeBehaviour::Human,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_eq!(report.backchannels_said, 2);
+    assert_eq!(report.clears, 0, "{report:?}");
+    // Backchannels are not turns: the welcome is heard whole, then the caller's line.
+    assert_eq!(
+        texts(&outcome),
+        [
+            (Speaker::Assistant, LONG_WELCOME),
+            (Speaker::User, "Bye."),
+            (Speaker::Assistant, "Thank you for your time. Goodbye!"),
+        ]
+    );
+    // Nothing was lost or repeated: all the welcome's audio reached the callee.
+    let welcome: Duration = super::text::split_sentences(LONG_WELCOME)
+        .iter()
+        .map(|sentence| speech_duration_for_text(sentence))
+        .sum();
+    let goodbye = speech_duration_for_text("Thank you for your time. Goodbye!");
+    assert!(
+        close_to(
+            report.agent_audio,
+            welcome + goodbye,
+            Duration::from_millis(80)
+        ),
+        "heard {:?} of {:?}",
+        report.agent_audio,
+        welcome + goodbye
+    );
+    assert!(report.ended_cleanly, "{report:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_real_interruption_yields_within_400_ms_and_a_backchannel_before_it_does_not() {
+    let script = vec![
+        ScriptStep::Backchannel {
+            text: "uh-huh".to_owned(),
+            after: Duration::from_millis(800),
+        },
+        ScriptStep::Interrupt {
+            text: "Wait, stop, I have a question.".to_owned(),
+            after: Duration::from_millis(2500),
+        },
+        ScriptStep::Say("Bye.".to_owned()),
+    ];
+    let config = ConversationConfig {
+        welcome_message: LONG_WELCOME.to_owned(),
+        ..smart(&script, None)
+    };
+    let (outcome, report, _) = call(
+        config,
+        Providers::sim(SimConfig::default()),
+        script,
+        CalleeBehaviour::Human,
+        CalleeOptions::default(),
+    )
+    .await;
+    // Only the interruption stopped the agent, and soon after the caller began.
+    assert_eq!(report.clears, 1, "{report:?}");
+    assert_eq!(report.barge_in_stops.len(), 1, "{report:?}");
+    let stop = report.barge_in_stops[0];
+    assert!(stop <= Duration::from_millis(400), "yielded after {stop:?}");
+    // The welcome keeps what was heard of it; the backchannel is no turn.
+    let heard = &outcome.transcript[0].text;
+    assert!(
+        LONG_WELCOME.starts_with(heard.as_str()) && heard.len() < LONG_WELCOME.len(),
+        "{heard:?}"
+    );
+    assert_eq!(
+        texts(&outcome)[1],
+        (Speaker::User, "Wait, stop, I have a question.")
+    );
+    assert!(
+        outcome.transcript.iter().all(|t| t.text != "uh-huh"),
+        "{:?}",
+        texts(&outcome)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_model_ends_a_turn_at_the_short_pause_and_a_saturated_one_falls_back_to_silence() {
+    let script = says(&["Hi, who is calling please?", "Alright, thanks. Bye!"]);
+    let endpointing = |model: Arc<FixedModel>| {
+        let script = script.clone();
+        async move {
+            let (outcome, _, _) = call(
+                smart(&script, Some(Arc::clone(&model))),
+                Providers::sim(SimConfig::default()),
+                script,
+                CalleeBehaviour::Human,
+                CalleeOptions::default(),
+            )
+            .await;
+            assert_eq!(outcome.ended_reason, EndedReason::AgentHangup);
+            assert_eq!(model.asked.load(Ordering::Relaxed), 2);
+            outcome
+                .latencies
+                .iter()
+                .map(|l| l.endpointing)
+                .collect::<Vec<_>>()
+        }
+    };
+    // Complete: the turn ends at the 200 ms pause, not after 600 ms of silence.
+    for waited in endpointing(FixedModel::new(Some(0.9))).await {
+        assert!(
+            close_to(
+                waited,
+                Duration::from_millis(200),
+                Duration::from_millis(40)
+            ),
+            "{waited:?}"
+        );
+    }
+    // Saturated: the silence rule.
+    for waited in endpointing(FixedModel::new(None)).await {
+        assert!(
+            close_to(
+                waited,
+                Duration::from_millis(600),
+                Duration::from_millis(40)
+            ),
+            "{waited:?}"
+        );
+    }
 }

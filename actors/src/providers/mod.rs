@@ -9,8 +9,10 @@
 //! - audio goes to the ASR without awaiting, so a slow vendor never stalls playback.
 
 pub mod analysis;
+pub mod end_of_turn;
 pub mod scorecard;
 pub mod sim;
+pub mod sim_lines;
 pub mod sim_tools;
 
 use std::fmt;
@@ -20,6 +22,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+pub use end_of_turn::{EndOfTurnModel, EndOfTurnVerdict};
 pub use sim::{SimAsr, SimConfig, SimFailure, SimLlm, SimTts};
 
 /// Which of the three providers something concerns.
@@ -146,6 +149,13 @@ pub trait AsrStream: Send {
     fn push_audio(&mut self, samples: &[i16], sample_rate: u32) -> Result<(), ProviderError>;
     /// The caller's utterance ended: flush its transcript (Deepgram `Finalize`).
     fn finalize(&mut self) -> Result<(), ProviderError>;
+    /// The caller's sound since the last utterance was not a turn (a backchannel over the
+    /// agent, noise): forget it, so it does not start the next utterance's transcript. A
+    /// streaming recognizer has nothing to do (the loop drops its words); one that buffers
+    /// an utterance's audio drops it.
+    fn discard(&mut self) -> Result<(), ProviderError> {
+        Ok(())
+    }
     /// The next event; `None` once the stream has ended. Cancel-safe.
     async fn next_event(&mut self) -> Option<Result<AsrEvent, ProviderError>>;
     /// Ends the session politely (Deepgram `CloseStream`).

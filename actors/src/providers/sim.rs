@@ -15,6 +15,7 @@ use voxline_media::synth::{SpeechLikeGenerator, samples_for_duration, speech_dur
 
 use super::analysis::{AnalysisRequest, sim_analysis};
 use super::scorecard::{ScorecardRequest, sim_scorecard};
+use super::sim_lines::{LineTiming, spoken_text, turn_lines};
 use super::sim_tools::{SimToolTurn, sim_tool_turn};
 use super::{
     AsrContext, AsrEvent, AsrProvider, AsrStream, ChatRole, END_CALL_TOOL, LlmEvent, LlmProvider,
@@ -92,8 +93,14 @@ impl UseCounter {
     }
 }
 
-/// Sim ASR: the loop's VAD and endpointer find the utterances; each one's text is the next
-/// line of the call's script, delivered `asr_latency` after `finalize`.
+/// Sim ASR: the loop's VAD and turn-taking find the utterances; each one's text is the next
+/// line of the call's script (its words, see [`sim_lines`](super::sim_lines)).
+///
+/// It streams as a real one does: while the caller's audio arrives it sends interim
+/// transcripts of the line's words in proportion to the speech heard so far (by the line's
+/// [`LineTiming`], the pace the sim callee speaks at, whatever the audio is), then the whole
+/// line as the final, `asr_latency` after `finalize`. A line the loop discards (a
+/// backchannel over the agent) is skipped.
 #[derive(Debug)]
 pub struct SimAsr {
     latency: Duration,
@@ -113,15 +120,41 @@ impl SimAsr {
 #[async_trait]
 impl AsrProvider for SimAsr {
     async fn open(&self, context: AsrContext) -> Result<Box<dyn AsrStream>, ProviderError> {
-        Ok(Box::new(SimAsrStream {
+        let mut stream = SimAsrStream {
             script: context.sim_script,
             next_line: 0,
             latency: self.latency,
             counter: Arc::clone(&self.counter),
             pending: VecDeque::new(),
             closed: false,
-        }))
+            timing: None,
+            hearing: Hearing::default(),
+        };
+        stream.start_line();
+        Ok(Box::new(stream))
     }
+}
+
+/// Caller audio quieter than this (RMS of a frame) is not speech to the sim ASR.
+const SIM_SPEECH_RMS: f64 = 200.0;
+/// A gap in the speech shorter than this is part of it (between syllables and words); a
+/// longer one is a pause, not counted as speech.
+const SIM_GAP_MS: u32 = 300;
+/// Quiet after which the speech of a part that has nearly all been heard counts as said
+/// whole (the generated speech fades out before its nominal end).
+const SIM_PART_END_QUIET_MS: u32 = 100;
+/// How near its end a part must be for that quiet to complete it.
+const SIM_PART_END_SLACK_MS: u32 = 300;
+
+/// How much of the current line the sim ASR has heard.
+#[derive(Debug, Default, Clone, Copy)]
+struct Hearing {
+    /// Speech heard, in ms (with the short gaps inside it).
+    speech_ms: u32,
+    /// Quiet since the last loud frame, in ms.
+    gap_ms: u32,
+    /// Words sent in interims.
+    words_sent: usize,
 }
 
 /// One sim recognition session.
@@ -133,12 +166,69 @@ struct SimAsrStream {
     /// Events with the time they become due, in order.
     pending: VecDeque<(Instant, Result<AsrEvent, ProviderError>)>,
     closed: bool,
+    /// When the current line's words are said.
+    timing: Option<LineTiming>,
+    hearing: Hearing,
+}
+
+impl SimAsrStream {
+    /// Starts listening for the current line.
+    fn start_line(&mut self) {
+        self.timing = self
+            .script
+            .get(self.next_line)
+            .map(|line| LineTiming::of(line));
+        self.hearing = Hearing::default();
+    }
+
+    /// One frame of `ms` of the caller: counts its speech, sends the words it completed.
+    fn hear(&mut self, loud: bool, ms: u32) {
+        let Some(timing) = self.timing.as_ref() else {
+            return;
+        };
+        let hearing = &mut self.hearing;
+        if loud {
+            if hearing.gap_ms < SIM_GAP_MS && hearing.speech_ms > 0 {
+                hearing.speech_ms += hearing.gap_ms;
+            }
+            hearing.speech_ms += ms;
+            hearing.gap_ms = 0;
+        } else if hearing.speech_ms > 0 {
+            let before = hearing.gap_ms;
+            hearing.gap_ms = hearing.gap_ms.saturating_add(ms);
+            if before < SIM_PART_END_QUIET_MS && hearing.gap_ms >= SIM_PART_END_QUIET_MS {
+                // The part being said, if it was nearly over, is over.
+                if let Some(&end) = timing
+                    .part_ends
+                    .iter()
+                    .find(|&&end| end >= hearing.speech_ms)
+                    && end - hearing.speech_ms <= SIM_PART_END_SLACK_MS
+                {
+                    hearing.speech_ms = end;
+                }
+            }
+        }
+        let heard = timing.words_heard(hearing.speech_ms);
+        if heard > hearing.words_sent {
+            hearing.words_sent = heard;
+            let text = timing.first_words(heard).to_owned();
+            self.pending
+                .push_back((Instant::now(), Ok(AsrEvent::Interim(text))));
+        }
+    }
 }
 
 #[async_trait]
 impl AsrStream for SimAsrStream {
-    fn push_audio(&mut self, _samples: &[i16], _sample_rate: u32) -> Result<(), ProviderError> {
-        // The text comes from the script; the audio only matters to the loop's endpointer.
+    fn push_audio(&mut self, samples: &[i16], sample_rate: u32) -> Result<(), ProviderError> {
+        // The text comes from the script; the audio only says how much of it was said.
+        if samples.is_empty() || sample_rate == 0 {
+            return Ok(());
+        }
+        let energy: f64 = samples.iter().map(|&s| f64::from(s).powi(2)).sum();
+        let loud = (energy / samples.len() as f64).sqrt() > SIM_SPEECH_RMS;
+        let ms = u32::try_from(samples.len() as u64 * 1000 / u64::from(sample_rate)).unwrap_or(0);
+        self.hear(loud, ms);
         Ok(())
     }
 
@@ -148,13 +238,29 @@ impl AsrStream for SimAsrStream {
             self.pending.push_back((due, Err(self.counter.injected())));
             return Ok(());
         }
-        let line = self.script.get(self.next_line).cloned().unwrap_or_default();
+        let line = self
+            .script
+            .get(self.next_line)
+            .map(|line| spoken_text(line))
+            .unwrap_or_default();
         self.next_line += 1;
+        self.start_line();
         if !line.trim().is_empty() {
             self.pending
                 .push_back((due, Ok(AsrEvent::Final { text: line })));
         }
         self.pending.push_back((due, Ok(AsrEvent::UtteranceEnd)));
+        Ok(())
+    }
+
+    fn discard(&mut self) -> Result<(), ProviderError> {
+        // The line that was being said was not a turn: the next utterance is the next line.
+        if self.hearing.words_sent > 0 {
+            self.next_line += 1;
+            self.start_line();
+        } else {
+            self.hearing = Hearing::default();
+        }
         Ok(())
     }
 
@@ -252,7 +358,8 @@ impl SimLlm {
         let says_goodbye = last
             .split(|c: char| !c.is_alphanumeric())
             .any(|word| word.eq_ignore_ascii_case("bye") || word.eq_ignore_ascii_case("goodbye"));
-        let script_done = !request.sim_script.is_empty() && user_turns >= request.sim_script.len();
+        let script_done =
+            !request.sim_script.is_empty() && user_turns >= turn_lines(&request.sim_script);
         if says_goodbye {
             (SIM_GOODBYE.to_owned(), true)
         } else if script_done {
@@ -319,7 +426,7 @@ impl LlmProvider for SimLlm {
                 .filter(|m| m.role == ChatRole::User)
                 .count();
             let script_done =
-                !request.sim_script.is_empty() && user_turns >= request.sim_script.len();
+                !request.sim_script.is_empty() && user_turns >= turn_lines(&request.sim_script);
             let tool_turn = (!request.response_format.is_json())
                 .then(|| sim_tool_turn(&request, script_done))
                 .flatten();
@@ -535,6 +642,72 @@ mod tests {
             sim_script: lines.iter().map(|s| (*s).to_owned()).collect(),
             ..LlmRequest::default()
         }
+    }
+
+    /// Feeds `ms` of speech-like sound (or silence) in 20 ms frames.
+    fn feed(stream: &mut dyn AsrStream, speech: Option<&mut SpeechLikeGenerator>, ms: u32) {
+        let mut frame = [0i16; 160];
+        let mut speech = speech;
+        for _ in 0..ms / 20 {
+            match speech.as_deref_mut() {
+                Some(generator) => generator.fill(&mut frame),
+                None => frame.fill(0),
+            }
+            stream.push_audio(&frame, 8_000).unwrap();
+        }
+    }
+
+    /// The interims delivered so far.
+    async fn interims(stream: &mut dyn AsrStream) -> Vec<String> {
+        let mut seen = Vec::new();
+        while let Ok(Some(Ok(event))) =
+            tokio::time::timeout(Duration::from_millis(1), stream.next_event()).await
+        {
+            if let AsrEvent::Interim(text) = event {
+                seen.push(text);
+            }
+        }
+        seen
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sim_asr_streams_the_words_heard_so_far_and_skips_a_discarded_line() {
+        let asr = SimAsr::new(SimConfig::default());
+        let context = AsrContext {
+            sim_script: vec![
+                "[backchannel] uh-huh".to_owned(),
+                "I live in [pause 1500] Pune".to_owned(),
+            ]
+            .into(),
+            ..AsrContext::default()
+        };
+        let mut stream = asr.open(context).await.unwrap();
+        // The backchannel, heard and then discarded: the next utterance is the next line.
+        let mut voice = SpeechLikeGenerator::new(8_000, 3);
+        feed(stream.as_mut(), Some(&mut voice), 400);
+        feed(stream.as_mut(), None, 200);
+        assert_eq!(interims(stream.as_mut()).await, ["uh-huh"]);
+        stream.discard().unwrap();
+        // "I live in" (643 ms), the pause, "Pune" (400 ms), as the sim callee says it.
+        let mut voice = SpeechLikeGenerator::new(8_000, 4);
+        feed(stream.as_mut(), Some(&mut voice), 640);
+        feed(stream.as_mut(), None, 200);
+        assert_eq!(
+            interims(stream.as_mut()).await,
+            ["I", "I live", "I live in"],
+            "the words before the pause, by its middle"
+        );
+        feed(stream.as_mut(), None, 1300);
+        feed(stream.as_mut(), Some(&mut voice), 400);
+        feed(stream.as_mut(), None, 200);
+        assert_eq!(interims(stream.as_mut()).await, ["I live in Pune"]);
+        stream.finalize().unwrap();
+        assert_eq!(
+            stream.next_event().await.unwrap().unwrap(),
+            AsrEvent::Final {
+                text: "I live in Pune".to_owned()
+            }
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -16,8 +16,10 @@ pub enum AnswerKind {
     Phone,
     /// A number of unknown length (a PIN code, an age, a count).
     Number,
-    /// A date (of birth, of an appointment).
+    /// A date (of an appointment, an order): day and month, perhaps a year.
     Date,
+    /// A date of birth: not complete without its year.
+    BirthDate,
     /// An amount of money.
     Amount,
     /// An email address, read out ("asha dot k at gmail dot com").
@@ -29,7 +31,9 @@ impl AnswerKind {
     /// sentence when it asks none) by keywords: "phone", "mobile" → [`Phone`](Self::Phone),
     /// "email" → [`Email`](Self::Email), "date", "when", "born" → [`Date`](Self::Date), "how
     /// much", "salary", "amount" → [`Amount`](Self::Amount), "number", "how many", "pin
-    /// code", "age" → [`Number`](Self::Number), otherwise [`Free`](Self::Free).
+    /// code", "age" → [`Number`](Self::Number), otherwise [`Free`](Self::Free). "Birth",
+    /// "born" and "DOB" ask for a [`BirthDate`](Self::BirthDate); "your number", "call
+    /// back" and "reach you" for a phone number.
     pub fn asked_by(agent_text: &str) -> Self {
         let sentence = last_question(agent_text);
         let tokens: Vec<String> = tokens(sentence).map(str::to_ascii_lowercase).collect();
@@ -39,6 +43,12 @@ impl AnswerKind {
                 .windows(2)
                 .any(|pair| pair[0] == first && pair[1] == second)
         };
+        // "your number", "the number": a phone number unless a noun says which ("your
+        // account number").
+        let plain_number = tokens.windows(2).any(|pair| {
+            pair[1] == "number"
+                && ["your", "the", "a", "contact", "best"].contains(&pair[0].as_str())
+        });
         if has("email") || has("e-mail") || has_pair("mail", "id") {
             Self::Email
         } else if [
@@ -48,12 +58,14 @@ impl AnswerKind {
         .any(|w| has(w))
             || has_pair("contact", "number")
             || has_pair("reach", "you")
+            || has_pair("call", "back")
+            || has_pair("call", "you")
+            || plain_number
         {
             Self::Phone
-        } else if ["date", "when", "born", "birthday", "dob", "day"]
-            .iter()
-            .any(|w| has(w))
-        {
+        } else if ["born", "birthday", "dob", "birth"].iter().any(|w| has(w)) {
+            Self::BirthDate
+        } else if ["date", "when", "day"].iter().any(|w| has(w)) {
             Self::Date
         } else if [
             "salary", "amount", "budget", "price", "cost", "ctc", "income", "fee", "fees",
@@ -218,6 +230,56 @@ const SO_CLOSERS: &[&str] = &[
     "think", "hope", "guess", "believe", "suppose", "said", "say",
 ];
 
+/// Words that end a sentence on their own but not after certain words: "on" after "is"
+/// ("my appointment is on") but not "so on" or "go on"; "that" after a verb of saying or
+/// "is" ("the problem is that") but not "like that"; "you" after an auxiliary ("can you")
+/// but not "thank you"; reported speech ("the doctor said").
+const WAIT_AFTER: &[(&str, &[&str])] = &[
+    (
+        "on",
+        &[
+            "is", "was", "are", "were", "be", "it's", "its", "due", "based", "depends", "focus",
+            "focused", "working", "work", "worked",
+        ],
+    ),
+    (
+        "that",
+        &[
+            "is", "was", "are", "were", "said", "say", "says", "think", "thought", "know", "knew",
+            "mean", "feel", "felt", "hope", "believe", "so", "sure", "told", "tell", "heard",
+            "realized", "noticed", "saw", "see", "except", "but",
+        ],
+    ),
+    (
+        "you",
+        &[
+            "can", "could", "would", "will", "do", "did", "are", "were", "have", "should", "may",
+            "might", "if", "when", "let", "tell", "told", "give", "send", "ask",
+        ],
+    ),
+    (
+        "said",
+        &[
+            "he", "she", "they", "doctor", "manager", "agent", "mother", "father", "wife",
+            "husband", "son", "daughter", "boss", "someone", "somebody", "person", "lady", "guy",
+            "man", "woman", "team", "bank", "it", "you", "we", "i",
+        ],
+    ),
+];
+
+/// Auxiliaries that end short answers ("yes I was", "I can") but leave a clause that
+/// opened with a conjunction unfinished ("because I was").
+const AUXILIARIES: &[&str] = &[
+    "was", "were", "am", "are", "have", "has", "had", "will", "would", "can", "could", "should",
+    "do", "does", "did", "been", "being", "going",
+];
+
+/// Words that open a clause still to be completed.
+const SUBORDINATORS: &[&str] = &[
+    "because", "cause", "if", "when", "although", "though", "since", "while", "unless", "whereas",
+    "whether", "after", "before", "until", "so",
+];
+
 /// Phrases that, ending an utterance, mean the caller is gathering their words.
 const TRAILING_WAIT_PHRASES: &[&[&str]] = &[
     &["let", "me", "see"],
@@ -341,12 +403,21 @@ pub fn text_cue(text: &str, kind: AnswerKind) -> TextCue {
     let Some(&last) = words.last() else {
         return TextCue::Unknown;
     };
-    let closing_so = last.eq_ignore_ascii_case("so")
-        && words.len() >= 2
-        && is_one_of(words[words.len() - 2], SO_CLOSERS);
+    let before = words.len().checked_sub(2).map(|at| words[at]);
+    let closing_so =
+        last.eq_ignore_ascii_case("so") && before.is_some_and(|b| is_one_of(b, SO_CLOSERS));
+    let waits_after = WAIT_AFTER.iter().any(|(word, after)| {
+        last.eq_ignore_ascii_case(word) && before.is_some_and(|b| is_one_of(b, after))
+    });
+    let open_clause = is_one_of(last, AUXILIARIES)
+        && words
+            .first()
+            .is_some_and(|first| is_one_of(first, SUBORDINATORS));
     if trimmed.ends_with("...")
         || trimmed.ends_with('…')
         || (is_one_of(last, TRAILING_WAIT) && !closing_so)
+        || waits_after
+        || open_clause
     {
         return TextCue::Wait;
     }
@@ -359,6 +430,7 @@ pub fn text_cue(text: &str, kind: AnswerKind) -> TextCue {
     }) {
         return TextCue::Wait;
     }
+    let sentence_end = trimmed.ends_with(['.', '?', '!', '।']);
     let specific = match kind {
         AnswerKind::Free => TextCue::Unknown,
         AnswerKind::Phone => match spoken_digits(&words) {
@@ -367,14 +439,15 @@ pub fn text_cue(text: &str, kind: AnswerKind) -> TextCue {
             _ => TextCue::Complete,
         },
         AnswerKind::Number => TextCue::Unknown,
-        AnswerKind::Date => date_cue(&words),
-        AnswerKind::Amount => amount_cue(&words),
-        AnswerKind::Email => email_cue(&words),
+        AnswerKind::Date => date_cue(&words, false),
+        AnswerKind::BirthDate => date_cue(&words, true),
+        AnswerKind::Amount => amount_cue(&words, sentence_end),
+        AnswerKind::Email => email_cue(&words, sentence_end),
     };
     if specific != TextCue::Unknown {
         return specific;
     }
-    if trimmed.ends_with(['.', '?', '!', '।']) {
+    if sentence_end {
         TextCue::Likely
     } else {
         TextCue::Unknown
@@ -462,23 +535,151 @@ pub fn spoken_digits(words: &[&str]) -> usize {
 }
 
 /// A date read out: day, month and year make it complete; some of them only, wait; a
-/// relative day ("tomorrow", "Friday") is complete on its own.
-fn date_cue(words: &[&str]) -> TextCue {
-    if words.iter().any(|w| is_one_of(w, RELATIVE_DAYS)) {
+/// relative day ("tomorrow", "Friday") is complete on its own. Day and month without a
+/// year leave it open, except a date of birth (`birth`), which waits for its year, and a
+/// date read as numbers ("twenty one, oh six"), which usually goes on to it.
+fn date_cue(words: &[&str], birth: bool) -> TextCue {
+    if !birth && words.iter().any(|w| is_one_of(w, RELATIVE_DAYS)) {
         return TextCue::Complete;
     }
-    let numbers: Vec<u32> = words.iter().filter_map(|w| leading_number(w)).collect();
-    let month = words.iter().any(|w| is_one_of(w, MONTHS));
+    // "nineteen ninety" may be going on to "two".
+    if words.last().is_some_and(|last| is_one_of(last, TENS_WORDS)) {
+        return TextCue::Wait;
+    }
+    let numbers = spoken_numbers(words);
+    let month_name = words.iter().any(|w| is_one_of(w, MONTHS));
     let ordinal = words.iter().any(|w| is_one_of(w, ORDINALS));
     let year = numbers.iter().any(|n| (1900..=2100).contains(n));
-    let day = ordinal || numbers.iter().any(|n| (1..=31).contains(n));
-    // "15/03/1990": three numbers, the middle one the month.
-    let numeric_date = numbers.len() >= 3 && year;
-    match (day, month || numeric_date, year) {
+    let small = numbers.iter().filter(|n| (1..=31).contains(*n)).count();
+    let day = ordinal || small > 0;
+    // "15/03/1990", "twenty one, oh six": the day, then the month, as numbers.
+    let numeric_month = !month_name && (small >= 2 || (ordinal && small > 0));
+    match (day, month_name || numeric_month, year) {
         (true, true, true) => TextCue::Complete,
+        (true, true, false) if birth || numeric_month => TextCue::Wait,
         (true, true, false) => TextCue::Unknown,
         (false, false, false) => TextCue::Unknown,
         _ => TextCue::Wait,
+    }
+}
+
+/// Number words by value.
+const UNIT_WORDS: &[&str] = &[
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+];
+/// Ten to nineteen.
+const TEEN_WORDS: &[&str] = &[
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+];
+/// Twenty to ninety.
+const TENS_WORDS: &[&str] = &[
+    "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+];
+
+/// Where `word` is in `list`, ignoring ASCII case.
+fn position_in(list: &[&str], word: &str) -> Option<u32> {
+    list.iter()
+        .position(|w| w.eq_ignore_ascii_case(word))
+        .and_then(|at| u32::try_from(at).ok())
+}
+
+/// The numbers `words` read out, numerals and number words alike: "twenty one" is 21,
+/// "oh six" 6, "nineteen ninety two" 1992, "twenty twenty five" 2025, "two thousand and
+/// five" 2005, "15th" 15.
+pub fn spoken_numbers(words: &[&str]) -> Vec<u32> {
+    // First the groups up to 99 ("twenty one", "nineteen", "oh six") and thousands, each
+    // marked when read as words; then years read as two groups ("nineteen ninety two").
+    let mut groups: Vec<Option<(u32, bool)>> = Vec::new();
+    let mut at = 0;
+    while at < words.len() {
+        let word = words[at];
+        let next = words.get(at + 1).copied();
+        if let Some(n) = leading_number(word) {
+            groups.push(Some((n, false)));
+        } else if let Some(tens) = position_in(TENS_WORDS, word) {
+            let tens = 20 + 10 * tens;
+            match next.and_then(|n| position_in(UNIT_WORDS, n)) {
+                Some(unit) if unit > 0 => {
+                    groups.push(Some((tens + unit, true)));
+                    at += 1;
+                }
+                _ => groups.push(Some((tens, true))),
+            }
+        } else if let Some(teen) = position_in(TEEN_WORDS, word) {
+            groups.push(Some((10 + teen, true)));
+        } else if word.eq_ignore_ascii_case("oh") || word.eq_ignore_ascii_case("o") {
+            if let Some(unit) = next.and_then(|n| position_in(UNIT_WORDS, n)) {
+                groups.push(Some((unit, true)));
+                at += 1;
+            }
+        } else if let Some(unit) = position_in(UNIT_WORDS, word) {
+            groups.push(Some((unit, true)));
+        } else if word.eq_ignore_ascii_case("thousand") {
+            let thousands = groups.pop().flatten().map_or(1, |(n, _)| n);
+            let mut value = thousands.saturating_mul(1000);
+            // "two thousand and five", "two thousand five".
+            let and = usize::from(next.is_some_and(|n| n.eq_ignore_ascii_case("and")));
+            let rest = words.get(at + 1 + and..).unwrap_or(&[]);
+            let (small, used) = small_number(rest);
+            if let Some(small) = small {
+                value += small;
+                at += and + used;
+            }
+            groups.push(Some((value, true)));
+        } else {
+            groups.push(None);
+        }
+        at += 1;
+    }
+    let mut numbers = Vec::new();
+    let mut index = 0;
+    while index < groups.len() {
+        match (groups[index], groups.get(index + 1).copied().flatten()) {
+            // "nineteen ninety two", "twenty twenty five": a century and its year.
+            (Some((century @ (19 | 20), true)), Some((year, true)))
+                if (10..100).contains(&year) =>
+            {
+                numbers.push(century * 100 + year);
+                index += 2;
+            }
+            (Some((value, _)), _) => {
+                numbers.push(value);
+                index += 1;
+            }
+            (None, _) => index += 1,
+        }
+    }
+    numbers
+}
+
+/// A number below 100 read at the start of `words` ("five", "forty two"), and how many
+/// words it took.
+fn small_number(words: &[&str]) -> (Option<u32>, usize) {
+    let Some(&first) = words.first() else {
+        return (None, 0);
+    };
+    if let Some(tens) = position_in(TENS_WORDS, first) {
+        let tens = 20 + 10 * tens;
+        return match words.get(1).and_then(|n| position_in(UNIT_WORDS, n)) {
+            Some(unit) if unit > 0 => (Some(tens + unit), 2),
+            _ => (Some(tens), 1),
+        };
+    }
+    if let Some(teen) = position_in(TEEN_WORDS, first) {
+        return (Some(10 + teen), 1);
+    }
+    match position_in(UNIT_WORDS, first) {
+        Some(unit) => (Some(unit), 1),
+        None => (None, 0),
     }
 }
 
@@ -491,20 +692,19 @@ fn leading_number(word: &str) -> Option<u32> {
     word[..end].parse().ok()
 }
 
-/// An amount: its currency word ("rupees", "per annum", "LPA") ends it; a number alone may
-/// go on ("fifty thousand … five hundred").
-fn amount_cue(words: &[&str]) -> TextCue {
+/// An amount: its currency word ("rupees", "per annum", "LPA") ends it; a trailing
+/// "thousand", "hundred" or "lakh" not closed by a full stop goes on ("two thousand …
+/// four hundred").
+fn amount_cue(words: &[&str], sentence_end: bool) -> TextCue {
+    const SCALES: &[&str] = &[
+        "hundred", "thousand", "lakh", "lakhs", "lac", "crore", "crores", "million", "billion",
+    ];
     let Some(last) = words.last() else {
         return TextCue::Unknown;
     };
     if is_one_of(last, CURRENCIES) {
         TextCue::Complete
-    } else if is_one_of(
-        last,
-        &["lakh", "lakhs", "lac", "crore", "crores", "thousand"],
-    ) && spoken_digits(words) == 0
-        && words.len() == 1
-    {
+    } else if is_one_of(last, SCALES) && !sentence_end {
         TextCue::Wait
     } else {
         TextCue::Unknown
@@ -512,8 +712,8 @@ fn amount_cue(words: &[&str]) -> TextCue {
 }
 
 /// An email address read out: complete once it has an "at" and ends with a domain ending;
-/// with an "at" and no ending yet, wait.
-fn email_cue(words: &[&str]) -> TextCue {
+/// before that, wait (unless a full stop says the caller is done, "I don't have one.").
+fn email_cue(words: &[&str], sentence_end: bool) -> TextCue {
     let Some(last) = words.last() else {
         return TextCue::Unknown;
     };
@@ -544,7 +744,9 @@ fn email_cue(words: &[&str]) -> TextCue {
                 TextCue::Wait
             }
         }
-        None => TextCue::Unknown,
+        None if sentence_end => TextCue::Unknown,
+        // "priya dot sharma": the address has begun.
+        None => TextCue::Wait,
     }
 }
 
@@ -680,6 +882,11 @@ mod tests {
             "It was, you know",
             "mera naam Asha aur",
             "I would say...",
+            "My appointment is on",
+            "The problem is that",
+            "Can you",
+            "The doctor said",
+            "Because I was",
         ] {
             assert_eq!(text_cue(text, AnswerKind::Free), TextCue::Wait, "{text}");
         }
@@ -690,6 +897,9 @@ mod tests {
             "Yes I am",
             "and so on",
             "Yes",
+            "Yes I was",
+            "I like that",
+            "Hold on, go on",
         ] {
             assert_eq!(text_cue(text, AnswerKind::Free), TextCue::Unknown, "{text}");
         }
@@ -738,7 +948,13 @@ mod tests {
         assert_eq!(text_cue("fifty thousand rupees", amount), TextCue::Complete);
         assert_eq!(text_cue("about 12 lakh per", amount), TextCue::Wait);
         assert_eq!(text_cue("12 LPA", amount), TextCue::Complete);
-        assert_eq!(text_cue("fifty thousand", amount), TextCue::Unknown);
+        assert_eq!(text_cue("fifty thousand", amount), TextCue::Wait);
+        assert_eq!(text_cue("Fifty thousand.", amount), TextCue::Likely);
+        assert_eq!(text_cue("One lakh", amount), TextCue::Wait);
+        assert_eq!(
+            text_cue("It was three hundred and forty nine dollars.", amount),
+            TextCue::Complete
+        );
         assert_eq!(text_cue("twelve point", amount), TextCue::Wait);
 
         let email = AnswerKind::Email;
@@ -750,6 +966,40 @@ mod tests {
         );
         assert_eq!(text_cue("asha.k@gmail.com", email), TextCue::Complete);
         assert_eq!(text_cue("asha.k@gmail", email), TextCue::Wait);
+        // The address has begun before its "at".
+        assert_eq!(text_cue("priya dot sharma", email), TextCue::Wait);
+        assert_eq!(text_cue("I don't have one.", email), TextCue::Likely);
+
+        // Dates read as numbers, and dates of birth, wait for the year.
+        assert_eq!(text_cue("It was twenty one", date), TextCue::Wait);
+        assert_eq!(text_cue("It was twenty one oh six", date), TextCue::Wait);
+        assert_eq!(
+            text_cue("It was twenty one oh six twenty twenty five.", date),
+            TextCue::Complete
+        );
+        let birth = AnswerKind::BirthDate;
+        assert_eq!(text_cue("The fourteenth of March", birth), TextCue::Wait);
+        assert_eq!(
+            text_cue("The fourteenth of March nineteen ninety", birth),
+            TextCue::Wait
+        );
+        assert_eq!(
+            text_cue("The fourteenth of March nineteen ninety two.", birth),
+            TextCue::Complete
+        );
+        assert_eq!(text_cue("Tomorrow", birth), TextCue::Unknown);
+    }
+
+    #[test]
+    fn numbers_read_as_words_are_read_as_numbers() {
+        let numbers = |text: &str| spoken_numbers(&tokens(text).collect::<Vec<_>>());
+        assert_eq!(numbers("twenty one oh six"), [21, 6]);
+        assert_eq!(numbers("nineteen ninety two"), [1992]);
+        assert_eq!(numbers("twenty twenty five"), [2025]);
+        assert_eq!(numbers("two thousand and five"), [2005]);
+        assert_eq!(numbers("the 15th of march 1990"), [15, 1990]);
+        // Hundreds are not read (dates do not need them).
+        assert_eq!(numbers("seven thousand five hundred"), [7005]);
     }
 
     #[test]
@@ -761,7 +1011,10 @@ mod tests {
                 AnswerKind::Phone,
             ),
             ("And your email address?", AnswerKind::Email),
-            ("What is your date of birth?", AnswerKind::Date),
+            ("What is your date of birth?", AnswerKind::BirthDate),
+            ("Which number should we call back?", AnswerKind::Phone),
+            ("Could you repeat your number?", AnswerKind::Phone),
+            ("And your account number?", AnswerKind::Number),
             ("When would you like to come in?", AnswerKind::Date),
             ("What is your expected salary?", AnswerKind::Amount),
             ("How much do you pay now?", AnswerKind::Amount),

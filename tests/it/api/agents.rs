@@ -439,3 +439,136 @@ async fn replies_have_a_token_cap_and_an_optional_temperature() {
         assert_eq!(reply.body["message"], message);
     }
 }
+
+#[tokio::test]
+async fn turn_detection_and_interruption_are_validated_stored_and_read_back() {
+    let app = TestApp::spawn().await;
+    let ws = app.workspace("Turns").await;
+    // Left unset: stored as unset (the mode is decided when a call starts), defaults shown.
+    let plain = app.create_agent(&ws.key, json!({"name": "Plain"})).await;
+    assert_eq!(
+        plain["turnDetection"],
+        json!({"minSilenceMs": 200, "maxSilenceMs": 2500, "threshold": 0.5}),
+        "{plain}"
+    );
+    assert_eq!(
+        plain["interruption"],
+        json!({"minWords": 3, "resumeAfterMs": 800}),
+        "{plain}"
+    );
+    assert_eq!(plain["interruptionMs"], 400);
+
+    let set = json!({
+        "turnDetection": {"mode": "smart", "minSilenceMs": 250, "maxSilenceMs": 3000, "threshold": 0.75},
+        "interruption": {"mode": "words", "minWords": 2, "backchannels": ["haan ji", "uh-huh"], "resumeAfterMs": 1000},
+        "interruptionMs": 600,
+    });
+    let mut body = set.clone();
+    body["name"] = json!("Smart");
+    let agent = app.create_agent(&ws.key, body).await;
+    let path = format!("/api/agents/{}", id_of(&agent));
+    let read = app.get(&ws.key, &path).await.expect(200).body;
+    for field in ["turnDetection", "interruption", "interruptionMs"] {
+        assert_eq!(read[field], set[field], "{field}: {read}");
+    }
+
+    // A patch replaces the whole setting: what it leaves out takes its default.
+    let patched = app
+        .patch(
+            &ws.key,
+            &path,
+            json!({"turnDetection": {"mode": "silence"}, "interruption": {"mode": "duration"}}),
+        )
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(
+        patched["turnDetection"],
+        json!({"mode": "silence", "minSilenceMs": 200, "maxSilenceMs": 2500, "threshold": 0.5})
+    );
+    assert_eq!(
+        patched["interruption"],
+        json!({"mode": "duration", "minWords": 3, "resumeAfterMs": 800})
+    );
+    assert_eq!(
+        patched["interruptionMs"], 600,
+        "the duration mode's value is kept"
+    );
+
+    let long = "x".repeat(41);
+    let many: Vec<String> = (0..101).map(|i| format!("ok {i}")).collect();
+    for (body, field) in [
+        (
+            json!({"turnDetection": {"mode": "fast"}}),
+            "turnDetection.mode",
+        ),
+        (
+            json!({"turnDetection": {"minSilenceMs": 50}}),
+            "turnDetection.minSilenceMs",
+        ),
+        (
+            json!({"turnDetection": {"minSilenceMs": 800, "maxSilenceMs": 600}}),
+            "turnDetection.maxSilenceMs",
+        ),
+        (
+            json!({"turnDetection": {"maxSilenceMs": 9000}}),
+            "turnDetection.maxSilenceMs",
+        ),
+        (
+            json!({"turnDetection": {"threshold": 1.5}}),
+            "turnDetection.threshold",
+        ),
+        (
+            json!({"turnDetection": {"silenceMs": 600}}),
+            "turnDetection",
+        ),
+        (
+            json!({"interruption": {"mode": "loud"}}),
+            "interruption.mode",
+        ),
+        (
+            json!({"interruption": {"minWords": 0}}),
+            "interruption.minWords",
+        ),
+        (
+            json!({"interruption": {"resumeAfterMs": 10}}),
+            "interruption.resumeAfterMs",
+        ),
+        (
+            json!({"interruption": {"backchannels": ["  "]}}),
+            "interruption.backchannels",
+        ),
+        (
+            json!({"interruption": {"backchannels": [long]}}),
+            "interruption.backchannels",
+        ),
+        (
+            json!({"interruption": {"backchannels": many}}),
+            "interruption.backchannels",
+        ),
+        (json!({"interruptionMs": 50}), "interruptionMs"),
+    ] {
+        let reply = app.patch(&ws.key, &path, body.clone()).await;
+        assert_eq!(reply.status, 400, "{body}: {}", reply.text);
+        assert!(
+            reply.message().contains(field),
+            "{body}: {} should name {field}",
+            reply.text
+        );
+    }
+    let unchanged = app.get(&ws.key, &path).await.expect(200).body;
+    assert_eq!(unchanged["turnDetection"], patched["turnDetection"]);
+
+    let doc = app.get("", "/openapi.json").await.expect(200).body;
+    let schemas = &doc["components"]["schemas"];
+    for agent in ["AgentInput", "AgentSpec"] {
+        let text = schemas[agent].to_string();
+        assert!(text.contains("\"turnDetection\""), "{agent}: {text}");
+        assert!(text.contains("\"interruption\""), "{agent}: {text}");
+    }
+    let modes = schemas["TurnDetectionMode"].to_string();
+    assert!(
+        modes.contains("smart") && modes.contains("silence"),
+        "{modes}"
+    );
+}

@@ -207,6 +207,87 @@ async fn the_form_shows_each_refusal_beside_its_field_then_creates_and_edits() {
 }
 
 #[tokio::test]
+async fn the_form_sets_turn_taking_and_shows_its_refusals() {
+    let app = TestApp::spawn().await;
+    let ws = app.workspace("Turns").await;
+    let member = person(&app, &ws, Role::Member).await;
+    let client = ConsoleClient::sign_in(&app, &member).await;
+
+    let blank = client.get("/agents/new").await;
+    assert_eq!(blank.status, 200, "{}", blank.body);
+    for input in [
+        "name=\"turnDetection.mode\"",
+        "name=\"turnDetection.minSilenceMs\"",
+        "name=\"turnDetection.maxSilenceMs\"",
+        "name=\"turnDetection.threshold\"",
+        "name=\"interruption.mode\"",
+        "name=\"interruptionMs\"",
+        "name=\"interruption.minWords\"",
+        "name=\"interruption.backchannels\"",
+        "name=\"interruption.resumeAfterMs\"",
+    ] {
+        assert!(blank.body.contains(input), "{input} missing");
+    }
+    // Unset modes are offered as "default".
+    assert!(
+        blank
+            .body
+            .contains("<option value=\"\" selected>default</option>")
+    );
+
+    let refused = client
+        .post_form(
+            "/agents/new",
+            &[("name", "Turns"), ("turnDetection.maxSilenceMs", "9000")],
+        )
+        .await;
+    assert_eq!(refused.status, 422);
+    let message =
+        field_error(&refused, "f-turnDetection-maxSilenceMs").expect("error at the input");
+    assert!(
+        message.starts_with("turnDetection.maxSilenceMs"),
+        "{message}"
+    );
+
+    let created = client
+        .post_form(
+            "/agents/new",
+            &[
+                ("name", "Turns"),
+                ("turnDetection.mode", "smart"),
+                ("turnDetection.minSilenceMs", "300"),
+                ("turnDetection.maxSilenceMs", "2000"),
+                ("turnDetection.threshold", "0.6"),
+                ("interruption.mode", ""),
+                ("interruptionMs", "500"),
+                ("interruption.minWords", "2"),
+                ("interruption.backchannels", "haan ji\nuh-huh\n"),
+                ("interruption.resumeAfterMs", "1000"),
+            ],
+        )
+        .await;
+    assert_eq!(created.status, 303, "{}", created.body);
+    let agent = agents_named(&app, &ws, "Turns").await.remove(0);
+    assert_eq!(agent["turnDetection"]["mode"], "smart");
+    assert_eq!(agent["turnDetection"]["minSilenceMs"], 300);
+    assert_eq!(agent["turnDetection"]["maxSilenceMs"], 2000);
+    assert!((agent["turnDetection"]["threshold"].as_f64().unwrap() - 0.6).abs() < 1e-6);
+    assert_eq!(
+        agent["interruption"],
+        json!({"minWords": 2, "backchannels": ["haan ji", "uh-huh"], "resumeAfterMs": 1000}),
+        "a blank mode stays unset"
+    );
+    assert_eq!(agent["interruptionMs"], 500);
+    let id = agent["id"].as_str().unwrap();
+    let edit = client.get(&format!("/agents/{id}/edit")).await;
+    assert!(
+        edit.body
+            .contains("<option value=\"smart\" selected>smart</option>")
+    );
+    assert!(edit.body.contains("haan ji\nuh-huh"));
+}
+
+#[tokio::test]
 async fn viewers_read_agents_but_change_nothing_and_posts_need_the_token() {
     let app = TestApp::spawn().await;
     let ws = app.calling_workspace("Roles", 1).await;

@@ -1,18 +1,21 @@
 //! The caller's side and turn-taking: caller audio through the DTMF
-//! detector, VAD, endpointer, recorder and ASR one 20 ms frame at a time;
-//! barge-in once the caller has talked over the agent long enough; telling a
-//! backchannel from a turn; and the transcribed turn that starts the reply.
+//! detector, VAD, recorder and ASR one 20 ms frame at a time; the VAD's
+//! decisions, the transcripts and the end-of-turn model's verdicts fed to the
+//! turn-taking machine (`voxline_media::turn_taking`) and its actions carried
+//! out (ask the model, end the turn, pause, resume or stop the agent, discard a
+//! backchannel); and the transcribed turn that starts the reply.
 
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::debug;
-use voxline_media::endpoint::{EndpointEvent, EndpointState};
+use voxline_media::turn_taking::{Actions, AskId, EndReason, ModelVerdict, TurnAction};
 
+use super::CallLoop;
 use super::turn::{PendingLatency, Speech, TurnKind};
+use super::turn_audio::PendingVerdict;
 use super::voicemail::{self, MachinePhase};
-use super::{CallLoop, FRAME_MS};
 use crate::carrier::AnsweredBy;
 use crate::conversation::Speaker;
 use crate::conversation::text::contains_phrase;
@@ -30,12 +33,6 @@ pub(super) struct Awaiting {
 /// The listening side's state.
 #[derive(Debug, Default)]
 pub(super) struct Listening {
-    /// The endpointer is inside an utterance.
-    pub(super) in_utterance: bool,
-    /// The utterance began while the agent was talking.
-    started_over_agent: bool,
-    /// The utterance interrupted the agent.
-    barged: bool,
     last_speech_at: Option<Instant>,
     pub(super) awaiting: Option<Awaiting>,
     /// Final transcript text gathered for the current utterance.
@@ -105,6 +102,9 @@ impl<T: MediaTransport> CallLoop<T> {
                 _ => None,
             };
             let speech = self.vad.as_mut().map(|vad| vad.is_speech(frame));
+            if let Some(audio) = self.turn_audio.as_mut() {
+                audio.push(frame);
+            }
             let after_beep = matches!(self.machine, MachinePhase::AfterBeep { .. })
                 .then(|| speech.map_or_else(|| voicemail::quiet_by_peak(frame), |s| !s));
             let mut asr_failure = None;
@@ -153,59 +153,106 @@ impl<T: MediaTransport> CallLoop<T> {
             self.listening.last_speech_at = Some(now);
             self.last_activity = now;
         }
-        match self.endpointer.push(is_speech, FRAME_MS) {
-            Some(EndpointEvent::SpeechStart) => {
-                if self.machine == MachinePhase::Undecided
-                    && !self.listening.caller_spoke
-                    && self.turn.is_none()
-                    && self.greeting_latency.is_some()
-                {
-                    // Quiet through the agent's greeting, then talking once it ended: a
-                    // person taking their turn (a machine plays over whatever we say), however
-                    // long they go on.
-                    self.on_machine_verdict(AnsweredBy::Human, now).await;
+        let actions = self.turns.push_frame(is_speech);
+        self.carry_out(actions, now).await;
+    }
+
+    /// Does what the turn-taking machine asks.
+    pub(super) async fn carry_out(&mut self, actions: Actions, now: Instant) {
+        for action in actions {
+            if self.ended.is_some() {
+                return;
+            }
+            match action {
+                TurnAction::SpeechStarted { over_agent } => {
+                    self.on_speech_started(over_agent, now).await;
                 }
-                debug!(call_id = %self.call_id, over_agent = self.turn.is_some(), "caller speech started");
-                self.listening.caller_spoke = true;
-                self.listening.in_utterance = true;
-                self.listening.started_over_agent = self.turn.is_some();
-                self.listening.barged = false;
+                TurnAction::AskModel { ask } => self.ask_model(ask),
+                TurnAction::EndOfTurn {
+                    reason,
+                    speech_ms,
+                    silence_ms,
+                } => self.on_utterance_end(reason, speech_ms, silence_ms, now),
+                TurnAction::PauseAgent => {
+                    debug!(call_id = %self.call_id, "caller talks over the agent: agent paused");
+                }
+                TurnAction::ResumeAgent => {
+                    debug!(call_id = %self.call_id, "a backchannel: agent resumes");
+                    self.fill_playback().await;
+                }
+                TurnAction::YieldTurn => {
+                    debug!(call_id = %self.call_id, "caller interrupts: agent yields");
+                    self.interrupt(true).await;
+                }
+                TurnAction::Discard {
+                    speech_ms,
+                    backchannel,
+                } => self.on_discard(speech_ms, backchannel),
             }
-            Some(EndpointEvent::SpeechEnd { speech_ms }) => {
-                self.on_utterance_end(speech_ms, now);
-            }
-            Some(EndpointEvent::Discarded { .. }) => {
-                debug!(call_id = %self.call_id, "caller sound too short for an utterance");
-                self.listening.in_utterance = false;
-            }
-            None => {}
-        }
-        if let EndpointState::Speaking { speech_ms, .. } = self.endpointer.state()
-            && self.interruptible
-            && self.turn.is_some()
-            && !self.listening.barged
-            && speech_ms >= self.min_interruption_ms
-        {
-            self.listening.barged = true;
-            self.interrupt(true).await;
         }
     }
 
-    /// The endpointer says the caller stopped: ask the ASR for the transcript.
-    fn on_utterance_end(&mut self, speech_ms: u32, now: Instant) {
-        let listening = &mut self.listening;
-        listening.in_utterance = false;
-        let backchannel = listening.started_over_agent
-            && !listening.barged
-            && (self.turn.is_some() || speech_ms < self.min_interruption_ms);
-        debug!(call_id = %self.call_id, speech_ms, backchannel, "caller utterance ended");
-        if backchannel {
-            // Talk over the agent that did not interrupt it is not a turn.
-            if listening.awaiting.is_none() {
-                listening.text.clear();
-            }
-            return;
+    async fn on_speech_started(&mut self, over_agent: bool, now: Instant) {
+        if self.machine == MachinePhase::Undecided
+            && !self.listening.caller_spoke
+            && self.turn.is_none()
+            && self.greeting_latency.is_some()
+        {
+            // Quiet through the agent's greeting, then talking once it ended: a
+            // person taking their turn (a machine plays over whatever we say), however
+            // long they go on.
+            self.on_machine_verdict(AnsweredBy::Human, now).await;
         }
+        debug!(call_id = %self.call_id, over_agent, "caller speech started");
+        self.listening.caller_spoke = true;
+        let onset_ms = self.turns.config().start_speech_ms;
+        if let Some(audio) = self.turn_audio.as_mut() {
+            audio.utterance_started(onset_ms);
+        }
+    }
+
+    /// Smart turn-taking asks the end-of-turn model about the utterance so far; its answer
+    /// comes back through the loop's `select!`, never on the frame path.
+    fn ask_model(&mut self, ask: AskId) {
+        self.verdict = Some(match self.turn_audio.as_mut() {
+            Some(audio) => audio.ask(ask),
+            None => PendingVerdict::Ready(ask, ModelVerdict::Unavailable),
+        });
+    }
+
+    /// The end-of-turn model answered (or could not).
+    pub(super) async fn on_model_verdict(&mut self, ask: AskId, verdict: ModelVerdict) {
+        debug!(call_id = %self.call_id, ?verdict, "end-of-turn verdict");
+        let actions = self.turns.model_verdict(ask, verdict);
+        self.carry_out(actions, Instant::now()).await;
+    }
+
+    /// Talk that is not a turn: noise, or a backchannel over the agent.
+    fn on_discard(&mut self, speech_ms: u32, backchannel: bool) {
+        debug!(call_id = %self.call_id, speech_ms, backchannel, "caller sound is not a turn");
+        self.verdict = None;
+        if self.listening.awaiting.is_none() {
+            self.listening.text.clear();
+        }
+        // A backchannel was words the recognizer heard; noise is left to it.
+        if backchannel
+            && let AsrSlot::Open(stream) = &mut self.asr
+            && let Err(error) = stream.discard()
+        {
+            self.fail(error);
+        }
+    }
+
+    /// The caller's turn is over: ask the ASR for the transcript.
+    fn on_utterance_end(
+        &mut self,
+        reason: EndReason,
+        speech_ms: u32,
+        silence_ms: u32,
+        now: Instant,
+    ) {
+        debug!(call_id = %self.call_id, ?reason, speech_ms, silence_ms, "caller turn ended");
+        self.verdict = None;
         let AsrSlot::Open(stream) = &mut self.asr else {
             debug!(call_id = %self.call_id, "utterance before the ASR was open; dropped");
             return;
@@ -231,20 +278,27 @@ impl<T: MediaTransport> CallLoop<T> {
             }
             AsrSignal::Event(AsrEvent::Final { text }) => {
                 debug!(call_id = %self.call_id, %text, "transcript");
+                let in_utterance = self.turns.in_utterance();
                 let listening = &mut self.listening;
-                if listening.in_utterance || listening.awaiting.is_some() {
+                if in_utterance || listening.awaiting.is_some() {
                     if !listening.text.is_empty() {
                         listening.text.push(' ');
                     }
                     listening.text.push_str(text.trim());
                 }
+                let actions = self.turns.transcript(&text, true);
+                self.carry_out(actions, Instant::now()).await;
+            }
+            AsrSignal::Event(AsrEvent::Interim(text)) => {
+                let actions = self.turns.transcript(&text, false);
+                self.carry_out(actions, Instant::now()).await;
             }
             AsrSignal::Event(AsrEvent::UtteranceEnd) => {
-                if self.listening.awaiting.is_some() && !self.listening.in_utterance {
+                if self.listening.awaiting.is_some() && !self.turns.in_utterance() {
                     self.take_user_turn(Instant::now()).await;
                 }
             }
-            AsrSignal::Event(AsrEvent::Interim(_) | AsrEvent::SpeechStarted) => {}
+            AsrSignal::Event(AsrEvent::SpeechStarted) => {}
         }
     }
 

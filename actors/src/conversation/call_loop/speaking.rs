@@ -1,7 +1,8 @@
 //! The agent speaking: starting a turn, pacing its audio to the carrier
 //! (kept [`PLAYBACK_LEAD`] ahead on the tick, topped up at once when
-//! starved), the responder's events, recording the turn's latency, closing a
-//! heard turn and moving the engine on, and stopping mid-turn on barge-in.
+//! starved; held back while turn-taking has the agent paused), the
+//! responder's events, recording the turn's latency, closing a heard turn and
+//! moving the engine on, and stopping mid-turn on barge-in.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 use voxline_media::synth::{samples_for_duration, speech_duration_for_text};
+use voxline_media::turn_taking::{AnswerKind, TurnAction};
 use voxline_media::wav::RECORDING_SAMPLE_RATE;
 
 use super::keypad::KeypadPhase;
@@ -100,7 +102,14 @@ impl<T: MediaTransport> CallLoop<T> {
             }
         }
         self.turn = Some(turn);
-        // The first audio goes out at once; the clock keeps the carrier's buffer topped up.
+        let actions = self.turns.agent_started();
+        if actions.contains(&TurnAction::YieldTurn) {
+            // The caller was already saying more than a backchannel: the new turn gives way.
+            self.interrupt(true).await;
+            return;
+        }
+        // The first audio goes out at once (unless the caller's talk has it paused); the
+        // clock keeps the carrier's buffer topped up.
         self.fill_playback().await;
     }
 
@@ -129,6 +138,10 @@ impl<T: MediaTransport> CallLoop<T> {
 
     /// Queues the current turn's next 20 ms frame; false when no whole frame is ready.
     fn queue_frame(&mut self, now: Instant, first_frame_of_turn: &mut bool) -> bool {
+        if self.turns.agent_paused() {
+            // The unsent audio waits where it is; resuming sends it from there.
+            return false;
+        }
         let Some(turn) = self.turn.as_mut() else {
             return false;
         };
@@ -309,6 +322,7 @@ impl<T: MediaTransport> CallLoop<T> {
         let Some(mut turn) = self.turn.take() else {
             return;
         };
+        self.turns.agent_stopped();
         self.responder = None;
         let text = turn.text();
         let says_end_phrase = turn.kind == TurnKind::Reply
@@ -364,6 +378,7 @@ impl<T: MediaTransport> CallLoop<T> {
         let Some(turn) = self.turn.take() else {
             return;
         };
+        self.turns.agent_stopped();
         self.responder = None;
         self.playback.reset();
         if send_clear && turn.first_frame_at.is_some() {
@@ -393,6 +408,8 @@ impl<T: MediaTransport> CallLoop<T> {
             return;
         }
         if !text.is_empty() && matches!(turn.kind, TurnKind::Welcome | TurnKind::Reply) {
+            // What the agent just asked decides which unfinished answers mean "wait".
+            self.turns.expect_answer(AnswerKind::asked_by(&text));
             self.history
                 .push(ChatMessage::new(ChatRole::Assistant, text.clone()));
         }

@@ -136,7 +136,8 @@ impl<T: MediaTransport> CallLoop<T> {
         self.interrupt(true).await;
         self.keypad = KeypadPhase::Idle;
         self.listening = Default::default();
-        self.endpointer.reset();
+        self.turns.reset();
+        self.verdict = None;
         self.last_activity = now;
         if self.voicemail.action == VoicemailAction::Hangup {
             self.end(EndedReason::Voicemail, None);

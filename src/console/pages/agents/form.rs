@@ -20,12 +20,17 @@ enum Kind {
     NullableNumber,
     /// One of a closed list.
     Choice(&'static [&'static str]),
+    /// One of a closed list, or blank for the server's default (left out of the body).
+    OptionalChoice(&'static [&'static str]),
     /// Several of a closed list (checkboxes), sent as an array.
     Choices(&'static [&'static str]),
     /// A checkbox, sent as a boolean.
     Flag,
     /// One entry per line, sent as an array of strings.
     Lines,
+    /// One entry per line, sent as an array of strings; blank leaves it out (the default
+    /// list).
+    OptionalLines,
     /// A JSON value; blank sends `blank`.
     Json(Blank),
 }
@@ -57,6 +62,8 @@ const TTSS: &[&str] = &["sim", "openai", "elevenlabs", "espeak", "piper"];
 const CARRIERS: &[&str] = &["sim", "twilio", "plivo", "exotel", "vonage", "telnyx"];
 const RETRY_ON: &[&str] = &["no-answer", "busy", "failed", "voicemail"];
 const VOICEMAIL_ACTIONS: &[&str] = &["hangup", "leaveMessage"];
+const TURN_MODES: &[&str] = &["smart", "silence"];
+const INTERRUPTION_MODES: &[&str] = &["words", "duration"];
 
 /// The form's sections and inputs, in the order shown.
 const SECTIONS: &[(&str, &[Input])] = &[
@@ -170,12 +177,6 @@ const SECTIONS: &[(&str, &[Input])] = &[
                 kind: Kind::Number,
             },
             Input {
-                path: "interruptible",
-                label: "The caller can interrupt the agent",
-                help: "",
-                kind: Kind::Flag,
-            },
-            Input {
                 path: "perMinuteRatePaise",
                 label: "Rate (paise per minute)",
                 help: "0 to 100000.",
@@ -185,6 +186,71 @@ const SECTIONS: &[(&str, &[Input])] = &[
                 path: "announcement.repeat",
                 label: "Announcement repeats",
                 help: "Announcement agents: 1 to 10.",
+                kind: Kind::Number,
+            },
+        ],
+    ),
+    (
+        "Turn-taking",
+        &[
+            Input {
+                path: "turnDetection.mode",
+                label: "End of the caller's turn",
+                help: "smart: the words, the end-of-turn model and silence; silence: 600 ms of silence. Default: smart when the model is installed.",
+                kind: Kind::OptionalChoice(TURN_MODES),
+            },
+            Input {
+                path: "turnDetection.minSilenceMs",
+                label: "Short pause (ms)",
+                help: "Smart: when the turn is judged, 100 to 1000.",
+                kind: Kind::Number,
+            },
+            Input {
+                path: "turnDetection.maxSilenceMs",
+                label: "Longest wait (ms)",
+                help: "Smart: on a pause that is not the end, 500 to 5000.",
+                kind: Kind::Number,
+            },
+            Input {
+                path: "turnDetection.threshold",
+                label: "Model threshold",
+                help: "Smart: the probability that ends the turn, 0 to 1.",
+                kind: Kind::Number,
+            },
+            Input {
+                path: "interruptible",
+                label: "The caller can interrupt the agent",
+                help: "",
+                kind: Kind::Flag,
+            },
+            Input {
+                path: "interruption.mode",
+                label: "Interruptions",
+                help: "words: the agent pauses at once, goes on after a backchannel, stops for more; duration: it stops after the time below. Default: words with a streaming recognizer.",
+                kind: Kind::OptionalChoice(INTERRUPTION_MODES),
+            },
+            Input {
+                path: "interruptionMs",
+                label: "Stop after (ms)",
+                help: "Duration: caller speech that stops the agent, 100 to 2000.",
+                kind: Kind::Number,
+            },
+            Input {
+                path: "interruption.minWords",
+                label: "Most backchannel words",
+                help: "Words: more words than this stop the agent, 1 to 20.",
+                kind: Kind::Number,
+            },
+            Input {
+                path: "interruption.backchannels",
+                label: "Backchannels",
+                help: "Words: one per line; blank for the English and Hindi defaults (uh-huh, yeah, okay, haan, achha…).",
+                kind: Kind::OptionalLines,
+            },
+            Input {
+                path: "interruption.resumeAfterMs",
+                label: "Resume after (ms)",
+                help: "Words: quiet without a word before the agent goes on, 200 to 5000.",
                 kind: Kind::Number,
             },
         ],
@@ -272,6 +338,8 @@ const SECTIONS: &[(&str, &[Input])] = &[
 pub struct ChoiceView {
     /// The wire value.
     pub value: &'static str,
+    /// What it is shown as.
+    pub label: &'static str,
     /// Selected or checked.
     pub selected: bool,
 }
@@ -357,7 +425,7 @@ impl AgentForm {
         for input in inputs() {
             let at = lookup(&whole, input.path);
             match input.kind {
-                Kind::Text | Kind::Prose | Kind::Choice(_) => {
+                Kind::Text | Kind::Prose | Kind::Choice(_) | Kind::OptionalChoice(_) => {
                     let text = at.and_then(Value::as_str).unwrap_or_default();
                     form.values.insert(input.path, text.to_string());
                 }
@@ -370,7 +438,7 @@ impl AgentForm {
                     form.values
                         .insert(input.path, if on { "on".into() } else { String::new() });
                 }
-                Kind::Lines => {
+                Kind::Lines | Kind::OptionalLines => {
                     let lines: Vec<&str> = at
                         .and_then(Value::as_array)
                         .map(|items| items.iter().filter_map(Value::as_str).collect())
@@ -461,10 +529,12 @@ impl AgentForm {
                 .unwrap_or("");
             let value = match input.kind {
                 Kind::Text | Kind::Prose | Kind::Choice(_) => Some(Value::String(raw.to_string())),
+                Kind::OptionalChoice(_) | Kind::OptionalLines if raw.trim().is_empty() => None,
+                Kind::OptionalChoice(_) => Some(Value::String(raw.to_string())),
                 Kind::Number => number(raw),
                 Kind::NullableNumber => Some(number(raw).unwrap_or(Value::Null)),
                 Kind::Flag => Some(Value::Bool(!raw.is_empty())),
-                Kind::Lines => Some(Value::Array(
+                Kind::Lines | Kind::OptionalLines => Some(Value::Array(
                     raw.lines()
                         .map(str::trim)
                         .filter(|line| !line.is_empty())
@@ -552,7 +622,7 @@ impl AgentForm {
         let value = self.values.get(input.path).cloned().unwrap_or_default();
         let (kind, choices) = match input.kind {
             Kind::Text => ("text", Vec::new()),
-            Kind::Prose | Kind::Lines => ("textarea", Vec::new()),
+            Kind::Prose | Kind::Lines | Kind::OptionalLines => ("textarea", Vec::new()),
             Kind::Number | Kind::NullableNumber => ("number", Vec::new()),
             Kind::Flag => ("checkbox", Vec::new()),
             Kind::Json(_) => ("json", Vec::new()),
@@ -562,9 +632,24 @@ impl AgentForm {
                     .iter()
                     .map(|option| ChoiceView {
                         value: option,
+                        label: option,
                         selected: *option == value,
                     })
                     .collect(),
+            ),
+            Kind::OptionalChoice(options) => (
+                "select",
+                std::iter::once(ChoiceView {
+                    value: "",
+                    label: "default",
+                    selected: value.is_empty(),
+                })
+                .chain(options.iter().map(|option| ChoiceView {
+                    value: option,
+                    label: option,
+                    selected: *option == value,
+                }))
+                .collect(),
             ),
             Kind::Choices(options) => {
                 let picked = self.choices.get(input.path);
@@ -574,6 +659,7 @@ impl AgentForm {
                         .iter()
                         .map(|option| ChoiceView {
                             value: option,
+                            label: option,
                             selected: picked.is_some_and(|p| p.iter().any(|v| v == option)),
                         })
                         .collect(),
@@ -727,6 +813,20 @@ mod tests {
         assert_eq!(again.retry_policy, spec.retry_policy);
         assert_eq!(again.voicemail, spec.voicemail);
         assert_eq!(again.tool_limits, spec.tool_limits);
+        // Unset turn-taking modes and backchannels stay unset (decided per call).
+        assert_eq!(again.turn_detection, spec.turn_detection);
+        assert_eq!(again.interruption, spec.interruption);
+
+        spec.turn_detection.mode = Some(crate::domain::agent::TurnDetectionMode::Smart);
+        spec.turn_detection.threshold = 0.7;
+        spec.interruption.mode = Some(crate::domain::agent::InterruptionMode::Words);
+        spec.interruption.backchannels = Some(vec!["haan ji".into(), "uh-huh".into()]);
+        spec.interruption_ms = 700;
+        let form = AgentForm::from_pairs(&posted(&AgentForm::from_spec(&spec)));
+        let again = form.to_input().unwrap().into_new_spec().unwrap();
+        assert_eq!(again.turn_detection, spec.turn_detection);
+        assert_eq!(again.interruption, spec.interruption);
+        assert_eq!(again.interruption_ms, 700);
     }
 
     #[test]
