@@ -297,27 +297,6 @@ impl CallRunner {
     }
 }
 
-/// How often a live call's last sign of life is stamped: a crash bills an
-/// answered call up to the last stamp, so this bounds what a crash costs.
-const HEARTBEAT: Duration = Duration::from_secs(2);
-
-/// Stamps the call's last sign of life every [`HEARTBEAT`] until aborted.
-///
-/// A timer beside the conversation, not the media loop: the loop must not
-/// write to the database (or allocate) per frame, and a stamp every couple of
-/// seconds is all the billing after a crash needs.
-async fn stamp_last_seen(store: Store, clock: SharedClock, call_id: CallId) {
-    let mut ticker = tokio::time::interval(HEARTBEAT);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticker.tick().await;
-        let now = clock.now().timestamp_millis();
-        if let Err(err) = store.touch_live_call(call_id, now).await {
-            tracing::warn!(call = %call_id, error = %err, "could not stamp the call's last sign of life");
-        }
-    }
-}
-
 /// Persists each turn as it ends, in order, off the media loop.
 struct TurnWriter {
     tx: mpsc::UnboundedSender<Turn>,
@@ -485,15 +464,9 @@ impl ConversationRunner for CallRunner {
             }
         });
         let observer: Arc<dyn ConversationObserver> = Arc::new(TurnWriter { tx });
-        // Aborted when dropped, so it cannot outlive the conversation even
-        // if the conversation panics.
-        let heartbeat = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(stamp_last_seen(
-            self.store.clone(),
-            self.clock.clone(),
-            call_id,
-        )));
+        // The call's last sign of life is stamped by the node's heartbeat
+        // (`cluster::heartbeat`), for every live call at once.
         let outcome = run_conversation(config, providers, transport, observer, cancel).await;
-        drop(heartbeat);
         let _ = writer.await;
         record_usage(&self.store, call_id, &selected.usage).await;
 

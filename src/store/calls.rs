@@ -274,6 +274,10 @@ where
     Ok(())
 }
 
+/// Calls stamped by one statement of [`Store::touch_live_calls`] (far below
+/// SQLite's limit of bound parameters).
+pub const TOUCH_PER_STATEMENT: usize = 500;
+
 impl Store {
     /// Creates calls and their `queued` events in one transaction.
     pub async fn insert_calls(&self, calls: &[NewCall]) -> StoreResult<()> {
@@ -339,7 +343,9 @@ impl Store {
                 "UPDATE calls SET status = 'ringing', ringing_at = $1 WHERE id = $2 AND status = 'queued'"
             }
             "in-progress" => {
-                "UPDATE calls SET status = 'in-progress', answered_at = $1
+                // The answer is the call's first sign of life; the node's
+                // heartbeat stamps the later ones.
+                "UPDATE calls SET status = 'in-progress', answered_at = $1, last_seen_at = $1
                               WHERE id = $2 AND status IN ('queued', 'ringing')"
             }
             _ => return Ok(false),
@@ -576,19 +582,26 @@ impl Store {
         Ok(n)
     }
 
-    /// Stamps a live call's last sign of life (`at_ms`), which a restart bills
-    /// an orphaned answered call up to. Terminal calls are left alone.
-    pub async fn touch_live_call(&self, call_id: CallId, at_ms: i64) -> StoreResult<()> {
+    /// Stamps the last sign of life (`at_ms`) of the live calls `call_ids`, which a
+    /// restart bills an orphaned answered call up to: one statement per
+    /// [`TOUCH_PER_STATEMENT`] calls, however many are live. Calls that ended
+    /// meanwhile are left alone. Returns how many rows were stamped.
+    pub async fn touch_live_calls(&self, call_ids: &[CallId], at_ms: i64) -> StoreResult<u64> {
+        let mut stamped = 0;
         with_pool!(self, pool => {
-            sqlx::query(
-                "UPDATE calls SET last_seen_at = $1 WHERE id = $2 AND status IN ('ringing', 'in-progress')",
-            )
-            .bind(at_ms)
-            .bind(call_id)
-            .execute(pool)
-            .await?;
+            for part in call_ids.chunks(TOUCH_PER_STATEMENT) {
+                let mut sql = sqlx::QueryBuilder::new("UPDATE calls SET last_seen_at = ");
+                sql.push_bind(at_ms)
+                    .push(" WHERE status IN ('ringing', 'in-progress') AND id IN (");
+                let mut ids = sql.separated(", ");
+                for id in part {
+                    ids.push_bind(*id);
+                }
+                sql.push(")");
+                stamped += sql.build().execute(pool).await?.rows_affected();
+            }
         });
-        Ok(())
+        Ok(stamped)
     }
 
     /// Appends one transcript turn.

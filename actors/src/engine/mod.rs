@@ -423,6 +423,16 @@ impl Engine {
         self.shared.calls.lock().map(|c| c.len()).unwrap_or(0)
     }
 
+    /// The ids of the calls live on this engine (dialing, ringing or talking), as the
+    /// service gave them.
+    pub fn live_call_ids(&self) -> Vec<String> {
+        self.shared
+            .calls
+            .lock()
+            .map(|c| c.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Starts draining: no call starts any more (queued ones stay queued,
     /// in the store, for the next run); live calls go on.
     pub fn begin_drain(&self) {
