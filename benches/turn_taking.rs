@@ -9,8 +9,8 @@
 //! - (a) today's silence rule: `voxline_media::endpoint::Endpointer` at 600 ms and the
 //!   400 ms duration interruption, as the call loop runs them;
 //! - (b) the smart mode (`voxline_media::turn_taking::TurnTaking`, `TurnConfig::smart()`)
-//!   on the words a streaming ASR would show; with the end-of-turn model pending until
-//!   its runtime lands;
+//!   on the words a streaming ASR would show, without the end-of-turn model and, when
+//!   `VOXLINE_SMART_TURN_MODEL` names it, with Smart Turn v3.2 (the service's own pool);
 //! - (c) Smart Turn v3.2 alone through Pipecat 1.14.0's own analyzer, from the
 //!   decisions `scripts/turn-corpus/pipecat-row.sh` recorded in
 //!   `benches/turn_taking/pipecat-smart-turn-v3.json`, scored by the same code.
@@ -201,7 +201,40 @@ fn main() -> ExitCode {
         "(b) `TurnConfig::smart()` without a model: a turn ends at a 200 ms pause when the words end like a sentence or complete the asked phone number or date, waits up to 2.5 s when they say wait, else the 600 ms silence rule; ran in {:.2} s.",
         started.elapsed().as_secs_f64()
     ));
-    notes.push(smart_model_pending());
+    match smart_turn_model() {
+        Ok(Some(model)) => {
+            let started = std::time::Instant::now();
+            let mut smart = harness::SmartMode::new(TurnConfig::smart(), Some(Box::new(model)));
+            let decisions = match run_row(&clips, &mut smart) {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("turn_taking: smart mode with the model: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let name = "(b) smart mode with Smart Turn v3.2";
+            if detail {
+                list_clips(name, &clips, &decisions);
+            }
+            reports.push(harness::score(name, &clips, &decisions));
+            let mut cpu = smart.evaluations.clone();
+            cpu.sort_unstable();
+            let p50 = cpu.get(cpu.len() / 2).copied().unwrap_or(0);
+            notes.push(format!(
+                "(b) with Smart Turn v3.2 on ONNX Runtime (`voxline::providers::smart_turn`, one worker, one thread): the model is asked at a 200 ms pause that the words do not settle; {} evaluations over {} clips, CPU p50 {p50} ms each, its answer reaching the machine that much later in audio time; ran in {:.2} s.",
+                cpu.len(),
+                clips.len(),
+                started.elapsed().as_secs_f64()
+            ));
+        }
+        Ok(None) => notes.push(
+            "(b) smart mode with Smart Turn v3.2: skipped, VOXLINE_SMART_TURN_MODEL unset (scripts/smart-turn-model.sh installs the model).".to_owned(),
+        ),
+        Err(e) => {
+            eprintln!("turn_taking: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
 
     match pipecat_row(&clips) {
         Ok(Some((run, decisions))) => {
@@ -246,12 +279,73 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Row (b) with the end-of-turn model: pending until Smart Turn's runtime
-/// (`voxline::providers::smart_turn`) is on this branch. It plugs in as a
-/// [`harness::TurnModel`] passed to `harness::SmartMode::new(TurnConfig::smart(), Some(..))`:
-/// the last 8 s of `audio_8k` resampled to 16 kHz, its probability, and the measured CPU
-/// time of the evaluation as its latency.
-fn smart_model_pending() -> String {
-    "(b) smart mode with Smart Turn v3.2: pending (the model runtime is not on this branch yet)."
-        .to_owned()
+/// Smart Turn v3.2 as the benchmark asks it: the service's own pool
+/// (`voxline::providers::smart_turn::SmartTurnPool`: Whisper features and the model on a
+/// worker thread), given the last 8 s of the caller's audio resampled to 16 kHz by the
+/// resampler the call loop uses. Its cost is the pool's measured CPU time per evaluation.
+struct SmartTurnRow {
+    pool: voxline::providers::smart_turn::SmartTurnPool,
+    resampler: voxline_media::resample::StreamResampler,
+    chunk: Vec<i16>,
+    audio: Vec<f32>,
+}
+
+impl harness::TurnModel for SmartTurnRow {
+    fn evaluate(&mut self, audio_8k: &[i16]) -> Result<(f32, u32), String> {
+        use voxline_actors::providers::end_of_turn::{END_OF_TURN_MAX_SAMPLES, EndOfTurnModel};
+        let tail = &audio_8k[audio_8k.len().saturating_sub(END_OF_TURN_MAX_SAMPLES / 2)..];
+        self.resampler.reset();
+        self.audio.clear();
+        for input in tail.chunks(self.resampler.input_frames()) {
+            let written = self
+                .resampler
+                .process(input, &mut self.chunk)
+                .map_err(|e| e.to_string())?;
+            self.audio.extend(
+                self.chunk[..written]
+                    .iter()
+                    .map(|&s| f32::from(s) / 32768.0),
+            );
+        }
+        let verdict = self
+            .pool
+            .submit(&self.audio)
+            .ok_or("the pool refused an evaluation")?
+            .blocking_recv()
+            .map_err(|_| "the evaluation failed".to_owned())?;
+        let cost_ms = u32::try_from(verdict.cpu.as_millis()).unwrap_or(u32::MAX);
+        Ok((verdict.probability, cost_ms))
+    }
+}
+
+/// The model `VOXLINE_SMART_TURN_MODEL` names (the runtime beside it, or at
+/// `VOXLINE_ONNXRUNTIME_LIB`), on a pool of one worker; `None` when unset.
+fn smart_turn_model() -> Result<Option<SmartTurnRow>, String> {
+    use voxline::providers::smart_turn::{
+        PoolSettings, RUNTIME_FILE, SmartTurnModel, SmartTurnPool,
+    };
+    let Some(model) = std::env::var_os("VOXLINE_SMART_TURN_MODEL").map(PathBuf::from) else {
+        return Ok(None);
+    };
+    let runtime = std::env::var_os("VOXLINE_ONNXRUNTIME_LIB")
+        .map_or_else(|| model.with_file_name(RUNTIME_FILE), PathBuf::from);
+    let model = SmartTurnModel::open(&model, &runtime).map_err(|e| e.to_string())?;
+    let pool = SmartTurnPool::start(
+        &model,
+        PoolSettings {
+            workers: 1,
+            queue: 1,
+            max_batch: 1,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let resampler =
+        voxline_media::resample::StreamResampler::new(8_000, 16_000).map_err(|e| e.to_string())?;
+    let chunk = vec![0; resampler.output_frames()];
+    Ok(Some(SmartTurnRow {
+        pool,
+        resampler,
+        chunk,
+        audio: Vec::new(),
+    }))
 }

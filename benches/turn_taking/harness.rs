@@ -360,6 +360,9 @@ pub struct Report {
     pub interruptions_missed: usize,
     /// Time from the caller's onset to the agent yielding, ms.
     pub yield_ms: Vec<u32>,
+    /// Time from the caller's onset to the agent going silent (paused, or yielded at
+    /// once), ms, for the interruptions it yielded to.
+    pub silent_ms: Vec<u32>,
     /// Clip ids cut in on, for the detail listing.
     pub cut_in_ids: Vec<String>,
 }
@@ -427,7 +430,18 @@ pub fn score(name: &str, clips: &[Clip], decisions: &[Decisions]) -> Report {
                         .iter()
                         .find(|(t, a)| *a == Action::YieldAgent && *t >= onset);
                     match yielded {
-                        Some((t, _)) => report.yield_ms.push(t - onset),
+                        Some((t, _)) => {
+                            report.yield_ms.push(t - onset);
+                            let silent = decided
+                                .actions
+                                .iter()
+                                .find(|(t, a)| {
+                                    matches!(a, Action::PauseAgent | Action::YieldAgent)
+                                        && *t >= onset
+                                })
+                                .map_or(*t, |(t, _)| *t);
+                            report.silent_ms.push(silent - onset);
+                        }
                         None => report.interruptions_missed += 1,
                     }
                 }
@@ -457,8 +471,8 @@ fn p50_p95(values: &[u32]) -> String {
 
 /// The Markdown table's header.
 pub fn table_header() -> String {
-    "| row | false cut-ins (clips with pauses) | end-of-turn latency p50 / p95, complete answers (ms) | end-of-turn latency p50 / p95, all turns (ms) | backchannels that stopped the agent | real interruptions missed | time to yield p50 / p95 (ms) |\n\
-     | --- | --- | --- | --- | --- | --- | --- |\n"
+    "| row | false cut-ins (clips with pauses) | end-of-turn latency p50 / p95, complete answers (ms) | end-of-turn latency p50 / p95, all turns (ms) | backchannels that stopped the agent | real interruptions missed | agent silent after an interruption, p50 / p95 (ms) | time to yield p50 / p95 (ms) |\n\
+     | --- | --- | --- | --- | --- | --- | --- | --- |\n"
         .to_owned()
 }
 
@@ -471,7 +485,7 @@ impl Report {
             String::new()
         };
         format!(
-            "| {} | {} of {} (pauses {} of {}, dictation {} of {}) | {} | {}{} | {} of {} | {} of {} | {} |\n",
+            "| {} | {} of {} (pauses {} of {}, dictation {} of {}) | {} | {}{} | {} of {} | {} of {} | {} | {} |\n",
             self.name,
             self.cut_ins,
             self.paused_clips,
@@ -486,6 +500,7 @@ impl Report {
             self.backchannel_clips,
             self.interruptions_missed,
             self.interruption_clips,
+            p50_p95(&self.silent_ms),
             p50_p95(&self.yield_ms),
         )
     }
