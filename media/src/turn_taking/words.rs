@@ -460,21 +460,6 @@ pub fn spoken_digits(words: &[&str]) -> usize {
     const UNITS: &[&str] = &[
         "zero", "oh", "o", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
     ];
-    const TEENS: &[&str] = &[
-        "ten",
-        "eleven",
-        "twelve",
-        "thirteen",
-        "fourteen",
-        "fifteen",
-        "sixteen",
-        "seventeen",
-        "eighteen",
-        "nineteen",
-    ];
-    const TENS: &[&str] = &[
-        "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
-    ];
     // Digits of the current run of number words; a lone "one" ("I don't have one") is a
     // pronoun, not a digit, so a run of one number word counts only when it is a numeral.
     let mut digits = 0;
@@ -510,10 +495,10 @@ pub fn spoken_digits(words: &[&str]) -> usize {
             }
             repeat = 1;
             after_tens = false;
-        } else if is_one_of(word, TEENS) {
+        } else if is_one_of(word, TEEN_WORDS) {
             run_digits += 2;
             after_tens = false;
-        } else if is_one_of(word, TENS) {
+        } else if is_one_of(word, TENS_WORDS) {
             run_digits += 2;
             after_tens = true;
         } else if word.eq_ignore_ascii_case("hundred") {
