@@ -37,6 +37,26 @@ def last_eight_seconds(audio: np.ndarray) -> np.ndarray:
     return np.pad(audio, (N_SAMPLES - len(audio), 0), mode="constant", constant_values=0)
 
 
+def cpu_kernels() -> str:
+    """Which int8 kernels onnxruntime picks on this CPU (they round differently), named as
+    tests/it/smart_turn.rs names them."""
+    flags: list[str] = []
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = line.split()
+                break
+    for flag, name in [
+        ("amx_int8", "amx"),
+        ("avx512_vnni", "avx512-vnni"),
+        ("avx_vnni", "avx-vnni"),
+        ("avx512f", "avx512"),
+    ]:
+        if flag in flags:
+            return name
+    return "avx2"
+
+
 def main() -> None:
     clips_dir = Path(sys.argv[1])
     out_dir = Path(sys.argv[2])
@@ -72,6 +92,7 @@ def main() -> None:
         "pipecat_ai": pipecat.__version__ if hasattr(pipecat, "__version__") else "1.14.0",
         "onnxruntime": onnxruntime.__version__,
         "numpy": np.__version__,
+        "cpu_kernels": cpu_kernels(),
         "tail_frames": TAIL_FRAMES,
         "tail_scale": SCALE,
         "clips": clips,

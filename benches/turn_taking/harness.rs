@@ -190,10 +190,20 @@ fn hold_line(clip: &mut Clip) {
     }
 }
 
-/// The words a streaming ASR has shown by `t_ms`: every word whose end has been heard.
 ///
 /// The same rule as the sim ASR's interim results (words in proportion to the speech
 /// heard), with the corpus's exact word times standing in for the proportion.
+/// How long after a word ends the simulated recognizer shows it, in ms:
+/// `VOXLINE_TURN_BENCH_ASR_LAG_MS`, 0 by default (a real streaming recognizer's interim
+/// results come a few hundred ms behind the audio).
+pub fn asr_lag_ms() -> u32 {
+    std::env::var("VOXLINE_TURN_BENCH_ASR_LAG_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The words a streaming ASR has shown by `t_ms`: every word whose end has been heard.
 pub fn heard_words(label: &Label, t_ms: u32) -> &[Word] {
     let n = label.words.iter().take_while(|w| w.end_ms <= t_ms).count();
     &label.words[..n]
@@ -286,6 +296,7 @@ pub struct Decisions {
 /// Runs `policy` over `clip` in audio time with the real VAD.
 pub fn run_clip(clip: &Clip, policy: &mut dyn Policy) -> Result<Decisions, String> {
     let label = &clip.label;
+    let lag = asr_lag_ms();
     let mut vad = VoiceActivityDetector::new(RATE).map_err(|e| e.to_string())?;
     policy.start(label);
     let mut agent = Agent::Silent;
@@ -307,7 +318,7 @@ pub fn run_clip(clip: &Clip, policy: &mut dyn Policy) -> Result<Decisions, Strin
             history: &clip.audio[..(i + 1) * FRAME],
             is_speech,
             agent,
-            words: heard_words(label, t_ms),
+            words: heard_words(label, t_ms.saturating_sub(lag)),
             label,
         };
         actions.clear();
@@ -671,6 +682,14 @@ impl SmartMode {
                         Some(model) => {
                             let (probability, cost_ms) = model.evaluate(view.history)?;
                             self.evaluations.push(cost_ms);
+                            if std::env::var_os("VOXLINE_TURN_BENCH_CLIPS").is_some() {
+                                println!(
+                                    "  {} at {} ms: model {probability:.2} on {:?}",
+                                    view.label.id,
+                                    view.t_ms,
+                                    self.machine.text()
+                                );
+                            }
                             (view.t_ms + cost_ms, ModelVerdict::Probability(probability))
                         }
                         None => (view.t_ms, ModelVerdict::Unavailable),
@@ -688,6 +707,8 @@ impl SmartMode {
                     self.fed = 0;
                     self.pending = None;
                 }
+                // The simulated recognizer streams its words; nothing to transcribe.
+                TurnAction::PeekWords => {}
                 TurnAction::PauseAgent => actions.push(Action::PauseAgent),
                 TurnAction::ResumeAgent => actions.push(Action::ResumeAgent),
                 TurnAction::YieldTurn => {

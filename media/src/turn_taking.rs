@@ -232,6 +232,12 @@ pub enum TurnAction {
     ResumeAgent,
     /// A real interruption: the agent's turn is over; stop it for good.
     YieldTurn,
+    /// A pause the machine must judge, with no words heard since the caller last spoke: a
+    /// recognizer without interim results should transcribe the utterance so far and report
+    /// it with [`TurnTaking::transcript`] (not final). If it will, call
+    /// [`TurnTaking::words_coming`], and the silence rule waits for those words. Once per
+    /// pause; a streaming recognizer ignores it.
+    PeekWords,
     /// The utterance is not a turn: noise, or a backchannel over the agent.
     Discard {
         /// Its speech length.
@@ -305,6 +311,10 @@ struct Utterance {
     yielded: bool,
     /// The model's side of the current pause.
     asked: Asked,
+    /// [`TurnAction::PeekWords`] was sent in the current pause.
+    peeked: bool,
+    /// The recognizer will transcribe the utterance so far: the silence rule waits for it.
+    words_coming: bool,
 }
 
 /// What the words of the utterance so far say, judged once per transcript.
@@ -473,6 +483,7 @@ impl TurnTaking {
             // Speech again: the next pause is a new one, asked anew.
             if let Some(utterance) = self.utterance.as_mut() {
                 utterance.asked = Asked::No;
+                utterance.peeked = false;
             }
         }
         self.check_interruption(speech_ms, &mut actions);
@@ -486,9 +497,10 @@ impl TurnTaking {
     /// replaces the previous interim. Ignored between utterances.
     pub fn transcript(&mut self, text: &str, is_final: bool) -> Actions {
         let mut actions = Actions::default();
-        if self.utterance.is_none() {
+        let Some(utterance) = self.utterance.as_mut() else {
             return actions;
-        }
+        };
+        utterance.words_coming = false;
         if is_final {
             if !self.finals.is_empty() {
                 self.finals.push(' ');
@@ -505,6 +517,14 @@ impl TurnTaking {
             self.decide(&mut actions);
         }
         actions
+    }
+
+    /// The recognizer answers the [`TurnAction::PeekWords`] just sent: until its transcript
+    /// arrives (or the longest pause passes), no silence rule ends or discards the utterance.
+    pub fn words_coming(&mut self) {
+        if let Some(utterance) = self.utterance.as_mut() {
+            utterance.words_coming = true;
+        }
     }
 
     /// The model's answer to the [`TurnAction::AskModel`] with `ask`.
@@ -532,6 +552,8 @@ impl TurnTaking {
             over_agent,
             yielded: false,
             asked: Asked::No,
+            peeked: false,
+            words_coming: false,
         });
         self.clear_words();
         actions.push(TurnAction::SpeechStarted { over_agent });
@@ -611,16 +633,39 @@ impl TurnTaking {
         actions.push(TurnAction::YieldTurn);
     }
 
-    /// In a pause: whether the utterance ends now, and how.
+    /// In a pause: whether the utterance ends now, and how; and, if it goes on and its words
+    /// will judge it, a request for them.
     fn decide(&mut self, actions: &mut Actions) {
+        self.judge_pause(actions);
+        let Some((_, silence_ms)) = self.timing() else {
+            return;
+        };
+        let Some(utterance) = self.utterance.as_mut() else {
+            return;
+        };
+        let over_agent_pending = utterance.over_agent && !utterance.yielded;
+        let words_mode = self.config.interruption.enabled
+            && self.config.interruption.mode == InterruptionMode::Words;
+        let judged_on_words =
+            self.config.mode == TurnMode::Smart || (over_agent_pending && words_mode);
+        if judged_on_words && !utterance.peeked && silence_ms >= self.config.min_silence_ms {
+            utterance.peeked = true;
+            actions.push(TurnAction::PeekWords);
+        }
+    }
+
+    /// In a pause: whether the utterance ends now, and how.
+    fn judge_pause(&mut self, actions: &mut Actions) {
         let Some((speech_ms, silence_ms)) = self.timing() else {
             return;
         };
         let Some(utterance) = self.utterance else {
             return;
         };
-        let config = &self.config;
         let over_agent_pending = utterance.over_agent && !utterance.yielded;
+        // Words on their way hold the silence rules, up to the longest pause.
+        let words_awaited = utterance.words_coming && silence_ms < self.config.max_silence_ms;
+        let config = &self.config;
         if over_agent_pending {
             // Talk over the agent that did not interrupt it: never a turn while the agent
             // still talks; once it is done, a turn if long enough (the old rule).
@@ -635,7 +680,7 @@ impl TurnTaking {
             if backchannel {
                 let quiet_enough = if self.words_mode() {
                     (tally.words > 0 && !tally.outside && silence_ms >= config.min_silence_ms)
-                        || silence_ms >= config.interruption.resume_after_ms
+                        || (silence_ms >= config.interruption.resume_after_ms && !words_awaited)
                 } else {
                     silence_ms >= config.silence_ms
                 };
@@ -651,7 +696,9 @@ impl TurnTaking {
                 // Too short to be an answer: not worth the model's time.
                 (silence_ms >= config.silence_ms).then_some(EndReason::SilenceFallback)
             }
-            TurnMode::Smart => self.smart_decision(silence_ms, utterance.asked, actions),
+            TurnMode::Smart => {
+                self.smart_decision(silence_ms, utterance.asked, words_awaited, actions)
+            }
         };
         let Some(reason) = reason else {
             return;
@@ -675,6 +722,7 @@ impl TurnTaking {
         &mut self,
         silence_ms: u32,
         asked: Asked,
+        words_awaited: bool,
         actions: &mut Actions,
     ) -> Option<EndReason> {
         let config = &self.config;
@@ -684,13 +732,24 @@ impl TurnTaking {
         if silence_ms >= config.max_silence_ms {
             return Some(EndReason::MaxSilence);
         }
-        let fallback = (silence_ms >= config.silence_ms).then_some(EndReason::SilenceFallback);
-        match self.words.cue {
+        let fallback = (silence_ms >= config.silence_ms && !words_awaited)
+            .then_some(EndReason::SilenceFallback);
+        let cue = self.words.cue;
+        match cue {
+            // The recognizer is transcribing the utterance so far: its words decide.
+            _ if words_awaited => None,
             TextCue::Wait => None,
             TextCue::Complete => Some(EndReason::Text),
-            TextCue::Likely if !self.model => Some(EndReason::Text),
-            TextCue::Unknown | TextCue::Likely if !self.model => fallback,
-            TextCue::Unknown | TextCue::Likely => match asked {
+            // Words that stop short of a sentence's end ("I bought it", "My son"), from a
+            // recognizer that punctuates: an unfinished clause, whatever the audio says
+            // (the model calls most of them complete).
+            TextCue::Unknown if self.words.tally.words > 0 => None,
+            // A sentence's end: the model was asked on the corpus and only delayed true
+            // ends (it hears a flat voice as unfinished), so the words decide.
+            TextCue::Likely => Some(EndReason::Text),
+            // No words yet (a recognizer behind, or none that streams): the audio decides.
+            TextCue::Unknown if !self.model => fallback,
+            TextCue::Unknown => match asked {
                 Asked::No => {
                     let ask = AskId(self.next_ask);
                     self.next_ask = self.next_ask.wrapping_add(1);

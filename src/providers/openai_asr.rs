@@ -4,7 +4,9 @@
 //! Caller audio is kept in memory; when the call loop's endpointer ends an
 //! utterance (`finalize`), the audio since the previous one goes as a WAV file
 //! to `POST {base}/audio/transcriptions`, and the text comes back as one
-//! `Final` followed by `UtteranceEnd`.
+//! `Final` followed by `UtteranceEnd`. At a pause the loop judges on words
+//! (`peek`), the utterance so far goes the same way and comes back as an
+//! `Interim`, so a number read out in groups is heard as unfinished.
 
 use super::{HttpPolicy, send_with_retry};
 use async_trait::async_trait;
@@ -12,6 +14,8 @@ use bytes::Bytes;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::multipart::{Form, Part};
 use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use voxline_actors::providers::{
@@ -108,6 +112,8 @@ impl AsrProvider for OpenAiAsr {
             tx,
             events,
             requests: Vec::new(),
+            utterance: Arc::new(AtomicU64::new(0)),
+            peeking: None,
         }))
     }
 }
@@ -121,12 +127,29 @@ struct OpenAiAsrStream {
     tx: mpsc::UnboundedSender<Result<AsrEvent, ProviderError>>,
     events: mpsc::UnboundedReceiver<Result<AsrEvent, ProviderError>>,
     requests: Vec<JoinHandle<()>>,
+    /// Counts utterances ended or dropped: a peek's answer about an earlier one is stale.
+    utterance: Arc<AtomicU64>,
+    /// The transcription of the utterance so far, while it runs.
+    peeking: Option<JoinHandle<()>>,
+}
+
+impl OpenAiAsrStream {
+    /// The utterance is over (transcribed or dropped): a peek still running is about it.
+    fn next_utterance(&mut self) {
+        self.utterance.fetch_add(1, Ordering::SeqCst);
+        if let Some(peek) = self.peeking.take() {
+            peek.abort();
+        }
+    }
 }
 
 impl Drop for OpenAiAsrStream {
     fn drop(&mut self) {
         for request in &self.requests {
             request.abort();
+        }
+        if let Some(peek) = &self.peeking {
+            peek.abort();
         }
     }
 }
@@ -227,6 +250,7 @@ impl AsrStream for OpenAiAsrStream {
     }
 
     fn finalize(&mut self) -> Result<(), ProviderError> {
+        self.next_utterance();
         let samples = std::mem::take(&mut self.audio);
         let spoken = spoken_part(&samples, self.rate);
         tracing::debug!(
@@ -258,8 +282,34 @@ impl AsrStream for OpenAiAsrStream {
     fn discard(&mut self) -> Result<(), ProviderError> {
         // A backchannel over the agent is not a turn: its audio must not open the next
         // utterance's transcript.
+        self.next_utterance();
         self.audio.clear();
         Ok(())
+    }
+
+    fn peek(&mut self) -> Result<bool, ProviderError> {
+        // A newer pause supersedes the previous question: only the latest words matter.
+        if let Some(previous) = self.peeking.take() {
+            previous.abort();
+        }
+        let wav = voxline_media::wav::mono_file(spoken_part(&self.audio, self.rate), self.rate);
+        let (client, language, tx) = (self.client.clone(), self.language.clone(), self.tx.clone());
+        let utterance = Arc::clone(&self.utterance);
+        let asked_in = utterance.load(Ordering::SeqCst);
+        self.peeking = Some(tokio::spawn(async move {
+            // A failed peek answers with no words, so the loop stops waiting for them; a
+            // dead server shows at the utterance's own transcription.
+            let text = transcribe(&client, &language, wav)
+                .await
+                .unwrap_or_else(|error| {
+                    tracing::debug!(%error, "transcribing an utterance so far failed");
+                    String::new()
+                });
+            if utterance.load(Ordering::SeqCst) == asked_in {
+                let _ = tx.send(Ok(AsrEvent::Interim(text)));
+            }
+        }));
+        Ok(true)
     }
 
     async fn next_event(&mut self) -> Option<Result<AsrEvent, ProviderError>> {
@@ -270,6 +320,9 @@ impl AsrStream for OpenAiAsrStream {
     async fn close(&mut self) -> Result<(), ProviderError> {
         for request in self.requests.drain(..) {
             request.abort();
+        }
+        if let Some(peek) = self.peeking.take() {
+            peek.abort();
         }
         Ok(())
     }

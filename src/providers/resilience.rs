@@ -163,6 +163,14 @@ impl AsrStream for GuardedAsrStream {
         self.inner.finalize()
     }
 
+    fn discard(&mut self) -> Result<(), ProviderError> {
+        self.inner.discard()
+    }
+
+    fn peek(&mut self) -> Result<bool, ProviderError> {
+        self.inner.peek()
+    }
+
     async fn next_event(&mut self) -> Option<Result<AsrEvent, ProviderError>> {
         let event = self.inner.next_event().await;
         if matches!(event, Some(Err(_))) {

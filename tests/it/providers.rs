@@ -1624,6 +1624,86 @@ async fn openai_transcription_posts_each_utterance_as_wav() {
     assert_eq!(data_len, samples.len() * 2);
 }
 
+/// A per-utterance recognizer answers the loop's pause question (`peek`) with the words
+/// so far as an interim, keeps the audio for the utterance's own transcription, and drops
+/// an answer that comes back after the utterance ended.
+#[tokio::test]
+async fn openai_transcription_peeks_at_the_utterance_so_far_as_an_interim() {
+    let seen = Seen::default();
+    let app = Router::new()
+        .route(
+            "/v1/audio/transcriptions",
+            post(
+                |State(seen): State<Seen>, headers: HeaderMap, body: Bytes| async move {
+                    seen.push("/v1/audio/transcriptions", &headers, &body);
+                    let text = match seen.all().len() {
+                        1 => "My number is 98765.",
+                        2 => "My number is 98765 43210.",
+                        _ => "late",
+                    };
+                    axum::Json(json!({ "text": text }))
+                },
+            ),
+        )
+        .with_state(seen.clone());
+    let addr = serve(app).await;
+    let asr = OpenAiAsr::new(
+        reqwest::Client::new(),
+        &format!("http://{addr}/v1"),
+        None,
+        "whisper-1",
+        policy(),
+    );
+    let mut stream = asr
+        .open(AsrContext {
+            call_id: "call-peek".into(),
+            language: "en".into(),
+            sample_rate: 8_000,
+            sim_script: Vec::new().into(),
+        })
+        .await
+        .unwrap();
+    let first = samples_of(&tone_pcm(8_000, 400));
+    stream.push_audio(&first, 8_000).unwrap();
+    assert!(
+        stream.peek().unwrap(),
+        "a per-utterance recognizer answers peeks"
+    );
+    assert_eq!(
+        stream.next_event().await.unwrap().unwrap(),
+        AsrEvent::Interim("My number is 98765.".into())
+    );
+    stream.push_audio(&first, 8_000).unwrap();
+    stream.finalize().unwrap();
+    assert_eq!(
+        stream.next_event().await.unwrap().unwrap(),
+        AsrEvent::Final {
+            text: "My number is 98765 43210.".into()
+        }
+    );
+    assert_eq!(
+        stream.next_event().await.unwrap().unwrap(),
+        AsrEvent::UtteranceEnd
+    );
+    // The peek sent the audio so far; the utterance's transcription all of it.
+    let all = seen.all();
+    let data_len = |body: &Bytes| {
+        let at = body
+            .windows(4)
+            .position(|w| w == b"RIFF")
+            .expect("a WAV file");
+        u32::from_le_bytes([body[at + 40], body[at + 41], body[at + 42], body[at + 43]]) as usize
+    };
+    assert_eq!(data_len(&all[0].2), first.len() * 2);
+    assert_eq!(data_len(&all[1].2), 2 * first.len() * 2);
+    // A peek whose utterance is dropped before the answer says nothing.
+    stream.push_audio(&first, 8_000).unwrap();
+    assert!(stream.peek().unwrap());
+    stream.discard().unwrap();
+    let late = tokio::time::timeout(Duration::from_millis(300), stream.next_event()).await;
+    assert!(late.is_err(), "a stale peek was delivered: {late:?}");
+}
+
 #[tokio::test]
 async fn faster_whisper_server_gets_its_model_in_model_name() {
     let seen = Seen::default();
@@ -1902,7 +1982,7 @@ async fn a_sim_call_runs_on_the_openai_compatible_llm_and_tts() {
         "{text}"
     );
     assert!(
-        text.contains("Candidate: Okay, thank you\nBot: Thanks, that's all. Goodbye!"),
+        text.contains("Candidate: Okay, thank you.\nBot: Thanks, that's all. Goodbye!"),
         "{text}"
     );
 

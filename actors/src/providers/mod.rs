@@ -156,6 +156,14 @@ pub trait AsrStream: Send {
     fn discard(&mut self) -> Result<(), ProviderError> {
         Ok(())
     }
+    /// The caller paused mid-utterance and the loop has no words to judge the pause on
+    /// ([`TurnAction::PeekWords`](voxline_media::turn_taking::TurnAction::PeekWords)). A
+    /// recognizer without interim results transcribes the utterance so far and reports it
+    /// as an [`AsrEvent::Interim`], returning `true`; a streaming one already sends its
+    /// interims and returns `false`.
+    fn peek(&mut self) -> Result<bool, ProviderError> {
+        Ok(false)
+    }
     /// The next event; `None` once the stream has ended. Cancel-safe.
     async fn next_event(&mut self) -> Option<Result<AsrEvent, ProviderError>>;
     /// Ends the session politely (Deepgram `CloseStream`).

@@ -47,6 +47,10 @@ pub struct SimConfig {
     pub tts_chunk: Duration,
     /// A provider told to fail, if any.
     pub fail: Option<SimFailure>,
+    /// The sim ASR streams interim transcripts as the caller speaks (a streaming
+    /// recognizer); off, it sends only each utterance's final, as a recognizer without
+    /// interim results does, and the turn is judged on the audio alone.
+    pub interim_results: bool,
 }
 
 impl Default for SimConfig {
@@ -58,6 +62,7 @@ impl Default for SimConfig {
             tts_first_byte: Duration::from_millis(120),
             tts_chunk: Duration::from_millis(200),
             fail: None,
+            interim_results: true,
         }
     }
 }
@@ -105,6 +110,7 @@ impl UseCounter {
 pub struct SimAsr {
     latency: Duration,
     counter: Arc<UseCounter>,
+    interim_results: bool,
 }
 
 impl SimAsr {
@@ -113,6 +119,7 @@ impl SimAsr {
         Self {
             latency: config.asr_latency,
             counter: Arc::new(UseCounter::new(ProviderKind::Asr, config.fail)),
+            interim_results: config.interim_results,
         }
     }
 }
@@ -129,6 +136,7 @@ impl AsrProvider for SimAsr {
             closed: false,
             timing: None,
             hearing: Hearing::default(),
+            interim_results: self.interim_results,
         };
         stream.start_line();
         Ok(Box::new(stream))
@@ -169,6 +177,8 @@ struct SimAsrStream {
     /// When the current line's words are said.
     timing: Option<LineTiming>,
     hearing: Hearing,
+    /// Interim transcripts are sent (see [`SimConfig::interim_results`]).
+    interim_results: bool,
 }
 
 impl SimAsrStream {
@@ -211,6 +221,9 @@ impl SimAsrStream {
         let heard = timing.words_heard(hearing.speech_ms);
         if heard > hearing.words_sent {
             hearing.words_sent = heard;
+            if !self.interim_results {
+                return;
+            }
             let text = timing.first_words(heard).to_owned();
             self.pending
                 .push_back((Instant::now(), Ok(AsrEvent::Interim(text))));
@@ -686,7 +699,7 @@ mod tests {
         let mut voice = SpeechLikeGenerator::new(8_000, 3);
         feed(stream.as_mut(), Some(&mut voice), 400);
         feed(stream.as_mut(), None, 200);
-        assert_eq!(interims(stream.as_mut()).await, ["uh-huh"]);
+        assert_eq!(interims(stream.as_mut()).await, ["uh-huh."]);
         stream.discard().unwrap();
         // "I live in" (643 ms), the pause, "Pune" (400 ms), as the sim callee says it.
         let mut voice = SpeechLikeGenerator::new(8_000, 4);
@@ -700,12 +713,41 @@ mod tests {
         feed(stream.as_mut(), None, 1300);
         feed(stream.as_mut(), Some(&mut voice), 400);
         feed(stream.as_mut(), None, 200);
-        assert_eq!(interims(stream.as_mut()).await, ["I live in Pune"]);
+        // The line's end closes the sentence, as a recognizer that punctuates writes it.
+        assert_eq!(interims(stream.as_mut()).await, ["I live in Pune."]);
         stream.finalize().unwrap();
         assert_eq!(
             stream.next_event().await.unwrap().unwrap(),
             AsrEvent::Final {
-                text: "I live in Pune".to_owned()
+                text: "I live in Pune.".to_owned()
+            }
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sim_asr_without_interim_results_sends_only_the_final() {
+        let asr = SimAsr::new(SimConfig {
+            interim_results: false,
+            ..SimConfig::default()
+        });
+        let context = AsrContext {
+            sim_script: vec!["I live in Pune".to_owned()].into(),
+            ..AsrContext::default()
+        };
+        let mut stream = asr.open(context).await.unwrap();
+        let mut voice = SpeechLikeGenerator::new(8_000, 5);
+        feed(stream.as_mut(), Some(&mut voice), 1100);
+        feed(stream.as_mut(), None, 200);
+        assert!(interims(stream.as_mut()).await.is_empty());
+        assert!(
+            !stream.peek().unwrap(),
+            "the sim ASR does not transcribe on request"
+        );
+        stream.finalize().unwrap();
+        assert_eq!(
+            stream.next_event().await.unwrap().unwrap(),
+            AsrEvent::Final {
+                text: "I live in Pune.".to_owned()
             }
         );
     }
@@ -724,7 +766,7 @@ mod tests {
         assert_eq!(
             first,
             AsrEvent::Final {
-                text: "hello there".into()
+                text: "hello there.".into()
             }
         );
         assert_eq!(started.elapsed(), SimConfig::default().asr_latency);

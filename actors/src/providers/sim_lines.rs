@@ -93,13 +93,28 @@ fn find_ignore_case(haystack: &str, needle: &str) -> Option<usize> {
         .position(|window| window.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
-/// The words of a line as a recognizer hears them: its parts joined, without the marks.
+/// The words of a line as a recognizer hears them: its parts joined, without the marks,
+/// ending like a sentence (a full stop added where the line has no closing mark, as a
+/// recognizer that punctuates would write it).
 pub fn spoken_text(line: &str) -> String {
-    line_parts(line)
+    let mut text = line_parts(line)
         .iter()
         .map(|part| part.text.as_str())
         .collect::<Vec<_>>()
-        .join(" ")
+        .join(" ");
+    close_sentence(&mut text);
+    text
+}
+
+/// Adds a full stop to `text` unless it is empty or already ends with a closing mark.
+fn close_sentence(text: &mut String) -> bool {
+    let trimmed = text.trim_end();
+    if trimmed.is_empty() || trimmed.ends_with(['.', '?', '!', '…', '।', '"', '\'']) {
+        return false;
+    }
+    text.truncate(trimmed.len());
+    text.push('.');
+    true
 }
 
 /// When each word of a line has been heard, counting its speech only (not the pauses): the
@@ -147,6 +162,12 @@ impl LineTiming {
             text.push_str(&part.text);
             start_ms = start_ms.saturating_add(duration);
             part_ends.push(start_ms);
+        }
+        // The last word carries the sentence's full stop, once it has been heard.
+        if close_sentence(&mut text)
+            && let Some(last) = words.last_mut()
+        {
+            last.1 = text.len();
         }
         Self {
             text,
@@ -198,9 +219,11 @@ mod tests {
         );
         assert_eq!(spoken_text(line), "I live in um Pune.");
         // Not a pause: spoken as written.
-        assert_eq!(spoken_text("a [pause x] b"), "a [pause x] b");
-        assert_eq!(spoken_text("[pause 500] hi"), "hi");
-        assert_eq!(spoken_text("[backchannel] uh-huh"), "uh-huh");
+        assert_eq!(spoken_text("a [pause x] b"), "a [pause x] b.");
+        assert_eq!(spoken_text("[pause 500] hi"), "hi.");
+        assert_eq!(spoken_text("[backchannel] uh-huh"), "uh-huh.");
+        assert_eq!(spoken_text("Is it?"), "Is it?");
+        assert_eq!(spoken_text(""), "");
         assert!(is_backchannel("[backchannel] uh-huh"));
         assert_eq!(
             turn_lines(&["Hi".into(), "[backchannel] mm".into(), "Bye".into()]),
@@ -212,7 +235,8 @@ mod tests {
     fn words_are_heard_in_proportion_to_their_parts_speech() {
         let timing = LineTiming::of("I live in [pause 1500] Pune");
         // "I live in" is 9 characters: 643 ms of speech; "Pune" the 400 ms minimum.
-        assert_eq!(timing.text, "I live in Pune");
+        // A recognizer that punctuates closes the sentence.
+        assert_eq!(timing.text, "I live in Pune.");
         assert_eq!(timing.part_ends, [642, 1042]);
         assert_eq!(timing.words_heard(100), 1);
         assert_eq!(timing.first_words(1), "I");
@@ -220,7 +244,7 @@ mod tests {
         assert_eq!(timing.first_words(3), "I live in");
         assert_eq!(timing.words_heard(1000), 3);
         assert_eq!(timing.words_heard(1042), 4);
-        assert_eq!(timing.first_words(4), "I live in Pune");
+        assert_eq!(timing.first_words(4), "I live in Pune.");
         assert_eq!(timing.first_words(0), "");
     }
 }

@@ -208,8 +208,12 @@ fn smart_mode_waits_on_words_that_say_wait_up_to_the_longest_pause() {
         "no model asked when the words say wait"
     );
     run.speak(400).interim("I live in Pune").quiet(200);
-    // Words leave it open: the model is asked at the short pause of the new pause.
-    assert_eq!(run.times(ASK), [3600]);
+    // Words short of a sentence's end: still waiting, and the model is not asked.
+    assert!(run.ends().is_empty() && run.times(ASK).is_empty());
+    run.interim("I live in Pune.");
+    // The sentence's end: the turn is over at once, on the words.
+    assert_eq!(run.ends(), [(3600, EndReason::Text)]);
+    assert!(run.times(ASK).is_empty());
 
     let mut run = Run::new(smart_without_interruptions(), true);
     run.speak(1000).interim("My number is").quiet(3000);
@@ -312,13 +316,25 @@ fn later_words_can_end_a_pause_the_model_called_incomplete() {
 }
 
 #[test]
-fn without_a_model_a_sentence_ends_at_the_short_pause_and_open_words_at_the_silence_rule() {
-    let mut run = Run::new(smart_without_interruptions(), false);
-    run.speak(1000).interim("I live in Pune.").quiet(400);
-    assert_eq!(run.ends(), [(1200, EndReason::Text)]);
+fn a_sentence_ends_at_the_short_pause_and_words_short_of_one_wait_for_more() {
+    for model in [false, true] {
+        let mut run = Run::new(smart_without_interruptions(), model);
+        run.speak(1000).interim("I live in Pune.").quiet(400);
+        assert_eq!(run.ends(), [(1200, EndReason::Text)]);
+        assert!(run.times(ASK).is_empty(), "the words settle it");
 
+        // "I bought it" before "about two weeks ago": the words of a recognizer that
+        // punctuates stop short of a sentence, so the pause is not the end.
+        let mut run = Run::new(smart_without_interruptions(), model);
+        run.speak(1000).interim("I bought it").quiet(2000);
+        assert!(run.ends().is_empty(), "{:?}", run.log);
+        assert!(run.times(ASK).is_empty());
+        run.quiet(500);
+        assert_eq!(run.ends(), [(3500, EndReason::MaxSilence)]);
+    }
+    // No words at all and no model: the silence rule.
     let mut run = Run::new(smart_without_interruptions(), false);
-    run.speak(1000).interim("I live in Pune").quiet(800);
+    run.speak(1000).quiet(800);
     assert_eq!(run.ends(), [(1600, EndReason::SilenceFallback)]);
 }
 
@@ -366,9 +382,9 @@ fn a_word_outside_the_list_yields_at_once() {
     assert_eq!(run.times(YIELD), [300]);
     // From then on it is the caller's turn, judged as any other.
     run.speak(1200)
-        .interim("wait, stop, I have a question")
+        .interim("Wait, stop, I have a question.")
         .quiet(200);
-    assert_eq!(run.times(ASK), [1700]);
+    assert_eq!(run.ends(), [(1700, EndReason::Text)]);
     assert!(run.times(RESUME).is_empty());
 }
 
@@ -412,7 +428,63 @@ fn words_arriving_after_the_agent_finished_still_make_a_turn() {
     let mut run = Run::new(words(), true);
     run.agent().speak(600);
     run.machine.agent_stopped();
-    run.interim("I want to reschedule").speak(400).quiet(200);
+    run.interim("I want to reschedule.").speak(400).quiet(200);
     assert!(run.times(DISCARD).is_empty());
-    assert_eq!(run.times(ASK), [1200]);
+    assert_eq!(run.ends(), [(1200, EndReason::Text)]);
+}
+
+const PEEK: TurnAction = TurnAction::PeekWords;
+
+#[test]
+fn a_pause_without_words_asks_for_them_and_the_silence_rule_waits_for_them() {
+    // A recognizer without interim results: the words come only when asked.
+    let mut run = Run::new(smart_without_interruptions(), false);
+    run.machine.expect_answer(AnswerKind::Phone);
+    run.quiet(100).speak(1000).quiet(200);
+    assert_eq!(run.times(PEEK), [1300], "asked once, at the short pause");
+    run.machine.words_coming();
+    // Past the 600 ms silence rule, still waiting for the words.
+    run.quiet(800);
+    assert!(run.ends().is_empty(), "{:?}", run.log);
+    run.interim("My number is 98765");
+    assert!(run.ends().is_empty(), "an unfinished number waits");
+    run.speak(800).quiet(200);
+    assert_eq!(run.times(PEEK), [1300, 3100], "a new pause asks again");
+    run.machine.words_coming();
+    run.quiet(200).interim("My number is 98765 43210.");
+    assert_eq!(run.ends(), [(3300, EndReason::Text)]);
+
+    // Words that never come: the longest pause still ends the turn.
+    let mut run = Run::new(smart_without_interruptions(), false);
+    run.speak(1000).quiet(200);
+    run.machine.words_coming();
+    run.quiet(3000);
+    assert_eq!(run.ends(), [(1000 + 2500, EndReason::MaxSilence)]);
+
+    // A streaming recognizer ignores the question: the silence rule as before.
+    let mut run = Run::new(smart_without_interruptions(), false);
+    run.speak(1000).quiet(1000);
+    assert_eq!(run.times(PEEK), [1200]);
+    assert_eq!(run.ends(), [(1600, EndReason::SilenceFallback)]);
+}
+
+#[test]
+fn talk_over_the_agent_waits_for_the_words_it_asked_for_before_resuming() {
+    let mut run = Run::new(words(), false);
+    run.agent().speak(400).quiet(200);
+    assert_eq!(run.times(PEEK), [600]);
+    run.machine.words_coming();
+    // No words within the resume bound: still paused, for the words are coming.
+    run.quiet(1000);
+    assert!(run.times(RESUME).is_empty(), "{:?}", run.log);
+    run.interim("Uh-huh.");
+    assert_eq!(run.times(RESUME), [1600]);
+    assert!(run.times(YIELD).is_empty());
+
+    let mut run = Run::new(words(), false);
+    run.agent().speak(600).quiet(200);
+    run.machine.words_coming();
+    run.quiet(100).interim("Wait, stop.");
+    assert_eq!(run.times(YIELD), [900]);
+    assert!(run.times(RESUME).is_empty());
 }

@@ -16,11 +16,11 @@ use wiremock::matchers::{body_partial_json, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const ENGAGED: &[&str] = &[
-    "Yes, I have a minute",
-    "I have five years of Rust backend experience and I can join next month",
-    "Thanks, bye",
+    "Yes, I have a minute.",
+    "I have five years of Rust backend experience and I can join next month.",
+    "Thanks, bye.",
 ];
-const CURT: &[&str] = &["No", "Not interested, bye"];
+const CURT: &[&str] = &["No.", "Not interested, bye."];
 
 async fn template_agent(app: &TestApp, ws: &Workspace) -> String {
     app.create_agent(

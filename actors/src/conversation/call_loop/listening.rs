@@ -168,6 +168,7 @@ impl<T: MediaTransport> CallLoop<T> {
                     self.on_speech_started(over_agent, now).await;
                 }
                 TurnAction::AskModel { ask } => self.ask_model(ask),
+                TurnAction::PeekWords => self.peek_words(),
                 TurnAction::EndOfTurn {
                     reason,
                     speech_ms,
@@ -218,6 +219,19 @@ impl<T: MediaTransport> CallLoop<T> {
             Some(audio) => audio.ask(ask),
             None => PendingVerdict::Ready(ask, ModelVerdict::Unavailable),
         });
+    }
+
+    /// The machine judges a pause and has no fresh words: a recognizer without interim
+    /// results transcribes the utterance so far, and the silence rule waits for it.
+    fn peek_words(&mut self) {
+        let AsrSlot::Open(stream) = &mut self.asr else {
+            return;
+        };
+        match stream.peek() {
+            Ok(true) => self.turns.words_coming(),
+            Ok(false) => {}
+            Err(error) => self.fail(error),
+        }
     }
 
     /// The end-of-turn model answered (or could not).
