@@ -198,7 +198,8 @@ fn main() -> ExitCode {
     }
     reports.push(harness::score(name, &clips, &decisions));
     notes.push(format!(
-        "(b) `TurnConfig::smart()` without a model: a turn ends at a 200 ms pause when the words end like a sentence or complete the asked phone number or date, waits up to 2.5 s when they say wait, else the 600 ms silence rule; ran in {:.2} s.",
+        "(b) `TurnConfig::smart()` without a model: a turn ends at a 200 ms pause when the words end like a sentence or complete the asked phone number or date, waits up to 2.5 s when they say wait or stop short of a sentence, and with no words yet takes the 600 ms silence rule; words shown {} ms after they end; ran in {:.2} s.",
+        harness::asr_lag_ms(),
         started.elapsed().as_secs_f64()
     ));
     match smart_turn_model() {
@@ -221,7 +222,7 @@ fn main() -> ExitCode {
             cpu.sort_unstable();
             let p50 = cpu.get(cpu.len() / 2).copied().unwrap_or(0);
             notes.push(format!(
-                "(b) with Smart Turn v3.2 on ONNX Runtime (`voxline::providers::smart_turn`, one worker, one thread): the model is asked at a 200 ms pause that the words do not settle; {} evaluations over {} clips, CPU p50 {p50} ms each, its answer reaching the machine that much later in audio time; ran in {:.2} s.",
+                "(b) with Smart Turn v3.2 on ONNX Runtime (`voxline::providers::smart_turn`, one worker, one thread): the model is asked at a 200 ms pause with no words yet, and can only hold it open past the silence rule; {} evaluations over {} clips, CPU p50 {p50} ms each, its answer reaching the machine that much later in audio time; ran in {:.2} s.",
                 cpu.len(),
                 clips.len(),
                 started.elapsed().as_secs_f64()

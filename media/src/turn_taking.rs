@@ -25,18 +25,20 @@
 //! [`silence_ms`](TurnConfig::silence_ms) of silence (600 ms), as the endpointer always did.
 //!
 //! [`TurnMode::Smart`] decides at a short pause ([`min_silence_ms`](TurnConfig::min_silence_ms),
-//! about 200 ms), once per pause, on the words so far and the model:
+//! about 200 ms), once per pause, on the words so far, then the model:
 //! 1. the words say wait ([`TextCue::Wait`]: a trailing "and" or "um", "my number is", six
-//!    digits of a phone number the agent asked for) → wait, up to
-//!    [`max_silence_ms`](TurnConfig::max_silence_ms), re-judged on every new transcript;
+//!    digits of a phone number the agent asked for), or stop short of a sentence's end
+//!    (words with no closing mark from a recognizer that punctuates: "I bought it") → wait,
+//!    up to [`max_silence_ms`](TurnConfig::max_silence_ms), re-judged on every transcript;
 //! 2. the words say complete ([`TextCue::Complete`]: ten digits of the asked phone number, a
-//!    whole date) → the turn ends now, without asking the model;
-//! 3. otherwise, with a model: ask it ([`TurnAction::AskModel`]). Complete (probability ≥
-//!    [`threshold`](TurnConfig::threshold)) → the turn ends; incomplete → wait up to the
-//!    maximum, ending earlier if later words say complete; no answer (saturated, or not back
-//!    by `silence_ms`) → the silence rule;
-//! 4. without a model: the silence rule, except that words ending like a sentence
-//!    ([`TextCue::Likely`]) end the turn at the short pause.
+//!    whole date) or end a sentence ([`TextCue::Likely`]) → the turn ends now;
+//! 3. no words yet: the silence rule ([`silence_ms`](TurnConfig::silence_ms)), which the
+//!    model, asked at the short pause ([`TurnAction::AskModel`]), can hold open: incomplete
+//!    (probability below [`threshold`](TurnConfig::threshold)) → wait up to the maximum.
+//!    It never ends a turn earlier: on the turn-taking corpus every early end it called
+//!    was a cut-in or came no sooner than the words;
+//! 4. a recognizer without interim results is asked for the words so far
+//!    ([`TurnAction::PeekWords`]); while they are coming, the silence rule waits for them.
 //!
 //! Utterances shorter than [`min_speech_ms`](TurnConfig::min_speech_ms) (a cough, a click)
 //! are never sent to the model: the silence rule discards them.
@@ -187,6 +189,19 @@ pub enum EndReason {
     SilenceFallback,
     /// Smart mode waited as long as it may.
     MaxSilence,
+}
+
+impl EndReason {
+    /// A stable lowercase name, for logs and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Model => "model",
+            Self::Text => "text",
+            Self::Silence => "silence",
+            Self::SilenceFallback => "silence_fallback",
+            Self::MaxSilence => "max_silence",
+        }
+    }
 }
 
 /// The end-of-turn model's answer to one [`TurnAction::AskModel`].
@@ -747,7 +762,10 @@ impl TurnTaking {
             // A sentence's end: the model was asked on the corpus and only delayed true
             // ends (it hears a flat voice as unfinished), so the words decide.
             TextCue::Likely => Some(EndReason::Text),
-            // No words yet (a recognizer behind, or none that streams): the audio decides.
+            // No words yet (a recognizer behind, or none that streams): the silence rule,
+            // which the model can only hold open. Asked at the short pause, an answer of
+            // "incomplete" keeps the turn open up to the longest pause; on the corpus, the
+            // model ending turns earlier than the silence rule cut in on mid-word gaps.
             TextCue::Unknown if !self.model => fallback,
             TextCue::Unknown => match asked {
                 Asked::No => {
@@ -757,15 +775,12 @@ impl TurnTaking {
                         utterance.asked = Asked::Waiting(ask);
                     }
                     actions.push(TurnAction::AskModel { ask });
-                    None
+                    fallback
                 }
+                Asked::Answered(ModelVerdict::Probability(p)) if p < config.threshold => None,
+                Asked::Answered(ModelVerdict::Probability(_)) => fallback.map(|_| EndReason::Model),
                 // A model slower than the silence rule is not waited for.
-                Asked::Waiting(_) => fallback,
-                Asked::Answered(ModelVerdict::Probability(p)) if p >= config.threshold => {
-                    Some(EndReason::Model)
-                }
-                Asked::Answered(ModelVerdict::Probability(_)) => None,
-                Asked::Answered(ModelVerdict::Unavailable) => fallback,
+                Asked::Waiting(_) | Asked::Answered(ModelVerdict::Unavailable) => fallback,
             },
         }
     }

@@ -1265,7 +1265,8 @@ async fn a_real_interruption_yields_within_400_ms_and_a_backchannel_before_it_do
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_model_ends_a_turn_at_the_short_pause_and_a_saturated_one_falls_back_to_silence() {
+async fn with_no_words_the_model_holds_an_unfinished_pause_and_a_saturated_one_falls_back_to_silence()
+ {
     let script = says(&["Hi, who is calling please?", "Alright, thanks. Bye!"]);
     let endpointing = |model: Arc<FixedModel>| {
         let script = script.clone();
@@ -1293,12 +1294,23 @@ async fn the_model_ends_a_turn_at_the_short_pause_and_a_saturated_one_falls_back
                 .collect::<Vec<_>>()
         }
     };
-    // Complete: the turn ends at the 200 ms pause, not after 600 ms of silence.
+    // Complete: the silence rule's 600 ms (the model never ends a turn earlier).
     for waited in endpointing(FixedModel::new(Some(0.9))).await {
         assert!(
             close_to(
                 waited,
-                Duration::from_millis(200),
+                Duration::from_millis(600),
+                Duration::from_millis(40)
+            ),
+            "{waited:?}"
+        );
+    }
+    // Incomplete: held open to the longest pause.
+    for waited in endpointing(FixedModel::new(Some(0.1))).await {
+        assert!(
+            close_to(
+                waited,
+                Duration::from_millis(2500),
                 Duration::from_millis(40)
             ),
             "{waited:?}"

@@ -221,15 +221,17 @@ fn smart_mode_waits_on_words_that_say_wait_up_to_the_longest_pause() {
 }
 
 #[test]
-fn smart_mode_asks_the_model_once_per_pause_and_follows_it() {
-    // Complete: the turn ends when the verdict comes.
+fn with_no_words_the_model_can_hold_a_pause_open_but_never_end_it_early() {
+    // Complete: asked at the short pause, the turn still ends at the silence rule.
     let mut run = Run::new(smart_without_interruptions(), true);
     run.speak(1000).quiet(200);
     assert_eq!(run.times(ASK), [1200]);
     run.quiet(40).verdict(ModelVerdict::Probability(0.9));
-    assert_eq!(run.ends(), [(1240, EndReason::Model)]);
+    assert!(run.ends().is_empty());
+    run.quiet(400);
+    assert_eq!(run.ends(), [(1600, EndReason::Model)]);
 
-    // Incomplete: wait, ask again only in the next pause, and end when it says complete.
+    // Incomplete: wait past the silence rule, ask again only in the next pause.
     let mut run = Run::new(smart_without_interruptions(), true);
     run.speak(1000)
         .quiet(200)
@@ -240,7 +242,8 @@ fn smart_mode_asks_the_model_once_per_pause_and_follows_it() {
     run.speak(500).quiet(200);
     assert_eq!(run.times(ASK), [1200, 2900]);
     run.verdict(ModelVerdict::Probability(0.5));
-    assert_eq!(run.ends(), [(2900, EndReason::Model)]);
+    run.quiet(400);
+    assert_eq!(run.ends(), [(3300, EndReason::Model)]);
 
     // Incomplete, no further speech: the longest pause ends it.
     let mut run = Run::new(smart_without_interruptions(), true);

@@ -266,6 +266,8 @@ impl<T: MediaTransport> CallLoop<T> {
         now: Instant,
     ) {
         debug!(call_id = %self.call_id, ?reason, speech_ms, silence_ms, "caller turn ended");
+        // Per reason, so a load test can tell what share of turns fell back to silence.
+        metrics::counter!("voxline_turn_ends_total", "reason" => reason.as_str()).increment(1);
         self.verdict = None;
         let AsrSlot::Open(stream) = &mut self.asr else {
             debug!(call_id = %self.call_id, "utterance before the ASR was open; dropped");
