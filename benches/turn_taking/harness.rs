@@ -708,7 +708,7 @@ impl SmartMode {
                     self.pending = None;
                 }
                 // The simulated recognizer streams its words; nothing to transcribe.
-                TurnAction::PeekWords => {}
+                TurnAction::PeekWords { .. } => {}
                 TurnAction::PauseAgent => actions.push(Action::PauseAgent),
                 TurnAction::ResumeAgent => actions.push(Action::ResumeAgent),
                 TurnAction::YieldTurn => {

@@ -252,7 +252,10 @@ pub enum TurnAction {
     /// it with [`TurnTaking::transcript`] (not final). If it will, call
     /// [`TurnTaking::words_coming`], and the silence rule waits for those words. Once per
     /// pause; a streaming recognizer ignores it.
-    PeekWords,
+    PeekWords {
+        /// The talk is over the agent and not yet judged: most likely a backchannel.
+        over_agent: bool,
+    },
     /// The utterance is not a turn: noise, or a backchannel over the agent.
     Discard {
         /// Its speech length.
@@ -665,7 +668,9 @@ impl TurnTaking {
             self.config.mode == TurnMode::Smart || (over_agent_pending && words_mode);
         if judged_on_words && !utterance.peeked && silence_ms >= self.config.min_silence_ms {
             utterance.peeked = true;
-            actions.push(TurnAction::PeekWords);
+            actions.push(TurnAction::PeekWords {
+                over_agent: over_agent_pending,
+            });
         }
     }
 

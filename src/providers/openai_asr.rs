@@ -154,9 +154,15 @@ impl Drop for OpenAiAsrStream {
     }
 }
 
+/// The prompt a peek at talk over the agent carries: Whisper primed with backchannel
+/// spellings writes a short "uh-huh" as "Uh." instead of "Ah." or "Ow." (tiny.en, on an
+/// 8 kHz call), and still writes "Wait, stop." as said.
+const BACKCHANNEL_PROMPT: &str = "Uh-huh. Mm-hm. Okay. Yeah.";
+
 async fn transcribe(
     client: &OpenAiAsr,
     language: &str,
+    prompt: Option<&'static str>,
     wav: Vec<u8>,
 ) -> Result<String, ProviderError> {
     let wav = Bytes::from(wav);
@@ -179,6 +185,10 @@ async fn transcribe(
             form
         } else {
             form.text("language", language.to_string())
+        };
+        let form = match prompt {
+            Some(prompt) => form.text("prompt", prompt),
+            None => form,
         };
         form.part("file", file)
     };
@@ -264,7 +274,7 @@ impl AsrStream for OpenAiAsrStream {
         let tx = self.tx.clone();
         self.requests.retain(|r| !r.is_finished());
         self.requests.push(tokio::spawn(async move {
-            match transcribe(&client, &language, wav).await {
+            match transcribe(&client, &language, None, wav).await {
                 Ok(text) => {
                     if !text.is_empty() {
                         let _ = tx.send(Ok(AsrEvent::Final { text }));
@@ -287,7 +297,7 @@ impl AsrStream for OpenAiAsrStream {
         Ok(())
     }
 
-    fn peek(&mut self) -> Result<bool, ProviderError> {
+    fn peek(&mut self, over_agent: bool) -> Result<bool, ProviderError> {
         // A newer pause supersedes the previous question: only the latest words matter.
         if let Some(previous) = self.peeking.take() {
             previous.abort();
@@ -299,13 +309,15 @@ impl AsrStream for OpenAiAsrStream {
         self.peeking = Some(tokio::spawn(async move {
             // A failed peek answers with no words, so the loop stops waiting for them; a
             // dead server shows at the utterance's own transcription.
-            let text = transcribe(&client, &language, wav)
+            let prompt = over_agent.then_some(BACKCHANNEL_PROMPT);
+            let text = transcribe(&client, &language, prompt, wav)
                 .await
                 .unwrap_or_else(|error| {
                     tracing::debug!(%error, "transcribing an utterance so far failed");
                     String::new()
                 });
             if utterance.load(Ordering::SeqCst) == asked_in {
+                tracing::debug!(%text, "the utterance so far");
                 let _ = tx.send(Ok(AsrEvent::Interim(text)));
             }
         }));

@@ -167,8 +167,8 @@ impl AsrStream for GuardedAsrStream {
         self.inner.discard()
     }
 
-    fn peek(&mut self) -> Result<bool, ProviderError> {
-        self.inner.peek()
+    fn peek(&mut self, over_agent: bool) -> Result<bool, ProviderError> {
+        self.inner.peek(over_agent)
     }
 
     async fn next_event(&mut self) -> Option<Result<AsrEvent, ProviderError>> {

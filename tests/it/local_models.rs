@@ -427,3 +427,184 @@ async fn the_bot_stops_within_300_ms_when_the_callee_talks_over_it() {
         "the bot went on for {stop:?} over the callee"
     );
 }
+
+/// The agent's welcome in the turn-taking tests: long enough to talk over.
+const LONG_WELCOME: &str = "Hello, this is the city clinic calling about your appointment next \
+     week. Before we begin, let me explain how our new booking system works, because a few \
+     things have changed since your last visit, and we want to be sure you know them all.";
+
+/// An agent on the local models that judges turns on the words (`smart`, `words`).
+fn turn_taking_agent(models: &LocalModels, welcome: &str) -> Value {
+    let mut body = screening_agent(models);
+    body["welcomeMessage"] = json!(welcome);
+    body["turnDetection"] = json!({"mode": "smart"});
+    body["interruption"] = json!({"mode": "words"});
+    body
+}
+
+/// The digits of `text` in order, numerals and number words alike ("nine 8" → "98").
+fn digits_of(text: &str) -> String {
+    const WORDS: [&str; 10] = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+    ];
+    let mut digits = String::new();
+    for token in text
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|t| !t.is_empty())
+    {
+        if token.chars().all(|c| c.is_ascii_digit()) {
+            digits.push_str(token);
+        } else if let Some(at) = WORDS.iter().position(|w| token.eq_ignore_ascii_case(w)) {
+            digits.push(char::from(b'0' + at as u8));
+        } else if token.eq_ignore_ascii_case("oh") {
+            digits.push('0');
+        }
+    }
+    digits
+}
+
+#[tokio::test]
+async fn a_phone_number_read_in_three_groups_with_pauses_is_one_answer() {
+    let test = "a_phone_number_read_in_three_groups_with_pauses_is_one_answer";
+    let Some(models) = local_models(test) else {
+        return;
+    };
+    let (app, _) = models.spawn().await;
+    let ws = app.calling_workspace("Offline dictation", 2).await;
+    let mut body = turn_taking_agent(
+        &models,
+        "Hello, this is the city clinic. What is your phone number?",
+    );
+    body["prompt"] = json!(
+        "You are a clinic receptionist on a phone call. You asked for the caller's phone \
+         number. When you have it, thank the caller and say goodbye."
+    );
+    body["analysis"] = json!({
+        "summary": {"enabled": false},
+        "fields": [
+            {"name": "phone_number", "type": "string", "description": "The caller's phone number, digits only"}
+        ]
+    });
+    let agent = app.create_agent(&ws.key, body).await;
+    let agent = agent["id"].as_str().expect("agent id").to_owned();
+    // Whisper is a per-utterance recognizer: at each pause the engine asks it for the words
+    // so far, and an unfinished number keeps the turn open.
+    let script = json!([
+        "My number is nine eight seven [pause 1000] six five four [pause 1000] three two one zero.",
+        "Thank you. Goodbye!"
+    ]);
+    let call = place(&app, &ws, &agent, script).await;
+    let read = finished(&app, &ws, &call).await;
+    println!(
+        "{test}: ended {} ({}), analysis {}; transcript {}",
+        read["status"],
+        read["endedReason"],
+        read["analysis"],
+        serde_json::to_string_pretty(&read["transcript"]).unwrap()
+    );
+    let heard = turns(&read, false);
+    let first = heard.first().expect("the caller's answer");
+    assert_eq!(
+        digits_of(first),
+        "9876543210",
+        "the whole number is one turn, not cut at a pause: {heard:?}"
+    );
+    let analysis = &read["analysis"];
+    assert_eq!(analysis["status"], "done", "{analysis}");
+    let said = analysis["structuredData"]["phone_number"]
+        .as_str()
+        .map(digits_of)
+        .unwrap_or_default();
+    assert_eq!(said, "9876543210", "{analysis}");
+}
+
+#[tokio::test]
+async fn a_callee_saying_uh_huh_twice_hears_the_agents_sentence_to_its_end() {
+    let test = "a_callee_saying_uh_huh_twice_hears_the_agents_sentence_to_its_end";
+    let Some(models) = local_models(test) else {
+        return;
+    };
+    let (app, reports) = models.spawn().await;
+    let ws = app.calling_workspace("Offline backchannels", 2).await;
+    let mut body = turn_taking_agent(&models, LONG_WELCOME);
+    body["analysis"] = Value::Null;
+    let agent = app.create_agent(&ws.key, body).await;
+    let agent = agent["id"].as_str().expect("agent id").to_owned();
+    let script = json!([
+        {"backchannel": "Uh-huh.", "afterMs": 2500},
+        {"backchannel": "Uh-huh.", "afterMs": 6000},
+        {"hangup": true}
+    ]);
+    let call = place(&app, &ws, &agent, script).await;
+    let report = eventually(Duration::from_secs(120), "the callee's report", || async {
+        reports.lock().unwrap().first().cloned()
+    })
+    .await;
+    let read = app.get(&ws.key, &format!("/api/calls/{call}")).await.body;
+    println!("{test}: {report:?}; transcript {}", read["transcript"]);
+    assert!(report.error.is_none(), "{report:?}");
+    assert_eq!(
+        report.backchannels_said, 2,
+        "both backchannels said: {report:?}"
+    );
+    assert_eq!(report.clears, 0, "nothing stopped the agent: {report:?}");
+    let bot = turns(&read, true);
+    assert_eq!(
+        bot.first().map(String::as_str),
+        Some(LONG_WELCOME),
+        "the welcome was heard to its end"
+    );
+    let heard = turns(&read, false);
+    assert!(heard.is_empty(), "backchannels are not turns: {heard:?}");
+}
+
+#[tokio::test]
+async fn a_callee_saying_wait_stop_i_have_a_question_is_yielded_to() {
+    let test = "a_callee_saying_wait_stop_i_have_a_question_is_yielded_to";
+    let Some(models) = local_models(test) else {
+        return;
+    };
+    let (app, reports) = models.spawn().await;
+    let ws = app.calling_workspace("Offline interruption", 2).await;
+    let mut body = turn_taking_agent(&models, LONG_WELCOME);
+    body["analysis"] = Value::Null;
+    let agent = app.create_agent(&ws.key, body).await;
+    let agent = agent["id"].as_str().expect("agent id").to_owned();
+    let script = json!([
+        {"interrupt": "Wait, stop, I have a question.", "afterMs": 2500},
+        {"hangup": true}
+    ]);
+    let call = place(&app, &ws, &agent, script).await;
+    let report = eventually(Duration::from_secs(120), "the callee's report", || async {
+        reports.lock().unwrap().first().cloned()
+    })
+    .await;
+    let read = eventually(Duration::from_secs(60), "the caller's turn", || async {
+        let read = app.get(&ws.key, &format!("/api/calls/{call}")).await.body;
+        (!turns(&read, false).is_empty()).then_some(read)
+    })
+    .await;
+    println!("{test}: {report:?}; transcript {}", read["transcript"]);
+    assert!(report.error.is_none(), "{report:?}");
+    // The agent went silent at the caller's first sound and cleared its audio for good once
+    // the words were more than a backchannel: at the latest after 1.5 s of talk.
+    let stop = *report
+        .barge_in_stops
+        .first()
+        .unwrap_or_else(|| panic!("the agent never yielded: {report:?}"));
+    assert!(
+        stop <= Duration::from_millis(1700),
+        "yielded after {stop:?}"
+    );
+    let welcome = turns(&read, true).first().cloned().unwrap_or_default();
+    assert!(
+        welcome.len() < LONG_WELCOME.len()
+            && LONG_WELCOME.starts_with(welcome.trim_end_matches('…')),
+        "the welcome keeps what was heard of it: {welcome:?}"
+    );
+    let heard = turns(&read, false);
+    assert!(
+        heard.iter().any(|t| t.to_lowercase().contains("question")),
+        "the caller's words are a turn: {heard:?}"
+    );
+}

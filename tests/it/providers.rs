@@ -1666,7 +1666,7 @@ async fn openai_transcription_peeks_at_the_utterance_so_far_as_an_interim() {
     let first = samples_of(&tone_pcm(8_000, 400));
     stream.push_audio(&first, 8_000).unwrap();
     assert!(
-        stream.peek().unwrap(),
+        stream.peek(true).unwrap(),
         "a per-utterance recognizer answers peeks"
     );
     assert_eq!(
@@ -1696,9 +1696,14 @@ async fn openai_transcription_peeks_at_the_utterance_so_far_as_an_interim() {
     };
     assert_eq!(data_len(&all[0].2), first.len() * 2);
     assert_eq!(data_len(&all[1].2), 2 * first.len() * 2);
+    // Talk over the agent is asked about with the backchannel spellings as the prompt; the
+    // utterance's own transcription carries none.
+    let has_prompt = |body: &Bytes| String::from_utf8_lossy(body).contains("name=\"prompt\"");
+    assert!(has_prompt(&all[0].2));
+    assert!(!has_prompt(&all[1].2));
     // A peek whose utterance is dropped before the answer says nothing.
     stream.push_audio(&first, 8_000).unwrap();
-    assert!(stream.peek().unwrap());
+    assert!(stream.peek(true).unwrap());
     stream.discard().unwrap();
     let late = tokio::time::timeout(Duration::from_millis(300), stream.next_event()).await;
     assert!(late.is_err(), "a stale peek was delivered: {late:?}");

@@ -160,8 +160,10 @@ pub trait AsrStream: Send {
     /// ([`TurnAction::PeekWords`](voxline_media::turn_taking::TurnAction::PeekWords)). A
     /// recognizer without interim results transcribes the utterance so far and reports it
     /// as an [`AsrEvent::Interim`], returning `true`; a streaming one already sends its
-    /// interims and returns `false`.
-    fn peek(&mut self) -> Result<bool, ProviderError> {
+    /// interims and returns `false`. `over_agent`: the talk is over the agent, most likely a
+    /// backchannel (a recognizer may be primed for one).
+    fn peek(&mut self, over_agent: bool) -> Result<bool, ProviderError> {
+        let _ = over_agent;
         Ok(false)
     }
     /// The next event; `None` once the stream has ended. Cancel-safe.

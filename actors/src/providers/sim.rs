@@ -740,7 +740,7 @@ mod tests {
         feed(stream.as_mut(), None, 200);
         assert!(interims(stream.as_mut()).await.is_empty());
         assert!(
-            !stream.peek().unwrap(),
+            !stream.peek(false).unwrap(),
             "the sim ASR does not transcribe on request"
         );
         stream.finalize().unwrap();

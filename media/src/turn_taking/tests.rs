@@ -436,7 +436,7 @@ fn words_arriving_after_the_agent_finished_still_make_a_turn() {
     assert_eq!(run.ends(), [(1200, EndReason::Text)]);
 }
 
-const PEEK: TurnAction = TurnAction::PeekWords;
+const PEEK: TurnAction = TurnAction::PeekWords { over_agent: false };
 
 #[test]
 fn a_pause_without_words_asks_for_them_and_the_silence_rule_waits_for_them() {

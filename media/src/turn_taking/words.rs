@@ -768,6 +768,11 @@ pub const DEFAULT_BACKCHANNELS: &[&str] = &[
     "got it",
     "oh",
     "ah",
+    "aha",
+    // A recognizer's spelling of a short "uh-huh" (Whisper tiny writes "Uh"), and fillers:
+    // hesitation over the agent is not an interruption.
+    "uh",
+    "um",
     "cool",
     "great",
     "fine",
@@ -1024,6 +1029,14 @@ mod tests {
         let list = Backchannels::default();
         assert_eq!(
             list.tally("Uh-huh."),
+            WordTally {
+                words: 1,
+                outside: false
+            }
+        );
+        // Whisper tiny hears Piper's "Uh-huh." as "Uh".
+        assert_eq!(
+            list.tally(" Uh"),
             WordTally {
                 words: 1,
                 outside: false

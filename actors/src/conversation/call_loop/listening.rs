@@ -168,7 +168,7 @@ impl<T: MediaTransport> CallLoop<T> {
                     self.on_speech_started(over_agent, now).await;
                 }
                 TurnAction::AskModel { ask } => self.ask_model(ask),
-                TurnAction::PeekWords => self.peek_words(),
+                TurnAction::PeekWords { over_agent } => self.peek_words(over_agent),
                 TurnAction::EndOfTurn {
                     reason,
                     speech_ms,
@@ -223,11 +223,11 @@ impl<T: MediaTransport> CallLoop<T> {
 
     /// The machine judges a pause and has no fresh words: a recognizer without interim
     /// results transcribes the utterance so far, and the silence rule waits for it.
-    fn peek_words(&mut self) {
+    fn peek_words(&mut self, over_agent: bool) {
         let AsrSlot::Open(stream) = &mut self.asr else {
             return;
         };
-        match stream.peek() {
+        match stream.peek(over_agent) {
             Ok(true) => self.turns.words_coming(),
             Ok(false) => {}
             Err(error) => self.fail(error),
