@@ -420,7 +420,7 @@ fn default_smart_turn_workers() -> usize {
 
 impl SmartTurnSettings {
     /// Flags and variables over the file over the defaults.
-    fn resolve(args: &SmartTurnArgs, file: &FileConfig, data_dir: &Path) -> Self {
+    pub(crate) fn resolve(args: &SmartTurnArgs, file: &FileConfig, data_dir: &Path) -> Self {
         let workers = args
             .workers
             .or(file.smart_turn_workers)

@@ -3,6 +3,7 @@
 //! sim providers' timings.
 
 use super::fleet::PlaceMode;
+use crate::app::config::SmartTurnArgs;
 use crate::calls::sim_callee::CalleeVoiceKind;
 use crate::providers::settings::ProviderArgs;
 
@@ -110,4 +111,8 @@ pub struct LoadgenArgs {
     /// server, as `serve`'s flag (`scripts/local-models.sh` sets 1 for its one post-call slot).
     #[arg(long, env = "VOXLINE_POSTCALL_LLM_CONCURRENCY", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub postcall_llm_concurrency: Option<u32>,
+    /// The in-process server's end-of-turn model (the same flags and variables as `serve`;
+    /// unset, it looks in the run's temporary data directory and finds none).
+    #[command(flatten)]
+    pub smart_turn: SmartTurnArgs,
 }

@@ -14,6 +14,7 @@ use super::metrics::{
 use super::observation::{failure_of, fill_from_detail, fill_from_report, greeting_missing};
 use super::sweep::{self, SweepReport, SweepStep, Targets};
 use super::tools::{self, ToolServer};
+use super::turn_counts::TurnCounts;
 use crate::app::procstat::ProcessProbe;
 use crate::domain::CallId;
 use crate::store::Store;
@@ -186,6 +187,7 @@ impl LoadRun {
         // Answers left over from an earlier step belong to no watcher of this one.
         while self.answered_rx.lock().await.try_recv().is_ok() {}
         let (idle_cpu, idle_rss) = self.idle_baseline().await;
+        let turns_before = self.fleet.is_some().then(TurnCounts::read);
         let started = Instant::now();
         let deadline = started + self.duration;
         let requests_before = self.tools.as_ref().map_or(0, |t| t.server.requests());
@@ -268,6 +270,7 @@ impl LoadRun {
             &self.usage_source,
         );
         summary.analysis = analysis;
+        summary.turns = turns_before.map(|before| TurnCounts::read().since(&before));
         if self.target_count() > 1 {
             summary.targets = live
                 .placed_per_target

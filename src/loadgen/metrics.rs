@@ -458,6 +458,9 @@ pub struct StepSummary {
     /// Calls placed on each `--target`, when there are several.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<TargetCalls>,
+    /// How the in-process server's turns ended (not read from a `--target`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turns: Option<super::turn_counts::TurnCounts>,
 }
 
 /// The calls one of several `--target` servers was given.
@@ -557,6 +560,7 @@ impl StepSummary {
             analysis: None,
             tools: None,
             targets: Vec::new(),
+            turns: None,
         }
     }
 }

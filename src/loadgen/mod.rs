@@ -6,11 +6,12 @@
 //! run goes against, `driver` the steps and the sweep, `observation` how one call is judged,
 //! `report` the human-readable summary, `backlog` the post-call analysis backlog seeded
 //! and drained alongside the run (`--analysis-backlog`), `tools` the function server and
-//! function tool of `--tool-latency-ms`.
+//! function tool of `--tool-latency-ms`, `turn_counts` how the in-process server's turns ended.
 
 pub mod fleet;
 pub mod metrics;
 pub mod sweep;
+pub mod turn_counts;
 
 mod args;
 mod backlog;

@@ -83,6 +83,20 @@ fn print_step(step: &StepSummary) {
         ),
         None => println!("  server usage: - [{}]", step.usage_source),
     }
+    if let Some(turns) = &step.turns {
+        let ends: Vec<String> = turns
+            .ends
+            .iter()
+            .map(|(reason, n)| format!("{reason} {n}"))
+            .collect();
+        println!(
+            "  turns ended: {} ({:.1} % fell back to silence timing); end-of-turn model: {} evaluations, {} turned away",
+            ends.join(", "),
+            turns.fallback_percent(),
+            turns.model_evaluations,
+            turns.model_saturated
+        );
+    }
     if let Some(t) = &step.tools {
         println!(
             "  function tool (answers after {} ms): {} requests received, {} calls at its line",

@@ -291,6 +291,11 @@ async fn start_in_process(
         callee_voice: args.callee_voice,
     };
     settings.providers = ProviderSettings::resolve(&args.providers, None);
+    settings.smart_turn = crate::providers::smart_turn::SmartTurnSettings::resolve(
+        &args.smart_turn,
+        &crate::app::config::FileConfig::default(),
+        &settings.storage.data_dir,
+    );
     if let Some(concurrency) = args.postcall_llm_concurrency {
         settings.ratings.postcall_llm_concurrency = concurrency;
     }
