@@ -158,9 +158,11 @@ fn the_silence_rule_cuts_in_on_a_pause_that_smart_turns_wait_through() {
 }
 
 #[test]
-fn a_model_decides_pauses_when_there_are_no_words() {
-    // A recognizer without interim results (Whisper): only the audio model can tell the
-    // pause from the end. It calls the pause incomplete and the end complete.
+fn with_no_words_the_model_holds_the_pause_and_the_end_comes_at_the_silence_rule() {
+    // A recognizer without interim results and no peek: only the audio model can tell the
+    // pause from the end. It calls the pause incomplete, which holds it open past the
+    // silence rule; it calls the end complete, which ends it at the silence rule (the model
+    // never ends a turn earlier).
     for take in 1..=3 {
         let (audio, pause_at, words_end) = clip(take, 1_500);
         let mut smart = TurnTaking::new(
@@ -188,7 +190,11 @@ fn a_model_decides_pauses_when_there_are_no_words() {
         let ends = ends(&log);
         assert_eq!(ends.len(), 1, "take {take}: {log:?}");
         assert_eq!(ends[0].1, EndReason::Model);
-        assert!(ms(ends[0].0 - words_end) <= 300, "take {take}: {ends:?}");
+        let latency = ms(ends[0].0 - words_end);
+        assert!(
+            (400..=700).contains(&latency),
+            "take {take}: ended {latency} ms after the words: {ends:?}"
+        );
 
         // The same pause, the model saturated: the silence rule, as today.
         let mut saturated = TurnTaking::new(
