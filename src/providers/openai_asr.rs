@@ -14,8 +14,8 @@ use bytes::Bytes;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::multipart::{Form, Part};
 use serde_json::Value;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use voxline_actors::providers::{
@@ -114,6 +114,8 @@ impl AsrProvider for OpenAiAsr {
             requests: Vec::new(),
             utterance: Arc::new(AtomicU64::new(0)),
             peeking: None,
+            dropped: 0,
+            peeked: Arc::default(),
         }))
     }
 }
@@ -131,9 +133,36 @@ struct OpenAiAsrStream {
     utterance: Arc<AtomicU64>,
     /// The transcription of the utterance so far, while it runs.
     peeking: Option<JoinHandle<()>>,
+    /// Samples dropped from the front of `audio` (past the cap) since it was last emptied,
+    /// so positions stay comparable as the buffer slides.
+    dropped: u64,
+    /// The last peek's answer, kept to serve as the final when no speech followed it.
+    peeked: Arc<Mutex<Option<PeekAnswer>>>,
+}
+
+/// What a peek heard, and of which sound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PeekAnswer {
+    /// The utterance it was about (see `OpenAiAsrStream::utterance`).
+    utterance: u64,
+    /// Where the speech it was given began and ended, in samples since the buffer emptied.
+    speech: Option<(u64, u64)>,
+    /// Its transcript.
+    text: String,
 }
 
 impl OpenAiAsrStream {
+    /// Where the buffered speech begins and ends, in samples since the buffer emptied.
+    fn speech_span(&self) -> Option<(u64, u64)> {
+        let frame = frame_len(self.rate);
+        loud_frames(&self.audio, self.rate).map(|(first, last)| {
+            (
+                self.dropped + (first * frame) as u64,
+                self.dropped + ((last + 1) * frame) as u64,
+            )
+        })
+    }
+
     /// The utterance is over (transcribed or dropped): a peek still running is about it.
     fn next_utterance(&mut self) {
         self.utterance.fetch_add(1, Ordering::SeqCst);
@@ -230,20 +259,31 @@ const PADDING_FRAMES: usize = 10;
 /// caller listening to the agent; Whisper given long silence decodes slowly (it falls back
 /// to higher temperatures, and may invent words), so only the speech is sent.
 fn spoken_part(samples: &[i16], rate: u32) -> &[i16] {
-    let frame = (rate as usize / 50).max(1);
-    let loud = |chunk: &[i16]| {
-        let energy: f64 = chunk.iter().map(|&s| f64::from(s).powi(2)).sum();
-        (energy / chunk.len().max(1) as f64).sqrt() > SILENCE_RMS
-    };
-    let (Some(first), Some(last)) = (
-        samples.chunks(frame).position(loud),
-        samples.chunks(frame).rposition(loud),
-    ) else {
+    let frame = frame_len(rate);
+    let Some((first, last)) = loud_frames(samples, rate) else {
         return samples;
     };
     let start = first.saturating_sub(PADDING_FRAMES) * frame;
     let end = ((last + 1 + PADDING_FRAMES) * frame).min(samples.len());
     &samples[start..end]
+}
+
+/// Samples in one 20 ms frame at `rate`.
+fn frame_len(rate: u32) -> usize {
+    (rate as usize / 50).max(1)
+}
+
+/// The first and last 20 ms frames of `samples` with sound, if any.
+fn loud_frames(samples: &[i16], rate: u32) -> Option<(usize, usize)> {
+    let loud = |chunk: &[i16]| {
+        let energy: f64 = chunk.iter().map(|&s| f64::from(s).powi(2)).sum();
+        (energy / chunk.len().max(1) as f64).sqrt() > SILENCE_RMS
+    };
+    let frame = frame_len(rate);
+    Some((
+        samples.chunks(frame).position(loud)?,
+        samples.chunks(frame).rposition(loud)?,
+    ))
 }
 
 #[async_trait]
@@ -255,13 +295,33 @@ impl AsrStream for OpenAiAsrStream {
         if self.audio.len() > cap {
             let excess = self.audio.len() - cap;
             self.audio.drain(..excess);
+            self.dropped += excess as u64;
         }
         Ok(())
     }
 
     fn finalize(&mut self) -> Result<(), ProviderError> {
+        // A peek that heard all of this speech (only silence came after) is the transcript:
+        // no second request, and the reply starts a recognizer's round trip sooner.
+        let current = self.utterance.load(Ordering::SeqCst);
+        let speech = self.speech_span();
+        let heard = self
+            .peeked
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take())
+            .filter(|answer| answer.utterance == current && answer.speech == speech);
         self.next_utterance();
         let samples = std::mem::take(&mut self.audio);
+        self.dropped = 0;
+        if let Some(answer) = heard {
+            tracing::debug!("the utterance so far was all of it: its transcript is the final");
+            if !answer.text.is_empty() {
+                let _ = self.tx.send(Ok(AsrEvent::Final { text: answer.text }));
+            }
+            let _ = self.tx.send(Ok(AsrEvent::UtteranceEnd));
+            return Ok(());
+        }
         let spoken = spoken_part(&samples, self.rate);
         tracing::debug!(
             buffered_ms = samples.len() as u64 * 1000 / u64::from(self.rate.max(1)),
@@ -294,6 +354,7 @@ impl AsrStream for OpenAiAsrStream {
         // utterance's transcript.
         self.next_utterance();
         self.audio.clear();
+        self.dropped = 0;
         Ok(())
     }
 
@@ -306,20 +367,35 @@ impl AsrStream for OpenAiAsrStream {
         let (client, language, tx) = (self.client.clone(), self.language.clone(), self.tx.clone());
         let utterance = Arc::clone(&self.utterance);
         let asked_in = utterance.load(Ordering::SeqCst);
+        let speech = self.speech_span();
+        let peeked = Arc::clone(&self.peeked);
         self.peeking = Some(tokio::spawn(async move {
-            // A failed peek answers with no words, so the loop stops waiting for them; a
-            // dead server shows at the utterance's own transcription.
             let prompt = over_agent.then_some(BACKCHANNEL_PROMPT);
-            let text = transcribe(&client, &language, prompt, wav)
-                .await
-                .unwrap_or_else(|error| {
+            let answer = transcribe(&client, &language, prompt, wav).await;
+            if utterance.load(Ordering::SeqCst) != asked_in {
+                return;
+            }
+            let text = match answer {
+                Ok(text) => {
+                    tracing::debug!(%text, "the utterance so far");
+                    if let Ok(mut slot) = peeked.lock() {
+                        *slot = Some(PeekAnswer {
+                            utterance: asked_in,
+                            speech,
+                            text: text.clone(),
+                        });
+                    }
+                    text
+                }
+                // A failed peek answers with no words, so the loop stops waiting for them,
+                // and is never kept as the final; a dead server shows at the utterance's
+                // own transcription.
+                Err(error) => {
                     tracing::debug!(%error, "transcribing an utterance so far failed");
                     String::new()
-                });
-            if utterance.load(Ordering::SeqCst) == asked_in {
-                tracing::debug!(%text, "the utterance so far");
-                let _ = tx.send(Ok(AsrEvent::Interim(text)));
-            }
+                }
+            };
+            let _ = tx.send(Ok(AsrEvent::Interim(text)));
         }));
         Ok(true)
     }

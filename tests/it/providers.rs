@@ -1701,6 +1701,26 @@ async fn openai_transcription_peeks_at_the_utterance_so_far_as_an_interim() {
     let has_prompt = |body: &Bytes| String::from_utf8_lossy(body).contains("name=\"prompt\"");
     assert!(has_prompt(&all[0].2));
     assert!(!has_prompt(&all[1].2));
+    // A peek followed by silence only is the utterance's transcript: no second request.
+    stream.push_audio(&first, 8_000).unwrap();
+    assert!(stream.peek(false).unwrap());
+    assert_eq!(
+        stream.next_event().await.unwrap().unwrap(),
+        AsrEvent::Interim("late".into())
+    );
+    stream.push_audio(&vec![0i16; 4_000], 8_000).unwrap();
+    stream.finalize().unwrap();
+    assert_eq!(
+        stream.next_event().await.unwrap().unwrap(),
+        AsrEvent::Final {
+            text: "late".into()
+        }
+    );
+    assert_eq!(
+        stream.next_event().await.unwrap().unwrap(),
+        AsrEvent::UtteranceEnd
+    );
+    assert_eq!(seen.all().len(), 3, "the peek's answer served as the final");
     // A peek whose utterance is dropped before the answer says nothing.
     stream.push_audio(&first, 8_000).unwrap();
     assert!(stream.peek(true).unwrap());
