@@ -658,12 +658,11 @@ impl TurnTaking {
         let Some((_, silence_ms)) = self.timing() else {
             return;
         };
+        let words_mode = self.words_mode();
         let Some(utterance) = self.utterance.as_mut() else {
             return;
         };
         let over_agent_pending = utterance.over_agent && !utterance.yielded;
-        let words_mode = self.config.interruption.enabled
-            && self.config.interruption.mode == InterruptionMode::Words;
         let judged_on_words =
             self.config.mode == TurnMode::Smart || (over_agent_pending && words_mode);
         if judged_on_words && !utterance.peeked && silence_ms >= self.config.min_silence_ms {
@@ -752,10 +751,8 @@ impl TurnTaking {
         if silence_ms >= config.max_silence_ms {
             return Some(EndReason::MaxSilence);
         }
-        let fallback = (silence_ms >= config.silence_ms && !words_awaited)
-            .then_some(EndReason::SilenceFallback);
-        let cue = self.words.cue;
-        match cue {
+        let fallback = (silence_ms >= config.silence_ms).then_some(EndReason::SilenceFallback);
+        match self.words.cue {
             // The recognizer is transcribing the utterance so far: its words decide.
             _ if words_awaited => None,
             TextCue::Wait => None,

@@ -152,10 +152,11 @@ struct PeekAnswer {
 }
 
 impl OpenAiAsrStream {
-    /// Where the buffered speech begins and ends, in samples since the buffer emptied.
-    fn speech_span(&self) -> Option<(u64, u64)> {
+    /// Where the buffered speech (its `loud` frames, from [`loud_frames`]) begins and ends,
+    /// in samples since the buffer emptied.
+    fn speech_span(&self, loud: Option<(usize, usize)>) -> Option<(u64, u64)> {
         let frame = frame_len(self.rate);
-        loud_frames(&self.audio, self.rate).map(|(first, last)| {
+        loud.map(|(first, last)| {
             (
                 self.dropped + (first * frame) as u64,
                 self.dropped + ((last + 1) * frame) as u64,
@@ -257,10 +258,11 @@ const PADDING_FRAMES: usize = 10;
 /// The part of `samples` from 200 ms before the first 20 ms frame with sound to 200 ms after
 /// the last. The buffer holds everything since the previous utterance, often seconds of the
 /// caller listening to the agent; Whisper given long silence decodes slowly (it falls back
-/// to higher temperatures, and may invent words), so only the speech is sent.
-fn spoken_part(samples: &[i16], rate: u32) -> &[i16] {
+/// to higher temperatures, and may invent words), so only the speech is sent. `loud` is
+/// [`loud_frames`] of `samples`, found once by the caller.
+fn spoken_part(samples: &[i16], rate: u32, loud: Option<(usize, usize)>) -> &[i16] {
     let frame = frame_len(rate);
-    let Some((first, last)) = loud_frames(samples, rate) else {
+    let Some((first, last)) = loud else {
         return samples;
     };
     let start = first.saturating_sub(PADDING_FRAMES) * frame;
@@ -304,7 +306,8 @@ impl AsrStream for OpenAiAsrStream {
         // A peek that heard all of this speech (only silence came after) is the transcript:
         // no second request, and the reply starts a recognizer's round trip sooner.
         let current = self.utterance.load(Ordering::SeqCst);
-        let speech = self.speech_span();
+        let loud = loud_frames(&self.audio, self.rate);
+        let speech = self.speech_span(loud);
         let heard = self
             .peeked
             .lock()
@@ -322,7 +325,7 @@ impl AsrStream for OpenAiAsrStream {
             let _ = self.tx.send(Ok(AsrEvent::UtteranceEnd));
             return Ok(());
         }
-        let spoken = spoken_part(&samples, self.rate);
+        let spoken = spoken_part(&samples, self.rate, loud);
         tracing::debug!(
             buffered_ms = samples.len() as u64 * 1000 / u64::from(self.rate.max(1)),
             sent_ms = spoken.len() as u64 * 1000 / u64::from(self.rate.max(1)),
@@ -363,11 +366,13 @@ impl AsrStream for OpenAiAsrStream {
         if let Some(previous) = self.peeking.take() {
             previous.abort();
         }
-        let wav = voxline_media::wav::mono_file(spoken_part(&self.audio, self.rate), self.rate);
+        let loud = loud_frames(&self.audio, self.rate);
+        let wav =
+            voxline_media::wav::mono_file(spoken_part(&self.audio, self.rate, loud), self.rate);
         let (client, language, tx) = (self.client.clone(), self.language.clone(), self.tx.clone());
         let utterance = Arc::clone(&self.utterance);
         let asked_in = utterance.load(Ordering::SeqCst);
-        let speech = self.speech_span();
+        let speech = self.speech_span(loud);
         let peeked = Arc::clone(&self.peeked);
         self.peeking = Some(tokio::spawn(async move {
             let prompt = over_agent.then_some(BACKCHANNEL_PROMPT);
@@ -429,12 +434,15 @@ mod tests {
         tone.fill(&mut speech);
         samples.extend_from_slice(&speech);
         samples.extend(std::iter::repeat_n(0i16, 2 * rate as usize));
-        let sent = spoken_part(&samples, rate);
+        let sent = spoken_part(&samples, rate, loud_frames(&samples, rate));
         // One second of speech and 200 ms either side, to the frame.
         assert_eq!(sent.len(), 8_000 + 2 * 1_600);
         assert_eq!(sent.as_ptr(), samples[5 * 8_000 - 1_600..].as_ptr());
         // All silence: sent as it is (the recognizer says nothing).
         let quiet = vec![0i16; 800];
-        assert_eq!(spoken_part(&quiet, rate).len(), 800);
+        assert_eq!(
+            spoken_part(&quiet, rate, loud_frames(&quiet, rate)).len(),
+            800
+        );
     }
 }

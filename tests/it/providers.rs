@@ -1611,17 +1611,27 @@ async fn openai_transcription_posts_each_utterance_as_wav() {
     )));
     assert!(text.contains("name=\"language\"\r\n\r\nen\r\n"));
     assert!(text.ends_with(&format!("--{boundary}--\r\n")));
-    let wav_at = body
-        .windows(4)
-        .position(|w| w == b"RIFF")
-        .expect("a WAV file");
-    let wav = &body[wav_at..];
+    let wav = wav_in(&body);
     assert_eq!(
         u32::from_le_bytes([wav[24], wav[25], wav[26], wav[27]]),
         8_000
     );
-    let data_len = u32::from_le_bytes([wav[40], wav[41], wav[42], wav[43]]) as usize;
-    assert_eq!(data_len, samples.len() * 2);
+    assert_eq!(wav_data_len(&body), samples.len() * 2);
+}
+
+/// The WAV file inside a multipart transcription request.
+fn wav_in(body: &[u8]) -> &[u8] {
+    let at = body
+        .windows(4)
+        .position(|w| w == b"RIFF")
+        .expect("a WAV file");
+    &body[at..]
+}
+
+/// The audio bytes the WAV file of a transcription request declares.
+fn wav_data_len(body: &[u8]) -> usize {
+    let wav = wav_in(body);
+    u32::from_le_bytes([wav[40], wav[41], wav[42], wav[43]]) as usize
 }
 
 /// A per-utterance recognizer answers the loop's pause question (`peek`) with the words
@@ -1687,15 +1697,8 @@ async fn openai_transcription_peeks_at_the_utterance_so_far_as_an_interim() {
     );
     // The peek sent the audio so far; the utterance's transcription all of it.
     let all = seen.all();
-    let data_len = |body: &Bytes| {
-        let at = body
-            .windows(4)
-            .position(|w| w == b"RIFF")
-            .expect("a WAV file");
-        u32::from_le_bytes([body[at + 40], body[at + 41], body[at + 42], body[at + 43]]) as usize
-    };
-    assert_eq!(data_len(&all[0].2), first.len() * 2);
-    assert_eq!(data_len(&all[1].2), 2 * first.len() * 2);
+    assert_eq!(wav_data_len(&all[0].2), first.len() * 2);
+    assert_eq!(wav_data_len(&all[1].2), 2 * first.len() * 2);
     // Talk over the agent is asked about with the backchannel spellings as the prompt; the
     // utterance's own transcription carries none.
     let has_prompt = |body: &Bytes| String::from_utf8_lossy(body).contains("name=\"prompt\"");
