@@ -13,6 +13,11 @@ pub struct EndpointerConfig {
     pub min_speech_ms: u32,
     /// Continuous silence that ends an utterance.
     pub end_silence_ms: u32,
+    /// Silence inside a speech onset that still joins its parts: a gap this long before
+    /// `start_speech_ms` of speech was heard means the blip was isolated. Longer than the
+    /// start requirement, it lets a word that opens with a short burst and a stop's
+    /// closure ("Ex-cuse me", about 250 ms of silence at 8 kHz) start an utterance.
+    pub onset_gap_ms: u32,
 }
 
 impl Default for EndpointerConfig {
@@ -21,6 +26,7 @@ impl Default for EndpointerConfig {
             start_speech_ms: 100,
             min_speech_ms: 300,
             end_silence_ms: 600,
+            onset_gap_ms: 100,
         }
     }
 }
@@ -49,8 +55,10 @@ pub enum EndpointState {
     Silence,
     /// Speech frames seen, but not yet `start_speech_ms` of them.
     Pending {
-        /// Speech accumulated so far.
+        /// Time since the first speech frame, gaps included.
         speech_ms: u32,
+        /// Speech frames alone, which decide the start.
+        voiced_ms: u32,
         /// Silence since the last speech frame.
         silence_ms: u32,
     },
@@ -104,28 +112,34 @@ impl Endpointer {
         let config = self.config;
         match (self.state, is_speech) {
             (EndpointState::Silence, false) => None,
-            (EndpointState::Silence, true) => self.pending(frame_ms, 0),
+            (EndpointState::Silence, true) => self.pending(frame_ms, frame_ms, frame_ms),
             (
                 EndpointState::Pending {
                     speech_ms,
+                    voiced_ms,
                     silence_ms,
                 },
                 true,
-            ) => self.pending(speech_ms + silence_ms + frame_ms, 0),
+            ) => self.pending(
+                speech_ms + silence_ms + frame_ms,
+                voiced_ms + frame_ms,
+                frame_ms,
+            ),
             (
                 EndpointState::Pending {
                     speech_ms,
+                    voiced_ms,
                     silence_ms,
                 },
                 false,
             ) => {
                 let silence_ms = silence_ms + frame_ms;
-                // A gap as long as the start requirement means the blip was isolated.
-                self.state = if silence_ms >= config.start_speech_ms.max(frame_ms) {
+                self.state = if silence_ms >= config.onset_gap_ms.max(frame_ms) {
                     EndpointState::Silence
                 } else {
                     EndpointState::Pending {
                         speech_ms,
+                        voiced_ms,
                         silence_ms,
                     }
                 };
@@ -170,18 +184,34 @@ impl Endpointer {
         }
     }
 
-    /// Records speech in `Pending` and promotes it to `Speaking` once it is long enough.
-    fn pending(&mut self, speech_ms: u32, silence_ms: u32) -> Option<EndpointEvent> {
-        if speech_ms >= self.config.start_speech_ms {
+    /// Sets the onset gap from now on (see [`EndpointerConfig::onset_gap_ms`]): the turn
+    /// machine lengthens it while the agent talks, when a start only pauses the agent.
+    pub fn set_onset_gap_ms(&mut self, onset_gap_ms: u32) {
+        self.config.onset_gap_ms = onset_gap_ms;
+    }
+
+    /// Records speech in `Pending` (ending on a speech frame) and promotes it to
+    /// `Speaking` once enough of it was voiced.
+    fn pending(&mut self, speech_ms: u32, voiced_ms: u32, frame_ms: u32) -> Option<EndpointEvent> {
+        // An onset is one start and at most one gap long: blips strung out further apart
+        // (clicks on a noisy line) begin anew rather than add up to speech.
+        let (speech_ms, voiced_ms) =
+            if speech_ms > self.config.start_speech_ms + self.config.onset_gap_ms {
+                (frame_ms, frame_ms)
+            } else {
+                (speech_ms, voiced_ms)
+            };
+        if voiced_ms >= self.config.start_speech_ms {
             self.state = EndpointState::Speaking {
                 speech_ms,
-                silence_ms,
+                silence_ms: 0,
             };
             Some(EndpointEvent::SpeechStart)
         } else {
             self.state = EndpointState::Pending {
                 speech_ms,
-                silence_ms,
+                voiced_ms,
+                silence_ms: 0,
             };
             None
         }
@@ -270,6 +300,50 @@ mod tests {
     }
 
     #[test]
+    fn a_long_onset_gap_joins_a_burst_and_a_closure() {
+        // "Ex-cuse": 60 ms of burst, 240 ms of closure, then the word goes on.
+        let runs = [
+            (false, 200),
+            (true, 60),
+            (false, 240),
+            (true, 400),
+            (false, 700),
+        ];
+        let mut joined = Endpointer::new(EndpointerConfig {
+            onset_gap_ms: 300,
+            ..EndpointerConfig::default()
+        });
+        let events = run(&mut joined, &runs);
+        // 40 ms more of speech make 100 voiced: the start comes at 340 ms of onset.
+        assert_eq!(
+            events[0],
+            (10 + 16, EndpointEvent::SpeechStart),
+            "{events:?}"
+        );
+        assert!(
+            matches!(events[1].1, EndpointEvent::SpeechEnd { speech_ms: 700 }),
+            "{events:?}"
+        );
+        // The default gap drops the burst and waits for 100 ms more of speech.
+        let events = run(&mut Endpointer::default(), &runs);
+        assert_eq!(
+            events[0],
+            (10 + 3 + 12 + 4, EndpointEvent::SpeechStart),
+            "{events:?}"
+        );
+    }
+
+    #[test]
+    fn a_long_onset_gap_does_not_add_up_scattered_clicks() {
+        let mut endpointer = Endpointer::new(EndpointerConfig {
+            onset_gap_ms: 300,
+            ..EndpointerConfig::default()
+        });
+        let pattern: Vec<(bool, u32)> = (0..50).flat_map(|_| [(true, 20), (false, 280)]).collect();
+        assert!(run(&mut endpointer, &pattern).is_empty());
+    }
+
+    #[test]
     fn state_reports_progress() {
         let mut endpointer = Endpointer::default();
         endpointer.push(true, FRAME_MS);
@@ -277,6 +351,7 @@ mod tests {
             endpointer.state(),
             EndpointState::Pending {
                 speech_ms: 20,
+                voiced_ms: 20,
                 silence_ms: 0
             }
         );

@@ -105,6 +105,11 @@ pub struct InterruptionConfig {
     pub resume_after_ms: u32,
     /// Words mode: speech over the agent longer than this yields whatever its words.
     pub max_backchannel_ms: u32,
+    /// Words mode: while the agent talks, silence inside a speech onset that still joins
+    /// its parts (otherwise [`TurnConfig::start_speech_ms`]). A start there only pauses
+    /// the agent, which resumes if no words come, and "Excuse me" opens with a 60 ms
+    /// burst and a 250 ms closure that would otherwise delay the pause by 300 ms.
+    pub onset_gap_ms: u32,
 }
 
 impl Default for InterruptionConfig {
@@ -117,6 +122,7 @@ impl Default for InterruptionConfig {
             backchannels: Backchannels::default(),
             resume_after_ms: 800,
             max_backchannel_ms: 1500,
+            onset_gap_ms: 300,
         }
     }
 }
@@ -382,6 +388,7 @@ impl TurnTaking {
             // The machine ends utterances itself; the endpointer only finds their onset
             // and counts speech and silence.
             end_silence_ms: u32::MAX,
+            onset_gap_ms: config.start_speech_ms,
         });
         Self {
             config,
@@ -462,6 +469,10 @@ impl TurnTaking {
         let mut actions = Actions::default();
         self.agent_speaking = true;
         self.agent_paused = false;
+        if self.words_mode() {
+            self.endpointer
+                .set_onset_gap_ms(self.config.interruption.onset_gap_ms);
+        }
         // The old rules judge talk by how it began; the words judge it whenever it is.
         if self.words_mode()
             && let Some(utterance) = self.utterance.as_mut()
@@ -479,6 +490,8 @@ impl TurnTaking {
     pub fn agent_stopped(&mut self) {
         self.agent_speaking = false;
         self.agent_paused = false;
+        self.endpointer
+            .set_onset_gap_ms(self.config.start_speech_ms);
     }
 
     /// Forgets the utterance in progress and any pause (the call moved on without it).

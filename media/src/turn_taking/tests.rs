@@ -491,3 +491,28 @@ fn talk_over_the_agent_waits_for_the_words_it_asked_for_before_resuming() {
     assert_eq!(run.times(YIELD), [900]);
     assert!(run.times(RESUME).is_empty());
 }
+
+#[test]
+fn over_the_agent_an_onset_joins_a_burst_and_its_closure() {
+    // "Ex-cuse me": a 60 ms burst, a 240 ms closure, then the word. Over the agent the
+    // pause comes 40 ms into the word; with the agent quiet the burst is dropped and the
+    // utterance starts 100 ms into the word, as the silence rule always had it.
+    let mut run = Run::new(words(), true);
+    run.agent().quiet(200).speak(60).quiet(240).speak(400);
+    assert_eq!(run.times(PAUSE), [200 + 60 + 240 + 40]);
+    assert_eq!(run.machine.timing().map(|(speech, _)| speech), Some(700));
+
+    let mut run = Run::new(words(), true);
+    run.quiet(200).speak(60).quiet(240).speak(400);
+    assert_eq!(run.machine.timing().map(|(speech, _)| speech), Some(400));
+    run.agent().quiet(20);
+    assert_eq!(run.times(PAUSE), [900]);
+    // Once the agent stopped, the short gap applies again.
+    let mut run = Run::new(words(), true);
+    run.agent();
+    run.machine.agent_stopped();
+    run.speak(60).quiet(240).speak(80);
+    assert!(run.machine.timing().is_none());
+    run.speak(20);
+    assert!(run.machine.timing().is_some());
+}

@@ -206,7 +206,14 @@ impl<T: MediaTransport> CallLoop<T> {
         }
         debug!(call_id = %self.call_id, over_agent, "caller speech started");
         self.listening.caller_spoke = true;
-        let onset_ms = self.turns.config().start_speech_ms;
+        // The onset can join a burst and a stop's closure: its whole length is the
+        // utterance's, not just the start requirement.
+        let onset_ms = self
+            .turns
+            .timing()
+            .map_or(self.turns.config().start_speech_ms, |(speech_ms, _)| {
+                speech_ms
+            });
         if let Some(audio) = self.turn_audio.as_mut() {
             audio.utterance_started(onset_ms);
         }
