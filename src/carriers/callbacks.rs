@@ -10,11 +10,10 @@
 //! the service can mount them on its own router; [`router`] does that wiring
 //! for a [`CallbackHost`].
 
-use super::{
-    CarrierKind, CarriersError, http_client, plivo, telnyx, twilio, verify_callback_sig,
-    verify_transfer_callback_sig, vonage,
-};
-use crate::domain::text::{self, Lines};
+pub use super::callback_request::CallbackRequest;
+use super::callback_request::{OurSig, unverifiable};
+use super::rest_carrier::AccountClient;
+use super::{CarrierKind, CarriersError, exotel, http_client, plivo, telnyx, twilio, vonage};
 use async_trait::async_trait;
 use axum::Router;
 use axum::body::Bytes;
@@ -26,112 +25,8 @@ use std::future::Future;
 use std::sync::Arc;
 use voxline_actors::carrier::{CarrierStatus, TransferLeg};
 
-/// One callback request as the carrier sent it.
-#[derive(Debug, Clone)]
-pub struct CallbackRequest {
-    /// HTTP method (`GET` or `POST`).
-    pub method: Method,
-    /// The full public URL the carrier called, query included: what it signed.
-    pub url: String,
-    /// Request headers (signatures live here).
-    pub headers: HeaderMap,
-    /// Raw body (form-encoded or JSON).
-    pub body: Bytes,
-}
-
-impl CallbackRequest {
-    /// Rebuilds the public URL from the service's public base URL (e.g.
-    /// `https://voxline.example.com`) and the request's original path and query;
-    /// without a base, from the `X-Forwarded-Proto` and `Host` headers.
-    pub fn new(
-        public_base_url: Option<&str>,
-        method: Method,
-        original_uri: &Uri,
-        headers: HeaderMap,
-        body: Bytes,
-    ) -> Self {
-        let path_and_query = original_uri
-            .path_and_query()
-            .map(|pq| pq.as_str())
-            .unwrap_or("/");
-        let base = match public_base_url {
-            Some(base) => base.trim_end_matches('/').to_string(),
-            None => {
-                let scheme = header_str(&headers, "x-forwarded-proto").unwrap_or("http");
-                let host = header_str(&headers, "host").unwrap_or("localhost");
-                format!("{scheme}://{host}")
-            }
-        };
-        Self {
-            method,
-            url: format!("{base}{path_and_query}"),
-            headers,
-            body,
-        }
-    }
-
-    /// The body's fields: form pairs, or a JSON object's scalar members as strings.
-    pub fn fields(&self) -> Vec<(String, String)> {
-        let trimmed = self.body.trim_ascii_start();
-        if trimmed.starts_with(b"{") {
-            let Ok(serde_json::Value::Object(map)) =
-                serde_json::from_slice::<serde_json::Value>(trimmed)
-            else {
-                return Vec::new();
-            };
-            return map
-                .into_iter()
-                .filter_map(|(k, v)| match v {
-                    serde_json::Value::String(s) => Some((k, s)),
-                    serde_json::Value::Number(n) => Some((k, n.to_string())),
-                    serde_json::Value::Bool(b) => Some((k, b.to_string())),
-                    _ => None,
-                })
-                .collect();
-        }
-        form_urlencoded::parse(&self.body).into_owned().collect()
-    }
-
-    /// A body field by name (first occurrence).
-    pub fn field(&self, name: &str) -> Option<String> {
-        field(&self.fields(), name)
-    }
-
-    /// A query parameter of the URL by name (decoded).
-    pub fn query_param(&self, name: &str) -> Option<String> {
-        let query = self.url.split_once('?')?.1;
-        form_urlencoded::parse(query.as_bytes())
-            .find(|(k, _)| k == name)
-            .and_then(|(_, v)| text::parse(&v, Lines::One, MAX_FIELD_CHARS).ok())
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        header_str(&self.headers, name)
-    }
-}
-
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
-}
-
-/// Longest callback value read: statuses, ids, durations and signatures are short.
-const MAX_FIELD_CHARS: usize = 1_024;
-
-/// A field's value, trimmed; one holding NUL or a control character (or
-/// absurdly long) reads as absent, so it never reaches the store. Signatures
-/// are checked over the raw fields, not these.
-fn field(fields: &[(String, String)], name: &str) -> Option<String> {
-    fields
-        .iter()
-        .find(|(k, _)| k == name)
-        .and_then(|(_, v)| text::parse(v, Lines::One, MAX_FIELD_CHARS).ok())
-}
-
-fn unverifiable(message: &str) -> CarriersError {
-    CarriersError::Unverifiable(message.to_string())
-}
-
-/// Checks that a callback was sent by the carrier account in `credential`.
+/// Checks that a callback was sent by the carrier account in `credential`; each
+/// carrier's own file knows how it signs.
 pub fn verify(
     kind: CarrierKind,
     call_id: &str,
@@ -139,131 +34,15 @@ pub fn verify(
     credential: &serde_json::Value,
 ) -> Result<(), CarriersError> {
     match kind {
-        CarrierKind::Twilio => {
-            let account = twilio::TwilioAccount::from_credential(credential)?;
-            let signature = request
-                .header("x-twilio-signature")
-                .ok_or_else(|| unverifiable("missing X-Twilio-Signature"))?;
-            if twilio::verify_form(&account.auth_token, &request.url, &request.body, signature) {
-                Ok(())
-            } else {
-                Err(unverifiable("X-Twilio-Signature does not match"))
-            }
-        }
-        CarrierKind::Plivo => {
-            let account = plivo::PlivoAccount::from_credential(credential)?;
-            let signature = request
-                .header("x-plivo-signature-v3")
-                .ok_or_else(|| unverifiable("missing X-Plivo-Signature-V3"))?;
-            let nonce = request
-                .header("x-plivo-signature-v3-nonce")
-                .ok_or_else(|| unverifiable("missing X-Plivo-Signature-V3-Nonce"))?;
-            let params = if request.method == Method::GET {
-                Vec::new()
-            } else {
-                request.fields()
-            };
-            if plivo::verify_v3(
-                &account.auth_token,
-                request.method.as_str(),
-                &request.url,
-                &params,
-                nonce,
-                signature,
-            ) {
-                Ok(())
-            } else {
-                Err(unverifiable("X-Plivo-Signature-V3 does not match"))
-            }
-        }
-        CarrierKind::Exotel => {
-            // Exotel does not sign: our own `sig` in the status URL stands in.
-            let account = super::ExotelAccount::from_credential(credential)?;
-            let sig = request
-                .query_param("sig")
-                .ok_or_else(|| unverifiable("missing callback sig"))?;
-            if verify_callback_sig(&account.api_token, call_id, &sig) {
-                Ok(())
-            } else {
-                Err(unverifiable("callback sig does not match"))
-            }
-        }
+        CarrierKind::Twilio => twilio::verify_callback(request, credential),
+        CarrierKind::Plivo => plivo::verify_callback(request, credential),
+        CarrierKind::Exotel => exotel::verify_callback(call_id, request, credential),
         CarrierKind::Vonage => {
-            let account = vonage::VonageAccount::from_credential(credential)?;
-            let sig = request
-                .query_param("sig")
-                .ok_or_else(|| unverifiable("missing callback sig"))?;
-            if !verify_callback_sig(&account.private_key_pem, call_id, &sig) {
-                return Err(unverifiable("callback sig does not match"));
-            }
-            verify_vonage_signed_webhook(&account, request)
+            vonage::verify_callback(call_id, request, credential, OurSig::Status)
         }
         CarrierKind::Telnyx => {
-            let account = telnyx::TelnyxAccount::from_credential(credential)?;
-            let sig = request
-                .query_param("sig")
-                .ok_or_else(|| unverifiable("missing callback sig"))?;
-            if !verify_callback_sig(&account.api_key, call_id, &sig) {
-                return Err(unverifiable("callback sig does not match"));
-            }
-            verify_telnyx_signature(&account, request)
+            telnyx::verify_callback(call_id, request, credential, OurSig::Status)
         }
-    }
-}
-
-/// Checks Telnyx's Ed25519 webhook signature when the account gave its public key.
-/// The timestamp is compared with the wall clock: Telnyx signs with real time.
-fn verify_telnyx_signature(
-    account: &telnyx::TelnyxAccount,
-    request: &CallbackRequest,
-) -> Result<(), CarriersError> {
-    let Some(key) = &account.public_key else {
-        return Ok(());
-    };
-    telnyx::verify_signature(
-        key,
-        request.header("telnyx-timestamp"),
-        request.header("telnyx-signature-ed25519"),
-        &request.body,
-        chrono::Utc::now().timestamp(),
-    )
-    .map_err(|err| CarriersError::Unverifiable(err.to_string()))
-}
-
-/// Checks Vonage's signed-webhook JWT when the account opted in (`signatureSecret`).
-/// Its age is judged by the wall clock: Vonage signs with real time.
-fn verify_vonage_signed_webhook(
-    account: &vonage::VonageAccount,
-    request: &CallbackRequest,
-) -> Result<(), CarriersError> {
-    if let Some(secret) = &account.signature_secret {
-        let authorization = request
-            .header("authorization")
-            .ok_or_else(|| unverifiable("missing signed-webhook Authorization"))?;
-        vonage::verify_signed_webhook(
-            secret,
-            authorization,
-            &request.body,
-            chrono::Utc::now().timestamp(),
-        )
-        .map_err(|err| CarriersError::Unverifiable(err.to_string()))?;
-    }
-    Ok(())
-}
-
-/// Checks our transfer `sig` in a leg-report URL, keyed by `key`.
-fn verify_transfer_sig(
-    key: &str,
-    call_id: &str,
-    request: &CallbackRequest,
-) -> Result<(), CarriersError> {
-    let sig = request
-        .query_param("sig")
-        .ok_or_else(|| unverifiable("missing callback sig"))?;
-    if verify_transfer_callback_sig(key, call_id, &sig) {
-        Ok(())
-    } else {
-        Err(unverifiable("callback sig does not match"))
     }
 }
 
@@ -278,40 +57,16 @@ pub fn verify_transfer(
     credential: &serde_json::Value,
 ) -> Result<(), CarriersError> {
     match kind {
-        CarrierKind::Twilio | CarrierKind::Plivo => verify(kind, call_id, request, credential),
+        CarrierKind::Twilio => twilio::verify_callback(request, credential),
+        CarrierKind::Plivo => plivo::verify_callback(request, credential),
         CarrierKind::Vonage => {
-            let account = vonage::VonageAccount::from_credential(credential)?;
-            verify_transfer_sig(&account.private_key_pem, call_id, request)?;
-            verify_vonage_signed_webhook(&account, request)
+            vonage::verify_callback(call_id, request, credential, OurSig::Transfer)
         }
         CarrierKind::Telnyx => {
-            let account = telnyx::TelnyxAccount::from_credential(credential)?;
-            verify_transfer_sig(&account.api_key, call_id, request)?;
-            verify_telnyx_signature(&account, request)
+            telnyx::verify_callback(call_id, request, credential, OurSig::Transfer)
         }
-        CarrierKind::Exotel => Err(exotel_cannot_transfer()),
+        CarrierKind::Exotel => Err(exotel::cannot_transfer()),
     }
-}
-
-fn exotel_cannot_transfer() -> CarriersError {
-    CarriersError::Unsupported {
-        kind: CarrierKind::Exotel,
-        what: "transfer calls",
-        reason: super::exotel::TRANSFER_REFUSAL,
-    }
-}
-
-/// A whole number of seconds from a carrier field ("12", or "12.0" from lenient senders).
-fn seconds(text: Option<String>) -> Option<u32> {
-    let text = text?;
-    let text = text.trim();
-    text.parse::<u32>().ok().or_else(|| {
-        text.parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s >= 0.0 && *s <= f64::from(u32::MAX))
-            // In range and non-negative, so the cast cannot wrap.
-            .map(|s| s.round() as u32)
-    })
 }
 
 /// Reads what a (verified) leg report says about a transferred call's bridged leg;
@@ -325,46 +80,15 @@ pub fn parse_transfer_leg(
     let fields = request.fields();
     // Vonage and Telnyx report URLs name the callee's own leg the same way.
     let aleg = request.query_param(super::TRANSFER_ALEG_PARAM);
-    let (status, duration) = match kind {
-        CarrierKind::Twilio => {
-            let status = field(&fields, "DialCallStatus")
-                .ok_or_else(|| CarriersError::BadCallback("missing DialCallStatus".into()))?;
-            (
-                twilio::map_leg_status(&status),
-                seconds(field(&fields, "DialCallDuration")),
-            )
-        }
-        CarrierKind::Plivo => {
-            let status = field(&fields, "DialStatus")
-                .ok_or_else(|| CarriersError::BadCallback("missing DialStatus".into()))?;
-            (
-                plivo::map_leg_status(&status),
-                seconds(field(&fields, "DialBLegDuration")),
-            )
-        }
-        CarrierKind::Vonage => {
-            let status = field(&fields, "status")
-                .ok_or_else(|| CarriersError::BadCallback("missing status".into()))?;
-            if aleg.is_some() && field(&fields, "uuid") == aleg {
-                return Ok(None);
-            }
-            let Some(status) = vonage::map_leg_status(&status) else {
-                return Ok(None);
-            };
-            (status, seconds(field(&fields, "duration")))
-        }
-        CarrierKind::Telnyx => {
-            let event = telnyx::parse_event(&request.body)
-                .ok_or_else(|| CarriersError::BadCallback("not a Telnyx call event".into()))?;
-            if aleg.is_some() && event.call_control_id == aleg {
-                return Ok(None);
-            }
-            let Some(leg) = telnyx::map_leg(&event) else {
-                return Ok(None);
-            };
-            leg
-        }
-        CarrierKind::Exotel => return Err(exotel_cannot_transfer()),
+    let leg = match kind {
+        CarrierKind::Twilio => Some(twilio::parse_leg(&fields)?),
+        CarrierKind::Plivo => Some(plivo::parse_leg(&fields)?),
+        CarrierKind::Vonage => vonage::parse_leg(&fields, aleg.as_deref())?,
+        CarrierKind::Telnyx => telnyx::parse_leg(request, aleg.as_deref())?,
+        CarrierKind::Exotel => return Err(exotel::cannot_transfer()),
+    };
+    let Some((status, duration)) = leg else {
+        return Ok(None);
     };
     let duration_seconds = duration.filter(|_| status == "completed");
     Ok(Some(TransferLeg {
@@ -380,56 +104,13 @@ pub fn parse_status(
     kind: CarrierKind,
     request: &CallbackRequest,
 ) -> Result<Option<CarrierStatus>, CarriersError> {
-    let fields = request.fields();
-    let status = match kind {
-        CarrierKind::Twilio => {
-            let answered_by = field(&fields, "AnsweredBy");
-            match (field(&fields, "CallStatus"), answered_by) {
-                (Some(call_status), answered_by) => {
-                    twilio::map_status(&call_status, answered_by.as_deref())
-                }
-                // The asynchronous AMD callback carries no CallStatus.
-                (None, Some(answered_by)) => {
-                    twilio::map_answered_by(&answered_by).map(CarrierStatus::AnsweredBy)
-                }
-                (None, None) => {
-                    return Err(CarriersError::BadCallback("missing CallStatus".into()));
-                }
-            }
-        }
-        CarrierKind::Plivo => {
-            let call_status = field(&fields, "CallStatus");
-            let event = field(&fields, "Event");
-            if call_status.is_none() && event.is_none() {
-                return Err(CarriersError::BadCallback(
-                    "missing CallStatus and Event".into(),
-                ));
-            }
-            // The machine-detection callback also says CallStatus=in-progress.
-            plivo::map_machine(event.as_deref(), field(&fields, "Machine").as_deref())
-                .or_else(|| plivo::map_status(call_status.as_deref(), event.as_deref()))
-        }
-        CarrierKind::Exotel => {
-            let status = field(&fields, "Status").or_else(|| field(&fields, "status"));
-            let event_type = field(&fields, "EventType").or_else(|| field(&fields, "event_type"));
-            if status.is_none() && event_type.is_none() {
-                return Err(CarriersError::BadCallback("missing Status".into()));
-            }
-            super::exotel::map_status(status.as_deref(), event_type.as_deref())
-        }
-        CarrierKind::Vonage => {
-            let status = field(&fields, "status")
-                .ok_or_else(|| CarriersError::BadCallback("missing status".into()))?;
-            vonage::map_machine(&status, field(&fields, "sub_state").as_deref())
-                .or_else(|| vonage::map_status(&status))
-        }
-        CarrierKind::Telnyx => {
-            let event = telnyx::parse_event(&request.body)
-                .ok_or_else(|| CarriersError::BadCallback("not a Telnyx call event".into()))?;
-            telnyx::map_status(&event)
-        }
-    };
-    Ok(status)
+    match kind {
+        CarrierKind::Twilio => twilio::parse_status(&request.fields()),
+        CarrierKind::Plivo => plivo::parse_status(&request.fields()),
+        CarrierKind::Exotel => exotel::parse_status(&request.fields()),
+        CarrierKind::Vonage => vonage::parse_status(&request.fields()),
+        CarrierKind::Telnyx => telnyx::parse_callback_status(request),
+    }
 }
 
 /// Resolves a provider path segment to a carrier kind.
@@ -547,7 +228,7 @@ where
     RFut: Future<Output = Result<bool, CarriersError>>,
 {
     if !kind.can_transfer() {
-        return Err(exotel_cannot_transfer());
+        return Err(exotel::cannot_transfer());
     }
     let credential = credential_for(kind)
         .await
@@ -636,7 +317,8 @@ fn hang_up_telnyx_callee(
     let http = http.clone();
     let call_id = call_id.to_string();
     tokio::spawn(async move {
-        if let Err(err) = telnyx::hangup_call(&http, &account, &aleg).await {
+        let client = AccountClient::new(&http, account);
+        if let Err(err) = telnyx::hangup_call(&client, &aleg).await {
             tracing::warn!(call = %call_id, error = %err, "hanging up the transferred callee failed");
         }
     });

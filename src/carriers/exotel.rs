@@ -7,15 +7,12 @@
 //!
 //! Exotel calls cannot be transferred (see [`TRANSFER_REFUSAL`]).
 
-use super::{
-    CallIndex, CarrierCredentials, CarrierKind, CarriersError, call_lifetime, callback_sig,
-    load_account, optional_field, required_field, send, with_sig,
-};
+use super::callback_request::{CallbackRequest, OurSig, field, require_our_sig};
+use super::rest_carrier::{AccountClient, CarrierApi, RestCarrier};
+use super::{CarrierKind, CarriersError, callback_sig, optional_field, required_field, with_sig};
 use async_trait::async_trait;
-use std::sync::Arc;
-use voxline_actors::carrier::{
-    Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
-};
+use reqwest::Method;
+use voxline_actors::carrier::{CarrierStatus, DialRequest, TransferRequest};
 
 const KIND: CarrierKind = CarrierKind::Exotel;
 
@@ -93,52 +90,73 @@ pub fn connect_form(req: &DialRequest, api_token: &str) -> Vec<(&'static str, St
     ]
 }
 
-/// Exotel behind the engine's [`Carrier`] trait, one account per workspace.
-pub struct ExotelCarrier {
-    credentials: Arc<dyn CarrierCredentials>,
-    http: reqwest::Client,
-    calls: CallIndex,
-}
+/// Exotel's Calls API (`Calls/connect`), for [`RestCarrier`].
+pub struct ExotelApi;
 
-impl ExotelCarrier {
-    /// A carrier that looks up each workspace's account in `credentials`.
-    pub fn new(credentials: Arc<dyn CarrierCredentials>, http: reqwest::Client) -> Self {
-        Self {
-            credentials,
-            http,
-            calls: CallIndex::default(),
-        }
+/// Exotel behind the engine's [`Carrier`](voxline_actors::carrier::Carrier) trait,
+/// one account per workspace.
+pub type ExotelCarrier = RestCarrier<ExotelApi>;
+
+#[async_trait]
+impl CarrierApi for ExotelApi {
+    type Account = ExotelAccount;
+    const KIND: CarrierKind = KIND;
+    // Exotel documents no REST hang-up for connect calls: an answered call ends
+    // when our media websocket closes, which the conversation does on stop. A
+    // call still ringing rings out on Exotel's `TimeOut`.
+    const HANGS_UP: bool = false;
+
+    fn account(credential: &serde_json::Value) -> Result<ExotelAccount, CarriersError> {
+        ExotelAccount::from_credential(credential)
     }
 
-    /// Places a call and returns its `Call.Sid`.
-    pub async fn create_call(&self, req: &DialRequest) -> Result<String, CarriersError> {
-        let account = load_account(
-            self.credentials.as_ref(),
-            &req.org_id,
-            KIND,
-            ExotelAccount::from_credential,
-        )
-        .await?;
-        let request = self
-            .http
-            .post(format!(
-                "{}/v1/Accounts/{}/Calls/connect",
-                account.base_url, account.account_sid
-            ))
-            .basic_auth(&account.api_key, Some(&account.api_token))
+    fn authorize(
+        account: &ExotelAccount,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::RequestBuilder, CarriersError> {
+        Ok(request.basic_auth(&account.api_key, Some(&account.api_token)))
+    }
+
+    /// Places a call; its `Call.Sid`.
+    async fn create_call(
+        client: &AccountClient<'_, Self>,
+        req: &DialRequest,
+    ) -> Result<String, CarriersError> {
+        let account = &client.account;
+        let request = client
+            .request(
+                Method::POST,
+                &format!(
+                    "{}/v1/Accounts/{}/Calls/connect",
+                    account.base_url, account.account_sid
+                ),
+            )?
             .header(reqwest::header::ACCEPT, "application/json")
             .form(&connect_form(req, &account.api_token));
-        let (_, body) = send(KIND, request).await?;
-        let sid = parse_call_sid(&body).ok_or_else(|| CarriersError::UnexpectedResponse {
+        let (_, body) = client.send(request).await?;
+        parse_call_sid(&body).ok_or_else(|| CarriersError::UnexpectedResponse {
             kind: KIND,
             reason: "connect answer has no Call.Sid".into(),
-        })?;
-        self.calls.insert(
-            &sid,
-            &req.org_id,
-            call_lifetime(req.ring_timeout_seconds, req.time_limit_seconds),
+        })
+    }
+
+    /// Never asked ([`CarrierApi::HANGS_UP`] is false); nothing to end.
+    async fn end_call(
+        _client: &AccountClient<'_, Self>,
+        _carrier_call_id: &str,
+    ) -> Result<(), CarriersError> {
+        Ok(())
+    }
+
+    async fn transfer_call(
+        _client: &AccountClient<'_, Self>,
+        req: &TransferRequest,
+    ) -> Result<(), CarriersError> {
+        tracing::info!(
+            call = %req.call_id,
+            "exotel transfer refused: {TRANSFER_REFUSAL}"
         );
-        Ok(sid)
+        Err(cannot_transfer())
     }
 }
 
@@ -160,39 +178,6 @@ pub fn parse_call_sid(body: &[u8]) -> Option<String> {
     Some(call[start..end].trim().to_string()).filter(|s| !s.is_empty())
 }
 
-#[async_trait]
-impl Carrier for ExotelCarrier {
-    async fn place(&self, req: DialRequest, _status: StatusSink) -> Result<String, CarrierError> {
-        // Progress arrives by status callback, routed to the engine by the service.
-        Ok(self.create_call(&req).await?)
-    }
-
-    async fn hangup(&self, carrier_call_id: &str) -> Result<(), CarrierError> {
-        // Exotel documents no REST hang-up for connect calls: an answered call
-        // ends when our media websocket closes, which the conversation does on
-        // stop. A call still ringing rings out on Exotel's `TimeOut`.
-        tracing::debug!(
-            carrier_call_id,
-            "exotel has no hang-up request; the media socket close ends the call"
-        );
-        self.calls.remove(carrier_call_id);
-        Ok(())
-    }
-
-    async fn transfer(&self, req: TransferRequest) -> Result<(), CarrierError> {
-        tracing::info!(
-            call = %req.call_id,
-            "exotel transfer refused: {TRANSFER_REFUSAL}"
-        );
-        Err(CarriersError::Unsupported {
-            kind: KIND,
-            what: "transfer calls",
-            reason: TRANSFER_REFUSAL,
-        }
-        .into())
-    }
-}
-
 /// Maps an Exotel callback's `Status` (and `EventType`) to engine progress;
 /// `None` for values the engine does not act on.
 pub fn map_status(status: Option<&str>, event_type: Option<&str>) -> Option<CarrierStatus> {
@@ -212,5 +197,37 @@ pub fn map_status(status: Option<&str>, event_type: Option<&str>) -> Option<Carr
             Some(CarrierStatus::Answered)
         }
         _ => None,
+    }
+}
+
+/// Checks that a status callback came from the Exotel account in `credential`.
+/// Exotel does not sign: our own `sig` in the status URL stands in.
+pub(super) fn verify_callback(
+    call_id: &str,
+    request: &CallbackRequest,
+    credential: &serde_json::Value,
+) -> Result<(), CarriersError> {
+    let account = ExotelAccount::from_credential(credential)?;
+    require_our_sig(request, &account.api_token, call_id, OurSig::Status)
+}
+
+/// The progress a verified status callback reports, if the engine acts on it.
+pub(super) fn parse_status(
+    fields: &[(String, String)],
+) -> Result<Option<CarrierStatus>, CarriersError> {
+    let status = field(fields, "Status").or_else(|| field(fields, "status"));
+    let event_type = field(fields, "EventType").or_else(|| field(fields, "event_type"));
+    if status.is_none() && event_type.is_none() {
+        return Err(CarriersError::BadCallback("missing Status".into()));
+    }
+    Ok(map_status(status.as_deref(), event_type.as_deref()))
+}
+
+/// Exotel's API cannot bridge a live call to another number.
+pub(super) fn cannot_transfer() -> CarriersError {
+    CarriersError::Unsupported {
+        kind: CarrierKind::Exotel,
+        what: "transfer calls",
+        reason: TRANSFER_REFUSAL,
     }
 }

@@ -7,9 +7,11 @@
 //! optional `baseUrl` replaces the carrier's public API host, which is how the
 //! tests point a carrier at a local fake.
 
+pub mod callback_request;
 pub mod callbacks;
 pub mod exotel;
 pub mod plivo;
+pub mod rest_carrier;
 pub mod store_wiring;
 pub mod telnyx;
 pub mod twilio;
@@ -258,24 +260,6 @@ pub(crate) fn base_url(value: &serde_json::Value, default: &str) -> String {
         .unwrap_or_else(|| default.to_string())
         .trim_end_matches('/')
         .to_string()
-}
-
-/// Looks up and parses a workspace's account of one kind.
-pub(crate) async fn load_account<T>(
-    credentials: &dyn CarrierCredentials,
-    org_id: &str,
-    kind: CarrierKind,
-    parse: impl FnOnce(&serde_json::Value) -> Result<T, CarriersError>,
-) -> Result<T, CarriersError> {
-    let value =
-        credentials
-            .for_org(org_id, kind)
-            .await
-            .ok_or_else(|| CarriersError::NotConfigured {
-                kind,
-                org_id: org_id.to_string(),
-            })?;
-    parse(&value)
 }
 
 /// Sends a request and returns the body of a 2xx answer; other answers become errors.

@@ -4,17 +4,17 @@
 //! `/carrier/plivo/transfer/{callId}`, which answers a `<Dial>` to the person),
 //! and verify `X-Plivo-Signature-V3` on its callbacks.
 
+use super::callback_request::{CallbackRequest, field, required, seconds, unverifiable};
+use super::rest_carrier::{AccountClient, CarrierApi, RestCarrier, json_id};
 use super::{
-    CallIndex, CarrierCredentials, CarrierKind, CarriersError, TRANSFER_STATUS_SEGMENT, base_url,
-    call_lifetime, load_account, required_field, send, with_params, xml_escape,
+    CarrierKind, CarriersError, TRANSFER_STATUS_SEGMENT, base_url, required_field, with_params,
+    xml_escape,
 };
 use async_trait::async_trait;
+use axum::http::Method;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use std::sync::Arc;
-use voxline_actors::carrier::{
-    AnsweredBy, Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
-};
+use voxline_actors::carrier::{AnsweredBy, CarrierStatus, DialRequest, TransferRequest};
 use voxline_actors::signing::Signer;
 
 const KIND: CarrierKind = CarrierKind::Plivo;
@@ -166,78 +166,60 @@ pub fn map_leg_status(dial_status: &str) -> String {
     }
 }
 
-/// Plivo behind the engine's [`Carrier`] trait, one account per workspace.
-pub struct PlivoCarrier {
-    credentials: Arc<dyn CarrierCredentials>,
-    http: reqwest::Client,
-    calls: CallIndex,
-}
+/// Plivo's Call API, for [`RestCarrier`].
+pub struct PlivoApi;
 
-impl PlivoCarrier {
-    /// A carrier that looks up each workspace's account in `credentials`.
-    pub fn new(credentials: Arc<dyn CarrierCredentials>, http: reqwest::Client) -> Self {
-        Self {
-            credentials,
-            http,
-            calls: CallIndex::default(),
-        }
+/// Plivo behind the engine's [`Carrier`](voxline_actors::carrier::Carrier) trait,
+/// one account per workspace.
+pub type PlivoCarrier = RestCarrier<PlivoApi>;
+
+#[async_trait]
+impl CarrierApi for PlivoApi {
+    type Account = PlivoAccount;
+    const KIND: CarrierKind = KIND;
+
+    fn account(credential: &serde_json::Value) -> Result<PlivoAccount, CarriersError> {
+        PlivoAccount::from_credential(credential)
     }
 
-    /// Places a call and returns its `request_uuid` (the call's UUID for outbound calls).
-    pub async fn create_call(&self, req: &DialRequest) -> Result<String, CarriersError> {
-        let account = load_account(
-            self.credentials.as_ref(),
-            &req.org_id,
-            KIND,
-            PlivoAccount::from_credential,
-        )
-        .await?;
-        let request = self
-            .http
-            .post(format!("{}/Call/", account.account_url()))
-            .basic_auth(&account.auth_id, Some(&account.auth_token))
+    fn authorize(
+        account: &PlivoAccount,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::RequestBuilder, CarriersError> {
+        Ok(request.basic_auth(&account.auth_id, Some(&account.auth_token)))
+    }
+
+    /// Places a call; its `request_uuid` (the call's UUID for outbound calls).
+    async fn create_call(
+        client: &AccountClient<'_, Self>,
+        req: &DialRequest,
+    ) -> Result<String, CarriersError> {
+        let request = client
+            .request(
+                Method::POST,
+                &format!("{}/Call/", client.account.account_url()),
+            )?
             .json(&create_call_body(req));
-        let (_, body) = send(KIND, request).await?;
-        let uuid = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| {
-                // A single dial answers with a string; bulk dials with a list.
-                match v.get("request_uuid")? {
-                    serde_json::Value::String(s) => Some(s.clone()),
-                    serde_json::Value::Array(items) => items.first()?.as_str().map(str::to_string),
-                    _ => None,
-                }
-            })
-            .filter(|s| !s.is_empty())
+        let (_, body) = client.send(request).await?;
+        // A single dial answers with a string; bulk dials with a list.
+        json_id(&body, "/request_uuid")
+            .or_else(|| json_id(&body, "/request_uuid/0"))
             .ok_or_else(|| CarriersError::UnexpectedResponse {
                 kind: KIND,
                 reason: "create-call answer has no request_uuid".into(),
-            })?;
-        self.calls.insert(
-            &uuid,
-            &req.org_id,
-            call_lifetime(req.ring_timeout_seconds, req.time_limit_seconds),
-        );
-        Ok(uuid)
+            })
     }
 
-    /// Ends a call of a workspace. A live call is deleted by call UUID; a call
-    /// still ringing is only known as a request, so a 404 there retries as a
-    /// request cancel; a 404 on both means it already ended, which is success.
-    pub async fn end_call(&self, org_id: &str, uuid: &str) -> Result<(), CarriersError> {
-        let account = load_account(
-            self.credentials.as_ref(),
-            org_id,
-            KIND,
-            PlivoAccount::from_credential,
-        )
-        .await?;
+    /// A live call is deleted by call UUID; a call still ringing is only known as a
+    /// request, so a 404 there retries as a request cancel; a 404 on both means it
+    /// already ended, which is success.
+    async fn end_call(client: &AccountClient<'_, Self>, uuid: &str) -> Result<(), CarriersError> {
         for resource in ["Call", "Request"] {
-            let request = self
-                .http
-                .delete(format!("{}/{resource}/{uuid}/", account.account_url()))
-                .basic_auth(&account.auth_id, Some(&account.auth_token));
-            match send(KIND, request).await {
+            let request = client.request(
+                Method::DELETE,
+                &format!("{}/{resource}/{uuid}/", client.account.account_url()),
+            )?;
+            match client.send(request).await {
                 Ok(_) => return Ok(()),
                 Err(CarriersError::Rejected { status: 404, .. }) => continue,
                 Err(err) => return Err(err),
@@ -246,49 +228,23 @@ impl PlivoCarrier {
         Ok(())
     }
 
-    /// Moves a live call's callee leg to [`transfer_xml_url`].
-    pub async fn transfer_call(&self, req: &TransferRequest) -> Result<(), CarriersError> {
+    /// Moves the live call's callee leg to [`transfer_xml_url`].
+    async fn transfer_call(
+        client: &AccountClient<'_, Self>,
+        req: &TransferRequest,
+    ) -> Result<(), CarriersError> {
         let body = transfer_body(req)?;
-        let account = load_account(
-            self.credentials.as_ref(),
-            &req.org_id,
-            KIND,
-            PlivoAccount::from_credential,
-        )
-        .await?;
-        let request = self
-            .http
-            .post(format!(
-                "{}/Call/{}/",
-                account.account_url(),
-                req.carrier_call_id
-            ))
-            .basic_auth(&account.auth_id, Some(&account.auth_token))
+        let request = client
+            .request(
+                Method::POST,
+                &format!(
+                    "{}/Call/{}/",
+                    client.account.account_url(),
+                    req.carrier_call_id
+                ),
+            )?
             .json(&body);
-        send(KIND, request).await?;
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl Carrier for PlivoCarrier {
-    async fn place(&self, req: DialRequest, _status: StatusSink) -> Result<String, CarrierError> {
-        // Progress arrives by ring/answer/hangup callbacks, routed by the service.
-        Ok(self.create_call(&req).await?)
-    }
-
-    async fn hangup(&self, carrier_call_id: &str) -> Result<(), CarrierError> {
-        let Some(org_id) = self.calls.org_for_hangup(KIND, carrier_call_id)? else {
-            return Ok(());
-        };
-        self.end_call(&org_id, carrier_call_id).await?;
-        self.calls.remove(carrier_call_id);
-        Ok(())
-    }
-
-    async fn transfer(&self, req: TransferRequest) -> Result<(), CarrierError> {
-        self.transfer_call(&req).await?;
-        self.calls.mark_transferred(&req.carrier_call_id);
+        client.send(request).await?;
         Ok(())
     }
 }
@@ -412,4 +368,66 @@ pub fn verify_v3(
         .split(',')
         .filter_map(|s| STANDARD.decode(s.trim()).ok())
         .any(|candidate| signer.verify(&parts, &candidate))
+}
+
+/// Checks that a callback (status, answer URL or leg report) was sent by the Plivo
+/// account in `credential`: `X-Plivo-Signature-V3` over the URL, the POST
+/// parameters and the nonce.
+pub(super) fn verify_callback(
+    request: &CallbackRequest,
+    credential: &serde_json::Value,
+) -> Result<(), CarriersError> {
+    let account = PlivoAccount::from_credential(credential)?;
+    let signature = request
+        .header("x-plivo-signature-v3")
+        .ok_or_else(|| unverifiable("missing X-Plivo-Signature-V3"))?;
+    let nonce = request
+        .header("x-plivo-signature-v3-nonce")
+        .ok_or_else(|| unverifiable("missing X-Plivo-Signature-V3-Nonce"))?;
+    let params = if request.method == Method::GET {
+        Vec::new()
+    } else {
+        request.fields()
+    };
+    if verify_v3(
+        &account.auth_token,
+        request.method.as_str(),
+        &request.url,
+        &params,
+        nonce,
+        signature,
+    ) {
+        Ok(())
+    } else {
+        Err(unverifiable("X-Plivo-Signature-V3 does not match"))
+    }
+}
+
+/// The progress a verified status callback reports, if the engine acts on it.
+pub(super) fn parse_status(
+    fields: &[(String, String)],
+) -> Result<Option<CarrierStatus>, CarriersError> {
+    let call_status = field(fields, "CallStatus");
+    let event = field(fields, "Event");
+    if call_status.is_none() && event.is_none() {
+        return Err(CarriersError::BadCallback(
+            "missing CallStatus and Event".into(),
+        ));
+    }
+    // The machine-detection callback also says CallStatus=in-progress.
+    Ok(
+        map_machine(event.as_deref(), field(fields, "Machine").as_deref())
+            .or_else(|| map_status(call_status.as_deref(), event.as_deref())),
+    )
+}
+
+/// A `<Dial>` action report's leg status and duration.
+pub(super) fn parse_leg(
+    fields: &[(String, String)],
+) -> Result<(String, Option<u32>), CarriersError> {
+    let status = required(fields, "DialStatus")?;
+    Ok((
+        map_leg_status(&status),
+        seconds(field(fields, "DialBLegDuration")),
+    ))
 }

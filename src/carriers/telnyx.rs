@@ -7,20 +7,19 @@
 //! the account's public key from the portal; when the credential carries that
 //! key (`publicKey`), the signature and its timestamp are checked as well.
 
+use super::callback_request::{CallbackRequest, OurSig, require_our_sig};
+use super::rest_carrier::{AccountClient, CarrierApi, RestCarrier};
 use super::{
-    CallIndex, CarrierCredentials, CarrierKind, CarriersError, TRANSFER_ALEG_PARAM, base_url,
-    call_lifetime, callback_sig, load_account, optional_field, required_field, send,
-    transfer_callback_sig, with_params, with_sig,
+    CarrierKind, CarriersError, TRANSFER_ALEG_PARAM, base_url, callback_sig, optional_field,
+    required_field, transfer_callback_sig, with_params, with_sig,
 };
 use crate::domain::text::{self, Lines};
 use crate::secrets::credentials::ed25519_public_key;
 use async_trait::async_trait;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use std::sync::Arc;
-use voxline_actors::carrier::{
-    AnsweredBy, Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
-};
+use reqwest::Method;
+use voxline_actors::carrier::{AnsweredBy, CarrierStatus, DialRequest, TransferRequest};
 
 const KIND: CarrierKind = CarrierKind::Telnyx;
 
@@ -218,15 +217,16 @@ pub fn transfer_body(req: &TransferRequest, account: &TelnyxAccount) -> serde_js
 
 /// Ends a call by its `call_control_id`; a call that already ended (code 90018) is success.
 pub async fn hangup_call(
-    http: &reqwest::Client,
-    account: &TelnyxAccount,
+    client: &AccountClient<'_, TelnyxApi>,
     call_control_id: &str,
 ) -> Result<(), CarriersError> {
-    let request = http
-        .post(account.action_url(call_control_id, "hangup"))
-        .bearer_auth(&account.api_key)
+    let request = client
+        .request(
+            Method::POST,
+            &client.account.action_url(call_control_id, "hangup"),
+        )?
         .json(&serde_json::json!({}));
-    match send(KIND, request).await {
+    match client.send(request).await {
         Ok(_) => Ok(()),
         Err(CarriersError::Rejected { body, .. }) if has_error_code(&body, CODE_ALREADY_ENDED) => {
             Ok(())
@@ -252,101 +252,63 @@ fn has_error_code(body: &str, code: &str) -> bool {
         })
 }
 
-/// Telnyx behind the engine's [`Carrier`] trait, one account per workspace.
-pub struct TelnyxCarrier {
-    credentials: Arc<dyn CarrierCredentials>,
-    http: reqwest::Client,
-    calls: CallIndex,
-}
+/// Telnyx's Call Control API, for [`RestCarrier`].
+pub struct TelnyxApi;
 
-impl TelnyxCarrier {
-    /// A carrier that looks up each workspace's account in `credentials`.
-    pub fn new(credentials: Arc<dyn CarrierCredentials>, http: reqwest::Client) -> Self {
-        Self {
-            credentials,
-            http,
-            calls: CallIndex::default(),
-        }
-    }
-
-    async fn account(&self, org_id: &str) -> Result<TelnyxAccount, CarriersError> {
-        load_account(
-            self.credentials.as_ref(),
-            org_id,
-            KIND,
-            TelnyxAccount::from_credential,
-        )
-        .await
-    }
-
-    /// Places a call and returns its `call_control_id`.
-    pub async fn create_call(&self, req: &DialRequest) -> Result<String, CarriersError> {
-        let account = self.account(&req.org_id).await?;
-        let request = self
-            .http
-            .post(format!("{}/v2/calls", account.base_url))
-            .bearer_auth(&account.api_key)
-            .json(&dial_body(req, &account)?);
-        let (_, body) = send(KIND, request).await?;
-        let id = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| {
-                v.get("data")?
-                    .get("call_control_id")?
-                    .as_str()
-                    .map(str::to_string)
-            })
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| CarriersError::UnexpectedResponse {
-                kind: KIND,
-                reason: "dial answer has no data.call_control_id".into(),
-            })?;
-        self.calls.insert(
-            &id,
-            &req.org_id,
-            call_lifetime(req.ring_timeout_seconds, req.time_limit_seconds),
-        );
-        Ok(id)
-    }
-
-    /// Ends a call of a workspace; an already-ended call is success.
-    pub async fn end_call(&self, org_id: &str, call_control_id: &str) -> Result<(), CarriersError> {
-        let account = self.account(org_id).await?;
-        hangup_call(&self.http, &account, call_control_id).await
-    }
-
-    /// Bridges a live call of a workspace to the person (the transfer command).
-    pub async fn transfer_call(&self, req: &TransferRequest) -> Result<(), CarriersError> {
-        let account = self.account(&req.org_id).await?;
-        let request = self
-            .http
-            .post(account.action_url(&req.carrier_call_id, "transfer"))
-            .bearer_auth(&account.api_key)
-            .json(&transfer_body(req, &account));
-        send(KIND, request).await?;
-        Ok(())
-    }
-}
+/// Telnyx behind the engine's [`Carrier`](voxline_actors::carrier::Carrier) trait,
+/// one account per workspace.
+pub type TelnyxCarrier = RestCarrier<TelnyxApi>;
 
 #[async_trait]
-impl Carrier for TelnyxCarrier {
-    async fn place(&self, req: DialRequest, _status: StatusSink) -> Result<String, CarrierError> {
-        // Progress arrives by webhook, routed to the engine by the service.
-        Ok(self.create_call(&req).await?)
+impl CarrierApi for TelnyxApi {
+    type Account = TelnyxAccount;
+    const KIND: CarrierKind = KIND;
+
+    fn account(credential: &serde_json::Value) -> Result<TelnyxAccount, CarriersError> {
+        TelnyxAccount::from_credential(credential)
     }
 
-    async fn hangup(&self, carrier_call_id: &str) -> Result<(), CarrierError> {
-        let Some(org_id) = self.calls.org_for_hangup(KIND, carrier_call_id)? else {
-            return Ok(());
-        };
-        self.end_call(&org_id, carrier_call_id).await?;
-        self.calls.remove(carrier_call_id);
-        Ok(())
+    fn authorize(
+        account: &TelnyxAccount,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::RequestBuilder, CarriersError> {
+        Ok(request.bearer_auth(&account.api_key))
     }
 
-    async fn transfer(&self, req: TransferRequest) -> Result<(), CarrierError> {
-        self.transfer_call(&req).await?;
-        self.calls.mark_transferred(&req.carrier_call_id);
+    /// Places a call; its `call_control_id`.
+    async fn create_call(
+        client: &AccountClient<'_, Self>,
+        req: &DialRequest,
+    ) -> Result<String, CarriersError> {
+        let request = client
+            .request(
+                Method::POST,
+                &format!("{}/v2/calls", client.account.base_url),
+            )?
+            .json(&dial_body(req, &client.account)?);
+        client.send_for_id(request, "/data/call_control_id").await
+    }
+
+    /// The hangup command; an already-ended call is success.
+    async fn end_call(
+        client: &AccountClient<'_, Self>,
+        call_control_id: &str,
+    ) -> Result<(), CarriersError> {
+        hangup_call(client, call_control_id).await
+    }
+
+    /// Bridges the live call to the person (the transfer command).
+    async fn transfer_call(
+        client: &AccountClient<'_, Self>,
+        req: &TransferRequest,
+    ) -> Result<(), CarriersError> {
+        let request = client
+            .request(
+                Method::POST,
+                &client.account.action_url(&req.carrier_call_id, "transfer"),
+            )?
+            .json(&transfer_body(req, &client.account));
+        client.send(request).await?;
         Ok(())
     }
 }
@@ -469,4 +431,63 @@ pub fn map_leg(event: &TelnyxEvent) -> Option<(String, Option<u32>)> {
 
 fn parse_time(text: Option<&str>) -> Option<chrono::DateTime<chrono::FixedOffset>> {
     chrono::DateTime::parse_from_rfc3339(text?).ok()
+}
+
+/// Checks that a webhook came from the Telnyx account in `credential`: our `sig`
+/// of kind `which` in its URL, plus the Ed25519 signature when the credential has
+/// the key.
+pub(super) fn verify_callback(
+    call_id: &str,
+    request: &CallbackRequest,
+    credential: &serde_json::Value,
+    which: OurSig,
+) -> Result<(), CarriersError> {
+    let account = TelnyxAccount::from_credential(credential)?;
+    require_our_sig(request, &account.api_key, call_id, which)?;
+    verify_signed_request(&account, request)
+}
+
+/// Checks Telnyx's Ed25519 webhook signature when the account gave its public key.
+/// The timestamp is compared with the wall clock: Telnyx signs with real time.
+fn verify_signed_request(
+    account: &TelnyxAccount,
+    request: &CallbackRequest,
+) -> Result<(), CarriersError> {
+    let Some(key) = &account.public_key else {
+        return Ok(());
+    };
+    verify_signature(
+        key,
+        request.header("telnyx-timestamp"),
+        request.header("telnyx-signature-ed25519"),
+        &request.body,
+        chrono::Utc::now().timestamp(),
+    )
+    .map_err(|err| CarriersError::Unverifiable(err.to_string()))
+}
+
+/// The event's body as a call event, or a `BadCallback`.
+fn event_of(request: &CallbackRequest) -> Result<TelnyxEvent, CarriersError> {
+    parse_event(&request.body)
+        .ok_or_else(|| CarriersError::BadCallback("not a Telnyx call event".into()))
+}
+
+/// The progress a verified webhook reports, if the engine acts on it.
+pub(super) fn parse_callback_status(
+    request: &CallbackRequest,
+) -> Result<Option<CarrierStatus>, CarriersError> {
+    Ok(map_status(&event_of(request)?))
+}
+
+/// A transfer leg report's final status and duration; `None` for an event of the
+/// callee's own leg (`aleg`) or one that is not final.
+pub(super) fn parse_leg(
+    request: &CallbackRequest,
+    aleg: Option<&str>,
+) -> Result<Option<(String, Option<u32>)>, CarriersError> {
+    let event = event_of(request)?;
+    if aleg.is_some() && event.call_control_id.as_deref() == aleg {
+        return Ok(None);
+    }
+    Ok(map_leg(&event))
 }

@@ -3,18 +3,15 @@
 //! transfer it (new TwiML `<Dial>` on the live call, whose `action` reports the
 //! bridged leg), and verify `X-Twilio-Signature` on its callbacks.
 
-use super::{
-    CallIndex, CarrierCredentials, CarrierKind, CarriersError, base_url, call_lifetime,
-    load_account, required_field, send, xml_escape,
-};
+use super::callback_request::{CallbackRequest, field, required, seconds, unverifiable};
+use super::rest_carrier::{AccountClient, CarrierApi, RestCarrier};
+use super::{CarrierKind, CarriersError, base_url, required_field, xml_escape};
 use async_trait::async_trait;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use reqwest::Method;
 use sha2::{Digest, Sha256};
-use std::sync::Arc;
-use voxline_actors::carrier::{
-    AnsweredBy, Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
-};
+use voxline_actors::carrier::{AnsweredBy, CarrierStatus, DialRequest, TransferRequest};
 use voxline_actors::signing::Signer;
 
 const KIND: CarrierKind = CarrierKind::Twilio;
@@ -119,69 +116,46 @@ pub fn transfer_form(req: &TransferRequest) -> Vec<(&'static str, String)> {
     vec![("Twiml", transfer_twiml(req))]
 }
 
-/// Twilio behind the engine's [`Carrier`] trait, one account per workspace.
-pub struct TwilioCarrier {
-    credentials: Arc<dyn CarrierCredentials>,
-    http: reqwest::Client,
-    calls: CallIndex,
-}
+/// Twilio's Calls resource, for [`RestCarrier`].
+pub struct TwilioApi;
 
-impl TwilioCarrier {
-    /// A carrier that looks up each workspace's account in `credentials`.
-    pub fn new(credentials: Arc<dyn CarrierCredentials>, http: reqwest::Client) -> Self {
-        Self {
-            credentials,
-            http,
-            calls: CallIndex::default(),
-        }
+/// Twilio behind the engine's [`Carrier`](voxline_actors::carrier::Carrier) trait,
+/// one account per workspace.
+pub type TwilioCarrier = RestCarrier<TwilioApi>;
+
+#[async_trait]
+impl CarrierApi for TwilioApi {
+    type Account = TwilioAccount;
+    const KIND: CarrierKind = KIND;
+
+    fn account(credential: &serde_json::Value) -> Result<TwilioAccount, CarriersError> {
+        TwilioAccount::from_credential(credential)
     }
 
-    /// Places a call and returns its `CA…` SID.
-    pub async fn create_call(&self, req: &DialRequest) -> Result<String, CarriersError> {
-        let account = load_account(
-            self.credentials.as_ref(),
-            &req.org_id,
-            KIND,
-            TwilioAccount::from_credential,
-        )
-        .await?;
-        let request = self
-            .http
-            .post(account.calls_url())
-            .basic_auth(&account.account_sid, Some(&account.auth_token))
+    fn authorize(
+        account: &TwilioAccount,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::RequestBuilder, CarriersError> {
+        Ok(request.basic_auth(&account.account_sid, Some(&account.auth_token)))
+    }
+
+    /// Places a call; its `CA…` SID.
+    async fn create_call(
+        client: &AccountClient<'_, Self>,
+        req: &DialRequest,
+    ) -> Result<String, CarriersError> {
+        let request = client
+            .request(Method::POST, &client.account.calls_url())?
             .form(&create_call_form(req));
-        let (_, body) = send(KIND, request).await?;
-        let sid = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| v.get("sid").and_then(|s| s.as_str()).map(str::to_string))
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| CarriersError::UnexpectedResponse {
-                kind: KIND,
-                reason: "create-call answer has no sid".into(),
-            })?;
-        self.calls.insert(
-            &sid,
-            &req.org_id,
-            call_lifetime(req.ring_timeout_seconds, req.time_limit_seconds),
-        );
-        Ok(sid)
+        client.send_for_id(request, "/sid").await
     }
 
-    /// Ends a call of a workspace; an already-ended call (404, code 20404) is success.
-    pub async fn end_call(&self, org_id: &str, sid: &str) -> Result<(), CarriersError> {
-        let account = load_account(
-            self.credentials.as_ref(),
-            org_id,
-            KIND,
-            TwilioAccount::from_credential,
-        )
-        .await?;
-        let request = self
-            .http
-            .post(account.call_url(sid))
-            .basic_auth(&account.account_sid, Some(&account.auth_token))
+    /// Completes the call; an already-ended call (404, code 20404) is success.
+    async fn end_call(client: &AccountClient<'_, Self>, sid: &str) -> Result<(), CarriersError> {
+        let request = client
+            .request(Method::POST, &client.account.call_url(sid))?
             .form(&[("Status", "completed")]);
-        match send(KIND, request).await {
+        match client.send(request).await {
             Ok(_) => Ok(()),
             Err(CarriersError::Rejected {
                 status: 404, body, ..
@@ -190,21 +164,15 @@ impl TwilioCarrier {
         }
     }
 
-    /// Redirects a live call of a workspace to [`transfer_twiml`].
-    pub async fn transfer_call(&self, req: &TransferRequest) -> Result<(), CarriersError> {
-        let account = load_account(
-            self.credentials.as_ref(),
-            &req.org_id,
-            KIND,
-            TwilioAccount::from_credential,
-        )
-        .await?;
-        let request = self
-            .http
-            .post(account.call_url(&req.carrier_call_id))
-            .basic_auth(&account.account_sid, Some(&account.auth_token))
+    /// Redirects the live call to [`transfer_twiml`].
+    async fn transfer_call(
+        client: &AccountClient<'_, Self>,
+        req: &TransferRequest,
+    ) -> Result<(), CarriersError> {
+        let request = client
+            .request(Method::POST, &client.account.call_url(&req.carrier_call_id))?
             .form(&transfer_form(req));
-        send(KIND, request).await?;
+        client.send(request).await?;
         Ok(())
     }
 }
@@ -215,29 +183,6 @@ fn is_not_found(body: &str) -> bool {
         .ok()
         .and_then(|v| v.get("code").and_then(|c| c.as_i64()))
         == Some(CODE_NOT_FOUND)
-}
-
-#[async_trait]
-impl Carrier for TwilioCarrier {
-    async fn place(&self, req: DialRequest, _status: StatusSink) -> Result<String, CarrierError> {
-        // Progress arrives by HTTP status callback, routed to the engine by the service.
-        Ok(self.create_call(&req).await?)
-    }
-
-    async fn hangup(&self, carrier_call_id: &str) -> Result<(), CarrierError> {
-        let Some(org_id) = self.calls.org_for_hangup(KIND, carrier_call_id)? else {
-            return Ok(());
-        };
-        self.end_call(&org_id, carrier_call_id).await?;
-        self.calls.remove(carrier_call_id);
-        Ok(())
-    }
-
-    async fn transfer(&self, req: TransferRequest) -> Result<(), CarrierError> {
-        self.transfer_call(&req).await?;
-        self.calls.mark_transferred(&req.carrier_call_id);
-        Ok(())
-    }
 }
 
 /// Maps a `<Dial action>` report's `DialCallStatus` to the leg outcome we store:
@@ -383,4 +328,45 @@ pub fn url_port_variants(url: &str) -> Vec<String> {
     };
     variants.push(other);
     variants
+}
+
+/// Checks that a status callback (or a transferred call's leg report, signed the
+/// same way) was sent by the Twilio account in `credential`: `X-Twilio-Signature`.
+pub(super) fn verify_callback(
+    request: &CallbackRequest,
+    credential: &serde_json::Value,
+) -> Result<(), CarriersError> {
+    let account = TwilioAccount::from_credential(credential)?;
+    let signature = request
+        .header("x-twilio-signature")
+        .ok_or_else(|| unverifiable("missing X-Twilio-Signature"))?;
+    if verify_form(&account.auth_token, &request.url, &request.body, signature) {
+        Ok(())
+    } else {
+        Err(unverifiable("X-Twilio-Signature does not match"))
+    }
+}
+
+/// The progress a verified status callback reports, if the engine acts on it.
+pub(super) fn parse_status(
+    fields: &[(String, String)],
+) -> Result<Option<CarrierStatus>, CarriersError> {
+    let answered_by = field(fields, "AnsweredBy");
+    Ok(match (field(fields, "CallStatus"), answered_by) {
+        (Some(call_status), answered_by) => map_status(&call_status, answered_by.as_deref()),
+        // The asynchronous AMD callback carries no CallStatus.
+        (None, Some(answered_by)) => map_answered_by(&answered_by).map(CarrierStatus::AnsweredBy),
+        (None, None) => return Err(CarriersError::BadCallback("missing CallStatus".into())),
+    })
+}
+
+/// A `<Dial>` action report's leg status and duration.
+pub(super) fn parse_leg(
+    fields: &[(String, String)],
+) -> Result<(String, Option<u32>), CarriersError> {
+    let status = required(fields, "DialCallStatus")?;
+    Ok((
+        map_leg_status(&status),
+        seconds(field(fields, "DialCallDuration")),
+    ))
 }

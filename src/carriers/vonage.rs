@@ -8,18 +8,19 @@
 //! holds `signatureSecret`), so the event URL we hand it also carries our own
 //! `sig` keyed by the application's private key.
 
+use super::callback_request::{
+    CallbackRequest, OurSig, field, require_our_sig, required, seconds, unverifiable,
+};
+use super::rest_carrier::{AccountClient, CarrierApi, RestCarrier};
 use super::{
-    CallIndex, CarrierCredentials, CarrierKind, CarriersError, TRANSFER_ALEG_PARAM, base_url,
-    call_lifetime, callback_sig, load_account, optional_field, required_field, send,
-    transfer_callback_sig, with_params, with_sig,
+    CarrierKind, CarriersError, TRANSFER_ALEG_PARAM, base_url, callback_sig, optional_field,
+    required_field, transfer_callback_sig, with_params, with_sig,
 };
 use async_trait::async_trait;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use reqwest::Method;
 use sha2::{Digest, Sha256};
-use std::sync::Arc;
-use voxline_actors::carrier::{
-    AnsweredBy, Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferRequest,
-};
+use voxline_actors::carrier::{AnsweredBy, CarrierStatus, DialRequest, TransferRequest};
 
 const KIND: CarrierKind = CarrierKind::Vonage;
 
@@ -182,121 +183,79 @@ pub fn map_leg_status(status: &str) -> Option<String> {
     Some(status.to_string())
 }
 
-/// Vonage behind the engine's [`Carrier`] trait, one application per workspace.
-pub struct VonageCarrier {
-    credentials: Arc<dyn CarrierCredentials>,
-    http: reqwest::Client,
-    calls: CallIndex,
-}
+/// Vonage's Voice API, for [`RestCarrier`].
+pub struct VonageApi;
 
-fn now_unix() -> i64 {
-    chrono::Utc::now().timestamp()
-}
+/// Vonage behind the engine's [`Carrier`](voxline_actors::carrier::Carrier) trait,
+/// one application per workspace.
+pub type VonageCarrier = RestCarrier<VonageApi>;
 
-impl VonageCarrier {
-    /// A carrier that looks up each workspace's application in `credentials`.
-    pub fn new(credentials: Arc<dyn CarrierCredentials>, http: reqwest::Client) -> Self {
-        Self {
-            credentials,
-            http,
-            calls: CallIndex::default(),
-        }
+#[async_trait]
+impl CarrierApi for VonageApi {
+    type Account = VonageAccount;
+    const KIND: CarrierKind = KIND;
+
+    fn account(credential: &serde_json::Value) -> Result<VonageAccount, CarriersError> {
+        VonageAccount::from_credential(credential)
     }
 
-    /// Places a call and returns its `uuid`.
-    pub async fn create_call(&self, req: &DialRequest) -> Result<String, CarriersError> {
-        let account = load_account(
-            self.credentials.as_ref(),
-            &req.org_id,
-            KIND,
-            VonageAccount::from_credential,
-        )
-        .await?;
-        let request = self
-            .http
-            .post(format!("{}/v1/calls", account.base_url))
-            .bearer_auth(account.jwt(now_unix())?)
-            .json(&create_call_body(req, &account));
-        let (_, body) = send(KIND, request).await?;
-        let uuid = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| v.get("uuid").and_then(|s| s.as_str()).map(str::to_string))
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| CarriersError::UnexpectedResponse {
-                kind: KIND,
-                reason: "create-call answer has no uuid".into(),
-            })?;
-        self.calls.insert(
-            &uuid,
-            &req.org_id,
-            call_lifetime(req.ring_timeout_seconds, req.time_limit_seconds),
-        );
-        Ok(uuid)
+    /// A fresh application JWT per request: Vonage's tokens are short-lived.
+    fn authorize(
+        account: &VonageAccount,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::RequestBuilder, CarriersError> {
+        Ok(request.bearer_auth(account.jwt(now_unix())?))
     }
 
-    /// Ends a call of a workspace; a call Vonage no longer knows (404) already ended.
-    pub async fn end_call(&self, org_id: &str, uuid: &str) -> Result<(), CarriersError> {
-        let account = load_account(
-            self.credentials.as_ref(),
-            org_id,
-            KIND,
-            VonageAccount::from_credential,
-        )
-        .await?;
-        let request = self
-            .http
-            .put(format!("{}/v1/calls/{uuid}", account.base_url))
-            .bearer_auth(account.jwt(now_unix())?)
+    /// Places a call; its `uuid`.
+    async fn create_call(
+        client: &AccountClient<'_, Self>,
+        req: &DialRequest,
+    ) -> Result<String, CarriersError> {
+        let request = client
+            .request(
+                Method::POST,
+                &format!("{}/v1/calls", client.account.base_url),
+            )?
+            .json(&create_call_body(req, &client.account));
+        client.send_for_id(request, "/uuid").await
+    }
+
+    /// Hangs the call up; a call Vonage no longer knows (404) already ended.
+    async fn end_call(client: &AccountClient<'_, Self>, uuid: &str) -> Result<(), CarriersError> {
+        let request = client
+            .request(
+                Method::PUT,
+                &format!("{}/v1/calls/{uuid}", client.account.base_url),
+            )?
             .json(&serde_json::json!({ "action": "hangup" }));
-        match send(KIND, request).await {
+        match client.send(request).await {
             Ok(_) | Err(CarriersError::Rejected { status: 404, .. }) => Ok(()),
             Err(err) => Err(err),
         }
     }
 
-    /// Transfers a live call of a workspace to [`transfer_body`]'s NCCO.
-    pub async fn transfer_call(&self, req: &TransferRequest) -> Result<(), CarriersError> {
-        let account = load_account(
-            self.credentials.as_ref(),
-            &req.org_id,
-            KIND,
-            VonageAccount::from_credential,
-        )
-        .await?;
-        let request = self
-            .http
-            .put(format!(
-                "{}/v1/calls/{}",
-                account.base_url, req.carrier_call_id
-            ))
-            .bearer_auth(account.jwt(now_unix())?)
-            .json(&transfer_body(req, &account));
-        send(KIND, request).await?;
+    /// Transfers the live call to [`transfer_body`]'s NCCO.
+    async fn transfer_call(
+        client: &AccountClient<'_, Self>,
+        req: &TransferRequest,
+    ) -> Result<(), CarriersError> {
+        let request = client
+            .request(
+                Method::PUT,
+                &format!(
+                    "{}/v1/calls/{}",
+                    client.account.base_url, req.carrier_call_id
+                ),
+            )?
+            .json(&transfer_body(req, &client.account));
+        client.send(request).await?;
         Ok(())
     }
 }
 
-#[async_trait]
-impl Carrier for VonageCarrier {
-    async fn place(&self, req: DialRequest, _status: StatusSink) -> Result<String, CarrierError> {
-        // Progress arrives at the event URL, routed to the engine by the service.
-        Ok(self.create_call(&req).await?)
-    }
-
-    async fn hangup(&self, carrier_call_id: &str) -> Result<(), CarrierError> {
-        let Some(org_id) = self.calls.org_for_hangup(KIND, carrier_call_id)? else {
-            return Ok(());
-        };
-        self.end_call(&org_id, carrier_call_id).await?;
-        self.calls.remove(carrier_call_id);
-        Ok(())
-    }
-
-    async fn transfer(&self, req: TransferRequest) -> Result<(), CarrierError> {
-        self.transfer_call(&req).await?;
-        self.calls.mark_transferred(&req.carrier_call_id);
-        Ok(())
-    }
+fn now_unix() -> i64 {
+    chrono::Utc::now().timestamp()
 }
 
 /// Reads an advanced machine detection event: `status` human or machine, and on a machine
@@ -421,4 +380,59 @@ pub fn verify_signed_webhook(
         }
         _ => Ok(()),
     }
+}
+
+/// Checks that a callback came from the Vonage application in `credential`: our
+/// `sig` of kind `which` in its URL, plus the signed-webhook JWT when enabled.
+pub(super) fn verify_callback(
+    call_id: &str,
+    request: &CallbackRequest,
+    credential: &serde_json::Value,
+    which: OurSig,
+) -> Result<(), CarriersError> {
+    let account = VonageAccount::from_credential(credential)?;
+    require_our_sig(request, &account.private_key_pem, call_id, which)?;
+    verify_signed_request(&account, request)
+}
+
+/// Checks Vonage's signed-webhook JWT when the account opted in (`signatureSecret`).
+/// Its age is judged by the wall clock: Vonage signs with real time.
+fn verify_signed_request(
+    account: &VonageAccount,
+    request: &CallbackRequest,
+) -> Result<(), CarriersError> {
+    if let Some(secret) = &account.signature_secret {
+        let authorization = request
+            .header("authorization")
+            .ok_or_else(|| unverifiable("missing signed-webhook Authorization"))?;
+        verify_signed_webhook(
+            secret,
+            authorization,
+            &request.body,
+            chrono::Utc::now().timestamp(),
+        )
+        .map_err(|err| CarriersError::Unverifiable(err.to_string()))?;
+    }
+    Ok(())
+}
+
+/// The progress a verified event callback reports, if the engine acts on it.
+pub(super) fn parse_status(
+    fields: &[(String, String)],
+) -> Result<Option<CarrierStatus>, CarriersError> {
+    let status = required(fields, "status")?;
+    Ok(map_machine(&status, field(fields, "sub_state").as_deref()).or_else(|| map_status(&status)))
+}
+
+/// A transfer leg report's final status and duration; `None` for an event of the
+/// callee's own leg (`aleg`) or one that is not final.
+pub(super) fn parse_leg(
+    fields: &[(String, String)],
+    aleg: Option<&str>,
+) -> Result<Option<(String, Option<u32>)>, CarriersError> {
+    let status = required(fields, "status")?;
+    if aleg.is_some() && field(fields, "uuid").as_deref() == aleg {
+        return Ok(None);
+    }
+    Ok(map_leg_status(&status).map(|status| (status, seconds(field(fields, "duration")))))
 }
