@@ -13,6 +13,10 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::providers::{ToolCallRequest, ToolSpec};
+// The built-in tools' names live with `END_CALL_TOOL` in `providers`, which the sim LLM
+// (`providers/sim_tools.rs`) reads them from: were they here, `tools` and `providers` would
+// import each other. Re-exported so `tools::TRANSFER_TOOL` and the like keep working.
+pub use crate::providers::{AVAILABILITY_TOOL, BOOKING_TOOL, DTMF_TOOL, TRANSFER_TOOL};
 
 /// One place a `transferCall` tool can bridge the callee to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,15 +183,6 @@ pub struct ToolCallRecord {
     /// The index in the transcript of the agent turn that made it.
     pub turn_index: usize,
 }
-
-/// The name of the tool that bridges the callee to a person.
-pub const TRANSFER_TOOL: &str = "transfer_call";
-/// The name of the tool that presses keys.
-pub const DTMF_TOOL: &str = "dtmf";
-/// The name of the tool that lists free calendar slots.
-pub const AVAILABILITY_TOOL: &str = "check_availability";
-/// The name of the tool that books a calendar slot.
-pub const BOOKING_TOOL: &str = "book_appointment";
 
 /// The built-in tools' specs, as the model sees them.
 impl ToolSpec {

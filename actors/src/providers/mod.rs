@@ -258,6 +258,14 @@ pub struct ToolSpec {
 
 /// The name of the tool that ends the call.
 pub const END_CALL_TOOL: &str = "end_call";
+/// The name of the tool that bridges the callee to a person.
+pub const TRANSFER_TOOL: &str = "transfer_call";
+/// The name of the tool that presses keys.
+pub const DTMF_TOOL: &str = "dtmf";
+/// The name of the tool that lists free calendar slots.
+pub const AVAILABILITY_TOOL: &str = "check_availability";
+/// The name of the tool that books a calendar slot.
+pub const BOOKING_TOOL: &str = "book_appointment";
 
 impl ToolSpec {
     /// The `end_call` tool: the agent hangs up after its current reply.

@@ -12,8 +12,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
-use super::{ChatMessage, ChatRole, LlmRequest, ToolCallRequest, ToolSpec};
-use crate::tools::{AVAILABILITY_TOOL, BOOKING_TOOL, DTMF_TOOL, TRANSFER_TOOL};
+use super::{
+    AVAILABILITY_TOOL, BOOKING_TOOL, ChatMessage, ChatRole, DTMF_TOOL, LlmRequest, TRANSFER_TOOL,
+    ToolCallRequest, ToolSpec,
+};
 
 /// What the sim agent does this turn when a tool is involved.
 #[derive(Debug, Clone, PartialEq, Eq)]
