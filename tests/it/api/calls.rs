@@ -411,8 +411,10 @@ async fn announcement_calls_are_not_held_by_the_slots() {
         json!({"conversationEngine": "announcement", "welcomeMessage": "Office closed today."}),
     )
     .await;
-    // The one slot is held by a silent callee.
-    let holder = place(&app, &ws, &talker, "+919845012395", json!({})).await;
+    // The one slot is held by a silent callee, for as long as the test needs: with the
+    // talker's 2 s silence timeout, a loaded machine ended it before the announcements.
+    let patient = quick_agent(&app, &ws, json!({"silenceTimeoutSeconds": 120})).await;
+    let holder = place(&app, &ws, &patient, "+919845012395", json!({})).await;
     eventually(
         Duration::from_secs(10),
         "the slot holder to answer",
