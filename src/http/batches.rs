@@ -6,7 +6,7 @@
 use super::MessageBody;
 use super::auth::Caller;
 use super::call_reads::{AnalysisColumns, display_status, merged_object};
-use super::csv_download::csv_attachment;
+use super::csv_download::{CsvExport, csv_export};
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, ApiQuery, trimmed};
 use crate::app::state::AppState;
@@ -18,12 +18,11 @@ use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::text::{EMAIL_VARIABLE, Line, Variables};
 use crate::domain::{BatchId, Email, OrgId};
 use crate::store::batches::{BatchRow, ItemResultRow, ItemRow};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreResult};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -726,9 +725,6 @@ transition_route!(
     responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody))
 );
 
-/// Items per keyset page of the export stream.
-const EXPORT_PAGE_ROWS: i64 = 500;
-
 /// The batch and campaign export's leading columns, in order; the agent's
 /// [`AnalysisColumns`] (with `other_extracted`) follow them.
 pub const EXPORT_COLUMNS: [&str; 9] = [
@@ -743,74 +739,55 @@ pub const EXPORT_COLUMNS: [&str; 9] = [
     "variables",
 ];
 
-/// Writes export rows (and the header first) as one CSV chunk.
-fn export_chunk(
-    rows: &[ItemResultRow],
-    columns: &AnalysisColumns,
-    with_header: bool,
-) -> Result<Bytes, csv::Error> {
-    let mut writer = csv::Writer::from_writer(Vec::with_capacity(rows.len() * 200 + 128));
-    if with_header {
-        writer.write_record(columns.header(&EXPORT_COLUMNS))?;
-    }
-    for row in rows {
-        let item = &row.item;
-        let extracted = merged_object(row.extracted.as_deref(), row.structured_data.as_deref());
-        let analysis = columns.cells(&extracted, row.success.as_deref(), row.success_pass);
-        let fixed = [
-            item.name.as_str(),
-            item.phone.as_str(),
-            item.status.as_str(),
-            &item.attempts.to_string(),
-            &item.call_id.map(|id| id.to_string()).unwrap_or_default(),
-            &row.duration_seconds.unwrap_or_default().to_string(),
-            row.ended_reason.as_deref().unwrap_or_default(),
-            row.summary.as_deref().unwrap_or_default(),
-            item.variables.as_str(),
-        ];
-        writer.write_record(fixed.into_iter().chain(analysis.iter().map(String::as_str)))?;
-    }
-    writer
-        .into_inner()
-        .map(Bytes::from)
-        .map_err(|err| csv::Error::from(err.into_error()))
-}
-
-/// Where the export stream is.
-struct ExportCursor {
+/// A batch's or campaign's export: its items in `seq` order, each with its
+/// latest call's results and analysis.
+struct BatchExport {
     store: Store,
     batch_id: BatchId,
     columns: AnalysisColumns,
-    after_seq: i64,
-    header_written: bool,
-    finished: bool,
 }
 
-/// The next chunk of the export: one keyset page of items.
-async fn next_export_chunk(
-    mut cursor: ExportCursor,
-) -> Result<Option<(Bytes, ExportCursor)>, std::io::Error> {
-    if cursor.finished {
-        return Ok(None);
+impl CsvExport for BatchExport {
+    type Row = ItemResultRow;
+    type Key = i64;
+    const NAME: &'static str = "batch";
+
+    fn header(&self) -> Vec<String> {
+        self.columns.header(&EXPORT_COLUMNS)
     }
-    let rows = cursor
-        .store
-        .batch_results_after(cursor.batch_id, cursor.after_seq, EXPORT_PAGE_ROWS)
-        .await
-        .map_err(|err| {
-            tracing::error!(error = %err, "batch export stopped: storage failure");
-            std::io::Error::other(err)
-        })?;
-    let chunk = export_chunk(&rows, &cursor.columns, !cursor.header_written).map_err(|err| {
-        tracing::error!(error = %err, "batch export stopped: CSV failure");
-        std::io::Error::other(err)
-    })?;
-    cursor.header_written = true;
-    cursor.finished = i64::try_from(rows.len()).unwrap_or(i64::MAX) < EXPORT_PAGE_ROWS;
-    if let Some(last) = rows.last() {
-        cursor.after_seq = last.item.seq;
+
+    async fn page(&self, after: Option<&i64>, limit: i64) -> StoreResult<Vec<ItemResultRow>> {
+        // Item seqs start at 1, so 0 is before the first.
+        let after_seq = after.copied().unwrap_or(0);
+        self.store
+            .batch_results_after(self.batch_id, after_seq, limit)
+            .await
     }
-    Ok(Some((chunk, cursor)))
+
+    fn key(row: &ItemResultRow) -> i64 {
+        row.item.seq
+    }
+
+    fn record(&self, row: &ItemResultRow) -> Vec<String> {
+        let item = &row.item;
+        let extracted = merged_object(row.extracted.as_deref(), row.structured_data.as_deref());
+        let mut record = vec![
+            item.name.clone(),
+            item.phone.clone(),
+            item.status.clone(),
+            item.attempts.to_string(),
+            item.call_id.map(|id| id.to_string()).unwrap_or_default(),
+            row.duration_seconds.unwrap_or_default().to_string(),
+            row.ended_reason.clone().unwrap_or_default(),
+            row.summary.clone().unwrap_or_default(),
+            item.variables.clone(),
+        ];
+        record.extend(
+            self.columns
+                .cells(&extracted, row.success.as_deref(), row.success_pass),
+        );
+        record
+    }
 }
 
 /// Streams the export of the batch of `kind` that `id` names: every item
@@ -825,16 +802,12 @@ pub async fn export(
     let batch = service::load(state, org_id, kind, service::parse_id(kind, id)?).await?;
     let columns =
         AnalysisColumns::of_agent(&state.store, org_id, &batch.agent_id.to_string(), true).await?;
-    let cursor = ExportCursor {
+    let export = BatchExport {
         store: state.store.clone(),
         batch_id: batch.id,
         columns,
-        after_seq: 0,
-        header_written: false,
-        finished: false,
     };
-    let stream = futures::stream::try_unfold(cursor, next_export_chunk);
-    Ok(csv_attachment(&format!("{}.csv", kind.as_str()), stream))
+    Ok(csv_export(&format!("{}.csv", kind.as_str()), export))
 }
 
 /// Download every item with its latest call's status, duration, summary and

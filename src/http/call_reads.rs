@@ -3,7 +3,7 @@
 
 use super::MessageBody;
 use super::auth::Caller;
-use super::csv_download::csv_attachment;
+use super::csv_download::{CsvExport, csv_export};
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiQuery, flag, trimmed};
 use crate::app::state::AppState;
@@ -19,7 +19,6 @@ use crate::store::{CallFilter, CallReadRow, Store, StoreError, StoreResult};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::Response;
-use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -38,9 +37,6 @@ pub const DEEP_SEARCH_DAYS: i64 = 90;
 
 /// The shortest search term deep search accepts (spec Limits).
 pub const DEEP_SEARCH_MIN_CHARS: usize = 3;
-
-/// Rows fetched per keyset page while streaming the CSV export.
-pub const EXPORT_PAGE_ROWS: i64 = 500;
 
 /// The CSV export's columns, in order; an export filtered to one agent
 /// appends that agent's [`AnalysisColumns`].
@@ -851,117 +847,104 @@ async fn list_call_turns(
     Ok(Json(ListEnvelope::new(rows, total, page)))
 }
 
-/// Where the CSV export stream is.
-struct ExportCursor {
+/// The call list export: the filtered calls in `(created_at, id)` order.
+struct CallExport {
     store: Store,
     org_id: OrgId,
     filter: CallFilter,
     /// The agent's analysis columns, when the export is filtered to one agent.
     analysis: Option<AnalysisColumns>,
-    /// `(created_at, id)` of the last row written.
-    after: Option<(i64, CallId)>,
-    header_written: bool,
-    finished: bool,
 }
 
-/// Writes the export rows (and the header first) as one CSV chunk; with
-/// `analysis`, each row ends with its analysis' columns (`analyses` holds the
-/// rows' analyses, in any order).
-fn csv_chunk(
-    rows: &[CallReadRow],
-    analysis: Option<(&AnalysisColumns, &[AnalysisRow])>,
-    with_header: bool,
-) -> Result<Bytes, csv::Error> {
-    let mut writer = csv::Writer::from_writer(Vec::with_capacity(rows.len() * 160 + 128));
-    if with_header {
-        match analysis {
-            Some((columns, _)) => writer.write_record(columns.header(&EXPORT_COLUMNS))?,
-            None => writer.write_record(EXPORT_COLUMNS)?,
-        }
-    }
-    let by_call: HashMap<CallId, &AnalysisRow> = analysis
-        .map(|(_, analyses)| analyses.iter().map(|a| (a.call_id, a)).collect())
-        .unwrap_or_default();
-    for row in rows {
-        let extra = analysis.map(|(columns, _)| {
-            let found = by_call.get(&row.id);
-            columns.cells(
-                &stored_object(found.and_then(|a| a.structured_data.as_deref())),
-                found.and_then(|a| a.success.as_deref()),
-                found.and_then(|a| a.success_pass),
-            )
-        });
-        let fixed = [
-            &row.id.to_string(),
-            row.target_name.as_str(),
-            row.phone.as_str(),
-            row.agent_name.as_str(),
-            row.status.as_str(),
-            &row.duration_seconds.to_string(),
-            &row.cost_paise.to_string(),
-            row.provider.as_str(),
-            row.ended_reason.as_deref().unwrap_or_default(),
-            &iso(row.created_at),
-            row.summary.as_str(),
-        ];
-        writer.write_record(
-            fixed
-                .into_iter()
-                .chain(extra.iter().flatten().map(String::as_str)),
-        )?;
-    }
-    writer
-        .into_inner()
-        .map(Bytes::from)
-        .map_err(|err| csv::Error::from(err.into_error()))
+/// A call with its analysis, when the export has analysis columns and the call has one.
+struct CallExportRow {
+    call: CallReadRow,
+    analysis: Option<AnalysisRow>,
 }
 
-/// The next chunk of the export: one keyset page of rows.
-async fn next_export_chunk(
-    mut cursor: ExportCursor,
-) -> Result<Option<(Bytes, ExportCursor)>, std::io::Error> {
-    if cursor.finished {
-        return Ok(None);
+/// The export's header: [`EXPORT_COLUMNS`], then `analysis`'s columns.
+fn export_header(analysis: Option<&AnalysisColumns>) -> Vec<String> {
+    match analysis {
+        Some(columns) => columns.header(&EXPORT_COLUMNS),
+        None => EXPORT_COLUMNS.map(String::from).to_vec(),
     }
-    let rows = cursor
-        .store
-        .calls_after(
-            cursor.org_id,
-            &cursor.filter,
-            cursor.after,
-            EXPORT_PAGE_ROWS,
-        )
-        .await
-        .map_err(|err| {
-            tracing::error!(error = %err, "call export stopped: storage failure");
-            std::io::Error::other(err)
-        })?;
-    let analyses = match &cursor.analysis {
-        Some(_) => {
-            let ids: Vec<CallId> = rows.iter().map(|row| row.id).collect();
-            cursor
-                .store
-                .analyses_of(cursor.org_id, &ids)
-                .await
-                .map_err(|err| {
-                    tracing::error!(error = %err, "call export stopped: storage failure");
-                    std::io::Error::other(err)
-                })?
-        }
-        None => Vec::new(),
-    };
-    let analysis = cursor
-        .analysis
-        .as_ref()
-        .map(|columns| (columns, analyses.as_slice()));
-    let chunk = csv_chunk(&rows, analysis, !cursor.header_written).map_err(|err| {
-        tracing::error!(error = %err, "call export stopped: CSV failure");
-        std::io::Error::other(err)
-    })?;
-    cursor.header_written = true;
-    cursor.finished = i64::try_from(rows.len()).unwrap_or(i64::MAX) < EXPORT_PAGE_ROWS;
-    cursor.after = rows.last().map(|row| (row.created_at, row.id));
-    Ok(Some((chunk, cursor)))
+}
+
+/// A call's record; with analysis columns, it ends with them, filled from the
+/// call's analysis (empty when it has none).
+fn export_record(
+    row: &CallReadRow,
+    analysis: Option<(&AnalysisColumns, Option<&AnalysisRow>)>,
+) -> Vec<String> {
+    let mut record = vec![
+        row.id.to_string(),
+        row.target_name.clone(),
+        row.phone.clone(),
+        row.agent_name.clone(),
+        row.status.clone(),
+        row.duration_seconds.to_string(),
+        row.cost_paise.to_string(),
+        row.provider.clone(),
+        row.ended_reason.clone().unwrap_or_default(),
+        iso(row.created_at),
+        row.summary.clone(),
+    ];
+    if let Some((columns, found)) = analysis {
+        record.extend(columns.cells(
+            &stored_object(found.and_then(|a| a.structured_data.as_deref())),
+            found.and_then(|a| a.success.as_deref()),
+            found.and_then(|a| a.success_pass),
+        ));
+    }
+    record
+}
+
+impl CsvExport for CallExport {
+    type Row = CallExportRow;
+    type Key = (i64, CallId);
+    const NAME: &'static str = "call";
+
+    fn header(&self) -> Vec<String> {
+        export_header(self.analysis.as_ref())
+    }
+
+    async fn page(
+        &self,
+        after: Option<&(i64, CallId)>,
+        limit: i64,
+    ) -> StoreResult<Vec<CallExportRow>> {
+        let rows = self
+            .store
+            .calls_after(self.org_id, &self.filter, after.copied(), limit)
+            .await?;
+        let mut by_call: HashMap<CallId, AnalysisRow> = match self.analysis {
+            Some(_) => {
+                let ids: Vec<CallId> = rows.iter().map(|row| row.id).collect();
+                let analyses = self.store.analyses_of(self.org_id, &ids).await?;
+                analyses.into_iter().map(|a| (a.call_id, a)).collect()
+            }
+            None => HashMap::new(),
+        };
+        Ok(rows
+            .into_iter()
+            .map(|call| CallExportRow {
+                analysis: by_call.remove(&call.id),
+                call,
+            })
+            .collect())
+    }
+
+    fn key(row: &CallExportRow) -> (i64, CallId) {
+        (row.call.created_at, row.call.id)
+    }
+
+    fn record(&self, row: &CallExportRow) -> Vec<String> {
+        let analysis = self
+            .analysis
+            .as_ref()
+            .map(|columns| (columns, row.analysis.as_ref()));
+        export_record(&row.call, analysis)
+    }
 }
 
 /// Download the filtered call list as CSV, streamed page by page.
@@ -983,22 +966,19 @@ async fn export_calls_csv(
         }
         None => None,
     };
-    let cursor = ExportCursor {
+    let export = CallExport {
         store: state.store.clone(),
         org_id: caller.org_id,
         filter,
         analysis,
-        after: None,
-        header_written: false,
-        finished: false,
     };
-    let stream = futures::stream::try_unfold(cursor, next_export_chunk);
-    Ok(csv_attachment("calls.csv", stream))
+    Ok(csv_export("calls.csv", export))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::csv_download::csv_chunk;
     use serde_json::json;
 
     #[test]
@@ -1120,7 +1100,8 @@ mod tests {
             transfer_status: None,
             transfer_duration_seconds: None,
         };
-        let text = String::from_utf8(csv_chunk(&[row], None, true).unwrap().to_vec()).unwrap();
+        let chunk = csv_chunk(Some(&export_header(None)), [export_record(&row, None)]).unwrap();
+        let text = String::from_utf8(chunk.to_vec()).unwrap();
         assert_eq!(
             text,
             "id,name,phone,agent,status,duration_seconds,cost_paise,provider,ended_reason,created_at,summary\n\

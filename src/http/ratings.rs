@@ -10,7 +10,7 @@ mod reads;
 mod rescoring;
 mod stats;
 
-pub use exports::ExportSheetRequest;
+pub use exports::{ExportSheetRequest, RatingsExport};
 pub use reads::{ColumnView, PhoneRatings, RatingView};
 pub use rescoring::{BulkRegenerateRequest, QueuedBody};
 pub use stats::{AgentAverage, Bucket, Distribution, RatingAnalytics, RatingStats};

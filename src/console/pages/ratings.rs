@@ -13,16 +13,16 @@ use crate::console::session::ConsoleUser;
 use crate::domain::CallId;
 use crate::domain::Role;
 use crate::domain::agent::AgentInput;
-use crate::postcall::ratings::export::csv_chunks;
+use crate::http::csv_download::csv_export;
+use crate::http::ratings::RatingsExport;
 use crate::postcall::ratings::filter::{FilterError, RatingFilterText};
 use crate::postcall::ratings::regenerate::{RescoreError, regenerate as regenerate_now};
 use crate::postcall::ratings::template::effective_template;
 use crate::store::RatingRow;
 use askama::Template;
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{Form, Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
@@ -285,19 +285,12 @@ async fn export(
     Query(query): Query<FilterQuery>,
 ) -> Result<Response, ConsoleError> {
     let filter = query.text().parse("all")?;
-    let stream = csv_chunks(state.store.clone(), user.org_id, filter);
-    Ok((
-        [
-            (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
-            (
-                header::CONTENT_DISPOSITION,
-                "attachment; filename=\"ratings.csv\"",
-            ),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        Body::from_stream(stream),
-    )
-        .into_response())
+    let export = RatingsExport {
+        store: state.store.clone(),
+        org_id: user.org_id,
+        filter,
+    };
+    Ok(csv_export("ratings.csv", export))
 }
 
 async fn regenerate(

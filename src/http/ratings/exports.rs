@@ -4,18 +4,17 @@
 
 use super::query::{RatingFilterQuery, optional_bound, parse_agent};
 use crate::app::state::AppState;
+use crate::domain::CallId;
 use crate::domain::OrgId;
 use crate::http::MessageBody;
 use crate::http::auth::Caller;
-use crate::http::csv_download::csv_attachment;
+use crate::http::csv_download::{CsvExport, csv_export};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiQuery};
-use crate::postcall::ratings::export::{
-    EXPORT_HEADER, EXPORT_PAGE_ROWS, csv_chunks, export_record,
-};
+use crate::postcall::ratings::export::{EXPORT_HEADER, EXPORT_PAGE_ROWS, export_record};
 use crate::postcall::ratings::sheets::{SheetTarget, append_rows, valid_spreadsheet_id};
 use crate::secrets::credentials::CredentialCipher;
-use crate::store::{RatingFilter, RatingRow, Store, StoreError};
+use crate::store::{RatingFilter, RatingRow, Store, StoreError, StoreResult};
 use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
@@ -68,6 +67,41 @@ pub(super) async fn each_rating(
     }
 }
 
+/// The ratings CSV download of the API and the console: every rating `filter`
+/// covers, in the order of their calls' `(created_at, id)`.
+pub struct RatingsExport {
+    /// Where the ratings are read from.
+    pub store: Store,
+    /// The workspace whose ratings are exported.
+    pub org_id: OrgId,
+    /// Which ratings.
+    pub filter: RatingFilter,
+}
+
+impl CsvExport for RatingsExport {
+    type Row = RatingRow;
+    type Key = (i64, CallId);
+    const NAME: &'static str = "rating";
+
+    fn header(&self) -> Vec<String> {
+        EXPORT_HEADER.map(String::from).to_vec()
+    }
+
+    async fn page(&self, after: Option<&(i64, CallId)>, limit: i64) -> StoreResult<Vec<RatingRow>> {
+        self.store
+            .ratings_after(self.org_id, &self.filter, after.copied(), limit)
+            .await
+    }
+
+    fn key(row: &RatingRow) -> (i64, CallId) {
+        (row.call_created_at, row.call_id)
+    }
+
+    fn record(&self, row: &RatingRow) -> Vec<String> {
+        export_record(row)
+    }
+}
+
 /// Every rating as a CSV download, streamed page by page (`status` defaults
 /// to `all`; other filters as in the list).
 #[utoipa::path(get, path = "/api/ratings/export-all", tag = "ratings",
@@ -80,8 +114,12 @@ pub(super) async fn export_all(
     ApiQuery(query): ApiQuery<RatingFilterQuery>,
 ) -> ApiResult<Response> {
     let filter = query.into_filter("all")?;
-    let stream = csv_chunks(state.store.clone(), caller.org_id, filter);
-    Ok(csv_attachment("ratings.csv", stream))
+    let export = RatingsExport {
+        store: state.store.clone(),
+        org_id: caller.org_id,
+        filter,
+    };
+    Ok(csv_export("ratings.csv", export))
 }
 
 /// The workspace's stored Google token, if it has one.

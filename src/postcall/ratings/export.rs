@@ -2,12 +2,10 @@
 //! spreadsheet export.
 
 use crate::domain::clock::iso;
-use crate::domain::{CallId, OrgId};
-use crate::store::{RatingFilter, RatingRow, Store};
-use bytes::Bytes;
+use crate::store::RatingRow;
 use serde_json::Value;
 
-/// Rows read per page while streaming exports.
+/// Rows read per page when the spreadsheet export and the analytics walk every rating.
 pub const EXPORT_PAGE_ROWS: i64 = 500;
 
 /// The record's columns, in order.
@@ -56,75 +54,6 @@ pub fn export_record(row: &RatingRow) -> Vec<String> {
         row.rated_at.map(iso).unwrap_or_default(),
         iso(row.call_created_at),
     ]
-}
-
-/// A CSV chunk of `rows`, with the header first when `header` is set.
-fn csv_chunk(rows: &[RatingRow], header: bool) -> Result<Bytes, csv::Error> {
-    let mut out = csv::WriterBuilder::new()
-        .terminator(csv::Terminator::Any(b'\n'))
-        .from_writer(Vec::new());
-    if header {
-        out.write_record(EXPORT_HEADER)?;
-    }
-    for row in rows {
-        out.write_record(export_record(row))?;
-    }
-    out.into_inner()
-        .map(Bytes::from)
-        .map_err(|e| csv::Error::from(e.into_error()))
-}
-
-/// Where a streamed export is.
-struct ExportCursor {
-    store: Store,
-    org_id: OrgId,
-    filter: RatingFilter,
-    after: Option<(i64, CallId)>,
-    header_written: bool,
-    finished: bool,
-}
-
-async fn next_export_chunk(
-    mut cursor: ExportCursor,
-) -> Result<Option<(Bytes, ExportCursor)>, std::io::Error> {
-    if cursor.finished {
-        return Ok(None);
-    }
-    let rows = cursor
-        .store
-        .ratings_after(
-            cursor.org_id,
-            &cursor.filter,
-            cursor.after,
-            EXPORT_PAGE_ROWS,
-        )
-        .await
-        .map_err(std::io::Error::other)?;
-    cursor.finished = (rows.len() as i64) < EXPORT_PAGE_ROWS;
-    if let Some(last) = rows.last() {
-        cursor.after = Some((last.call_created_at, last.call_id));
-    }
-    let chunk = csv_chunk(&rows, !cursor.header_written).map_err(std::io::Error::other)?;
-    cursor.header_written = true;
-    Ok(Some((chunk, cursor)))
-}
-
-/// Every rating `filter` covers as CSV (header first), read from the store
-/// page by page as the stream is polled, so a large export never sits in memory.
-pub fn csv_chunks(
-    store: Store,
-    org_id: OrgId,
-    filter: RatingFilter,
-) -> impl futures::TryStream<Ok = Bytes, Error = std::io::Error> + Send + 'static {
-    let cursor = ExportCursor {
-        store,
-        org_id,
-        filter,
-        after: None,
-        header_written: false,
-        finished: false,
-    };
-    futures::stream::try_unfold(cursor, next_export_chunk)
 }
 
 #[cfg(test)]
