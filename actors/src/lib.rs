@@ -4,7 +4,9 @@
 pub mod callee;
 pub mod carrier;
 pub mod conversation;
+pub mod ended_reason;
 pub mod engine;
+pub mod ids;
 pub mod media_token;
 pub mod providers;
 pub mod signing;

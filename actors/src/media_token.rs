@@ -2,12 +2,13 @@
 //! dialed can attach audio to a call. Single use is enforced by the call actor,
 //! which accepts one media stream per call.
 
+use crate::ids::CallId;
 use crate::signing::Signer;
 
 /// Why a presented token was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
-    /// Not `callId.expiry.signature`.
+    /// Not `callId.expiry.signature` (or the call id is no id).
     #[error("malformed media token")]
     Malformed,
     /// Signature does not match.
@@ -33,14 +34,14 @@ impl MediaTokens {
     }
 
     /// A token for `call_id` valid until `expires_unix` seconds.
-    pub fn issue(&self, call_id: &str, expires_unix: i64) -> String {
+    pub fn issue(&self, call_id: CallId, expires_unix: i64) -> String {
         let payload = format!("{call_id}.{expires_unix}");
         let sig = self.signer.sign_hex(&[payload.as_bytes()]);
         format!("{payload}.{sig}")
     }
 
     /// Checks signature and expiry; returns the call id.
-    pub fn verify(&self, token: &str, now_unix: i64) -> Result<String, TokenError> {
+    pub fn verify(&self, token: &str, now_unix: i64) -> Result<CallId, TokenError> {
         let mut parts = token.rsplitn(3, '.');
         let (Some(sig), Some(expiry), Some(call_id)) = (parts.next(), parts.next(), parts.next())
         else {
@@ -57,7 +58,9 @@ impl MediaTokens {
         if now_unix > expires {
             return Err(TokenError::Expired);
         }
-        Ok(call_id.to_string())
+        // Only we sign tokens, and only for ids we hold, so a signed text that is no id
+        // means the secret signed something else: refused like any malformed token.
+        call_id.parse().map_err(|_| TokenError::Malformed)
     }
 }
 
@@ -95,10 +98,11 @@ mod tests {
     #[test]
     fn issue_verify_tamper_expire() {
         let tokens = MediaTokens::new(b"s");
-        let t = tokens.issue("call-1", 100);
-        assert_eq!(tokens.verify(&t, 50).unwrap(), "call-1");
+        let (call, other) = (CallId::new(), CallId::new());
+        let t = tokens.issue(call, 100);
+        assert_eq!(tokens.verify(&t, 50).unwrap(), call);
         assert_eq!(tokens.verify(&t, 101), Err(TokenError::Expired));
-        let forged = t.replace("call-1", "call-2");
+        let forged = t.replace(&call.to_string(), &other.to_string());
         assert_eq!(tokens.verify(&forged, 50), Err(TokenError::BadSignature));
         assert_eq!(
             MediaTokens::new(b"other").verify(&t, 50),

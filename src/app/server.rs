@@ -10,6 +10,7 @@ use crate::background::janitor;
 use crate::calls::call_tools::ToolDeps;
 use crate::calls::dispatch;
 use crate::calls::ledger::StoreLedger;
+use crate::calls::media_stream::CallEngine;
 use crate::calls::runner::CallRunner;
 use crate::calls::welcome_cache::{WelcomeCache, sim_tts_for_agents};
 use crate::carriers::store_wiring::StoreCredentials;
@@ -34,7 +35,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use voxline_actors::carrier::Carrier;
 use voxline_actors::carrier::sim::{CalleeLauncher, SimCarrier, SimCarrierConfig};
-use voxline_actors::engine::{Engine, EngineConfig};
+use voxline_actors::ended_reason::EndedReason;
+use voxline_actors::engine::EngineConfig;
 use voxline_actors::media_token::{MediaTokens, UsedTokens};
 
 /// A running server.
@@ -463,7 +465,7 @@ impl Server {
         if left > 0 {
             tracing::info!(live_calls = left, "ending live calls: service-shutdown");
         }
-        engine.end_live_calls("service-shutdown").await;
+        engine.end_live_calls(EndedReason::ServiceShutdown).await;
         // The loops stop first, so the flush is this node's only delivery
         // pass (peers' passes claim other rows). Analyses and ratings in
         // flight may finish, as they release held webhooks.
@@ -472,7 +474,7 @@ impl Server {
             self.abandon.cancel();
         }
         self.stop.cancel();
-        engine.shutdown_with("service-shutdown").await;
+        engine.shutdown_with(EndedReason::ServiceShutdown).await;
         self.tasks.close();
         tokio::select! {
             () = self.tasks.wait() => {}
@@ -556,7 +558,7 @@ impl Server {
 pub const FLUSH_FLOOR: Duration = Duration::from_secs(5);
 
 /// Returns once the engine holds no live call.
-async fn calls_ended(engine: &Engine) {
+async fn calls_ended(engine: &CallEngine) {
     // A call's end is a store transaction; polling every 100 ms costs nothing
     // beside it and needs no hook in the engine.
     while engine.live_calls() > 0 {
@@ -638,7 +640,7 @@ async fn start_engine(
     breakers: &Breakers,
     recordings: &RecordingStore,
     extra: HashMap<String, Arc<dyn Carrier>>,
-) -> anyhow::Result<Engine> {
+) -> anyhow::Result<CallEngine> {
     let voice =
         crate::calls::sim_callee::callee_voice(settings.sim.callee_voice, &settings.providers)
             .await?;
@@ -679,7 +681,7 @@ async fn start_engine(
                 None
             });
     let now_clock = clock.clone();
-    let engine = Engine::start(EngineConfig {
+    let engine = CallEngine::start(EngineConfig {
         ledger: ledger.clone(),
         runner: Arc::new(
             CallRunner::new(

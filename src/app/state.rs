@@ -8,7 +8,6 @@ use crate::domain::clock::SharedClock;
 use crate::providers::resilience::Breakers;
 use crate::store::Store;
 use std::sync::Arc;
-use voxline_actors::engine::Engine;
 use voxline_actors::media_token::{MediaTokens, UsedTokens};
 
 /// The application's shared state; cheap to clone.
@@ -30,7 +29,7 @@ pub struct AppInner {
     /// Server secret for signatures.
     pub secret: Vec<u8>,
     /// The call engine.
-    pub engine: Engine,
+    pub engine: crate::calls::media_stream::CallEngine,
     /// Records call outcomes (also used for calls the engine never held).
     pub ledger: Arc<StoreLedger>,
     /// Verifies media tokens.

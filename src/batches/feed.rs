@@ -4,7 +4,7 @@
 
 use super::{BatchKind, BatchStatus};
 use crate::app::state::AppState;
-use crate::calls::job::job_for;
+use crate::calls::job::{job_for, stored_variables};
 use crate::calls::placement::{self, DialPlan, PlacementError};
 use crate::domain::{BatchId, CallId};
 use crate::store::batches::{BatchRow, ItemCall};
@@ -13,7 +13,9 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use voxline_actors::engine::{BatchFeed, CallJob, LedgerError};
+use voxline_actors::ended_reason::EndedReason;
+use voxline_actors::engine::{BatchFeed, CallEnd, CallJob, CallLedger, CallStatus, LedgerError};
+use voxline_actors::ids::BatchId as EngineBatchId;
 
 /// How long a dial plan (agent, wallet, quota, caller ID) is reused between pulls.
 const PLAN_TTL: Duration = Duration::from_secs(1);
@@ -159,25 +161,36 @@ impl StoreBatchFeed {
 
 #[async_trait]
 impl BatchFeed for StoreBatchFeed {
-    async fn next_call(&self, batch_id: &str) -> Result<Option<CallJob>, LedgerError> {
-        // The engine names the batch by the text the service gave it; a text
-        // that is no batch id names no batch, so there is nothing to dial.
-        let Ok(batch_id) = batch_id.parse::<BatchId>() else {
+    async fn next_call(&self, batch_id: EngineBatchId) -> Result<Option<CallJob>, LedgerError> {
+        let Some((call, plan)) = self.claim(BatchId::from(batch_id), true).await? else {
             return Ok(None);
         };
-        let claimed = self.claim(batch_id, true).await?;
-        Ok(claimed.map(|(call, plan)| {
-            job_for(
-                call.id,
-                call.org_id,
-                plan.org.concurrency,
-                &call.phone,
-                &call.from_number,
-                &call.provider,
-                &plan.spec,
-                &call.variables,
-                self.state.settings.sim.ring_seconds,
-            )
-        }))
+        // The item's variables came from its upload; a row that no longer parses fails
+        // its call (logged with the id) rather than dialing it with blanks.
+        let variables = match stored_variables(call.id, &call.variables) {
+            Ok(variables) => variables,
+            Err(corrupt) => {
+                let end = CallEnd {
+                    call_id: call.id.into(),
+                    status: CallStatus::Failed,
+                    ended_reason: EndedReason::EngineError,
+                    answered_at: None,
+                    ended_at: self.state.clock.now().timestamp_millis(),
+                };
+                self.state.ledger.finish(end).await?;
+                return Err(ledger_err(corrupt));
+            }
+        };
+        Ok(Some(job_for(
+            call.id,
+            call.org_id,
+            plan.org.concurrency,
+            &call.phone,
+            &call.from_number,
+            &call.provider,
+            &plan.spec,
+            &variables,
+            self.state.settings.sim.ring_seconds,
+        )))
     }
 }

@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 use std::fmt::Display;
+use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus, LedgerError};
 
 /// Most items one request may add.
@@ -472,9 +473,9 @@ pub async fn act(
             dropped += undialed.len() as u64;
             for call_id in undialed {
                 let end = CallEnd {
-                    call_id: call_id.to_string(),
+                    call_id: call_id.into(),
                     status: CallStatus::Canceled,
-                    ended_reason: "canceled".into(),
+                    ended_reason: EndedReason::Canceled,
                     answered_at: None,
                     ended_at: now_ms,
                 };
@@ -609,8 +610,8 @@ pub async fn feed(state: &AppState, batch_id: BatchId, org_id: OrgId) -> Result<
         u32::try_from(org.concurrency.max(1)).unwrap_or(u32::MAX)
     });
     if let Err(err) = state.engine.feed_batch(
-        &org_id.to_string(),
-        &batch_id.to_string(),
+        org_id.into(),
+        batch_id.into(),
         concurrency,
         StoreBatchFeed::new(state.clone()),
     ) {

@@ -1,11 +1,12 @@
 //! The durable dispatch queue: stored calls that no engine holds (scheduled
 //! retries, calls queued before a restart) are claimed and enqueued here.
 
-use super::job::job_for;
+use super::job::{job_for, stored_variables};
 use crate::app::state::AppState;
 use crate::domain::CallId;
 use crate::store::StoreError;
 use crate::store::nodes::LiveCallRow;
+use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus};
 
 /// Claims and enqueues every due call; returns how many were handed over.
@@ -20,15 +21,19 @@ pub async fn dispatch_due(state: &AppState) -> Result<usize, StoreError> {
             state.store.org(row.org_id).await?,
             state.store.agent(row.org_id, row.agent_id).await?,
         ) else {
-            fail(state, row.id, "agent-unavailable").await;
+            fail(state, row.id, EndedReason::AgentUnavailable).await;
             continue;
         };
         let spec = match agent.spec() {
             Ok(spec) if agent.status() == crate::domain::agent::AgentStatus::Active => spec,
             _ => {
-                fail(state, row.id, "agent-unavailable").await;
+                fail(state, row.id, EndedReason::AgentUnavailable).await;
                 continue;
             }
+        };
+        let Ok(variables) = stored_variables(row.id, &row.variables) else {
+            fail(state, row.id, EndedReason::EngineError).await;
+            continue;
         };
         let job = job_for(
             row.id,
@@ -38,7 +43,7 @@ pub async fn dispatch_due(state: &AppState) -> Result<usize, StoreError> {
             &row.from_number,
             &row.provider,
             &spec,
-            &row.variables,
+            &variables,
             state.settings.sim.ring_seconds,
         );
         if let Err(err) = state.engine.enqueue(job) {
@@ -51,11 +56,11 @@ pub async fn dispatch_due(state: &AppState) -> Result<usize, StoreError> {
     Ok(handed)
 }
 
-async fn fail(state: &AppState, call_id: CallId, reason: &str) {
+async fn fail(state: &AppState, call_id: CallId, reason: EndedReason) {
     let end = CallEnd {
-        call_id: call_id.to_string(),
+        call_id: call_id.into(),
         status: CallStatus::Failed,
-        ended_reason: reason.to_string(),
+        ended_reason: reason,
         answered_at: None,
         ended_at: state.clock.now().timestamp_millis(),
     };
@@ -73,7 +78,7 @@ pub async fn recover_after_restart(state: &AppState) -> Result<(usize, u64), Sto
     let store = &state.store;
     let mut orphans = store.live_calls_of_node(Some(&state.node_id)).await?;
     orphans.extend(store.live_calls_of_node(None).await?);
-    end_orphans(state, &orphans, "service-restart").await;
+    end_orphans(state, &orphans, EndedReason::ServiceRestart).await;
     let released = store
         .release_queued_calls_of_node(Some(&state.node_id))
         .await?
@@ -83,18 +88,18 @@ pub async fn recover_after_restart(state: &AppState) -> Result<(usize, u64), Sto
 
 /// Ends calls whose process is gone with `reason`: answered ones completed
 /// and billed up to their last sign of life (not the downtime), the others failed.
-pub async fn end_orphans(state: &AppState, orphans: &[LiveCallRow], reason: &str) {
+pub async fn end_orphans(state: &AppState, orphans: &[LiveCallRow], reason: EndedReason) {
     let now = state.clock.now().timestamp_millis();
     for (id, status, answered_at, last_activity) in orphans {
         let answered = status == "in-progress";
         let end = CallEnd {
-            call_id: id.to_string(),
+            call_id: (*id).into(),
             status: if answered {
                 CallStatus::Completed
             } else {
                 CallStatus::Failed
             },
-            ended_reason: reason.to_string(),
+            ended_reason: reason,
             answered_at: *answered_at,
             ended_at: last_activity.or(*answered_at).unwrap_or(now),
         };

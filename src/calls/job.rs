@@ -1,13 +1,37 @@
 //! The engine's job for a stored call: what the call actor needs to dial and
 //! run it, built from the call row and its agent.
 //!
-//! The engine crate names calls and workspaces by plain strings; this is
-//! where the typed ids become those strings (the runner and the ledger parse
-//! them back).
+//! The engine crate names calls and workspaces by its own id types; this is
+//! where the service's ids become them (the runner and the ledger convert them
+//! back, infallibly).
 
 use crate::domain::agent::AgentSpec;
 use crate::domain::{CallId, OrgId};
+use serde_json::{Map, Value};
 use voxline_actors::engine::CallJob;
+
+/// A stored call's variables that are not a JSON object.
+#[derive(Debug, thiserror::Error)]
+#[error("call {call_id}: stored variables do not parse: {source}")]
+pub struct CorruptVariables {
+    /// The call whose row holds them.
+    pub call_id: CallId,
+    /// What serde said.
+    pub source: serde_json::Error,
+}
+
+/// Parses a stored call's variables for [`job_for`]. Text that does not parse is an
+/// error, logged with the call's id: dialing with no variables would fill the agent's
+/// prompt with blanks and drop a sim script unnoticed.
+pub fn stored_variables(
+    call_id: CallId,
+    text: &str,
+) -> Result<Map<String, Value>, CorruptVariables> {
+    serde_json::from_str(text).map_err(|source| {
+        tracing::error!(call = %call_id, column = "calls.variables", error = %source, "stored variables do not parse");
+        CorruptVariables { call_id, source }
+    })
+}
 
 /// Builds the engine's job for a stored call.
 #[allow(clippy::too_many_arguments)]
@@ -19,19 +43,17 @@ pub fn job_for(
     from: &str,
     provider: &str,
     spec: &AgentSpec,
-    variables_json: &str,
+    variables: &Map<String, Value>,
     ring_seconds: u32,
 ) -> CallJob {
-    let variables: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(variables_json).unwrap_or_default();
     let sim_script = variables.get("simScript").and_then(|v| match v {
-        serde_json::Value::String(s) => serde_json::from_str(s).ok(),
-        serde_json::Value::Array(_) => Some(v.clone()),
+        Value::String(s) => serde_json::from_str(s).ok(),
+        Value::Array(_) => Some(v.clone()),
         _ => None,
     });
     CallJob {
-        call_id: call_id.to_string(),
-        org_id: org_id.to_string(),
+        call_id: call_id.into(),
+        org_id: org_id.into(),
         org_concurrency: u32::try_from(concurrency.max(1)).unwrap_or(u32::MAX),
         to: to.to_string(),
         from: from.to_string(),

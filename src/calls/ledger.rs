@@ -6,7 +6,9 @@ use crate::domain::{CallId, OrgId};
 use crate::store::Store;
 use crate::store::calls::{CallOutcome, NewCall};
 use async_trait::async_trait;
+use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus, LedgerError};
+use voxline_actors::ids::{CallId as EngineCallId, OrgId as EngineOrgId};
 
 /// Persists what the engine reports.
 pub struct StoreLedger {
@@ -31,24 +33,15 @@ fn err(e: impl std::fmt::Display) -> LedgerError {
     LedgerError(e.to_string())
 }
 
-/// The call the engine names by `raw`. The engine only knows ids the service
-/// gave it, so a text that is no call id names no stored call: the report is
-/// ignored, as one about an unknown call is.
-fn stored_call(raw: &str) -> Option<CallId> {
-    raw.parse().ok()
-}
-
 #[async_trait]
 impl CallLedger for StoreLedger {
     async fn transition(
         &self,
-        call_id: &str,
+        call_id: EngineCallId,
         status: CallStatus,
         at_ms: i64,
     ) -> Result<(), LedgerError> {
-        let Some(call_id) = stored_call(call_id) else {
-            return Ok(());
-        };
+        let call_id = CallId::from(call_id);
         self.store
             .call_transition(call_id, status.as_str(), at_ms)
             .await
@@ -58,12 +51,10 @@ impl CallLedger for StoreLedger {
 
     async fn carrier_call_id(
         &self,
-        call_id: &str,
+        call_id: EngineCallId,
         carrier_call_id: &str,
     ) -> Result<(), LedgerError> {
-        let Some(call_id) = stored_call(call_id) else {
-            return Ok(());
-        };
+        let call_id = CallId::from(call_id);
         self.store
             .set_carrier_call_id(call_id, carrier_call_id)
             .await
@@ -71,14 +62,12 @@ impl CallLedger for StoreLedger {
     }
 
     async fn finish(&self, end: CallEnd) -> Result<(), LedgerError> {
-        let Some(call_id) = stored_call(&end.call_id) else {
-            return Ok(());
-        };
+        let call_id = CallId::from(end.call_id);
         let month = ist_month_key(self.clock.now());
         let outcome = CallOutcome {
             call_id,
             status: end.status.as_str(),
-            ended_reason: &end.ended_reason,
+            ended_reason: end.ended_reason.as_str(),
             answered_at: end.answered_at,
             ended_at: end.ended_at,
             month: &month,
@@ -104,7 +93,7 @@ impl CallLedger for StoreLedger {
         let policy = &spec.retry_policy;
         let retry = policy.retry_on.iter().any(|s| s == end.status.as_str())
             && done.attempt < i64::from(policy.max_attempts)
-            && end.ended_reason != "canceled";
+            && end.ended_reason != EndedReason::Canceled;
         if retry {
             let not_before = end.ended_at + i64::from(policy.retry_after_seconds) * 1000;
             let now_ms = self.clock.now().timestamp_millis();
@@ -136,13 +125,9 @@ impl CallLedger for StoreLedger {
         Ok(())
     }
 
-    async fn release_queued(&self, org_id: &str) -> Result<(), LedgerError> {
-        // Like a call id, a text that is no workspace id has no queued calls.
-        let Ok(org_id) = org_id.parse::<OrgId>() else {
-            return Ok(());
-        };
+    async fn release_queued(&self, org_id: EngineOrgId) -> Result<(), LedgerError> {
         self.store
-            .release_queued_calls(Some(org_id))
+            .release_queued_calls(Some(OrgId::from(org_id)))
             .await
             .map(|_| ())
             .map_err(err)

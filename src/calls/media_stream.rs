@@ -14,6 +14,9 @@ use voxline_media::carrier::{CarrierCodec, Outbound, OutboundFrame, StreamStart}
 /// How long a closing media socket waits for the carrier's close frame.
 const CLOSE_HANDSHAKE: Duration = Duration::from_secs(1);
 
+/// The call engine as this service runs it: its conversations take a [`MediaStream`].
+pub type CallEngine = voxline_actors::engine::Engine<MediaStream>;
+
 /// An answered call's media stream, handed to the call's conversation.
 pub struct MediaStream {
     /// The carrier's codec, with the `start` already parsed.

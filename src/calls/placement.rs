@@ -222,6 +222,8 @@ pub async fn place(
 ) -> Result<Vec<(CallId, String)>, StoreError> {
     let now_ms = state.clock.now().timestamp_millis();
     let shared = state.store.is_shared();
+    // Each call's variables stay a map on the way to the engine; the row stores their text.
+    let variables: Vec<Map<String, Value>> = targets.iter().map(|t| t.variables.clone()).collect();
     let calls: Vec<NewCall> = targets
         .into_iter()
         .map(|t| NewCall {
@@ -253,7 +255,7 @@ pub async fn place(
         return Ok(calls.into_iter().map(|c| (c.id, c.phone)).collect());
     }
     let mut placed = Vec::with_capacity(calls.len());
-    for call in &calls {
+    for (call, variables) in calls.iter().zip(&variables) {
         let job = super::job::job_for(
             call.id,
             call.org_id,
@@ -262,7 +264,7 @@ pub async fn place(
             &call.from_number,
             &call.provider,
             &plan.spec,
-            &call.variables,
+            variables,
             state.settings.sim.ring_seconds,
         );
         if let Err(err) = state.engine.enqueue(job) {

@@ -30,7 +30,8 @@ use voxline_actors::conversation::{
     CarrierSession, ConversationConfig, ConversationEngine, ConversationObserver, KeypadMenu,
     KeypadOption, RecordingInfo, Speaker, Turn, VoicemailAction, VoicemailPlan, run_conversation,
 };
-use voxline_actors::engine::{CallJob, ConversationRunner, MachineVerdicts, MediaSession};
+use voxline_actors::ended_reason::EndedReason;
+use voxline_actors::engine::{CallJob, ConversationRunner, MachineVerdicts};
 use voxline_actors::providers::sim::{SimConfig, SimFailure};
 use voxline_actors::providers::{EndOfTurnModel, ProviderKind};
 use voxline_media::turn_taking::{
@@ -345,42 +346,60 @@ fn summary(turns: &[Turn], ended_reason: &str) -> String {
 
 #[async_trait]
 impl ConversationRunner for CallRunner {
+    type Media = MediaStream;
+
     async fn run(
         &self,
         job: CallJob,
-        media: MediaSession,
+        stream: MediaStream,
         _answered_at_ms: i64,
         machine: MachineVerdicts,
         cancel: CancellationToken,
-    ) -> String {
-        let Ok(stream) = media.downcast::<MediaStream>() else {
-            return "media-error".into();
-        };
+    ) -> EndedReason {
         let MediaStream {
             codec,
             transport,
             start,
-        } = *stream;
-        // The engine carries the ids the service gave it as text; one that
-        // does not parse names no stored call, like an unknown one.
-        let (Ok(call_id), Ok(org_id)) =
-            (job.call_id.parse::<CallId>(), job.org_id.parse::<OrgId>())
-        else {
-            return "engine-error".into();
+        } = stream;
+        let (call_id, org_id) = (CallId::from(job.call_id), OrgId::from(job.org_id));
+        let (agent_id, variables_json) = match self.store.call_agent_and_variables(call_id).await {
+            Ok(Some(found)) => found,
+            Ok(None) => {
+                tracing::error!(call = %call_id, "no stored call to run");
+                return EndedReason::EngineError;
+            }
+            Err(err) => {
+                tracing::error!(call = %call_id, error = %err, "could not read the call's agent");
+                return EndedReason::EngineError;
+            }
         };
-        let Ok(Some((agent_id, variables_json))) =
-            self.store.call_agent_and_variables(call_id).await
-        else {
-            return "engine-error".into();
+        let agent = match self.store.agent(org_id, agent_id).await {
+            Ok(Some(agent)) => agent,
+            Ok(None) => {
+                tracing::error!(call = %call_id, agent = %agent_id, "the call's agent is gone");
+                return EndedReason::EngineError;
+            }
+            Err(err) => {
+                tracing::error!(call = %call_id, error = %err, "could not read the call's agent");
+                return EndedReason::EngineError;
+            }
         };
-        let Ok(Some(agent)) = self.store.agent(org_id, agent_id).await else {
-            return "engine-error".into();
+        let spec = match agent.spec() {
+            Ok(spec) => spec,
+            Err(err) => {
+                tracing::error!(call = %call_id, agent = %agent_id, error = %err, "the stored agent does not parse");
+                return EndedReason::EngineError;
+            }
         };
-        let Ok(spec) = agent.spec() else {
-            return "engine-error".into();
+        // Stored variables that do not parse end the call rather than run it on none: the
+        // agent's prompt would be filled with blanks.
+        let variables: Map<String, Value> = match serde_json::from_str(&variables_json) {
+            Ok(variables) => variables,
+            Err(err) => {
+                tracing::error!(call = %call_id, column = "calls.variables", error = %err, "stored variables do not parse");
+                return EndedReason::EngineError;
+            }
         };
-        let variables: Map<String, Value> =
-            serde_json::from_str(&variables_json).unwrap_or_default();
         // The call records on this node's disk; the finished file goes to
         // the shared store when the conversation is over.
         let recording_path = match self
@@ -470,7 +489,7 @@ impl ConversationRunner for CallRunner {
         let _ = writer.await;
         record_usage(&self.store, call_id, &selected.usage).await;
 
-        let reason = outcome.ended_reason.as_str().to_string();
+        let reason = outcome.ended_reason;
         if let Some(err) = &outcome.error {
             tracing::warn!(call = %job.call_id, reason = %reason, error = %err, "conversation ended by a provider failure");
         }
@@ -480,7 +499,7 @@ impl ConversationRunner for CallRunner {
             .set_call_results(
                 call_id,
                 &transcript_text(&outcome.transcript),
-                &summary(&outcome.transcript, &reason),
+                &summary(&outcome.transcript, reason.as_str()),
                 &Value::Object(outcome.extracted.clone()).to_string(),
                 &latencies.to_string(),
             )

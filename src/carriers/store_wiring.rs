@@ -95,12 +95,17 @@ impl CallbackHost for ServiceCallbackHost {
     }
 
     fn carrier_status(&self, call_id: &str, status: CarrierStatus) {
-        let Err(err) = self.state.engine.carrier_status(call_id, status.clone()) else {
+        // A verified callback path that names no call id names no call we placed.
+        let Ok(id) = call_id.parse::<CallId>() else {
+            tracing::debug!(call_id, "carrier status for a path that names no call");
+            return;
+        };
+        let Err(err) = self.state.engine.carrier_status(id.into(), status.clone()) else {
             return;
         };
         // Another node may own the call (a load balancer sent the callback
         // here): it gets the status over the bus.
-        if let (Some(_), Ok(id)) = (&self.state.bus, call_id.parse::<CallId>()) {
+        if self.state.bus.is_some() {
             let state = self.state.clone();
             tokio::spawn(async move {
                 match crate::cluster::call_orders::forward_status(&state, id, &status).await {
@@ -117,7 +122,7 @@ impl CallbackHost for ServiceCallbackHost {
         }
         // A status for a call that is no longer live (ended, or lost in a
         // restart and already reconciled) has nothing left to change.
-        tracing::debug!(call_id, error = %err, "carrier status for a call that is not live");
+        tracing::debug!(call = %id, error = %err, "carrier status for a call that is not live");
     }
 
     async fn record_transfer_leg(&self, leg: TransferLeg) -> Result<bool, CarriersError> {

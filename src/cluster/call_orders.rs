@@ -3,7 +3,7 @@
 //! [`CALLS_CHANNEL`] and carried out by the node whose engine holds the call.
 
 use crate::app::state::AppState;
-use crate::domain::{CallId, NodeId};
+use crate::domain::{CallId, NodeId, OrgId};
 use crate::store::StoreError;
 use crate::store::nodes::CALLS_CHANNEL;
 use serde::{Deserialize, Serialize};
@@ -200,17 +200,22 @@ pub async fn run(state: AppState, stop: CancellationToken) {
 }
 
 async fn carry_out(state: &AppState, order: CallOrder) {
-    let call = order.call.to_string();
+    let call = order.call;
     match order.order {
         Order::Status { status } => {
-            if let Err(err) = state.engine.carrier_status(&call, status.into()) {
+            if let Err(err) = state.engine.carrier_status(call.into(), status.into()) {
                 tracing::debug!(%call, error = %err, "forwarded carrier status for a call not live here");
             }
         }
         Order::Cancel => {
             // A call claimed a moment ago may still be on its way to its actor.
+            // The bus is input like any other: an order naming no workspace is dropped.
+            let Ok(org) = order.org.parse::<OrgId>() else {
+                tracing::warn!(%call, org = %order.org, "forwarded cancel names no workspace");
+                return;
+            };
             for _ in 0..5 {
-                match state.engine.cancel(&order.org, &call).await {
+                match state.engine.cancel(org.into(), call.into()).await {
                     Ok(voxline_actors::engine::CancelOutcome::NotFound) => {
                         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     }

@@ -12,7 +12,7 @@
 
 use crate::app::state::AppState;
 use crate::batches::feed::StoreBatchFeed;
-use crate::calls::job::job_for;
+use crate::calls::job::{job_for, stored_variables};
 use crate::domain::agent::AgentStatus;
 use crate::domain::{AgentId, BatchId, OrgId};
 use crate::store::StoreError;
@@ -23,6 +23,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::broadcast::error::TryRecvError;
 use tokio_util::sync::CancellationToken;
+use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus};
 
 /// Workspaces looked at per pass.
@@ -130,7 +131,11 @@ async fn start(
         slot.insert(found);
     }
     let Some(Some((concurrency, spec))) = agents.get(&row.agent_id) else {
-        fail(state, &row, "agent-unavailable").await;
+        fail(state, &row, EndedReason::AgentUnavailable).await;
+        return Ok(false);
+    };
+    let Ok(variables) = stored_variables(row.id, &row.variables) else {
+        fail(state, &row, EndedReason::EngineError).await;
         return Ok(false);
     };
     let mut job = job_for(
@@ -141,7 +146,7 @@ async fn start(
         &row.from_number,
         &row.provider,
         spec,
-        &row.variables,
+        &variables,
         state.settings.sim.ring_seconds,
     );
     // The slot is held in the database since the claim: start at once.
@@ -157,11 +162,11 @@ async fn start(
     Ok(true)
 }
 
-async fn fail(state: &AppState, row: &DispatchRow, reason: &str) {
+async fn fail(state: &AppState, row: &DispatchRow, reason: EndedReason) {
     let end = CallEnd {
-        call_id: row.id.to_string(),
+        call_id: row.id.into(),
         status: CallStatus::Failed,
-        ended_reason: reason.to_string(),
+        ended_reason: reason,
         answered_at: None,
         ended_at: state.clock.now().timestamp_millis(),
     };

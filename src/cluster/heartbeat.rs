@@ -9,6 +9,7 @@ use crate::store::StoreError;
 use crate::store::nodes::NodeLoad;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
+use voxline_actors::ids::CallId as EngineCallId;
 
 /// Beats every `settings.node.heartbeat` until `stop` is cancelled.
 pub async fn run(state: AppState, stop: CancellationToken) {
@@ -76,8 +77,8 @@ pub async fn beat(state: &AppState, cpu_permille: i64) -> Result<(), StoreError>
 /// that also proves the node alive: a per-call timer meant a write per call
 /// every beat (500 a second at 1,000 calls, all queued on SQLite's one
 /// writer) and a stamp that depended on each call's task being scheduled.
-async fn stamp_live_calls(state: &AppState, live_ids: &[String], now_ms: i64) {
-    let ids: Vec<CallId> = live_ids.iter().filter_map(|id| id.parse().ok()).collect();
+async fn stamp_live_calls(state: &AppState, live_ids: &[EngineCallId], now_ms: i64) {
+    let ids: Vec<CallId> = live_ids.iter().map(|&id| CallId::from(id)).collect();
     if ids.is_empty() {
         return;
     }

@@ -7,9 +7,7 @@
 use crate::app::state::AppState;
 use crate::calls::dispatch::end_orphans;
 use crate::store::StoreError;
-
-/// The ended reason of a call whose node died.
-pub const NODE_LOST: &str = "node-lost";
+use voxline_actors::ended_reason::EndedReason;
 
 /// One reaper pass; returns the calls it ended.
 pub async fn recover_dead_peers(state: &AppState) -> Result<usize, StoreError> {
@@ -33,7 +31,7 @@ pub async fn recover_dead_peers(state: &AppState) -> Result<usize, StoreError> {
     let mut ended = 0;
     for peer in store.lost_nodes_with_calls(&state.node_id).await? {
         let orphans = store.live_calls_of_node(Some(&peer)).await?;
-        end_orphans(state, &orphans, NODE_LOST).await;
+        end_orphans(state, &orphans, EndedReason::NodeLost).await;
         let requeued = store.release_queued_calls_of_node(Some(&peer)).await?;
         store.release_batch_leases_of_node(&peer).await?;
         tracing::warn!(node = %peer, ended = orphans.len(), requeued, "recovered a lost peer's calls");

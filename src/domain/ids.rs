@@ -5,44 +5,9 @@
 //! text: binds and rows use the types directly, and a stored value that is not
 //! a UUID fails to decode instead of travelling on as an arbitrary string.
 
-use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
-use uuid::Uuid;
-
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-        #[serde(transparent)]
-        pub struct $name(pub Uuid);
-
-        impl $name {
-            /// A fresh time-ordered id.
-            pub fn new() -> Self {
-                Self(Uuid::now_v7())
-            }
-        }
-
-        impl Default for $name {
-            fn default() -> Self {
-                Self::new()
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                self.0.as_hyphenated().fmt(f)
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = uuid::Error;
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                Uuid::parse_str(s).map(Self)
-            }
-        }
-
+        voxline_actors::uuid_id!($(#[$doc])* $name);
         text_column!($name, |id| id.to_string());
     };
 }
@@ -93,6 +58,26 @@ id_type!(
     /// A person who signs in to the web console.
     UserId
 );
+
+/// The engine names calls, workspaces and batches by its own id types (the engine crate
+/// has no database); these convert them both ways, infallibly, at the engine boundary.
+macro_rules! engine_id_conversions {
+    ($($name:ident),*) => {$(
+        impl From<$name> for voxline_actors::ids::$name {
+            fn from(id: $name) -> Self {
+                Self(id.0)
+            }
+        }
+
+        impl From<voxline_actors::ids::$name> for $name {
+            fn from(id: voxline_actors::ids::$name) -> Self {
+                Self(id.0)
+            }
+        }
+    )*};
+}
+
+engine_id_conversions!(CallId, OrgId, BatchId);
 
 /// A campaign's id: a [`BatchId`] of a `batches` row of kind `campaign`. The
 /// alias names the role where a campaign is meant (a call's `campaign_id`).

@@ -22,6 +22,7 @@ use std::collections::HashSet;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus, CancelOutcome};
 
 /// Most numbers one alert may dial.
@@ -317,7 +318,7 @@ async fn cancel_call(
     }
     match state
         .engine
-        .cancel(&org.to_string(), &id.to_string())
+        .cancel(org.into(), id.into())
         .await
         .map_err(|e| ApiError::Internal(e.into()))?
     {
@@ -335,9 +336,9 @@ async fn cancel_call(
         CancelOutcome::NotFound => {
             // Not held by the engine: a scheduled retry or a call awaiting dispatch.
             let end = CallEnd {
-                call_id: id.to_string(),
+                call_id: id.into(),
                 status: CallStatus::Canceled,
-                ended_reason: "canceled".into(),
+                ended_reason: EndedReason::Canceled,
                 answered_at: None,
                 ended_at: state.clock.now().timestamp_millis(),
             };

@@ -124,9 +124,9 @@ async fn accept(
         transport,
         start: *start,
     };
-    if let Err(returned) = state.engine.attach_media(&call_id, Box::new(stream)) {
+    if let Err(returned) = state.engine.attach_media(call_id, stream) {
         tracing::info!(call = %call_id, "media stream for a call that is not live; closing");
-        if let Ok(mut stream) = returned.downcast::<MediaStream>() {
+        if let Some(mut stream) = returned {
             stream.transport.reject("call has ended").await;
         }
     }

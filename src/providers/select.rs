@@ -25,6 +25,7 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::sync::Arc;
+use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::providers::{
     AsrProvider, LlmEvent, LlmProvider, LlmRequest, LlmStream, LlmUsage, ProviderError,
     ProviderKind, Providers, SimAsr, SimConfig, SimLlm, SimTts, TtsProvider,
@@ -520,19 +521,14 @@ pub async fn prepare_call(
     org_id: OrgId,
     spec: &AgentSpec,
     sim: SimConfig,
-) -> Result<CallProviders, String> {
+) -> Result<CallProviders, EndedReason> {
     let selected = match selector.for_call(org_id, spec, sim).await {
         Ok(selected) => selected,
         Err(err) => {
             tracing::warn!(call = %call_id, error = %err, "cannot set up the call's providers");
             return Err(err
                 .provider()
-                .map_or("engine-error", |kind| match kind {
-                    ProviderKind::Asr => "asr-error",
-                    ProviderKind::Llm => "llm-error",
-                    ProviderKind::Tts => "tts-error",
-                })
-                .to_string());
+                .map_or(EndedReason::EngineError, EndedReason::for_provider));
         }
     };
     if selected.own_credentials {

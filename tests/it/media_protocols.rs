@@ -720,7 +720,7 @@ async fn bad_tokens_are_refused_without_touching_the_call() {
 
     let now = app.clock.now_utc().timestamp();
     let tokens = &app.server.state().media_tokens;
-    let expired = tokens.issue(&call_id, now - 1);
+    let expired = tokens.issue(call_id.parse().unwrap(), now - 1);
     let forged = format!("{call_id}.{}.{}", now + 600, "00".repeat(32));
     for (what, token) in [
         ("unknown", "not-a-token"),
@@ -736,7 +736,7 @@ async fn bad_tokens_are_refused_without_touching_the_call() {
     // Also as a path token on another carrier's endpoint.
     assert_eq!(refused_with(Kind::Exotel, &dial, "nope").await, 1008);
     assert_eq!(app.call(&call_id).await["rawStatus"], before);
-    assert!(app.server.state().engine.is_live(&call_id));
+    assert!(app.server.state().engine.is_live(call_id.parse().unwrap()));
 
     // The real token still works once; a second socket with it is refused cleanly
     // while the first carries the call.
@@ -756,7 +756,7 @@ async fn bad_tokens_are_refused_without_touching_the_call() {
         refused_with(Kind::Twilio, &dial, &dial.media_token).await,
         1008
     );
-    let fresh = tokens.issue(&call_id, now + 600);
+    let fresh = tokens.issue(call_id.parse().unwrap(), now + 600);
     assert_eq!(refused_with(Kind::Plivo, &dial, &fresh).await, 1008);
     assert_eq!(app.ended(&call_id).await["endedReason"], "caller-hangup");
 }

@@ -21,8 +21,9 @@ use tokio_util::sync::CancellationToken;
 use voxline_media::carrier::{CarrierCodec, CarrierKind, StreamStart};
 use voxline_media::turn_taking::TurnConfig;
 
+use crate::ended_reason::EndedReason;
 use crate::engine::MachineVerdicts;
-use crate::providers::{EndOfTurnModel, ProviderKind, Providers};
+use crate::providers::{EndOfTurnModel, Providers};
 use crate::tools::{CallTools, ToolCallRecord};
 
 pub use audio::RecordingInfo;
@@ -302,68 +303,6 @@ impl TurnLatency {
             "ttsFirstByteMs": ms(self.tts_first_byte),
             "engineOverheadMs": ms(self.engine_overhead),
         })
-    }
-}
-
-/// Why the conversation ended (the call's `endedReason`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EndedReason {
-    /// The caller hung up (carrier `stop` or the socket closed).
-    CallerHangup,
-    /// The agent hung up (`end_call`, an end-call phrase, the end of an announcement or menu).
-    AgentHangup,
-    /// The call reached its maximum duration.
-    MaxDuration,
-    /// The caller stayed silent too long.
-    SilenceTimeout,
-    /// The call was canceled from our side.
-    Canceled,
-    /// Speech recognition failed.
-    AsrError,
-    /// The language model failed.
-    LlmError,
-    /// Speech synthesis failed.
-    TtsError,
-    /// The media stream failed or never started.
-    CarrierError,
-    /// The agent transferred the callee to a person.
-    Transferred,
-    /// An answering machine answered (the agent hung up, or left its message first).
-    Voicemail,
-}
-
-impl EndedReason {
-    /// The wire value (`caller-hangup`, `asr-error`, …).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            EndedReason::CallerHangup => "caller-hangup",
-            EndedReason::AgentHangup => "agent-hangup",
-            EndedReason::MaxDuration => "max-duration",
-            EndedReason::SilenceTimeout => "silence-timeout",
-            EndedReason::Canceled => "canceled",
-            EndedReason::AsrError => "asr-error",
-            EndedReason::LlmError => "llm-error",
-            EndedReason::TtsError => "tts-error",
-            EndedReason::CarrierError => "carrier-error",
-            EndedReason::Transferred => "transferred",
-            EndedReason::Voicemail => "voicemail",
-        }
-    }
-
-    /// The reason a failure of `provider` ends a call with.
-    pub const fn for_provider(provider: ProviderKind) -> Self {
-        match provider {
-            ProviderKind::Asr => EndedReason::AsrError,
-            ProviderKind::Llm => EndedReason::LlmError,
-            ProviderKind::Tts => EndedReason::TtsError,
-        }
-    }
-}
-
-impl fmt::Display for EndedReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -13,8 +13,8 @@ use crate::callee::{
     CalleeBehaviour, CalleeOptions, CalleeReport, DtmfMode, ScriptStep, SimCallee,
 };
 use crate::providers::{
-    AsrContext, AsrProvider, AsrStream, LlmProvider, LlmRequest, LlmStream, ProviderError, SimAsr,
-    SimConfig, SimFailure, SimLlm, SimTts, TtsProvider, TtsStream,
+    AsrContext, AsrProvider, AsrStream, LlmProvider, LlmRequest, LlmStream, ProviderError,
+    ProviderKind, SimAsr, SimConfig, SimFailure, SimLlm, SimTts, TtsProvider, TtsStream,
 };
 use voxline_media::carrier::CarrierKind;
 

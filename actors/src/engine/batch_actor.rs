@@ -4,6 +4,7 @@
 //! isolates the feed's failures from the org actor that supervises it.
 
 use super::{BatchFeed, CallJob};
+use crate::ids::BatchId;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ pub(crate) enum BatchMsg {
 pub(crate) struct BatchActor;
 
 pub(crate) struct BatchState {
-    batch_id: String,
+    batch_id: BatchId,
     feed: Arc<dyn BatchFeed>,
 }
 
@@ -24,12 +25,12 @@ pub(crate) struct BatchState {
 impl Actor for BatchActor {
     type Msg = BatchMsg;
     type State = BatchState;
-    type Arguments = (String, Arc<dyn BatchFeed>);
+    type Arguments = (BatchId, Arc<dyn BatchFeed>);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<BatchMsg>,
-        (batch_id, feed): (String, Arc<dyn BatchFeed>),
+        (batch_id, feed): (BatchId, Arc<dyn BatchFeed>),
     ) -> Result<BatchState, ActorProcessingErr> {
         Ok(BatchState { batch_id, feed })
     }
@@ -42,7 +43,7 @@ impl Actor for BatchActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             BatchMsg::Next(reply) => {
-                let next = match state.feed.next_call(&state.batch_id).await {
+                let next = match state.feed.next_call(state.batch_id).await {
                     Ok(next) => next,
                     Err(err) => {
                         // The items stay pending in storage; the service feeds the batch again.
@@ -60,10 +61,12 @@ impl Actor for BatchActor {
 #[cfg(test)]
 mod tests {
     use crate::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
+    use crate::ended_reason::EndedReason;
     use crate::engine::{
         BatchFeed, CallEnd, CallJob, CallLedger, ConversationRunner, Engine, EngineConfig,
-        LedgerError, MachineVerdicts, MediaSession,
+        LedgerError, MachineVerdicts,
     };
+    use crate::ids::{BatchId, CallId, OrgId};
     use crate::media_token::MediaTokens;
     use async_trait::async_trait;
     use std::collections::{HashMap, VecDeque};
@@ -71,6 +74,38 @@ mod tests {
     use std::time::Duration;
     use tokio::sync::mpsc;
     use tokio_util::sync::CancellationToken;
+    use uuid::Uuid;
+
+    /// An id that spells a short test name in its bytes, so dials read as names.
+    fn named(name: &str) -> Uuid {
+        let mut bytes = [0u8; 16];
+        bytes[..name.len()].copy_from_slice(name.as_bytes());
+        Uuid::from_bytes(bytes)
+    }
+
+    /// The name a [`named`] id spells.
+    fn name_of(id: &str) -> String {
+        let id: Uuid = id.parse().expect("a uuid");
+        let bytes: Vec<u8> = id
+            .as_bytes()
+            .iter()
+            .copied()
+            .take_while(|&b| b != 0)
+            .collect();
+        String::from_utf8(bytes).expect("a name")
+    }
+
+    fn call(name: &str) -> CallId {
+        CallId(named(name))
+    }
+
+    fn batch(name: &str) -> BatchId {
+        BatchId(named(name))
+    }
+
+    fn org() -> OrgId {
+        OrgId(named("org"))
+    }
 
     /// Reports every dial and never progresses the call by itself.
     struct RecordingCarrier(mpsc::UnboundedSender<String>);
@@ -78,7 +113,7 @@ mod tests {
     #[async_trait]
     impl Carrier for RecordingCarrier {
         async fn place(&self, req: DialRequest, _: StatusSink) -> Result<String, CarrierError> {
-            let _ = self.0.send(req.call_id.clone());
+            let _ = self.0.send(name_of(&req.call_id));
             Ok(format!("carrier-{}", req.call_id))
         }
         async fn hangup(&self, _: &str) -> Result<(), CarrierError> {
@@ -92,19 +127,19 @@ mod tests {
     impl CallLedger for NullLedger {
         async fn transition(
             &self,
-            _: &str,
+            _: CallId,
             _: crate::engine::CallStatus,
             _: i64,
         ) -> Result<(), LedgerError> {
             Ok(())
         }
-        async fn carrier_call_id(&self, _: &str, _: &str) -> Result<(), LedgerError> {
+        async fn carrier_call_id(&self, _: CallId, _: &str) -> Result<(), LedgerError> {
             Ok(())
         }
         async fn finish(&self, _: CallEnd) -> Result<(), LedgerError> {
             Ok(())
         }
-        async fn release_queued(&self, _: &str) -> Result<(), LedgerError> {
+        async fn release_queued(&self, _: OrgId) -> Result<(), LedgerError> {
             Ok(())
         }
     }
@@ -113,41 +148,43 @@ mod tests {
 
     #[async_trait]
     impl ConversationRunner for NoConversation {
+        type Media = ();
+
         async fn run(
             &self,
             _: CallJob,
-            _: MediaSession,
+            _: (),
             _: i64,
             _: MachineVerdicts,
             _: CancellationToken,
-        ) -> String {
-            "agent-hangup".into()
+        ) -> EndedReason {
+            EndedReason::AgentHangup
         }
     }
 
     /// A batch of `count` calls named `{batch}-{n}`, counting how often it was asked.
     struct ListFeed {
-        jobs: Mutex<HashMap<String, VecDeque<CallJob>>>,
+        jobs: Mutex<HashMap<BatchId, VecDeque<CallJob>>>,
         asked: Mutex<usize>,
     }
 
     #[async_trait]
     impl BatchFeed for ListFeed {
-        async fn next_call(&self, batch_id: &str) -> Result<Option<CallJob>, LedgerError> {
+        async fn next_call(&self, batch_id: BatchId) -> Result<Option<CallJob>, LedgerError> {
             *self.asked.lock().unwrap() += 1;
             Ok(self
                 .jobs
                 .lock()
                 .unwrap()
-                .get_mut(batch_id)
+                .get_mut(&batch_id)
                 .and_then(VecDeque::pop_front))
         }
     }
 
     fn job(call_id: &str, concurrency: u32) -> CallJob {
         CallJob {
-            call_id: call_id.to_string(),
-            org_id: "org".into(),
+            call_id: call(call_id),
+            org_id: org(),
             org_concurrency: concurrency,
             to: "+919845012310".into(),
             from: "+918035740111".into(),
@@ -168,7 +205,7 @@ mod tests {
                 let list = (0..*count)
                     .map(|n| job(&format!("{name}-{n}"), concurrency))
                     .collect();
-                (name.to_string(), list)
+                (batch(name), list)
             })
             .collect();
         Arc::new(ListFeed {
@@ -177,7 +214,7 @@ mod tests {
         })
     }
 
-    async fn engine() -> (Engine, mpsc::UnboundedReceiver<String>) {
+    async fn engine() -> (Engine<()>, mpsc::UnboundedReceiver<String>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut carriers: HashMap<String, Arc<dyn Carrier>> = HashMap::new();
         carriers.insert("fake".into(), Arc::new(RecordingCarrier(tx)));
@@ -216,19 +253,19 @@ mod tests {
         let (engine, mut rx) = engine().await;
         let feed = feed(&[("a", 10), ("b", 10)], 2);
         engine
-            .feed_batch("org", "a", 2, feed.clone() as Arc<dyn BatchFeed>)
+            .feed_batch(org(), batch("a"), 2, feed.clone() as Arc<dyn BatchFeed>)
             .unwrap();
         engine
-            .feed_batch("org", "b", 2, feed.clone() as Arc<dyn BatchFeed>)
+            .feed_batch(org(), batch("b"), 2, feed.clone() as Arc<dyn BatchFeed>)
             .unwrap();
         // Feeding the same batch again while it is fed changes nothing.
         engine
-            .feed_batch("org", "a", 2, feed.clone() as Arc<dyn BatchFeed>)
+            .feed_batch(org(), batch("a"), 2, feed.clone() as Arc<dyn BatchFeed>)
             .unwrap();
         let mut order = vec![dialed(&mut rx).await, dialed(&mut rx).await];
         settle().await;
         assert!(rx.try_recv().is_err(), "only two slots: {order:?}");
-        let snapshot = engine.org_snapshot("org").await.unwrap();
+        let snapshot = engine.org_snapshot(org()).await.unwrap();
         assert_eq!(snapshot.active, 2);
         assert_eq!(
             snapshot.queued, 0,
@@ -239,7 +276,9 @@ mod tests {
         // Each ended call frees one slot, which goes to the other batch's turn.
         for _ in 0..6 {
             let ended = order[order.len() - 2].clone();
-            engine.carrier_status(&ended, CarrierStatus::Busy).unwrap();
+            engine
+                .carrier_status(call(&ended), CarrierStatus::Busy)
+                .unwrap();
             order.push(dialed(&mut rx).await);
         }
         let batch_of = |id: &String| id.split('-').next().unwrap().to_string();
@@ -247,8 +286,8 @@ mod tests {
         // `a` filled both slots before `b` was fed; from then on they alternate.
         assert_eq!(batches, ["a", "a", "b", "a", "b", "a", "b", "a"]);
         assert_eq!(
-            engine.fed_batches("org").await.unwrap(),
-            ["b", "a"],
+            engine.fed_batches(org()).await.unwrap(),
+            [batch("b"), batch("a")],
             "b's turn is next"
         );
         engine.shutdown().await;
@@ -259,16 +298,16 @@ mod tests {
         let (engine, mut rx) = engine().await;
         let feed = feed(&[("big", 50_000)], 2);
         engine
-            .feed_batch("org", "big", 2, feed.clone() as Arc<dyn BatchFeed>)
+            .feed_batch(org(), batch("big"), 2, feed.clone() as Arc<dyn BatchFeed>)
             .unwrap();
         let first = dialed(&mut rx).await;
         let _second = dialed(&mut rx).await;
         engine.enqueue(job("test-call", 2)).unwrap();
         settle().await;
         assert!(rx.try_recv().is_err(), "the test call waits for a slot");
-        assert_eq!(engine.org_snapshot("org").await.unwrap().queued, 1);
+        assert_eq!(engine.org_snapshot(org()).await.unwrap().queued, 1);
         engine
-            .carrier_status(&first, CarrierStatus::NoAnswer)
+            .carrier_status(call(&first), CarrierStatus::NoAnswer)
             .unwrap();
         assert_eq!(dialed(&mut rx).await, "test-call", "one slot turnover");
         engine.shutdown().await;
@@ -284,19 +323,21 @@ mod tests {
         assert!(engine.is_paused());
         engine.enqueue(job("waiting", 2)).unwrap();
         engine
-            .feed_batch("org", "a", 2, feed.clone() as Arc<dyn BatchFeed>)
+            .feed_batch(org(), batch("a"), 2, feed.clone() as Arc<dyn BatchFeed>)
             .unwrap();
         settle().await;
         assert!(rx.try_recv().is_err(), "nothing starts while paused");
         assert_eq!(*feed.asked.lock().unwrap(), 0, "no batch item pulled");
-        let snapshot = engine.org_snapshot("org").await.unwrap();
+        let snapshot = engine.org_snapshot(org()).await.unwrap();
         assert_eq!(
             (snapshot.active, snapshot.queued),
             (1, 1),
             "the live call goes on"
         );
         // A slot freed while paused stays free.
-        engine.carrier_status("live", CarrierStatus::Busy).unwrap();
+        engine
+            .carrier_status(call("live"), CarrierStatus::Busy)
+            .unwrap();
         settle().await;
         assert!(
             rx.try_recv().is_err(),
@@ -319,17 +360,17 @@ mod tests {
         let (engine, mut rx) = engine().await;
         let feed = feed(&[("a", 1)], 3);
         engine
-            .feed_batch("org", "a", 3, feed.clone() as Arc<dyn BatchFeed>)
+            .feed_batch(org(), batch("a"), 3, feed.clone() as Arc<dyn BatchFeed>)
             .unwrap();
         assert_eq!(dialed(&mut rx).await, "a-0");
         settle().await;
-        assert!(engine.fed_batches("org").await.unwrap().is_empty());
+        assert!(engine.fed_batches(org()).await.unwrap().is_empty());
         feed.jobs
             .lock()
             .unwrap()
-            .insert("a".into(), VecDeque::from([job("a-retry", 3)]));
+            .insert(batch("a"), VecDeque::from([job("a-retry", 3)]));
         engine
-            .feed_batch("org", "a", 3, feed.clone() as Arc<dyn BatchFeed>)
+            .feed_batch(org(), batch("a"), 3, feed.clone() as Arc<dyn BatchFeed>)
             .unwrap();
         assert_eq!(dialed(&mut rx).await, "a-retry");
         engine.shutdown().await;

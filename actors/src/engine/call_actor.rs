@@ -2,31 +2,33 @@
 //! takes the media stream when the call is answered, runs the conversation,
 //! and records exactly one terminal outcome.
 
-use super::{CallEnd, CallJob, CallStatus, EngineShared, MachineVerdicts, MediaSession};
+use super::{CallEnd, CallJob, CallStatus, EngineShared, MachineVerdicts};
 use crate::carrier::{AnsweredBy, Carrier, CarrierStatus, DialRequest, StatusSink};
+use crate::ended_reason::EndedReason;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-/// Messages of a call actor.
-pub(crate) enum CallMsg {
+/// Messages of a call actor whose conversation runs on media `M`.
+pub(crate) enum CallMsg<M> {
     /// Place the call (sent to itself on start).
     Dial,
     /// Progress reported by the carrier.
     Carrier(CarrierStatus),
     /// The answered call's media stream arrived.
-    Media(MediaSession),
+    Media(M),
     /// Cancel requested through the API.
     Cancel,
     /// The conversation ended with this reason.
-    ConversationDone(String),
+    ConversationDone(EndedReason),
     /// A guard timer fired.
     Timeout(TimeoutKind),
     /// The service is stopping: end the call with this reason, answering
     /// once its results are stored and its end recorded.
-    Shutdown(&'static str, RpcReplyPort<()>),
+    Shutdown(EndedReason, RpcReplyPort<()>),
 }
 
 /// Guard timers of a call.
@@ -47,11 +49,18 @@ enum Phase {
     Conversing,
 }
 
-pub(crate) struct CallActor;
+/// The call actor of an engine whose calls run on media `M`.
+pub(crate) struct CallActor<M>(PhantomData<fn() -> M>);
 
-pub(crate) struct CallState {
+impl<M> Default for CallActor<M> {
+    fn default() -> Self {
+        Self(PhantomData)
+    }
+}
+
+pub(crate) struct CallState<M: Send + 'static> {
     job: CallJob,
-    shared: Arc<EngineShared>,
+    shared: Arc<EngineShared<M>>,
     phase: Phase,
     carrier: Option<Arc<dyn Carrier>>,
     carrier_call_id: Option<String>,
@@ -59,7 +68,7 @@ pub(crate) struct CallState {
     conversation: CancellationToken,
     /// Cancels the conversation if this actor dies, however it dies.
     _guard: DropGuard,
-    stop_reason: Option<&'static str>,
+    stop_reason: Option<EndedReason>,
     finished: bool,
     /// Shutdown requests waiting for the conversation to wind down (its
     /// results and recording stored) and the end to be recorded.
@@ -70,7 +79,7 @@ pub(crate) struct CallState {
     machine_rx: Option<MachineVerdicts>,
 }
 
-fn timer(myself: &ActorRef<CallMsg>, after: Duration, kind: TimeoutKind) {
+fn timer<M: Send + 'static>(myself: &ActorRef<CallMsg<M>>, after: Duration, kind: TimeoutKind) {
     let me = myself.clone();
     tokio::spawn(async move {
         tokio::time::sleep(after).await;
@@ -78,16 +87,21 @@ fn timer(myself: &ActorRef<CallMsg>, after: Duration, kind: TimeoutKind) {
     });
 }
 
-impl CallState {
-    async fn finish(&mut self, myself: &ActorRef<CallMsg>, status: CallStatus, reason: &str) {
+impl<M: Send + 'static> CallState<M> {
+    async fn finish(
+        &mut self,
+        myself: &ActorRef<CallMsg<M>>,
+        status: CallStatus,
+        reason: EndedReason,
+    ) {
         if self.finished {
             return;
         }
         self.finished = true;
         let end = CallEnd {
-            call_id: self.job.call_id.clone(),
+            call_id: self.job.call_id,
             status,
-            ended_reason: reason.to_string(),
+            ended_reason: reason,
             answered_at: self.answered_at,
             ended_at: self.shared.now_ms(),
         };
@@ -105,7 +119,7 @@ impl CallState {
         }
     }
 
-    async fn answered(&mut self, myself: &ActorRef<CallMsg>) {
+    async fn answered(&mut self, myself: &ActorRef<CallMsg<M>>) {
         if self.phase >= Phase::Answered {
             return;
         }
@@ -116,7 +130,7 @@ impl CallState {
             .shared
             .config
             .ledger
-            .transition(&self.job.call_id, CallStatus::InProgress, now)
+            .transition(self.job.call_id, CallStatus::InProgress, now)
             .await
         {
             tracing::warn!(call = %self.job.call_id, error = %err, "could not record answer");
@@ -127,25 +141,25 @@ impl CallState {
     }
 
     /// Ends the conversation early; the reason wins over what the runner reports.
-    fn stop_conversation(&mut self, reason: &'static str) {
+    fn stop_conversation(&mut self, reason: EndedReason) {
         self.stop_reason.get_or_insert(reason);
         self.conversation.cancel();
     }
 }
 
 #[ractor::async_trait]
-impl Actor for CallActor {
-    type Msg = CallMsg;
-    type State = CallState;
-    type Arguments = (CallJob, Arc<EngineShared>);
+impl<M: Send + 'static> Actor for CallActor<M> {
+    type Msg = CallMsg<M>;
+    type State = CallState<M>;
+    type Arguments = (CallJob, Arc<EngineShared<M>>);
 
     async fn pre_start(
         &self,
-        myself: ActorRef<CallMsg>,
-        (job, shared): (CallJob, Arc<EngineShared>),
-    ) -> Result<CallState, ActorProcessingErr> {
+        myself: ActorRef<CallMsg<M>>,
+        (job, shared): (CallJob, Arc<EngineShared<M>>),
+    ) -> Result<CallState<M>, ActorProcessingErr> {
         if let Ok(mut calls) = shared.calls.lock() {
-            calls.insert(job.call_id.clone(), myself.clone());
+            calls.insert(job.call_id, myself.clone());
         }
         myself.send_message(CallMsg::Dial)?;
         let conversation = CancellationToken::new();
@@ -169,8 +183,8 @@ impl Actor for CallActor {
 
     async fn post_stop(
         &self,
-        _myself: ActorRef<CallMsg>,
-        state: &mut CallState,
+        _myself: ActorRef<CallMsg<M>>,
+        state: &mut CallState<M>,
     ) -> Result<(), ActorProcessingErr> {
         if let Ok(mut calls) = state.shared.calls.lock() {
             calls.remove(&state.job.call_id);
@@ -180,9 +194,9 @@ impl Actor for CallActor {
 
     async fn handle(
         &self,
-        myself: ActorRef<CallMsg>,
-        msg: CallMsg,
-        state: &mut CallState,
+        myself: ActorRef<CallMsg<M>>,
+        msg: CallMsg<M>,
+        state: &mut CallState<M>,
     ) -> Result<(), ActorProcessingErr> {
         if state.finished {
             return Ok(());
@@ -198,7 +212,7 @@ impl Actor for CallActor {
                 else {
                     tracing::error!(call = %state.job.call_id, provider = %state.job.provider, "no such carrier");
                     state
-                        .finish(&myself, CallStatus::Failed, "carrier-error")
+                        .finish(&myself, CallStatus::Failed, EndedReason::CarrierError)
                         .await;
                     return Ok(());
                 };
@@ -207,15 +221,15 @@ impl Actor for CallActor {
                 let now = state.shared.now_ms();
                 let ring = u64::from(state.job.ring_timeout_seconds);
                 let expires = now / 1000 + i64::try_from(ring).unwrap_or(60) + 3600;
-                let token = config.tokens.issue(&state.job.call_id, expires);
+                let token = config.tokens.issue(state.job.call_id, expires);
                 let provider = if state.job.provider == "sim" {
                     "twilio"
                 } else {
                     state.job.provider.as_str()
                 };
                 let req = DialRequest {
-                    call_id: state.job.call_id.clone(),
-                    org_id: state.job.org_id.clone(),
+                    call_id: state.job.call_id.to_string(),
+                    org_id: state.job.org_id.to_string(),
                     to: state.job.to.clone(),
                     from: state.job.from.clone(),
                     media_url: format!("{}/{}", config.media_base_url, provider),
@@ -231,7 +245,7 @@ impl Actor for CallActor {
                 };
                 if let Err(err) = config
                     .ledger
-                    .transition(&state.job.call_id, CallStatus::Ringing, now)
+                    .transition(state.job.call_id, CallStatus::Ringing, now)
                     .await
                 {
                     tracing::warn!(call = %state.job.call_id, error = %err, "could not record ringing");
@@ -243,7 +257,7 @@ impl Actor for CallActor {
                 match carrier.place(req, sink).await {
                     Ok(id) => {
                         if let Err(err) =
-                            config.ledger.carrier_call_id(&state.job.call_id, &id).await
+                            config.ledger.carrier_call_id(state.job.call_id, &id).await
                         {
                             tracing::warn!(call = %state.job.call_id, error = %err, "could not record carrier id");
                         }
@@ -253,7 +267,7 @@ impl Actor for CallActor {
                     Err(err) => {
                         tracing::warn!(call = %state.job.call_id, error = %err, "carrier refused the call");
                         state
-                            .finish(&myself, CallStatus::Failed, "carrier-error")
+                            .finish(&myself, CallStatus::Failed, EndedReason::CarrierError)
                             .await;
                     }
                 }
@@ -272,9 +286,9 @@ impl Actor for CallActor {
                     if state.phase == Phase::Dialing =>
                 {
                     let (status, reason) = match status {
-                        CarrierStatus::NoAnswer => (CallStatus::NoAnswer, "no-answer"),
-                        CarrierStatus::Busy => (CallStatus::Busy, "busy"),
-                        _ => (CallStatus::Failed, "carrier-error"),
+                        CarrierStatus::NoAnswer => (CallStatus::NoAnswer, EndedReason::NoAnswer),
+                        CarrierStatus::Busy => (CallStatus::Busy, EndedReason::Busy),
+                        _ => (CallStatus::Failed, EndedReason::CarrierError),
                     };
                     state.finish(&myself, status, reason).await;
                 }
@@ -284,15 +298,15 @@ impl Actor for CallActor {
                     let _ = state.machine_tx.send(verdict);
                 }
                 CarrierStatus::Completed => match state.phase {
-                    Phase::Conversing => state.stop_conversation("caller-hangup"),
+                    Phase::Conversing => state.stop_conversation(EndedReason::CallerHangup),
                     Phase::Answered => {
                         state
-                            .finish(&myself, CallStatus::Completed, "caller-hangup")
+                            .finish(&myself, CallStatus::Completed, EndedReason::CallerHangup)
                             .await
                     }
                     Phase::Dialing => {
                         state
-                            .finish(&myself, CallStatus::NoAnswer, "no-answer")
+                            .finish(&myself, CallStatus::NoAnswer, EndedReason::NoAnswer)
                             .await
                     }
                 },
@@ -320,40 +334,40 @@ impl Actor for CallActor {
                 });
             }
             CallMsg::Cancel => match state.phase {
-                Phase::Conversing => state.stop_conversation("canceled"),
+                Phase::Conversing => state.stop_conversation(EndedReason::Canceled),
                 Phase::Answered => {
                     state.hangup().await;
                     state
-                        .finish(&myself, CallStatus::Completed, "canceled")
+                        .finish(&myself, CallStatus::Completed, EndedReason::Canceled)
                         .await;
                 }
                 Phase::Dialing => {
                     state.hangup().await;
                     state
-                        .finish(&myself, CallStatus::Canceled, "canceled")
+                        .finish(&myself, CallStatus::Canceled, EndedReason::Canceled)
                         .await;
                 }
             },
             CallMsg::ConversationDone(reason) => {
                 // A transferred callee is talking to a person on the carrier's bridge now.
-                if reason != "transferred" {
+                if reason != EndedReason::Transferred {
                     state.hangup().await;
                 }
                 // A carrier's "completed" can overtake the conversation's own
                 // ending (the agent hung up, so the callee's leg closed): the
                 // conversation's reason wins unless it only saw the cancel.
                 let reason = match state.stop_reason {
-                    Some("caller-hangup") if reason != "canceled" => reason,
-                    Some(stop) => stop.to_string(),
+                    Some(EndedReason::CallerHangup) if reason != EndedReason::Canceled => reason,
+                    Some(stop) => stop,
                     None => reason,
                 };
                 // An answering machine took the call: billed as answered, told apart.
-                let status = if reason == "voicemail" {
+                let status = if reason == EndedReason::Voicemail {
                     CallStatus::Voicemail
                 } else {
                     CallStatus::Completed
                 };
-                state.finish(&myself, status, &reason).await;
+                state.finish(&myself, status, reason).await;
                 for waiter in state.shutdown_waiters.drain(..) {
                     let _ = waiter.send(());
                 }
@@ -362,17 +376,17 @@ impl Actor for CallActor {
                 (TimeoutKind::Ring, Phase::Dialing) => {
                     state.hangup().await;
                     state
-                        .finish(&myself, CallStatus::NoAnswer, "no-answer")
+                        .finish(&myself, CallStatus::NoAnswer, EndedReason::NoAnswer)
                         .await;
                 }
                 (TimeoutKind::Media, Phase::Answered) => {
                     state.hangup().await;
                     state
-                        .finish(&myself, CallStatus::Failed, "media-timeout")
+                        .finish(&myself, CallStatus::Failed, EndedReason::MediaTimeout)
                         .await;
                 }
                 (TimeoutKind::MaxDuration, Phase::Conversing) => {
-                    state.stop_conversation("max-duration")
+                    state.stop_conversation(EndedReason::MaxDuration)
                 }
                 _ => {}
             },

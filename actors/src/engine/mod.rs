@@ -11,10 +11,11 @@ mod org_actor;
 mod root;
 
 use crate::carrier::{Carrier, CarrierStatus};
+use crate::ended_reason::EndedReason;
+use crate::ids::{BatchId, CallId, OrgId};
 use crate::media_token::MediaTokens;
 use async_trait::async_trait;
 use ractor::{Actor, ActorRef};
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -125,9 +126,9 @@ impl CallStatus {
 #[derive(Debug, Clone)]
 pub struct CallJob {
     /// Call id.
-    pub call_id: String,
+    pub call_id: CallId,
     /// Workspace id.
-    pub org_id: String,
+    pub org_id: OrgId,
     /// The workspace's concurrency limit at enqueue time.
     pub org_concurrency: u32,
     /// Number dialed.
@@ -154,11 +155,11 @@ pub struct CallJob {
 #[derive(Debug, Clone)]
 pub struct CallEnd {
     /// Call id.
-    pub call_id: String,
+    pub call_id: CallId,
     /// Terminal status.
     pub status: CallStatus,
     /// Why it ended.
-    pub ended_reason: String,
+    pub ended_reason: EndedReason,
     /// When it was answered, Unix ms.
     pub answered_at: Option<i64>,
     /// When it ended, Unix ms.
@@ -176,20 +177,20 @@ pub trait CallLedger: Send + Sync + 'static {
     /// Records a non-terminal transition (ringing, in-progress).
     async fn transition(
         &self,
-        call_id: &str,
+        call_id: CallId,
         status: CallStatus,
         at_ms: i64,
     ) -> Result<(), LedgerError>;
     /// Records the carrier's id for the call.
     async fn carrier_call_id(
         &self,
-        call_id: &str,
+        call_id: CallId,
         carrier_call_id: &str,
     ) -> Result<(), LedgerError>;
     /// Records the terminal outcome; must be idempotent (bills at most once).
     async fn finish(&self, end: CallEnd) -> Result<(), LedgerError>;
     /// Hands queued calls of an org back for re-dispatch after its actor failed.
-    async fn release_queued(&self, org_id: &str) -> Result<(), LedgerError>;
+    async fn release_queued(&self, org_id: OrgId) -> Result<(), LedgerError>;
 }
 
 /// Where a started batch's calls come from; implemented by the service.
@@ -200,29 +201,33 @@ pub trait CallLedger: Send + Sync + 'static {
 pub trait BatchFeed: Send + Sync + 'static {
     /// Claims the batch's next pending item and returns its stored call, or
     /// None when nothing is to be dialed now (paused, stopped, drained).
-    async fn next_call(&self, batch_id: &str) -> Result<Option<CallJob>, LedgerError>;
+    async fn next_call(&self, batch_id: BatchId) -> Result<Option<CallJob>, LedgerError>;
 }
 
 /// The carrier's answering-machine verdicts for one call, as they arrive (buffered from the
 /// dial on, so a verdict that comes before the media stream is not lost).
 pub type MachineVerdicts = tokio::sync::mpsc::UnboundedReceiver<crate::carrier::AnsweredBy>;
 
-/// The media stream of an answered call, opaque to the engine.
-pub type MediaSession = Box<dyn Any + Send>;
-
 /// Runs an answered call's conversation; implemented by the service.
+///
+/// The engine hands the call's media stream from [`Engine::attach_media`] to
+/// [`ConversationRunner::run`] without looking inside it: `Media` is the service's own
+/// type, so the handoff is checked by the compiler rather than downcast at run time.
 #[async_trait]
 pub trait ConversationRunner: Send + Sync + 'static {
+    /// The media stream of an answered call, as the service accepted it.
+    type Media: Send + 'static;
+
     /// Runs until the conversation ends or `cancel` fires; returns the ended reason.
     /// `machine` carries the carrier's answering-machine verdicts for the call, in order.
     async fn run(
         &self,
         job: CallJob,
-        media: MediaSession,
+        media: Self::Media,
         answered_at_ms: i64,
         machine: MachineVerdicts,
         cancel: CancellationToken,
-    ) -> String;
+    ) -> EndedReason;
 }
 
 /// Why an engine request failed.
@@ -260,18 +265,18 @@ pub struct OrgSnapshot {
 
 /// A batch handed to its workspace's org actor.
 pub(crate) struct BatchRegistration {
-    pub org_id: String,
-    pub batch_id: String,
+    pub org_id: OrgId,
+    pub batch_id: BatchId,
     pub org_concurrency: u32,
     pub feed: Arc<dyn BatchFeed>,
 }
 
-/// Fixed configuration of the engine.
-pub struct EngineConfig {
+/// Fixed configuration of the engine; `M` is the media stream its runner takes.
+pub struct EngineConfig<M> {
     /// Persists progress.
     pub ledger: Arc<dyn CallLedger>,
     /// Runs conversations.
-    pub runner: Arc<dyn ConversationRunner>,
+    pub runner: Arc<dyn ConversationRunner<Media = M>>,
     /// Carriers by name.
     pub carriers: HashMap<String, Arc<dyn Carrier>>,
     /// Signs media tokens.
@@ -287,9 +292,9 @@ pub struct EngineConfig {
 }
 
 /// Shared by every actor of the tree.
-pub(crate) struct EngineShared {
-    pub config: EngineConfig,
-    pub calls: Mutex<HashMap<String, ActorRef<CallMsg>>>,
+pub(crate) struct EngineShared<M: Send + 'static> {
+    pub config: EngineConfig<M>,
+    pub calls: Mutex<HashMap<CallId, ActorRef<CallMsg<M>>>>,
     /// Set once shutdown began: queued calls stay queued (in the store) for
     /// the next run instead of starting only to be ended by the shutdown.
     pub stopping: std::sync::atomic::AtomicBool,
@@ -298,13 +303,13 @@ pub(crate) struct EngineShared {
     pub paused: std::sync::atomic::AtomicBool,
 }
 
-impl EngineShared {
+impl<M: Send + 'static> EngineShared<M> {
     pub fn now_ms(&self) -> i64 {
         (self.config.now_ms)()
     }
 
-    pub fn live_call(&self, call_id: &str) -> Option<ActorRef<CallMsg>> {
-        self.calls.lock().ok()?.get(call_id).cloned()
+    pub fn live_call(&self, call_id: CallId) -> Option<ActorRef<CallMsg<M>>> {
+        self.calls.lock().ok()?.get(&call_id).cloned()
     }
 
     /// Whether no call may start now (shutdown or an operator's drain).
@@ -318,23 +323,32 @@ impl EngineShared {
 /// down and the runner stores its results before the end is recorded.
 pub const END_WAIT: Duration = Duration::from_secs(20);
 
-/// Handle to the running engine; cheap to clone.
-#[derive(Clone)]
-pub struct Engine {
+/// Handle to the running engine; cheap to clone. `M` is the media stream its
+/// conversations run on.
+pub struct Engine<M: Send + 'static> {
     root: ActorRef<RootMsg>,
-    shared: Arc<EngineShared>,
+    shared: Arc<EngineShared<M>>,
 }
 
-impl Engine {
+impl<M: Send + 'static> Clone for Engine<M> {
+    fn clone(&self) -> Self {
+        Self {
+            root: self.root.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<M: Send + 'static> Engine<M> {
     /// Starts the root supervisor.
-    pub async fn start(config: EngineConfig) -> Result<Self, EngineError> {
+    pub async fn start(config: EngineConfig<M>) -> Result<Self, EngineError> {
         let shared = Arc::new(EngineShared {
             config,
             calls: Mutex::new(HashMap::new()),
             stopping: std::sync::atomic::AtomicBool::new(false),
             paused: std::sync::atomic::AtomicBool::new(false),
         });
-        let (root, _) = Actor::spawn(None, RootActor, Arc::clone(&shared))
+        let (root, _) = Actor::spawn(None, RootActor::default(), Arc::clone(&shared))
             .await
             .map_err(|e| EngineError::Stopped(e.to_string()))?;
         Ok(Self { root, shared })
@@ -352,15 +366,15 @@ impl Engine {
     /// batch is being fed; call again after a pause or when items were added.
     pub fn feed_batch(
         &self,
-        org_id: &str,
-        batch_id: &str,
+        org_id: OrgId,
+        batch_id: BatchId,
         org_concurrency: u32,
         feed: Arc<dyn BatchFeed>,
     ) -> Result<(), EngineError> {
         self.root
             .send_message(RootMsg::FeedBatch(BatchRegistration {
-                org_id: org_id.to_string(),
-                batch_id: batch_id.to_string(),
+                org_id,
+                batch_id,
                 org_concurrency,
                 feed,
             }))
@@ -368,44 +382,49 @@ impl Engine {
     }
 
     /// Ids of the batches a workspace is currently pulling from, in turn order.
-    pub async fn fed_batches(&self, org_id: &str) -> Result<Vec<String>, EngineError> {
-        ractor::call!(self.root, RootMsg::FedBatches, org_id.to_string())
+    pub async fn fed_batches(&self, org_id: OrgId) -> Result<Vec<BatchId>, EngineError> {
+        ractor::call!(self.root, RootMsg::FedBatches, org_id)
             .map_err(|e| EngineError::Stopped(e.to_string()))
     }
 
     /// Cancels a queued call or hangs up a live one.
-    pub async fn cancel(&self, org_id: &str, call_id: &str) -> Result<CancelOutcome, EngineError> {
-        let reply = ractor::call!(
-            self.root,
-            RootMsg::Cancel,
-            org_id.to_string(),
-            call_id.to_string()
-        )
-        .map_err(|e| EngineError::Stopped(e.to_string()))?;
+    pub async fn cancel(
+        &self,
+        org_id: OrgId,
+        call_id: CallId,
+    ) -> Result<CancelOutcome, EngineError> {
+        let reply = ractor::call!(self.root, RootMsg::Cancel, org_id, call_id)
+            .map_err(|e| EngineError::Stopped(e.to_string()))?;
         Ok(reply)
     }
 
     /// Hands an answered call's media stream to its call actor; gives it back
     /// when no live call is waiting for it.
-    pub fn attach_media(&self, call_id: &str, media: MediaSession) -> Result<(), MediaSession> {
+    pub fn attach_media(&self, call_id: CallId, media: M) -> Result<(), Option<M>> {
         match self.shared.live_call(call_id) {
+            // An actor that stopped meanwhile gives the message back; any other send
+            // failure loses it with the actor.
             Some(actor) => actor
                 .send_message(CallMsg::Media(media))
                 .map_err(|e| match e {
-                    ractor::MessagingErr::SendErr(CallMsg::Media(m)) => m,
-                    _ => Box::new(()) as MediaSession,
+                    ractor::MessagingErr::SendErr(CallMsg::Media(m)) => Some(m),
+                    _ => None,
                 }),
-            None => Err(media),
+            None => Err(Some(media)),
         }
     }
 
     /// Whether the engine holds a live actor for the call.
-    pub fn is_live(&self, call_id: &str) -> bool {
+    pub fn is_live(&self, call_id: CallId) -> bool {
         self.shared.live_call(call_id).is_some()
     }
 
     /// Routes a carrier status callback to the call's actor.
-    pub fn carrier_status(&self, call_id: &str, status: CarrierStatus) -> Result<(), EngineError> {
+    pub fn carrier_status(
+        &self,
+        call_id: CallId,
+        status: CarrierStatus,
+    ) -> Result<(), EngineError> {
         let actor = self.shared.live_call(call_id).ok_or(EngineError::NotLive)?;
         actor
             .send_message(CallMsg::Carrier(status))
@@ -413,8 +432,8 @@ impl Engine {
     }
 
     /// Slot usage of a workspace.
-    pub async fn org_snapshot(&self, org_id: &str) -> Result<OrgSnapshot, EngineError> {
-        ractor::call!(self.root, RootMsg::Snapshot, org_id.to_string())
+    pub async fn org_snapshot(&self, org_id: OrgId) -> Result<OrgSnapshot, EngineError> {
+        ractor::call!(self.root, RootMsg::Snapshot, org_id)
             .map_err(|e| EngineError::Stopped(e.to_string()))
     }
 
@@ -425,7 +444,7 @@ impl Engine {
 
     /// The ids of the calls live on this engine (dialing, ringing or talking), as the
     /// service gave them.
-    pub fn live_call_ids(&self) -> Vec<String> {
+    pub fn live_call_ids(&self) -> Vec<CallId> {
         self.shared
             .calls
             .lock()
@@ -481,8 +500,8 @@ impl Engine {
     /// and billed to now, unanswered ones failed), all at once, and returns
     /// when each has stored its results and recording and recorded its end,
     /// or after [`END_WAIT`] for one that does not.
-    pub async fn end_live_calls(&self, reason: &'static str) {
-        let live: Vec<ActorRef<CallMsg>> = self
+    pub async fn end_live_calls(&self, reason: EndedReason) {
+        let live: Vec<ActorRef<CallMsg<M>>> = self
             .shared
             .calls
             .lock()
@@ -498,7 +517,7 @@ impl Engine {
 
     /// Stops the tree: no call starts any more, live calls are hung up and
     /// ended with `reason` once their results are stored, then the actors stop.
-    pub async fn shutdown_with(&self, reason: &'static str) {
+    pub async fn shutdown_with(&self, reason: EndedReason) {
         self.begin_drain();
         self.end_live_calls(reason).await;
         self.root.stop(None);
@@ -507,6 +526,6 @@ impl Engine {
     /// [`Engine::shutdown_with`] `service-restart`: what an in-process stop
     /// (tests, the load generator) leaves for the next start to find.
     pub async fn shutdown(&self) {
-        self.shutdown_with("service-restart").await;
+        self.shutdown_with(EndedReason::ServiceRestart).await;
     }
 }

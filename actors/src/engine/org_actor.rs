@@ -11,8 +11,11 @@ use super::call_actor::{CallActor, CallMsg};
 use super::{
     BatchRegistration, CallEnd, CallJob, CallStatus, CancelOutcome, EngineShared, OrgSnapshot,
 };
+use crate::ended_reason::EndedReason;
+use crate::ids::{BatchId, CallId, OrgId};
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use std::collections::{HashMap, VecDeque};
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// How long a batch may take to hand over its next call before it loses its turn.
@@ -23,33 +26,40 @@ pub(crate) enum OrgMsg {
     /// Start the call when a slot is free, else queue it.
     Enqueue(CallJob),
     /// Cancel a queued or live call.
-    Cancel(String, RpcReplyPort<CancelOutcome>),
+    Cancel(CallId, RpcReplyPort<CancelOutcome>),
     /// Current slot usage.
     Snapshot(RpcReplyPort<OrgSnapshot>),
     /// Add a started batch to the round-robin (no-op while it is in it).
     FeedBatch(BatchRegistration),
     /// Ids of the batches in the round-robin, next turn first.
-    FedBatches(RpcReplyPort<Vec<String>>),
+    FedBatches(RpcReplyPort<Vec<BatchId>>),
     /// Fill free slots (calls may start again after a pause).
     Pump,
 }
 
 /// A batch in the round-robin.
 struct FedBatch {
-    batch_id: String,
+    batch_id: BatchId,
     actor: ActorRef<BatchMsg>,
 }
 
-pub(crate) struct OrgActor;
+/// The org actor of an engine whose calls run on media `M`.
+pub(crate) struct OrgActor<M>(PhantomData<fn() -> M>);
+
+impl<M> Default for OrgActor<M> {
+    fn default() -> Self {
+        Self(PhantomData)
+    }
+}
 
 struct Running {
-    call_id: String,
+    call_id: CallId,
     bypass: bool,
 }
 
-pub(crate) struct OrgState {
-    org_id: String,
-    shared: Arc<EngineShared>,
+pub(crate) struct OrgState<M: Send + 'static> {
+    org_id: OrgId,
+    shared: Arc<EngineShared<M>>,
     concurrency: u32,
     queue: VecDeque<CallJob>,
     running: HashMap<ActorId, Running>,
@@ -57,17 +67,17 @@ pub(crate) struct OrgState {
     batches: VecDeque<FedBatch>,
 }
 
-impl OrgState {
+impl<M: Send + 'static> OrgState<M> {
     fn slots_used(&self) -> usize {
         self.running.values().filter(|r| !r.bypass).count()
     }
 
     async fn start(&mut self, myself: &ActorRef<OrgMsg>, job: CallJob) {
-        let call_id = job.call_id.clone();
+        let call_id = job.call_id;
         let bypass = job.bypass_slots;
         match Actor::spawn_linked(
             None,
-            CallActor,
+            CallActor::<M>::default(),
             (job, Arc::clone(&self.shared)),
             myself.get_cell(),
         )
@@ -79,16 +89,16 @@ impl OrgState {
             }
             Err(err) => {
                 tracing::error!(call = %call_id, error = %err, "call actor failed to start");
-                self.fail(&call_id, "engine-error").await;
+                self.fail(call_id, EndedReason::EngineError).await;
             }
         }
     }
 
-    async fn fail(&self, call_id: &str, reason: &str) {
+    async fn fail(&self, call_id: CallId, reason: EndedReason) {
         let end = CallEnd {
-            call_id: call_id.to_string(),
+            call_id,
             status: CallStatus::Failed,
-            ended_reason: reason.to_string(),
+            ended_reason: reason,
             answered_at: None,
             ended_at: self.shared.now_ms(),
         };
@@ -149,7 +159,7 @@ impl OrgState {
         match Actor::spawn_linked(
             None,
             BatchActor,
-            (registration.batch_id.clone(), registration.feed),
+            (registration.batch_id, registration.feed),
             myself.get_cell(),
         )
         .await
@@ -166,16 +176,16 @@ impl OrgState {
 }
 
 #[ractor::async_trait]
-impl Actor for OrgActor {
+impl<M: Send + 'static> Actor for OrgActor<M> {
     type Msg = OrgMsg;
-    type State = OrgState;
-    type Arguments = (String, Arc<EngineShared>);
+    type State = OrgState<M>;
+    type Arguments = (OrgId, Arc<EngineShared<M>>);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<OrgMsg>,
-        (org_id, shared): (String, Arc<EngineShared>),
-    ) -> Result<OrgState, ActorProcessingErr> {
+        (org_id, shared): (OrgId, Arc<EngineShared<M>>),
+    ) -> Result<OrgState<M>, ActorProcessingErr> {
         Ok(OrgState {
             org_id,
             shared,
@@ -190,7 +200,7 @@ impl Actor for OrgActor {
         &self,
         myself: ActorRef<OrgMsg>,
         msg: OrgMsg,
-        state: &mut OrgState,
+        state: &mut OrgState<M>,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             OrgMsg::Enqueue(job) => {
@@ -208,9 +218,9 @@ impl Actor for OrgActor {
                 {
                     state.queue.remove(pos);
                     let end = CallEnd {
-                        call_id: call_id.clone(),
+                        call_id,
                         status: CallStatus::Canceled,
-                        ended_reason: "canceled".into(),
+                        ended_reason: EndedReason::Canceled,
                         answered_at: None,
                         ended_at: state.shared.now_ms(),
                     };
@@ -218,7 +228,7 @@ impl Actor for OrgActor {
                         tracing::error!(call = %call_id, error = %err, "could not record canceled call");
                     }
                     CancelOutcome::Dequeued
-                } else if let Some(actor) = state.shared.live_call(&call_id) {
+                } else if let Some(actor) = state.shared.live_call(call_id) {
                     match actor.send_message(CallMsg::Cancel) {
                         Ok(()) => CancelOutcome::HangingUp,
                         Err(_) => CancelOutcome::NotFound,
@@ -242,7 +252,7 @@ impl Actor for OrgActor {
                 state.pump(&myself).await;
             }
             OrgMsg::FedBatches(reply) => {
-                let _ = reply.send(state.batches.iter().map(|b| b.batch_id.clone()).collect());
+                let _ = reply.send(state.batches.iter().map(|b| b.batch_id).collect());
             }
             OrgMsg::Pump => state.pump(&myself).await,
         }
@@ -255,7 +265,7 @@ impl Actor for OrgActor {
         &self,
         myself: ActorRef<OrgMsg>,
         event: SupervisionEvent,
-        state: &mut OrgState,
+        state: &mut OrgState<M>,
     ) -> Result<(), ActorProcessingErr> {
         match event {
             SupervisionEvent::ActorTerminated(cell, _, _) => {
@@ -269,7 +279,7 @@ impl Actor for OrgActor {
                     if let Ok(mut calls) = state.shared.calls.lock() {
                         calls.remove(&run.call_id);
                     }
-                    state.fail(&run.call_id, "engine-error").await;
+                    state.fail(run.call_id, EndedReason::EngineError).await;
                 }
             }
             _ => return Ok(()),

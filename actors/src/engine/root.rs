@@ -3,8 +3,10 @@
 
 use super::org_actor::{OrgActor, OrgMsg};
 use super::{BatchRegistration, CallJob, CancelOutcome, EngineShared, OrgSnapshot};
+use crate::ids::{BatchId, CallId, OrgId};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// Messages of the root actor.
@@ -12,56 +14,63 @@ pub(crate) enum RootMsg {
     /// Route a call to its org actor.
     Enqueue(CallJob),
     /// Cancel a call of an org.
-    Cancel(String, String, RpcReplyPort<CancelOutcome>),
+    Cancel(OrgId, CallId, RpcReplyPort<CancelOutcome>),
     /// Slot usage of an org.
-    Snapshot(String, RpcReplyPort<OrgSnapshot>),
+    Snapshot(OrgId, RpcReplyPort<OrgSnapshot>),
     /// Route a started batch to its org actor's round-robin.
     FeedBatch(BatchRegistration),
     /// The batches an org is pulling from.
-    FedBatches(String, RpcReplyPort<Vec<String>>),
+    FedBatches(OrgId, RpcReplyPort<Vec<BatchId>>),
     /// Every org fills its free slots (calls may start again after a pause).
     Pump,
 }
 
-pub(crate) struct RootActor;
+/// The root actor of an engine whose calls run on media `M`.
+pub(crate) struct RootActor<M>(PhantomData<fn() -> M>);
 
-pub(crate) struct RootState {
-    shared: Arc<EngineShared>,
-    orgs: HashMap<String, ActorRef<OrgMsg>>,
+impl<M> Default for RootActor<M> {
+    fn default() -> Self {
+        Self(PhantomData)
+    }
 }
 
-impl RootState {
+pub(crate) struct RootState<M: Send + 'static> {
+    shared: Arc<EngineShared<M>>,
+    orgs: HashMap<OrgId, ActorRef<OrgMsg>>,
+}
+
+impl<M: Send + 'static> RootState<M> {
     async fn org(
         &mut self,
         myself: &ActorRef<RootMsg>,
-        org_id: &str,
+        org_id: OrgId,
     ) -> Result<ActorRef<OrgMsg>, ActorProcessingErr> {
-        if let Some(org) = self.orgs.get(org_id) {
+        if let Some(org) = self.orgs.get(&org_id) {
             return Ok(org.clone());
         }
         let (org, _) = Actor::spawn_linked(
             None,
-            OrgActor,
-            (org_id.to_string(), Arc::clone(&self.shared)),
+            OrgActor::<M>::default(),
+            (org_id, Arc::clone(&self.shared)),
             myself.get_cell(),
         )
         .await?;
-        self.orgs.insert(org_id.to_string(), org.clone());
+        self.orgs.insert(org_id, org.clone());
         Ok(org)
     }
 }
 
 #[ractor::async_trait]
-impl Actor for RootActor {
+impl<M: Send + 'static> Actor for RootActor<M> {
     type Msg = RootMsg;
-    type State = RootState;
-    type Arguments = Arc<EngineShared>;
+    type State = RootState<M>;
+    type Arguments = Arc<EngineShared<M>>;
 
     async fn pre_start(
         &self,
         _myself: ActorRef<RootMsg>,
-        shared: Arc<EngineShared>,
-    ) -> Result<RootState, ActorProcessingErr> {
+        shared: Arc<EngineShared<M>>,
+    ) -> Result<RootState<M>, ActorProcessingErr> {
         Ok(RootState {
             shared,
             orgs: HashMap::new(),
@@ -72,11 +81,11 @@ impl Actor for RootActor {
         &self,
         myself: ActorRef<RootMsg>,
         msg: RootMsg,
-        state: &mut RootState,
+        state: &mut RootState<M>,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             RootMsg::Enqueue(job) => {
-                let org = state.org(&myself, &job.org_id).await?;
+                let org = state.org(&myself, job.org_id).await?;
                 org.send_message(OrgMsg::Enqueue(job))?;
             }
             RootMsg::Cancel(org_id, call_id, reply) => match state.orgs.get(&org_id) {
@@ -97,7 +106,7 @@ impl Actor for RootActor {
                 let _ = reply.send(snapshot);
             }
             RootMsg::FeedBatch(registration) => {
-                let org = state.org(&myself, &registration.org_id).await?;
+                let org = state.org(&myself, registration.org_id).await?;
                 org.send_message(OrgMsg::FeedBatch(registration))?;
             }
             RootMsg::FedBatches(org_id, reply) => {
@@ -122,7 +131,7 @@ impl Actor for RootActor {
         &self,
         _myself: ActorRef<RootMsg>,
         event: SupervisionEvent,
-        state: &mut RootState,
+        state: &mut RootState<M>,
     ) -> Result<(), ActorProcessingErr> {
         let (cell, failure) = match event {
             SupervisionEvent::ActorTerminated(cell, _, reason) => (cell, reason),
@@ -130,16 +139,16 @@ impl Actor for RootActor {
             _ => return Ok(()),
         };
         let id = cell.get_id();
-        let dead: Vec<String> = state
+        let dead: Vec<OrgId> = state
             .orgs
             .iter()
             .filter(|(_, r)| r.get_id() == id)
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| *k)
             .collect();
         for org_id in dead {
             state.orgs.remove(&org_id);
             tracing::error!(org = %org_id, reason = ?failure, "org actor stopped; re-dispatching its queue");
-            if let Err(err) = state.shared.config.ledger.release_queued(&org_id).await {
+            if let Err(err) = state.shared.config.ledger.release_queued(org_id).await {
                 tracing::error!(org = %org_id, error = %err, "could not release queued calls");
             }
         }

@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use voxline::domain::Paise;
 use voxline::domain::clock::ManualClock;
+use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus};
 
 const TERMINAL: [&str; 5] = ["completed", "failed", "no-answer", "busy", "canceled"];
@@ -594,9 +595,9 @@ async fn a_61_second_call_is_charged_two_minutes_once() {
     let ledger = app.server().state().ledger.clone();
     ledger
         .finish(CallEnd {
-            call_id: id.clone(),
+            call_id: id.parse().unwrap(),
             status: CallStatus::Completed,
-            ended_reason: "caller-hangup".into(),
+            ended_reason: EndedReason::CallerHangup,
             answered_at: Some(app.now().timestamp_millis() - 200_000),
             ended_at: app.now().timestamp_millis(),
         })

@@ -9,8 +9,9 @@ use tracing::debug;
 
 use super::CallLoop;
 use super::turn::{Speech, TurnKind};
+use crate::conversation::ConversationEngine;
 use crate::conversation::transport::MediaTransport;
-use crate::conversation::{ConversationEngine, EndedReason};
+use crate::ended_reason::EndedReason;
 
 /// A key reported twice within this window (out-of-band event and in-band tone) is one press.
 const DTMF_DEBOUNCE: Duration = Duration::from_millis(600);

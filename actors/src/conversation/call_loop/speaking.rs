@@ -20,7 +20,8 @@ use super::{CallLoop, FRAME, PLAYBACK_LEAD, STARVED_LEAD};
 use crate::conversation::responder::{Responder, ResponderEvent, ResponsePlan, Voice};
 use crate::conversation::text::{contains_phrase, split_sentences};
 use crate::conversation::transport::MediaTransport;
-use crate::conversation::{ConversationEngine, EndedReason, Speaker, TurnLatency};
+use crate::conversation::{ConversationEngine, Speaker, TurnLatency};
+use crate::ended_reason::EndedReason;
 use crate::providers::{ChatMessage, ChatRole, ProviderError, ProviderKind};
 
 /// The next event of the running responder, if any.

@@ -13,9 +13,9 @@ use voxline_media::synth::{DtmfToneGenerator, samples_for_duration};
 
 use super::CallLoop;
 use super::turn::{PendingTransfer, Segment, Speech, TurnKind};
-use crate::conversation::EndedReason;
 use crate::conversation::responder::{FinishedTool, ToolEvent, ToolRun};
 use crate::conversation::transport::MediaTransport;
+use crate::ended_reason::EndedReason;
 use crate::providers::{ChatMessage, END_CALL_TOOL, LlmRequest};
 use crate::tools::{ToolCallRecord, ToolError};
 

@@ -12,8 +12,9 @@ use super::CallLoop;
 use super::keypad::KeypadPhase;
 use super::turn::{Speech, TurnKind};
 use crate::carrier::AnsweredBy;
+use crate::conversation::VoicemailAction;
 use crate::conversation::transport::MediaTransport;
-use crate::conversation::{EndedReason, VoicemailAction};
+use crate::ended_reason::EndedReason;
 use crate::engine::MachineVerdicts;
 
 /// How long the agent waits for a machine's beep when no detector gives up for it (the
