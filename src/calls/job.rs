@@ -69,3 +69,50 @@ pub fn job_for(
         detect_machine: spec.voicemail.detect,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_variables_that_do_not_parse_are_an_error_naming_the_call() {
+        let call = CallId::new();
+        let parsed =
+            stored_variables(call, r#"{"simFault":"engine-panic","name":"Asha"}"#).unwrap();
+        assert_eq!(parsed["name"], "Asha");
+        let err = stored_variables(call, "{\"name\":").unwrap_err();
+        assert_eq!(err.call_id, call);
+        assert!(err.to_string().contains(&call.to_string()), "{err}");
+        assert!(
+            stored_variables(call, "[1, 2]").is_err(),
+            "variables are an object"
+        );
+    }
+
+    #[test]
+    fn the_job_carries_the_sim_script_and_fault_from_the_variables() {
+        let spec = AgentSpec::with_name("Clinic");
+        let variables = stored_variables(
+            CallId::new(),
+            r#"{"simScript":"[\"Hello\"]","simFault":"engine-panic"}"#,
+        )
+        .unwrap();
+        let (call, org) = (CallId::new(), OrgId::new());
+        let job = job_for(
+            call,
+            org,
+            3,
+            "+919845012310",
+            "+918035740111",
+            "sim",
+            &spec,
+            &variables,
+            7,
+        );
+        assert_eq!(CallId::from(job.call_id), call);
+        assert_eq!(OrgId::from(job.org_id), org);
+        assert_eq!(job.sim_script, Some(serde_json::json!(["Hello"])));
+        assert_eq!(job.sim_fault.as_deref(), Some("engine-panic"));
+        assert_eq!(job.ring_timeout_seconds, 7, "the sim rings as configured");
+    }
+}
