@@ -1,18 +1,16 @@
-//! Transfers at the real carriers: each carrier's transfer request against a
-//! local axum fake of its API (method, path, auth and body as documented), the
-//! Telnyx Call Control carrier, Plivo's transferred-leg XML route, and the leg
-//! reports each carrier posts back, through the running app into the call row.
+//! Transfers at the real carriers: each carrier's transfer request against the
+//! shared fake of its API (`support::FakeCarrier`; method, path, auth and body
+//! as documented), the Telnyx Call Control carrier, Plivo's transferred-leg XML
+//! route, and the leg reports each carrier posts back, through the running app
+//! into the call row.
 //!
 //! Expected signatures are computed here independently (plain HMAC over the
 //! documented signing strings), never with the code under test.
 
 use crate::carriers::{VONAGE_PRIVATE_KEY, VONAGE_PUBLIC_KEY};
-use crate::support::{TestApp, Workspace, eventually};
-use axum::Router;
+use crate::support::{Answer, FakeCarrier, TestApp, Workspace, eventually};
 use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, Method, StatusCode};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hmac::{Hmac, KeyInit, Mac};
@@ -36,96 +34,6 @@ use voxline_actors::carrier::{
 const PUBLIC: &str = "https://voxline.example.com";
 const PERSON: &str = "+919812345678";
 const OUR_NUMBER: &str = "+14155550100";
-
-// ------------------------------------------------------------ the fake API
-
-/// One request the fake carrier received.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: Method,
-    path: String,
-    headers: HeaderMap,
-    body: Bytes,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> &str {
-        self.headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap()
-    }
-
-    fn form(&self) -> Vec<(String, String)> {
-        form_urlencoded::parse(&self.body).into_owned().collect()
-    }
-}
-
-type Answer = Arc<dyn Fn(&Seen) -> (StatusCode, Value) + Send + Sync>;
-
-#[derive(Clone)]
-struct FakeState {
-    seen: Arc<Mutex<Vec<Seen>>>,
-    answer: Answer,
-}
-
-/// An axum server on a loopback port that records every request and answers with `answer`.
-struct Fake {
-    base: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl Fake {
-    async fn start(answer: impl Fn(&Seen) -> (StatusCode, Value) + Send + Sync + 'static) -> Self {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let state = FakeState {
-            seen: Arc::clone(&seen),
-            answer: Arc::new(answer),
-        };
-        let app = Router::new().fallback(record).with_state(state);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
-        Self {
-            base: format!("http://{addr}"),
-            seen,
-        }
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-
-    fn only(&self) -> Seen {
-        let seen = self.seen();
-        assert_eq!(seen.len(), 1, "one request: {seen:?}");
-        seen[0].clone()
-    }
-}
-
-async fn record(
-    State(state): State<FakeState>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let seen = Seen {
-        method,
-        path: uri.path().to_string(),
-        headers,
-        body,
-    };
-    let (status, body) = (state.answer)(&seen);
-    state.seen.lock().unwrap().push(seen);
-    (status, axum::Json(body)).into_response()
-}
 
 // ------------------------------------------------------------ helpers
 
@@ -246,7 +154,7 @@ fn form_body(fields: &[(&str, &str)]) -> String {
 
 #[tokio::test]
 async fn twilio_transfer_redirects_the_live_call_to_a_dial_and_later_hangups_spare_it() {
-    let fake = Fake::start(|_| (StatusCode::OK, json!({"sid": "CA1"}))).await;
+    let fake = FakeCarrier::start(CarrierKind::Twilio, "CA1").await;
     let carrier = TwilioCarrier::new(
         credentials(
             CarrierKind::Twilio,
@@ -266,7 +174,7 @@ async fn twilio_transfer_redirects_the_live_call_to_a_dial_and_later_hangups_spa
     // The conversation's end makes the engine hang up; the bridge must survive it.
     carrier.hangup("CA1").await.unwrap();
 
-    let seen = fake.seen();
+    let seen = fake.requests();
     assert_eq!(
         seen.len(),
         2,
@@ -290,13 +198,12 @@ async fn twilio_transfer_redirects_the_live_call_to_a_dial_and_later_hangups_spa
 
 #[tokio::test]
 async fn twilio_transfer_of_an_ended_call_is_refused() {
-    let fake = Fake::start(|_| {
-        (
-            StatusCode::NOT_FOUND,
-            json!({"code": 20404, "message": "not found"}),
-        )
-    })
-    .await;
+    let fake = FakeCarrier::start(CarrierKind::Twilio, "CA1").await;
+    fake.answer(
+        Method::POST,
+        "/2010-04-01/Accounts/AC123/Calls/CA9.json",
+        Answer::json(404, json!({"code": 20404, "message": "not found"})),
+    );
     let carrier = TwilioCarrier::new(
         credentials(
             CarrierKind::Twilio,
@@ -315,13 +222,7 @@ async fn twilio_transfer_of_an_ended_call_is_refused() {
 
 #[tokio::test]
 async fn plivo_transfer_moves_the_callee_leg_to_our_dial_xml() {
-    let fake = Fake::start(|_| {
-        (
-            StatusCode::ACCEPTED,
-            json!({"message": "call transferred", "api_id": "a-1"}),
-        )
-    })
-    .await;
+    let fake = FakeCarrier::start(CarrierKind::Plivo, "uuid-1").await;
     let carrier = PlivoCarrier::new(
         credentials(
             CarrierKind::Plivo,
@@ -360,7 +261,7 @@ async fn plivo_transfer_moves_the_callee_leg_to_our_dial_xml() {
 
 #[tokio::test]
 async fn vonage_transfer_puts_an_inline_ncco_connecting_the_person() {
-    let fake = Fake::start(|_| (StatusCode::NO_CONTENT, Value::Null)).await;
+    let fake = FakeCarrier::start(CarrierKind::Vonage, "63f61863-4a51").await;
     let carrier = VonageCarrier::new(
         credentials(
             CarrierKind::Vonage,
@@ -417,18 +318,12 @@ async fn vonage_transfer_puts_an_inline_ncco_connecting_the_person() {
 
 // ------------------------------------------------------------ Telnyx
 
-fn telnyx_answer(seen: &Seen) -> (StatusCode, Value) {
-    if seen.path == "/v2/calls" {
-        (
-            StatusCode::OK,
-            json!({"data": {"call_control_id": "v3:abc-1", "call_leg_id": "leg-1"}}),
-        )
-    } else {
-        (StatusCode::OK, json!({"data": {"result": "ok"}}))
-    }
+/// The fake Call Control API, whose dials answer with `v3:abc-1`.
+async fn fake_telnyx() -> FakeCarrier {
+    FakeCarrier::start(CarrierKind::Telnyx, "v3:abc-1").await
 }
 
-fn telnyx_carrier(fake: &Fake) -> TelnyxCarrier {
+fn telnyx_carrier(fake: &FakeCarrier) -> TelnyxCarrier {
     TelnyxCarrier::new(
         credentials(
             CarrierKind::Telnyx,
@@ -440,7 +335,7 @@ fn telnyx_carrier(fake: &Fake) -> TelnyxCarrier {
 
 #[tokio::test]
 async fn telnyx_places_a_streaming_call_with_call_control() {
-    let fake = Fake::start(telnyx_answer).await;
+    let fake = fake_telnyx().await;
     let carrier = telnyx_carrier(&fake);
     let id = carrier
         .place(dial_request("telnyx"), StatusSink::new(|_| {}))
@@ -476,30 +371,28 @@ async fn telnyx_places_a_streaming_call_with_call_control() {
 
 #[tokio::test]
 async fn telnyx_hangs_up_and_an_ended_call_is_no_error() {
-    let fake = Fake::start(telnyx_answer).await;
+    let fake = fake_telnyx().await;
     let carrier = telnyx_carrier(&fake);
     carrier
         .place(dial_request("telnyx"), StatusSink::new(|_| {}))
         .await
         .unwrap();
     carrier.hangup("v3:abc-1").await.unwrap();
-    let seen = fake.seen();
+    let seen = fake.requests();
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[1].method, Method::POST);
     assert_eq!(seen[1].path, "/v2/calls/v3:abc-1/actions/hangup");
     assert_eq!(seen[1].header("authorization"), "Bearer KEY123");
 
-    let ended = Fake::start(|seen| {
-        if seen.path == "/v2/calls" {
-            telnyx_answer(seen)
-        } else {
-            (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                json!({"errors": [{"code": "90018", "title": "Call has already ended"}]}),
-            )
-        }
-    })
-    .await;
+    let ended = fake_telnyx().await;
+    ended.answer(
+        Method::POST,
+        "/v2/calls/v3:abc-1/actions/hangup",
+        Answer::json(
+            422,
+            json!({"errors": [{"code": "90018", "title": "Call has already ended"}]}),
+        ),
+    );
     let carrier = telnyx_carrier(&ended);
     carrier
         .place(dial_request("telnyx"), StatusSink::new(|_| {}))
@@ -514,7 +407,7 @@ async fn telnyx_hangs_up_and_an_ended_call_is_no_error() {
 
 #[tokio::test]
 async fn telnyx_transfer_sends_the_transfer_command_with_our_webhook() {
-    let fake = Fake::start(telnyx_answer).await;
+    let fake = fake_telnyx().await;
     let carrier = telnyx_carrier(&fake);
     carrier
         .place(dial_request("telnyx"), StatusSink::new(|_| {}))
@@ -526,7 +419,7 @@ async fn telnyx_transfer_sends_the_transfer_command_with_our_webhook() {
         .unwrap();
     carrier.hangup("v3:abc-1").await.unwrap();
 
-    let seen = fake.seen();
+    let seen = fake.requests();
     assert_eq!(seen.len(), 2, "no hang-up after the transfer: {seen:?}");
     let transfer = &seen[1];
     assert_eq!(transfer.method, Method::POST);
@@ -549,7 +442,7 @@ async fn telnyx_transfer_sends_the_transfer_command_with_our_webhook() {
 
 #[tokio::test]
 async fn telnyx_without_a_connection_id_cannot_place_calls() {
-    let fake = Fake::start(telnyx_answer).await;
+    let fake = fake_telnyx().await;
     let carrier = TelnyxCarrier::new(
         credentials(
             CarrierKind::Telnyx,
@@ -565,14 +458,14 @@ async fn telnyx_without_a_connection_id_cannot_place_calls() {
         matches!(&err, CarrierError::NotConfigured(m) if m.contains("connectionId")),
         "{err:?}"
     );
-    assert!(fake.seen().is_empty());
+    assert!(fake.requests().is_empty());
 }
 
 // ------------------------------------------------------------ Exotel
 
 #[tokio::test]
 async fn exotel_refuses_transfers_without_calling_exotel() {
-    let fake = Fake::start(|_| (StatusCode::OK, json!({}))).await;
+    let fake = FakeCarrier::start(CarrierKind::Exotel, "ex-call").await;
     let carrier = ExotelCarrier::new(
         credentials(
             CarrierKind::Exotel,
@@ -593,7 +486,7 @@ async fn exotel_refuses_transfers_without_calling_exotel() {
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
-    assert!(fake.seen().is_empty());
+    assert!(fake.requests().is_empty());
     assert!(!CarrierKind::Exotel.can_transfer());
     assert!(CarrierKind::Telnyx.can_transfer());
 }
@@ -842,7 +735,7 @@ async fn vonage_connect_events_are_verified_and_the_final_one_stored() {
 
 #[tokio::test]
 async fn telnyx_leg_hangup_is_stored_and_the_callee_leg_hung_up() {
-    let fake = Fake::start(telnyx_answer).await;
+    let fake = fake_telnyx().await;
     let app = TestApp::spawn().await;
     let ws = app.workspace("Transfers").await;
     let id = stored_call(
@@ -874,7 +767,7 @@ async fn telnyx_leg_hangup_is_stored_and_the_callee_leg_hung_up() {
 
     let (status, _, _) = post(&app, &base, &[], "application/json", hangup.to_string()).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    assert!(fake.seen().is_empty());
+    assert!(fake.requests().is_empty());
 
     let (status, _, body) = post(&app, &url, &[], "application/json", hangup.to_string()).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -883,13 +776,11 @@ async fn telnyx_leg_hangup_is_stored_and_the_callee_leg_hung_up() {
         (Some("completed".into()), Some(30))
     );
     // Telnyx leaves the callee's leg up after the bridged leg ends; we end it.
-    let seen = eventually(Duration::from_secs(5), "the callee leg's hang-up", || {
-        let seen = fake.seen();
-        async move { (!seen.is_empty()).then_some(seen) }
-    })
-    .await;
-    assert_eq!(seen[0].path, "/v2/calls/v3:leg-a/actions/hangup");
-    assert_eq!(seen[0].header("authorization"), "Bearer KEY123");
+    let first = fake
+        .wait_for("the callee leg's hang-up", Duration::from_secs(5), |_| true)
+        .await;
+    assert_eq!(first.path, "/v2/calls/v3:leg-a/actions/hangup");
+    assert_eq!(first.header("authorization"), "Bearer KEY123");
     app.shutdown().await;
 }
 

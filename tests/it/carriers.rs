@@ -1,10 +1,12 @@
-//! Real carrier clients against local fakes that speak each carrier's
-//! documented REST protocol, and status-callback verification and mapping.
+//! Real carrier clients against the shared fake carrier (`support::FakeCarrier`),
+//! which speaks each carrier's documented REST protocol, and status-callback
+//! verification and mapping.
 //!
 //! Expected signatures are computed here independently (plain HMAC over the
 //! documented signing string) or taken from published vectors, never from the
 //! code under test.
 
+use crate::support::{Answer, FakeCarrier};
 use axum::body::{Bytes, to_bytes};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::Response;
@@ -25,8 +27,6 @@ use voxline::carriers::{
 use voxline_actors::carrier::{
     AnsweredBy, Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink,
 };
-use wiremock::matchers::{body_json, header, method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
 
 /// A throwaway 2048-bit test key; it signs nothing outside these tests.
 pub(crate) const VONAGE_PRIVATE_KEY: &str = "-----BEGIN PRIVATE KEY-----
@@ -103,23 +103,6 @@ fn basic(user: &str, password: &str) -> String {
     format!("Basic {}", STANDARD.encode(format!("{user}:{password}")))
 }
 
-fn form_of(body: &[u8]) -> Vec<(String, String)> {
-    form_urlencoded::parse(body).into_owned().collect()
-}
-
-fn form_values(form: &[(String, String)], name: &str) -> Vec<String> {
-    form.iter()
-        .filter(|(k, _)| k == name)
-        .map(|(_, v)| v.clone())
-        .collect()
-}
-
-fn form_value(form: &[(String, String)], name: &str) -> String {
-    let values = form_values(form, name);
-    assert_eq!(values.len(), 1, "field {name} once in {form:?}");
-    values[0].clone()
-}
-
 fn hmac_sha1_b64(key: &str, data: &str) -> String {
     let mut mac = <Hmac<Sha1> as KeyInit>::new_from_slice(key.as_bytes()).unwrap();
     mac.update(data.as_bytes());
@@ -188,30 +171,18 @@ async fn split(response: Response) -> (StatusCode, Bytes) {
 
 // ---------------------------------------------------------------- Twilio
 
-fn twilio_credential(server: &MockServer) -> Value {
-    json!({"accountSid": "AC123", "authToken": "twilio-token", "baseUrl": server.uri()})
+/// The Calls resource of Twilio account `AC123`.
+const TWILIO_CALLS: &str = "/2010-04-01/Accounts/AC123/Calls.json";
+
+fn twilio_credential(fake: &FakeCarrier) -> Value {
+    json!({"accountSid": "AC123", "authToken": "twilio-token", "baseUrl": fake.base})
 }
 
 #[tokio::test]
 async fn twilio_places_a_call_with_connect_stream_twiml() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/2010-04-01/Accounts/AC123/Calls.json"))
-        .and(header(
-            "authorization",
-            basic("AC123", "twilio-token").as_str(),
-        ))
-        .and(header("content-type", "application/x-www-form-urlencoded"))
-        .respond_with(
-            ResponseTemplate::new(201).set_body_json(
-                json!({"sid": "CA0001", "status": "queued", "account_sid": "AC123"}),
-            ),
-        )
-        .expect(1)
-        .mount(&server)
-        .await;
+    let fake = FakeCarrier::start(CarrierKind::Twilio, "CA0001").await;
     let carrier = TwilioCarrier::new(
-        credentials(CarrierKind::Twilio, twilio_credential(&server)),
+        credentials(CarrierKind::Twilio, twilio_credential(&fake)),
         http_client(),
     );
     let mut req = dial_request("twilio");
@@ -220,94 +191,89 @@ async fn twilio_places_a_call_with_connect_stream_twiml() {
     let sid = carrier.place(req, sink()).await.unwrap();
     assert_eq!(sid, "CA0001");
 
-    let received = server.received_requests().await.unwrap();
-    let form = form_of(&received[0].body);
-    assert_eq!(form_value(&form, "To"), "+919876543210");
-    assert_eq!(form_value(&form, "From"), "+14155550100");
+    let create = fake.only();
+    assert_eq!(create.method, Method::POST);
+    assert_eq!(create.path, TWILIO_CALLS);
     assert_eq!(
-        form_value(&form, "Twiml"),
+        create.header("authorization"),
+        basic("AC123", "twilio-token")
+    );
+    assert_eq!(
+        create.header("content-type"),
+        "application/x-www-form-urlencoded"
+    );
+    assert_eq!(create.form_value("To"), "+919876543210");
+    assert_eq!(create.form_value("From"), "+14155550100");
+    assert_eq!(
+        create.form_value("Twiml"),
         "<Response><Connect><Stream url=\"wss://voxline.example.com/media/twilio\">\
          <Parameter name=\"token\" value=\"a&amp;b&lt;c&gt;&quot;d&apos;\"/>\
          <Parameter name=\"callId\" value=\"call-0001\"/></Stream></Connect></Response>"
     );
     assert_eq!(
-        form_value(&form, "StatusCallback"),
+        create.form_value("StatusCallback"),
         "https://voxline.example.com/carrier/twilio/status/call-0001"
     );
     assert_eq!(
-        form_values(&form, "StatusCallbackEvent"),
+        create.form_values("StatusCallbackEvent"),
         vec!["initiated", "ringing", "answered", "completed"]
     );
-    assert_eq!(form_value(&form, "Timeout"), "30");
-    assert_eq!(form_value(&form, "TimeLimit"), "600");
+    assert_eq!(create.form_value("Timeout"), "30");
+    assert_eq!(create.form_value("TimeLimit"), "600");
 }
 
 #[tokio::test]
 async fn twilio_hangup_posts_completed_and_treats_20404_as_ended() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/2010-04-01/Accounts/AC123/Calls.json"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"sid": "CA0001"})))
-        .mount(&server)
-        .await;
+    let fake = FakeCarrier::start(CarrierKind::Twilio, "CA0001").await;
     let carrier = TwilioCarrier::new(
-        credentials(CarrierKind::Twilio, twilio_credential(&server)),
+        credentials(CarrierKind::Twilio, twilio_credential(&fake)),
         http_client(),
     );
+    let call = "/2010-04-01/Accounts/AC123/Calls/CA0001.json";
     let sid = carrier.place(dial_request("twilio"), sink()).await.unwrap();
 
-    Mock::given(method("POST"))
-        .and(path("/2010-04-01/Accounts/AC123/Calls/CA0001.json"))
-        .and(header(
-            "authorization",
-            basic("AC123", "twilio-token").as_str(),
-        ))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(json!({"sid": "CA0001", "status": "completed"})),
-        )
-        .up_to_n_times(1)
-        .mount(&server)
-        .await;
     carrier.hangup(&sid).await.unwrap();
-    let received = server.received_requests().await.unwrap();
-    let hangup = received.last().unwrap();
+    let hangup = fake.requests().last().unwrap().clone();
+    assert_eq!(hangup.method, Method::POST);
+    assert_eq!(hangup.path, call);
     assert_eq!(
-        form_of(&hangup.body),
+        hangup.header("authorization"),
+        basic("AC123", "twilio-token")
+    );
+    assert_eq!(
+        hangup.form(),
         vec![("Status".to_string(), "completed".to_string())]
     );
 
     // Already ended: Twilio answers 404 with code 20404.
     let sid = carrier.place(dial_request("twilio"), sink()).await.unwrap();
-    Mock::given(method("POST"))
-        .and(path("/2010-04-01/Accounts/AC123/Calls/CA0001.json"))
-        .respond_with(ResponseTemplate::new(404).set_body_json(json!({
-            "code": 20404, "message": "The requested resource was not found", "status": 404
-        })))
-        .mount(&server)
-        .await;
+    fake.answer(
+        Method::POST,
+        call,
+        Answer::json(
+            404,
+            json!({"code": 20404, "message": "The requested resource was not found", "status": 404}),
+        ),
+    );
     carrier.hangup(&sid).await.unwrap();
+    assert_eq!(
+        fake.requests_to(Method::POST, call).len(),
+        2,
+        "the second hang-up was answered 404"
+    );
 }
 
 #[tokio::test]
 async fn twilio_errors_map_to_carrier_errors() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/2010-04-01/Accounts/AC123/Calls.json"))
-        .respond_with(
-            ResponseTemplate::new(400)
-                .set_body_json(json!({"code": 21211, "message": "Invalid 'To'"})),
-        )
-        .up_to_n_times(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/2010-04-01/Accounts/AC123/Calls.json"))
-        .respond_with(ResponseTemplate::new(503))
-        .mount(&server)
-        .await;
+    let fake = FakeCarrier::start(CarrierKind::Twilio, "CA0001").await;
+    fake.answer_once(
+        Method::POST,
+        TWILIO_CALLS,
+        Answer::json(400, json!({"code": 21211, "message": "Invalid 'To'"})),
+    );
+    fake.answer(Method::POST, TWILIO_CALLS, Answer::empty(503));
     let carrier = TwilioCarrier::new(
-        credentials(CarrierKind::Twilio, twilio_credential(&server)),
+        credentials(CarrierKind::Twilio, twilio_credential(&fake)),
         http_client(),
     );
     let err = carrier
@@ -325,17 +291,12 @@ async fn twilio_errors_map_to_carrier_errors() {
     assert!(matches!(err, CarrierError::Unreachable(_)), "{err}");
 
     // A 404 that is not 20404 (e.g. wrong account) is still an error.
-    let other = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/2010-04-01/Accounts/AC123/Calls.json"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"sid": "CA9"})))
-        .mount(&other)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/2010-04-01/Accounts/AC123/Calls/CA9.json"))
-        .respond_with(ResponseTemplate::new(404).set_body_json(json!({"code": 20003})))
-        .mount(&other)
-        .await;
+    let other = FakeCarrier::start(CarrierKind::Twilio, "CA9").await;
+    other.answer(
+        Method::POST,
+        "/2010-04-01/Accounts/AC123/Calls/CA9.json",
+        Answer::json(404, json!({"code": 20003})),
+    );
     let carrier = TwilioCarrier::new(
         credentials(CarrierKind::Twilio, twilio_credential(&other)),
         http_client(),
@@ -599,24 +560,37 @@ async fn twilio_status_callbacks_are_verified_and_mapped() {
 /// One form field of a fake callback.
 type FormPair = (&'static str, &'static str);
 
-fn plivo_credential(server: &MockServer) -> Value {
-    json!({"authId": "MA123", "authToken": "plivo-token", "baseUrl": server.uri()})
+/// The Call resource of Plivo account `MA123`.
+const PLIVO_CALLS: &str = "/v1/Account/MA123/Call/";
+
+fn plivo_credential(fake: &FakeCarrier) -> Value {
+    json!({"authId": "MA123", "authToken": "plivo-token", "baseUrl": fake.base})
 }
 
 #[tokio::test]
 async fn plivo_places_a_call_with_answer_ring_and_hangup_urls() {
-    let server = MockServer::start().await;
+    let fake = FakeCarrier::start(CarrierKind::Plivo, "75b6b0f5-ec1a-4f0c-9d66-2b0d3d5c6b1a").await;
     let answer_url = format!(
         "{PUBLIC}/carrier/plivo/answer/{CALL_ID}?media=wss%3A%2F%2Fvoxline.example.com%2Fmedia%2Fplivo&token={MEDIA_TOKEN}"
     );
     let status_url = format!("{PUBLIC}/carrier/plivo/status/{CALL_ID}");
-    Mock::given(method("POST"))
-        .and(path("/v1/Account/MA123/Call/"))
-        .and(header(
-            "authorization",
-            basic("MA123", "plivo-token").as_str(),
-        ))
-        .and(body_json(json!({
+    let carrier = PlivoCarrier::new(
+        credentials(CarrierKind::Plivo, plivo_credential(&fake)),
+        http_client(),
+    );
+    let uuid = carrier.place(dial_request("plivo"), sink()).await.unwrap();
+    assert_eq!(uuid, "75b6b0f5-ec1a-4f0c-9d66-2b0d3d5c6b1a");
+
+    let create = fake.only();
+    assert_eq!(create.method, Method::POST);
+    assert_eq!(create.path, PLIVO_CALLS);
+    assert_eq!(
+        create.header("authorization"),
+        basic("MA123", "plivo-token")
+    );
+    assert_eq!(
+        create.json(),
+        json!({
             "from": "+14155550100",
             "to": "+919876543210",
             "answer_url": answer_url,
@@ -625,87 +599,55 @@ async fn plivo_places_a_call_with_answer_ring_and_hangup_urls() {
             "ring_url": status_url,
             "ring_timeout": 30,
             "time_limit": 600,
-        })))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({
-            "api_id": "97ceeb52-58b6-11e1-86da-77300b68f8bb",
-            "message": "call fired",
-            "request_uuid": "75b6b0f5-ec1a-4f0c-9d66-2b0d3d5c6b1a"
-        })))
-        .expect(1)
-        .mount(&server)
-        .await;
-    let carrier = PlivoCarrier::new(
-        credentials(CarrierKind::Plivo, plivo_credential(&server)),
-        http_client(),
+        })
     );
-    let uuid = carrier.place(dial_request("plivo"), sink()).await.unwrap();
-    assert_eq!(uuid, "75b6b0f5-ec1a-4f0c-9d66-2b0d3d5c6b1a");
 }
 
 #[tokio::test]
 async fn plivo_hangup_deletes_the_call_then_the_request_and_accepts_ended_calls() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/Account/MA123/Call/"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"request_uuid": "u-1"})))
-        .mount(&server)
-        .await;
+    let fake = FakeCarrier::start(CarrierKind::Plivo, "u-1").await;
     let carrier = PlivoCarrier::new(
-        credentials(CarrierKind::Plivo, plivo_credential(&server)),
+        credentials(CarrierKind::Plivo, plivo_credential(&fake)),
         http_client(),
     );
+    let call = "/v1/Account/MA123/Call/u-1/";
+    let request = "/v1/Account/MA123/Request/u-1/";
 
     // Live call: DELETE …/Call/{uuid}/ answers 204.
     let uuid = carrier.place(dial_request("plivo"), sink()).await.unwrap();
-    Mock::given(method("DELETE"))
-        .and(path("/v1/Account/MA123/Call/u-1/"))
-        .and(header(
-            "authorization",
-            basic("MA123", "plivo-token").as_str(),
-        ))
-        .respond_with(ResponseTemplate::new(204))
-        .up_to_n_times(1)
-        .expect(1)
-        .mount(&server)
-        .await;
     carrier.hangup(&uuid).await.unwrap();
+    let deletes = fake.requests_to(Method::DELETE, call);
+    assert_eq!(deletes.len(), 1, "{deletes:?}");
+    assert_eq!(
+        deletes[0].header("authorization"),
+        basic("MA123", "plivo-token")
+    );
 
     // Still ringing: the call is unknown (404), the request is cancelled (204).
     let uuid = carrier.place(dial_request("plivo"), sink()).await.unwrap();
-    Mock::given(method("DELETE"))
-        .and(path("/v1/Account/MA123/Call/u-1/"))
-        .respond_with(ResponseTemplate::new(404).set_body_json(json!({"error": "not found"})))
-        .mount(&server)
-        .await;
-    Mock::given(method("DELETE"))
-        .and(path("/v1/Account/MA123/Request/u-1/"))
-        .respond_with(ResponseTemplate::new(204))
-        .up_to_n_times(1)
-        .expect(1)
-        .mount(&server)
-        .await;
+    fake.answer(
+        Method::DELETE,
+        call,
+        Answer::json(404, json!({"error": "not found"})),
+    );
     carrier.hangup(&uuid).await.unwrap();
+    assert_eq!(fake.requests_to(Method::DELETE, request).len(), 1);
 
     // Already ended: both answer 404, which is success.
     let uuid = carrier.place(dial_request("plivo"), sink()).await.unwrap();
-    Mock::given(method("DELETE"))
-        .and(path("/v1/Account/MA123/Request/u-1/"))
-        .respond_with(ResponseTemplate::new(404))
-        .mount(&server)
-        .await;
+    fake.answer(Method::DELETE, request, Answer::empty(404));
     carrier.hangup(&uuid).await.unwrap();
+    assert_eq!(fake.requests_to(Method::DELETE, request).len(), 2);
 
     // A refused hang-up (401) is an error.
-    let refusing = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/Account/MA123/Call/"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"request_uuid": "u-2"})))
-        .mount(&refusing)
-        .await;
-    Mock::given(method("DELETE"))
-        .respond_with(ResponseTemplate::new(401))
-        .mount(&refusing)
-        .await;
+    let refusing = FakeCarrier::start(CarrierKind::Plivo, "u-2").await;
+    for resource in ["Call", "Request"] {
+        refusing.answer(
+            Method::DELETE,
+            &format!("/v1/Account/MA123/{resource}/u-2/"),
+            Answer::empty(401),
+        );
+    }
     let carrier = PlivoCarrier::new(
         credentials(CarrierKind::Plivo, plivo_credential(&refusing)),
         http_client(),
@@ -965,17 +907,7 @@ async fn post_plivo_status(
 async fn plivo_callbacks_are_verified_over_exactly_the_url_plivo_was_given() {
     // A public URL with an explicit port: the callback URLs Plivo gets carry it.
     let public = "https://voxline.example.com:8443";
-    let plivo_api = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/Account/MA88/Call/"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"request_uuid": "u-88"})))
-        .expect(1)
-        .mount(&plivo_api)
-        .await;
-    Mock::given(method("DELETE"))
-        .respond_with(ResponseTemplate::new(204))
-        .mount(&plivo_api)
-        .await;
+    let plivo_api = FakeCarrier::start(CarrierKind::Plivo, "u-88").await;
     let app = crate::support::TestApp::spawn_with_settings(|settings| {
         settings.public_url = Some(public.to_string());
     })
@@ -992,7 +924,7 @@ async fn plivo_callbacks_are_verified_over_exactly_the_url_plivo_was_given() {
     )
     .await
     .expect("plivo number");
-    let credential = json!({"authId": "MA88", "authToken": "pl-token", "baseUrl": plivo_api.uri()});
+    let credential = json!({"authId": "MA88", "authToken": "pl-token", "baseUrl": plivo_api.base});
     app.admin_ok(&[
         "credential",
         "set",
@@ -1025,18 +957,14 @@ async fn plivo_callbacks_are_verified_over_exactly_the_url_plivo_was_given() {
         .as_str()
         .expect("callId")
         .to_string();
-    let created = crate::support::eventually(
-        std::time::Duration::from_secs(10),
-        "the Plivo API to be called",
-        || async {
-            let requests = plivo_api.received_requests().await.unwrap_or_default();
-            requests
-                .iter()
-                .find(|r| r.method.as_str() == "POST")
-                .map(|r| serde_json::from_slice::<Value>(&r.body).expect("JSON body"))
-        },
-    )
-    .await;
+    let created = plivo_api
+        .wait_for(
+            "the Plivo API to be called",
+            std::time::Duration::from_secs(10),
+            |r| r.method == Method::POST,
+        )
+        .await
+        .json();
     let given = created["hangup_url"].as_str().expect("hangup_url");
     assert_eq!(given, format!("{public}/carrier/plivo/status/{id}"));
     let status = || async {
@@ -1072,6 +1000,13 @@ async fn plivo_callbacks_are_verified_over_exactly_the_url_plivo_was_given() {
     )
     .await;
     app.shutdown().await;
+    assert_eq!(
+        plivo_api
+            .requests_to(Method::POST, "/v1/Account/MA88/Call/")
+            .len(),
+        1,
+        "one call placed"
+    );
 }
 
 #[tokio::test]
@@ -1135,67 +1070,62 @@ async fn plivo_answer_returns_stream_xml_and_reports_answered() {
 
 // ---------------------------------------------------------------- Exotel
 
-fn exotel_credential(server: &MockServer) -> Value {
-    json!({"accountSid": "exo1", "apiKey": "exo-key", "apiToken": "exo-token", "baseUrl": server.uri()})
+fn exotel_credential(fake: &FakeCarrier) -> Value {
+    json!({"accountSid": "exo1", "apiKey": "exo-key", "apiToken": "exo-token", "baseUrl": fake.base})
 }
 
 #[tokio::test]
 async fn exotel_connects_a_bidirectional_stream() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/Accounts/exo1/Calls/connect"))
-        .and(header(
-            "authorization",
-            basic("exo-key", "exo-token").as_str(),
-        ))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "Call": {"Sid": "b6cf3d1a2c", "Status": "in-progress", "From": "+919876543210"}
-        })))
-        .expect(1)
-        .mount(&server)
-        .await;
+    let fake = FakeCarrier::start(CarrierKind::Exotel, "b6cf3d1a2c").await;
     let carrier = ExotelCarrier::new(
-        credentials(CarrierKind::Exotel, exotel_credential(&server)),
+        credentials(CarrierKind::Exotel, exotel_credential(&fake)),
         http_client(),
     );
     let sid = carrier.place(dial_request("exotel"), sink()).await.unwrap();
     assert_eq!(sid, "b6cf3d1a2c");
-    let received = server.received_requests().await.unwrap();
-    let form = form_of(&received[0].body);
-    assert_eq!(form_value(&form, "From"), "+919876543210");
-    assert_eq!(form_value(&form, "CallerId"), "+14155550100");
+    let connect = fake.only();
+    assert_eq!(connect.method, Method::POST);
+    assert_eq!(connect.path, "/v1/Accounts/exo1/Calls/connect");
     assert_eq!(
-        form_value(&form, "StreamUrl"),
+        connect.header("authorization"),
+        basic("exo-key", "exo-token")
+    );
+    assert_eq!(connect.form_value("From"), "+919876543210");
+    assert_eq!(connect.form_value("CallerId"), "+14155550100");
+    assert_eq!(
+        connect.form_value("StreamUrl"),
         format!("wss://voxline.example.com/media/exotel/{MEDIA_TOKEN}")
     );
-    assert_eq!(form_value(&form, "StreamType"), "bidirectional");
+    assert_eq!(connect.form_value("StreamType"), "bidirectional");
     assert_eq!(
-        form_value(&form, "StatusCallback"),
+        connect.form_value("StatusCallback"),
         format!(
             "{PUBLIC}/carrier/exotel/status/{CALL_ID}?sig={}",
             our_sig("exo-token", CALL_ID)
         )
     );
-    assert_eq!(form_value(&form, "TimeOut"), "30");
-    assert_eq!(form_value(&form, "TimeLimit"), "600");
+    assert_eq!(connect.form_value("TimeOut"), "30");
+    assert_eq!(connect.form_value("TimeLimit"), "600");
     // No REST hang-up: it succeeds without a request.
     carrier.hangup(&sid).await.unwrap();
-    assert_eq!(server.received_requests().await.unwrap().len(), 1);
+    assert_eq!(fake.requests().len(), 1);
 }
 
 #[tokio::test]
 async fn exotel_reads_the_xml_answer_and_uses_the_subdomain() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/Accounts/exo1/Calls/connect"))
-        .respond_with(ResponseTemplate::new(200).set_body_string(
+    // The fake's own JSON answer names another call, so the SID read can only come from the XML.
+    let fake = FakeCarrier::start(CarrierKind::Exotel, "json-sid").await;
+    fake.answer(
+        Method::POST,
+        "/v1/Accounts/exo1/Calls/connect",
+        Answer::xml(
+            200,
             "<?xml version=\"1.0\"?><TwilioResponse><Call><Sid>xml-sid-1</Sid><Status>in-progress</Status></Call></TwilioResponse>",
-        ))
-        .mount(&server)
-        .await;
+        ),
+    );
     // `subdomain` may be a full origin (tests) or a host name (production).
     let credential =
-        json!({"accountSid": "exo1", "apiKey": "k", "apiToken": "t", "subdomain": server.uri()});
+        json!({"accountSid": "exo1", "apiKey": "k", "apiToken": "t", "subdomain": fake.base});
     let carrier = ExotelCarrier::new(credentials(CarrierKind::Exotel, credential), http_client());
     assert_eq!(
         carrier.place(dial_request("exotel"), sink()).await.unwrap(),
@@ -1278,8 +1208,8 @@ async fn exotel_status_callbacks_carry_our_sig_and_are_mapped() {
 
 // ---------------------------------------------------------------- Vonage
 
-fn vonage_credential(server: &MockServer) -> Value {
-    json!({"applicationId": "app-1", "privateKey": VONAGE_PRIVATE_KEY, "baseUrl": server.uri()})
+fn vonage_credential(fake: &FakeCarrier) -> Value {
+    json!({"applicationId": "app-1", "privateKey": VONAGE_PRIVATE_KEY, "baseUrl": fake.base})
 }
 
 fn decode_app_jwt(authorization: &str) -> Value {
@@ -1293,49 +1223,41 @@ fn decode_app_jwt(authorization: &str) -> Value {
 
 #[tokio::test]
 async fn vonage_places_a_call_with_a_websocket_ncco_and_an_rs256_jwt() {
-    let server = MockServer::start().await;
+    let fake =
+        FakeCarrier::start(CarrierKind::Vonage, "63f61863-4a51-4f6b-86e1-46edebcf9356").await;
     let event_url = format!(
         "{PUBLIC}/carrier/vonage/status/{CALL_ID}?sig={}",
         our_sig(VONAGE_PRIVATE_KEY, CALL_ID)
     );
-    Mock::given(method("POST"))
-        .and(path("/v1/calls"))
-        .and(body_json(json!({
-            "to": [{"type": "phone", "number": "919876543210"}],
-            "from": {"type": "phone", "number": "14155550100"},
-            "ncco": [{
-                "action": "connect",
-                "endpoint": [{
-                    "type": "websocket",
-                    "uri": "wss://voxline.example.com/media/vonage",
-                    "content-type": "audio/l16;rate=16000",
-                    "headers": {"token": MEDIA_TOKEN, "callId": CALL_ID}
-                }]
-            }],
-            "event_url": [event_url],
-            "event_method": "POST",
-            "ringing_timer": 30,
-            "length_timer": 600
-        })))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({
-            "uuid": "63f61863-4a51-4f6b-86e1-46edebcf9356",
-            "status": "started",
-            "direction": "outbound",
-            "conversation_uuid": "CON-f972836a-550f-45fa-956c-12a2ab5b7d22"
-        })))
-        .expect(2)
-        .mount(&server)
-        .await;
+    let create_body = json!({
+        "to": [{"type": "phone", "number": "919876543210"}],
+        "from": {"type": "phone", "number": "14155550100"},
+        "ncco": [{
+            "action": "connect",
+            "endpoint": [{
+                "type": "websocket",
+                "uri": "wss://voxline.example.com/media/vonage",
+                "content-type": "audio/l16;rate=16000",
+                "headers": {"token": MEDIA_TOKEN, "callId": CALL_ID}
+            }]
+        }],
+        "event_url": [event_url],
+        "event_method": "POST",
+        "ringing_timer": 30,
+        "length_timer": 600
+    });
     let carrier = VonageCarrier::new(
-        credentials(CarrierKind::Vonage, vonage_credential(&server)),
+        credentials(CarrierKind::Vonage, vonage_credential(&fake)),
         http_client(),
     );
     let uuid = carrier.place(dial_request("vonage"), sink()).await.unwrap();
     assert_eq!(uuid, "63f61863-4a51-4f6b-86e1-46edebcf9356");
 
-    let received = server.received_requests().await.unwrap();
-    let authorization = received[0].headers["authorization"].to_str().unwrap();
-    let claims = decode_app_jwt(authorization);
+    let received = fake.requests();
+    assert_eq!(received[0].method, Method::POST);
+    assert_eq!(received[0].path, "/v1/calls");
+    assert_eq!(received[0].json(), create_body);
+    let claims = decode_app_jwt(received[0].header("authorization"));
     assert_eq!(claims["application_id"], "app-1");
     let iat = claims["iat"].as_i64().unwrap();
     assert!((iat - chrono::Utc::now().timestamp()).abs() < 60);
@@ -1343,35 +1265,40 @@ async fn vonage_places_a_call_with_a_websocket_ncco_and_an_rs256_jwt() {
     assert!(claims["jti"].as_str().is_some_and(|j| !j.is_empty()));
 
     // Hang up: PUT {"action":"hangup"} with a fresh JWT; then an ended call (404) is success.
-    Mock::given(method("PUT"))
-        .and(path(format!("/v1/calls/{uuid}")))
-        .and(body_json(json!({"action": "hangup"})))
-        .respond_with(ResponseTemplate::new(204))
-        .up_to_n_times(1)
-        .expect(1)
-        .mount(&server)
-        .await;
+    let call = format!("/v1/calls/{uuid}");
     carrier.hangup(&uuid).await.unwrap();
-    let received = server.received_requests().await.unwrap();
-    let claims = decode_app_jwt(received[1].headers["authorization"].to_str().unwrap());
+    let received = fake.requests();
+    assert_eq!(received.len(), 2, "{received:?}");
+    assert_eq!(received[1].method, Method::PUT);
+    assert_eq!(received[1].path, call);
+    assert_eq!(received[1].json(), json!({"action": "hangup"}));
+    let claims = decode_app_jwt(received[1].header("authorization"));
     assert_eq!(claims["application_id"], "app-1");
 
     let uuid = carrier.place(dial_request("vonage"), sink()).await.unwrap();
-    Mock::given(method("PUT"))
-        .and(path(format!("/v1/calls/{uuid}")))
-        .respond_with(ResponseTemplate::new(404).set_body_json(json!({"title": "Not found"})))
-        .mount(&server)
-        .await;
+    fake.answer(
+        Method::PUT,
+        &call,
+        Answer::json(404, json!({"title": "Not found"})),
+    );
     carrier.hangup(&uuid).await.unwrap();
+    assert_eq!(fake.requests_to(Method::PUT, &call).len(), 2);
+    // Both dials sent the same documented body.
+    let creates = fake.requests_to(Method::POST, "/v1/calls");
+    assert_eq!(creates.len(), 2, "{creates:?}");
+    assert!(
+        creates.iter().all(|c| c.json() == create_body),
+        "{creates:?}"
+    );
 }
 
 #[tokio::test]
 async fn vonage_rejects_a_private_key_that_is_not_rsa_pem() {
-    let server = MockServer::start().await;
+    let fake = FakeCarrier::start(CarrierKind::Vonage, "63f61863").await;
     let carrier = VonageCarrier::new(
         credentials(
             CarrierKind::Vonage,
-            json!({"applicationId": "app-1", "privateKey": "not a key", "baseUrl": server.uri()}),
+            json!({"applicationId": "app-1", "privateKey": "not a key", "baseUrl": fake.base}),
         ),
         http_client(),
     );
@@ -1383,7 +1310,7 @@ async fn vonage_rejects_a_private_key_that_is_not_rsa_pem() {
         matches!(err, CarrierError::NotConfigured(ref m) if m.contains("privateKey")),
         "{err}"
     );
-    assert!(server.received_requests().await.unwrap().is_empty());
+    assert!(fake.requests().is_empty());
 }
 
 fn vonage_webhook_jwt(secret: &str, body: &[u8]) -> String {
@@ -1752,32 +1679,27 @@ fn detecting(provider: &str) -> DialRequest {
 
 #[tokio::test]
 async fn twilio_asks_for_async_amd_and_reads_its_callback() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/2010-04-01/Accounts/AC123/Calls.json"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"sid": "CA0001"})))
-        .expect(2)
-        .mount(&server)
-        .await;
+    let fake = FakeCarrier::start(CarrierKind::Twilio, "CA0001").await;
     let carrier = TwilioCarrier::new(
-        credentials(CarrierKind::Twilio, twilio_credential(&server)),
+        credentials(CarrierKind::Twilio, twilio_credential(&fake)),
         http_client(),
     );
     carrier.place(detecting("twilio"), sink()).await.unwrap();
     carrier.place(dial_request("twilio"), sink()).await.unwrap();
-    let received = server.received_requests().await.unwrap();
-    let form = form_of(&received[0].body);
-    assert_eq!(form_value(&form, "MachineDetection"), "DetectMessageEnd");
-    assert_eq!(form_value(&form, "AsyncAmd"), "true");
+    let received = fake.requests_to(Method::POST, TWILIO_CALLS);
+    assert_eq!(received.len(), 2, "{received:?}");
+    let detect = &received[0];
+    assert_eq!(detect.form_value("MachineDetection"), "DetectMessageEnd");
+    assert_eq!(detect.form_value("AsyncAmd"), "true");
     assert_eq!(
-        form_value(&form, "AsyncAmdStatusCallback"),
+        detect.form_value("AsyncAmdStatusCallback"),
         format!("{PUBLIC}/carrier/twilio/status/{CALL_ID}")
     );
-    assert_eq!(form_value(&form, "AsyncAmdStatusCallbackMethod"), "POST");
+    assert_eq!(detect.form_value("AsyncAmdStatusCallbackMethod"), "POST");
     // An agent with detection off does not pay for it.
-    let plain = form_of(&received[1].body);
-    assert!(form_values(&plain, "MachineDetection").is_empty());
-    assert!(form_values(&plain, "AsyncAmd").is_empty());
+    let plain = &received[1];
+    assert!(plain.form_values("MachineDetection").is_empty());
+    assert!(plain.form_values("AsyncAmd").is_empty());
 
     // The AMD callback (signed like every callback, no CallStatus) becomes a verdict.
     let credential = json!({"accountSid": "AC123", "authToken": "twilio-token"});
@@ -1826,24 +1748,16 @@ async fn twilio_asks_for_async_amd_and_reads_its_callback() {
 
 #[tokio::test]
 async fn plivo_asks_for_machine_detection_and_reads_its_callback() {
-    let server = MockServer::start().await;
+    let fake = FakeCarrier::start(CarrierKind::Plivo, "75b6b0f5-ec1a-4f0c-9d66-2b0d3d5c6b1a").await;
     let status_url = format!("{PUBLIC}/carrier/plivo/status/{CALL_ID}");
-    Mock::given(method("POST"))
-        .and(path("/v1/Account/MA123/Call/"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({
-            "message": "call fired",
-            "request_uuid": "75b6b0f5-ec1a-4f0c-9d66-2b0d3d5c6b1a"
-        })))
-        .expect(1)
-        .mount(&server)
-        .await;
     let carrier = PlivoCarrier::new(
-        credentials(CarrierKind::Plivo, plivo_credential(&server)),
+        credentials(CarrierKind::Plivo, plivo_credential(&fake)),
         http_client(),
     );
     carrier.place(detecting("plivo"), sink()).await.unwrap();
-    let received = server.received_requests().await.unwrap();
-    let body: Value = serde_json::from_slice(&received[0].body).unwrap();
+    let received = fake.requests_to(Method::POST, PLIVO_CALLS);
+    assert_eq!(received.len(), 1, "{received:?}");
+    let body = received[0].json();
     assert_eq!(body["machine_detection"], "true");
     assert_eq!(body["machine_detection_url"], status_url.as_str());
     assert_eq!(body["machine_detection_method"], "POST");
@@ -1922,24 +1836,16 @@ fn telnyx_asks_for_beep_detection_and_reads_its_webhooks() {
 
 #[tokio::test]
 async fn vonage_asks_for_advanced_machine_detection_and_reads_its_events() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/calls"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({
-            "uuid": "63f61863-4a51-4f6b-86e1-46edebcf9356",
-            "status": "started", "direction": "outbound",
-            "conversation_uuid": "CON-f972836a-550f-45fa-956c-12a2ab5b7d22"
-        })))
-        .expect(1)
-        .mount(&server)
-        .await;
+    let fake =
+        FakeCarrier::start(CarrierKind::Vonage, "63f61863-4a51-4f6b-86e1-46edebcf9356").await;
     let carrier = VonageCarrier::new(
-        credentials(CarrierKind::Vonage, vonage_credential(&server)),
+        credentials(CarrierKind::Vonage, vonage_credential(&fake)),
         http_client(),
     );
     carrier.place(detecting("vonage"), sink()).await.unwrap();
-    let received = server.received_requests().await.unwrap();
-    let body: Value = serde_json::from_slice(&received[0].body).unwrap();
+    let received = fake.requests_to(Method::POST, "/v1/calls");
+    assert_eq!(received.len(), 1, "{received:?}");
+    let body = received[0].json();
     assert_eq!(
         body["advanced_machine_detection"],
         json!({"behavior": "continue", "mode": "detect_beep"})

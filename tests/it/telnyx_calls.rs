@@ -1,17 +1,14 @@
-//! A Telnyx call end to end (issue 21): the app places the call through a local
-//! axum fake of Call Control v2 (`POST /v2/calls`), the fake's side posts the
-//! call's webhooks signed with Ed25519 under a key pair the test made (the
-//! workspace's credential carries its public key), then plays Telnyx's media
-//! stream to the `stream_url` in real time as a caller who says a line, and
-//! hangs up. Signatures are made here with `ed25519-dalek`'s signing half,
-//! never with the code under test.
+//! A Telnyx call end to end (issue 21): the app places the call through the
+//! shared fake of Call Control v2 (`support::FakeCarrier`: `POST /v2/calls`,
+//! any other API key refused), then the test, as Telnyx, posts the call's
+//! webhooks signed with Ed25519 under a key pair it made (the workspace's
+//! credential carries its public key), plays Telnyx's media stream to the
+//! `stream_url` in real time as a caller who says a line, and hangs up.
+//! Signatures are made here with `ed25519-dalek`'s signing half, never with the
+//! code under test.
 
-use crate::support::{TestApp, Workspace, eventually};
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use crate::support::{CarrierRequest, FakeCarrier, TestApp, Workspace, eventually};
+use axum::http::Method;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signer as _, SigningKey};
@@ -20,7 +17,6 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, MissedTickBehavior, interval, timeout};
@@ -38,113 +34,11 @@ const WELCOME: &str = "Hello from Voxline on Telnyx.";
 const CALLER_LINE: &str = "Yes, this is a good time.";
 const WAIT: Duration = Duration::from_secs(30);
 
-// ------------------------------------------------------------ the fake Call Control API
-
-/// One request the fake received.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: Method,
-    path: String,
-    headers: HeaderMap,
-    body: Bytes,
-}
-
-impl Seen {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
-    }
-
-    fn authorization(&self) -> &str {
-        self.headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-    }
-}
-
-/// Telnyx's Call Control commands: dial answers with the new call's
-/// `call_control_id` (refusing a dial without the fields a streaming call
-/// needs, with Telnyx's 422 shape), hangup with `ok`, anything else 404.
-struct FakeTelnyx {
-    base: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl FakeTelnyx {
-    async fn start() -> Self {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let app = Router::new().fallback(answer).with_state(Arc::clone(&seen));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
-        Self {
-            base: format!("http://{addr}"),
-            seen,
-        }
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-fn telnyx_error(status: StatusCode, code: &str, title: &str) -> (StatusCode, Value) {
-    (
-        status,
-        json!({"errors": [{"code": code, "title": title, "detail": title}]}),
-    )
-}
-
-async fn answer(
-    State(seen): State<Arc<Mutex<Vec<Seen>>>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let request = Seen {
-        method,
-        path: uri.path().to_string(),
-        headers,
-        body,
-    };
-    let reply = if request.authorization() != format!("Bearer {API_KEY}") {
-        telnyx_error(StatusCode::UNAUTHORIZED, "10009", "Authentication failed")
-    } else if request.method == Method::POST && request.path == "/v2/calls" {
-        let dial = request.json();
-        let missing: Vec<&str> = ["connection_id", "to", "from", "stream_url", "stream_track"]
-            .into_iter()
-            .filter(|f| dial[*f].as_str().is_none_or(str::is_empty))
-            .collect();
-        if missing.is_empty() {
-            (
-                StatusCode::OK,
-                json!({"data": {
-                    "record_type": "call",
-                    "call_control_id": CONTROL_ID,
-                    "call_leg_id": "2dc6fc34-f9e0-11ea-b68e-02420a0f7768",
-                    "call_session_id": "2dc1b3c8-f9e0-11ea-bc5a-02420a0f7768",
-                    "is_alive": false,
-                }}),
-            )
-        } else {
-            telnyx_error(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "10015",
-                &format!("missing {}", missing.join(", ")),
-            )
-        }
-    } else if request.method == Method::POST
-        && request.path == format!("/v2/calls/{CONTROL_ID}/actions/hangup")
-    {
-        (StatusCode::OK, json!({"data": {"result": "ok"}}))
-    } else {
-        telnyx_error(StatusCode::NOT_FOUND, "10005", "Resource not found")
-    };
-    seen.lock().unwrap().push(request);
-    (reply.0, axum::Json(reply.1)).into_response()
+/// The fake Call Control API: dials answer with [`CONTROL_ID`], and only our API key is let in.
+async fn fake_telnyx() -> FakeCarrier {
+    let fake = FakeCarrier::start(voxline::carriers::CarrierKind::Telnyx, CONTROL_ID).await;
+    fake.require_authorization(&format!("Bearer {API_KEY}"));
+    fake
 }
 
 // ------------------------------------------------------------ signed webhooks
@@ -386,7 +280,7 @@ impl Stream {
 /// A workspace on Telnyx: a Telnyx caller ID as its default number and the
 /// credential (pointing at the fake, carrying the account's public key) stored
 /// the way the admin CLI does.
-async fn telnyx_workspace(app: &TestApp, fake: &FakeTelnyx, key: &AccountKey) -> Workspace {
+async fn telnyx_workspace(app: &TestApp, fake: &FakeCarrier, key: &AccountKey) -> Workspace {
     let ws = app.calling_workspace("Telnyx calls", 2).await;
     voxline::admin::ops::add_number(
         app.store(),
@@ -438,7 +332,12 @@ async fn telnyx_agent(app: &TestApp, ws: &Workspace) -> String {
 }
 
 /// Places a call and returns its id and the dial request the fake received.
-async fn place(app: &TestApp, ws: &Workspace, fake: &FakeTelnyx, agent: &str) -> (String, Seen) {
+async fn place(
+    app: &TestApp,
+    ws: &Workspace,
+    fake: &FakeCarrier,
+    agent: &str,
+) -> (String, CarrierRequest) {
     let placed = app
         .post(
             &ws.key,
@@ -448,10 +347,9 @@ async fn place(app: &TestApp, ws: &Workspace, fake: &FakeTelnyx, agent: &str) ->
         .await
         .expect(201);
     let id = placed.body["callId"].as_str().expect("callId").to_string();
-    let dial = eventually(WAIT, "the dial request", || async {
-        fake.seen().into_iter().find(|r| r.path == "/v2/calls")
-    })
-    .await;
+    let dial = fake
+        .wait_for("the dial request", WAIT, |r| r.path == "/v2/calls")
+        .await;
     (id, dial)
 }
 
@@ -464,7 +362,7 @@ async fn detail(app: &TestApp, ws: &Workspace, id: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_telnyx_call_goes_from_dial_to_a_finished_transcript() {
-    let fake = FakeTelnyx::start().await;
+    let fake = fake_telnyx().await;
     let key = AccountKey::new();
     let app = TestApp::spawn().await;
     let ws = telnyx_workspace(&app, &fake, &key).await;
@@ -473,7 +371,7 @@ async fn a_telnyx_call_goes_from_dial_to_a_finished_transcript() {
 
     // The dial: Call Control v2 with a bidirectional PCMU stream to our media socket.
     assert_eq!(dial.method, Method::POST);
-    assert_eq!(dial.authorization(), format!("Bearer {API_KEY}"));
+    assert_eq!(dial.header("authorization"), format!("Bearer {API_KEY}"));
     let body = dial.json();
     assert_eq!(body["connection_id"], CONNECTION_ID, "{body}");
     assert_eq!(body["to"], CALLEE, "{body}");
@@ -556,7 +454,7 @@ async fn a_telnyx_call_goes_from_dial_to_a_finished_transcript() {
 
 #[tokio::test]
 async fn telnyx_webhooks_unsigned_badly_signed_or_stale_are_refused() {
-    let fake = FakeTelnyx::start().await;
+    let fake = fake_telnyx().await;
     let key = AccountKey::new();
     let app = TestApp::spawn().await;
     let ws = telnyx_workspace(&app, &fake, &key).await;

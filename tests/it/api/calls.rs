@@ -2,7 +2,8 @@
 //! the live-call 409, alert dials, concurrency slots, announcement bypass,
 //! cancel, a panicking call actor, restart recovery and billing.
 
-use crate::support::{TestApp, Workspace, eventually};
+use crate::support::{FakeCarrier, TestApp, Workspace, eventually};
+use axum::http::Method;
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -667,18 +668,7 @@ async fn unanswered_calls_are_retried_by_the_agent_policy() {
 
 #[tokio::test]
 async fn a_twilio_call_is_dialed_through_its_api_and_ended_by_a_signed_callback() {
-    use wiremock::matchers::{method, path};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-
-    let twilio = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/2010-04-01/Accounts/AC77/Calls.json"))
-        .respond_with(
-            ResponseTemplate::new(201).set_body_json(json!({"sid": "CA77", "status": "queued"})),
-        )
-        .expect(1)
-        .mount(&twilio)
-        .await;
+    let twilio = FakeCarrier::start(voxline::carriers::CarrierKind::Twilio, "CA77").await;
     let app = TestApp::spawn().await;
     let ws = app.calling_workspace("Twilio", 2).await;
     voxline::admin::ops::add_number(
@@ -692,8 +682,7 @@ async fn a_twilio_call_is_dialed_through_its_api_and_ended_by_a_signed_callback(
     )
     .await
     .expect("twilio number");
-    let credential =
-        json!({"accountSid": "AC77", "authToken": "tw-token", "baseUrl": twilio.uri()});
+    let credential = json!({"accountSid": "AC77", "authToken": "tw-token", "baseUrl": twilio.base});
     app.admin_ok(&[
         "credential",
         "set",
@@ -707,24 +696,19 @@ async fn a_twilio_call_is_dialed_through_its_api_and_ended_by_a_signed_callback(
     .await;
     let agent = quick_agent(&app, &ws, json!({"telephonyProvider": "twilio"})).await;
     let id = place(&app, &ws, &agent, "+919845012310", json!({})).await;
-    eventually(
-        Duration::from_secs(10),
-        "the Twilio API to be called",
-        || async {
-            let requests = twilio.received_requests().await.unwrap_or_default();
-            (!requests.is_empty()).then_some(())
-        },
-    )
-    .await;
-    let requests = twilio.received_requests().await.unwrap_or_default();
-    let form: HashMap<String, String> = form_urlencoded::parse(&requests[0].body)
-        .into_owned()
-        .collect();
-    assert_eq!(form["To"], "+919845012310");
-    assert_eq!(form["From"], "+918035740177");
+    let create = twilio
+        .wait_for(
+            "the Twilio API to be called",
+            Duration::from_secs(10),
+            |_| true,
+        )
+        .await;
+    assert_eq!(create.form_value("To"), "+919845012310");
+    assert_eq!(create.form_value("From"), "+918035740177");
     let status_url = format!("{}/carrier/twilio/status/{id}", app.base);
-    assert_eq!(form["StatusCallback"], status_url);
-    assert!(form["Twiml"].contains("/media/twilio"), "{}", form["Twiml"]);
+    assert_eq!(create.form_value("StatusCallback"), status_url);
+    let twiml = create.form_value("Twiml");
+    assert!(twiml.contains("/media/twilio"), "{twiml}");
 
     let fields = vec![
         ("AccountSid".to_string(), "AC77".to_string()),
@@ -761,4 +745,6 @@ async fn a_twilio_call_is_dialed_through_its_api_and_ended_by_a_signed_callback(
     let call = ended(&app, &ws, &id, Duration::from_secs(10)).await;
     assert_eq!(call["rawStatus"], "busy", "{call}");
     assert_eq!(call["provider"], "twilio");
+    let creates = twilio.requests_to(Method::POST, "/2010-04-01/Accounts/AC77/Calls.json");
+    assert_eq!(creates.len(), 1, "one dial: {creates:?}");
 }

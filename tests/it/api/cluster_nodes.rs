@@ -267,17 +267,8 @@ async fn wallet(app: &TestApp, ws: &Workspace) -> i64 {
 #[tokio::test]
 #[ignore = "needs VOXLINE_TEST_DATABASE_URL"]
 async fn a_carrier_callback_that_reaches_another_node_takes_effect() {
-    use wiremock::matchers::{method, path};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-
-    let twilio = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/2010-04-01/Accounts/AC88/Calls.json"))
-        .respond_with(
-            ResponseTemplate::new(201).set_body_json(json!({"sid": "CA88", "status": "queued"})),
-        )
-        .mount(&twilio)
-        .await;
+    let twilio =
+        crate::support::FakeCarrier::start(voxline::carriers::CarrierKind::Twilio, "CA88").await;
     let mut app = TestApp::spawn().await;
     let ws = app.calling_workspace("Callbacks", 2).await;
     voxline::admin::ops::add_number(
@@ -291,8 +282,7 @@ async fn a_carrier_callback_that_reaches_another_node_takes_effect() {
     )
     .await
     .expect("twilio number");
-    let credential =
-        json!({"accountSid": "AC88", "authToken": "tw-token", "baseUrl": twilio.uri()});
+    let credential = json!({"accountSid": "AC88", "authToken": "tw-token", "baseUrl": twilio.base});
     app.admin_ok(&[
         "credential",
         "set",

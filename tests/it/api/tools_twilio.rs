@@ -1,25 +1,19 @@
 //! In-call transfer over Twilio, end to end (issue 17): the app places the call
-//! through a local axum fake of Twilio's REST API, the test plays Twilio's side
-//! of the media stream (a [`SimCallee`] connecting to our `/media/twilio` with
-//! the `<Stream>` parameters from the create request), the sim LLM transfers the
-//! caller who asks for a person, and the fake receives the call update that
-//! dials the destination. Twilio's later callbacks (the `<Dial action>` report
-//! and the parent call's `completed`) are signed here independently of the code
-//! under test.
+//! through the shared fake of Twilio's REST API (`support::FakeCarrier`), the
+//! test plays Twilio's side of the media stream (a [`SimCallee`] connecting to
+//! our `/media/twilio` with the `<Stream>` parameters from the create request),
+//! the sim LLM transfers the caller who asks for a person, and the fake
+//! receives the call update that dials the destination. Twilio's later
+//! callbacks (the `<Dial action>` report and the parent call's `completed`) are
+//! signed here independently of the code under test.
 
-use crate::support::{TestApp, Workspace, eventually};
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use crate::support::{FakeCarrier, TestApp, Workspace, eventually};
+use axum::http::Method;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha1::Sha1;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use voxline_actors::callee::{CalleeBehaviour, CalleeOptions, ScriptStep, SimCallee};
 
@@ -31,99 +25,6 @@ const OUR_NUMBER: &str = "+14155550100";
 const CALLEE: &str = "+919845012311";
 const FRONT_DESK: &str = "+14155550123";
 const SCRIPT: [&str; 2] = ["Hello, yes.", "Can I speak to a person please?"];
-
-// ------------------------------------------------------------ the fake Twilio REST API
-
-/// One request the fake received.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: Method,
-    path: String,
-    headers: HeaderMap,
-    body: Bytes,
-}
-
-impl Seen {
-    fn form(&self) -> HashMap<String, String> {
-        form_urlencoded::parse(&self.body).into_owned().collect()
-    }
-
-    fn authorization(&self) -> &str {
-        self.headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-    }
-}
-
-/// Twilio's Calls resource: a create answers with the new call's SID, an update
-/// of that call with the call, anything else with Twilio's 404 (code 20404).
-/// Every request is recorded.
-struct FakeTwilio {
-    base: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl FakeTwilio {
-    async fn start() -> Self {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let app = Router::new().fallback(answer).with_state(Arc::clone(&seen));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
-        Self {
-            base: format!("http://{addr}"),
-            seen,
-        }
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-async fn answer(
-    State(seen): State<Arc<Mutex<Vec<Seen>>>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let request = Seen {
-        method,
-        path: uri.path().to_string(),
-        headers,
-        body,
-    };
-    let calls = format!("/2010-04-01/Accounts/{ACCOUNT}/Calls.json");
-    let call = format!("/2010-04-01/Accounts/{ACCOUNT}/Calls/{CALL_SID}.json");
-    let reply = if request.method != Method::POST {
-        not_found()
-    } else if request.path == calls {
-        (
-            StatusCode::CREATED,
-            json!({"sid": CALL_SID, "account_sid": ACCOUNT, "status": "queued"}),
-        )
-    } else if request.path == call {
-        (
-            StatusCode::OK,
-            json!({"sid": CALL_SID, "account_sid": ACCOUNT, "status": "in-progress"}),
-        )
-    } else {
-        not_found()
-    };
-    seen.lock().unwrap().push(request);
-    (reply.0, axum::Json(reply.1)).into_response()
-}
-
-fn not_found() -> (StatusCode, Value) {
-    (
-        StatusCode::NOT_FOUND,
-        json!({"code": 20404, "message": "The requested resource was not found", "status": 404}),
-    )
-}
 
 // ------------------------------------------------------------ TwiML and signatures
 
@@ -204,7 +105,7 @@ async fn detail(app: &TestApp, ws: &Workspace, id: &str) -> Value {
 
 /// A workspace on Twilio: its credential (pointing at the fake) stored the way
 /// the admin CLI does, and a Twilio caller ID as its default number.
-async fn twilio_workspace(app: &TestApp, fake: &FakeTwilio) -> Workspace {
+async fn twilio_workspace(app: &TestApp, fake: &FakeCarrier) -> Workspace {
     let ws = app.calling_workspace("Twilio transfers", 2).await;
     voxline::admin::ops::add_number(
         app.store(),
@@ -234,7 +135,7 @@ async fn twilio_workspace(app: &TestApp, fake: &FakeTwilio) -> Workspace {
 
 #[tokio::test]
 async fn a_sim_callee_asking_for_a_person_is_transferred_through_twilio() {
-    let fake = FakeTwilio::start().await;
+    let fake = FakeCarrier::start(voxline::carriers::CarrierKind::Twilio, CALL_SID).await;
     let app = TestApp::spawn().await;
     let ws = twilio_workspace(&app, &fake).await;
     let agent = app
@@ -268,23 +169,19 @@ async fn a_sim_callee_asking_for_a_person_is_transferred_through_twilio() {
     let id = placed.body["callId"].as_str().expect("callId").to_string();
 
     // Twilio accepts the create.
-    let create = eventually(
-        Duration::from_secs(15),
-        "the create-call request",
-        || async { fake.seen().into_iter().next() },
-    )
-    .await;
+    let create = fake
+        .wait_for("the create-call request", Duration::from_secs(15), |_| true)
+        .await;
     assert_eq!(create.method, Method::POST);
     assert_eq!(
         create.path,
         format!("/2010-04-01/Accounts/{ACCOUNT}/Calls.json")
     );
     let basic = format!("Basic {}", STANDARD.encode(format!("{ACCOUNT}:{TOKEN}")));
-    assert_eq!(create.authorization(), basic);
-    let form = create.form();
-    assert_eq!(form["To"], CALLEE);
-    assert_eq!(form["From"], OUR_NUMBER);
-    let twiml = &form["Twiml"];
+    assert_eq!(create.header("authorization"), basic);
+    assert_eq!(create.form_value("To"), CALLEE);
+    assert_eq!(create.form_value("From"), OUR_NUMBER);
+    let twiml = &create.form_value("Twiml");
     let media_url = attribute(twiml, "Stream", "url").unwrap_or_else(|| panic!("{twiml}"));
     assert!(media_url.ends_with("/media/twilio"), "{media_url}");
     let params = stream_parameters(twiml);
@@ -308,16 +205,15 @@ async fn a_sim_callee_asking_for_a_person_is_transferred_through_twilio() {
     ));
 
     // The transfer: the live call's TwiML becomes a <Dial> to the front desk.
-    let update = eventually(Duration::from_secs(60), "the transfer update", || async {
-        fake.seen().into_iter().find(|r| {
+    let update = fake
+        .wait_for("the transfer update", Duration::from_secs(60), |r| {
             r.path == format!("/2010-04-01/Accounts/{ACCOUNT}/Calls/{CALL_SID}.json")
-                && r.form().contains_key("Twiml")
+                && !r.form_values("Twiml").is_empty()
         })
-    })
-    .await;
+        .await;
     assert_eq!(update.method, Method::POST);
-    assert_eq!(update.authorization(), basic);
-    let dial = &update.form()["Twiml"];
+    assert_eq!(update.header("authorization"), basic);
+    let dial = &update.form_value("Twiml");
     assert!(
         dial.contains(&format!("<Number>{FRONT_DESK}</Number>")),
         "{dial}"
@@ -423,10 +319,10 @@ async fn a_sim_callee_asking_for_a_person_is_transferred_through_twilio() {
 
     // The bridge was never hung up: Twilio saw the create and the transfer only.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let seen = fake.seen();
+    let seen = fake.requests();
     assert!(
         seen.iter()
-            .all(|r| r.form().get("Status").map(String::as_str) != Some("completed")),
+            .all(|r| !r.form_values("Status").iter().any(|s| s == "completed")),
         "a hang-up was sent: {seen:?}"
     );
     assert_eq!(seen.len(), 2, "create and transfer only: {seen:?}");

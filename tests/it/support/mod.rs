@@ -1,15 +1,18 @@
 //! What the tests that need the app share: the one harness that runs the real
 //! server on port 0 over a throwaway database (SQLite in a temp dir, or a fresh
 //! Postgres database when `VOXLINE_TEST_DATABASE_URL` is set), its HTTP
-//! replies, the process's one log subscriber, and polling.
+//! replies, the process's one log subscriber, polling, and the one fake
+//! carrier REST API the carrier tests dial through.
 
 mod app;
+mod fake_carrier;
 mod log_capture;
 mod postgres;
 mod reply;
 mod serve;
 
 pub use app::{TestApp, Workspace};
+pub use fake_carrier::{Answer, CarrierRequest, FakeCarrier};
 pub use log_capture::logs;
 pub use postgres::PG_ENV;
 pub use reply::{Reply, reply};
