@@ -404,8 +404,13 @@ async fn manage_webhook(
                 .await?
                 .iter()
                 .map(|w| {
-                    let events: Value = serde_json::from_str(&w.events).unwrap_or(Value::Null);
-                    json!({
+                    let events: Value = crate::store::decode_json(
+                        "webhook_subscriptions",
+                        "events",
+                        w.id,
+                        &w.events,
+                    )?;
+                    Ok(json!({
                         "id": w.id,
                         "url": w.url,
                         "events": events,
@@ -415,9 +420,9 @@ async fn manage_webhook(
                             .previous_secret_expires_at
                             .filter(|until| *until > now_ms)
                             .map(iso),
-                    })
+                    }))
                 })
-                .collect();
+                .collect::<Result<_, crate::store::StoreError>>()?;
             Ok(json!({"org": org, "webhooks": subscriptions}))
         }
         WebhookCommand::Disable { id } => {

@@ -9,8 +9,8 @@ use crate::domain::text::Variables;
 use crate::domain::{ChatSessionId, OrgId};
 use crate::providers::drafting::collect_reply;
 use crate::providers::select::{ProviderSelector, SelectError};
-use crate::store::StoreError;
 use crate::store::chat::ChatSessionRow;
+use crate::store::{StoreError, decode_json};
 use serde_json::{Map, Value};
 use std::time::Duration;
 use voxline_actors::providers::{
@@ -69,7 +69,8 @@ pub enum ChatError {
     /// The model failed to answer.
     #[error("The language model failed: {0}")]
     Model(ProviderError),
-    /// A stored session that no longer reads as JSON, or one that cannot be written.
+    /// A session that cannot be written as JSON (a stored one that no longer
+    /// parses is [`StoreError::CorruptColumn`]).
     #[error("chat session is not valid JSON: {0}")]
     Corrupt(#[from] serde_json::Error),
     /// Storage failed.
@@ -134,7 +135,8 @@ pub async fn chat(
                 .await?
                 .filter(|row| row.agent_id == agent.id)
                 .ok_or_else(not_found)?;
-            let history: Vec<ChatMessage> = serde_json::from_str(&row.messages)?;
+            let history: Vec<ChatMessage> =
+                decode_json("chat_sessions", "messages", row.id, &row.messages)?;
             (row, history)
         }
         None => {
@@ -175,7 +177,7 @@ pub async fn chat(
         return Err(ChatError::MessageBlank);
     }
     let variables: Map<String, Value> =
-        serde_json::from_str(&session.variables).unwrap_or_default();
+        decode_json("chat_sessions", "variables", session.id, &session.variables)?;
     history.push(ChatMessage::new(ChatRole::User, message));
     let chosen = selector(state)
         .llm(org, spec.llm_provider, &spec.llm_model, &instant_sim())

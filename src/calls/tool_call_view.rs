@@ -1,6 +1,8 @@
 //! A stored tool call as the API and the `call.completed` webhook show it.
 
+use crate::domain::CallId;
 use crate::store::tool_calls::ToolCallRow;
+use crate::store::{StoreResult, decode_json};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -32,20 +34,32 @@ pub struct ToolCallView {
 }
 
 impl ToolCallView {
-    /// The view of a stored row.
-    pub fn from_row(row: &ToolCallRow) -> Self {
-        let json = |text: &str| serde_json::from_str(text).unwrap_or(Value::Null);
-        Self {
+    /// The view of a stored row of the call `call_id`; a JSON column that
+    /// no longer parses is an error naming the row (`{call_id}#{seq}`).
+    pub fn from_row(call_id: CallId, row: &ToolCallRow) -> StoreResult<Self> {
+        let json = |column: &'static str, text: &str| {
+            decode_json::<Value>(
+                "call_tool_calls",
+                column,
+                format!("{call_id}#{}", row.seq),
+                text,
+            )
+        };
+        Ok(Self {
             id: row.tool_call_id.clone(),
             name: row.name.clone(),
-            arguments: json(&row.arguments),
-            result: row.result.as_deref().map(json),
+            arguments: json("arguments", &row.arguments)?,
+            result: row
+                .result
+                .as_deref()
+                .map(|text| json("result", text))
+                .transpose()?,
             error: row.error.clone(),
             latency_ms: row.latency_ms,
             created_at: DateTime::<Utc>::from_timestamp_millis(row.created_at)
                 .unwrap_or_default()
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             turn_seq: row.turn_seq,
-        }
+        })
     }
 }

@@ -83,7 +83,7 @@ async fn rerun_call_analysis(
         .analysis(caller.org_id, id)
         .await?
         .ok_or_else(|| call_not_found(&call_id))?;
-    Ok(Json(AnalysisView::from_row(&row)))
+    Ok(Json(AnalysisView::from_row(&row)?))
 }
 
 /// How far a batch's analyses have got.

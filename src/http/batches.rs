@@ -17,14 +17,15 @@ use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::text::{EMAIL_VARIABLE, Line, Variables};
 use crate::domain::{BatchId, Email, OrgId};
+use crate::postcall::analysis::view::stored_verdict;
 use crate::store::batches::{BatchRow, ItemResultRow, ItemRow};
-use crate::store::{Store, StoreError, StoreResult};
+use crate::store::{Store, StoreError, StoreResult, decode_json};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -146,8 +147,8 @@ pub struct ItemView {
 }
 
 impl ItemView {
-    /// The view of a stored item.
-    pub fn new(row: ItemRow) -> Result<Self, StoreError> {
+    /// The view of a stored item of the batch `batch_id`.
+    pub fn new(batch_id: BatchId, row: ItemRow) -> Result<Self, StoreError> {
         let display = match row.status.as_str() {
             "pending" => "Pending".to_string(),
             "skipped" => "Skipped".to_string(),
@@ -157,7 +158,12 @@ impl ItemView {
             index: row.seq,
             name: row.name,
             phone: row.phone,
-            variables: serde_json::from_str(&row.variables)?,
+            variables: decode_json(
+                "batch_items",
+                "variables",
+                format_args!("{batch_id}#{}", row.seq),
+                &row.variables,
+            )?,
             status: row.status,
             display_status: display,
             call_id: row.call_id.map(|id| id.to_string()),
@@ -221,7 +227,7 @@ pub async fn items(
         .await?;
     let rows = rows
         .into_iter()
-        .map(ItemView::new)
+        .map(|row| ItemView::new(batch.id, row))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(ListEnvelope::new(rows, total, page))
 }
@@ -768,9 +774,20 @@ impl CsvExport for BatchExport {
         row.item.seq
     }
 
-    fn record(&self, row: &ItemResultRow) -> Vec<String> {
+    fn record(&self, row: &ItemResultRow) -> StoreResult<Vec<String>> {
         let item = &row.item;
-        let extracted = merged_object(row.extracted.as_deref(), row.structured_data.as_deref());
+        // Columns of the item's latest call exist only once it has one.
+        let (extracted, verdict) = match item.call_id {
+            Some(call_id) => (
+                merged_object(
+                    call_id,
+                    row.extracted.as_deref(),
+                    row.structured_data.as_deref(),
+                )?,
+                stored_verdict(call_id, row.success.as_deref())?,
+            ),
+            None => (Map::new(), None),
+        };
         let mut record = vec![
             item.name.clone(),
             item.phone.clone(),
@@ -784,9 +801,9 @@ impl CsvExport for BatchExport {
         ];
         record.extend(
             self.columns
-                .cells(&extracted, row.success.as_deref(), row.success_pass),
+                .cells(&extracted, verdict.as_ref(), row.success_pass),
         );
-        record
+        Ok(record)
     }
 }
 

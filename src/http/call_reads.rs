@@ -13,9 +13,11 @@ use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::text::{Line, optional_line};
 use crate::domain::{AgentId, CallId, OrgId};
-use crate::postcall::analysis::view::{AnalysisView, merged_extracted};
+use crate::postcall::analysis::view::{
+    AnalysisView, merged_extracted, stored_structured_data, stored_verdict,
+};
 use crate::store::analyses::AnalysisRow;
-use crate::store::{CallFilter, CallReadRow, Store, StoreError, StoreResult};
+use crate::store::{CallFilter, CallReadRow, Store, StoreResult, decode_json};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::Response;
@@ -92,8 +94,8 @@ impl AnalysisColumns {
     }
 
     /// Columns for the current plan of the agent `agent_id` names; no field
-    /// columns when that is no agent of the workspace (deleted ones count) or
-    /// its spec cannot be read.
+    /// columns when that is no agent of the workspace (deleted ones count),
+    /// an error when its stored spec no longer parses.
     pub async fn of_agent(
         store: &Store,
         org_id: OrgId,
@@ -101,12 +103,10 @@ impl AnalysisColumns {
         other_extracted: bool,
     ) -> StoreResult<Self> {
         let fields = match agent_id.parse::<AgentId>() {
-            Ok(id) => store
-                .agent(org_id, id)
-                .await?
-                .and_then(|agent| agent.spec().ok())
-                .map(|spec| spec.analysis_plan().field_names())
-                .unwrap_or_default(),
+            Ok(id) => match store.agent(org_id, id).await? {
+                Some(agent) => agent.spec()?.analysis_plan().field_names(),
+                None => Vec::new(),
+            },
             Err(_) => Vec::new(),
         };
         Ok(Self::new(fields, other_extracted))
@@ -136,11 +136,11 @@ impl AnalysisColumns {
     }
 
     /// The cells of one row: `extracted` is the call's extracted object,
-    /// `success` its stored verdict JSON.
+    /// `verdict` its stored verdict (see [`stored_verdict`]).
     pub fn cells(
         &self,
         extracted: &Map<String, Value>,
-        success: Option<&str>,
+        verdict: Option<&Value>,
         success_pass: Option<bool>,
     ) -> Vec<String> {
         let mut cells: Vec<String> = self
@@ -148,7 +148,7 @@ impl AnalysisColumns {
             .iter()
             .map(|name| cell_text(extracted.get(name)))
             .collect();
-        cells.push(verdict_text(success));
+        cells.push(verdict_text(verdict));
         cells.push(
             success_pass
                 .map(|pass| pass.to_string())
@@ -166,21 +166,23 @@ impl AnalysisColumns {
     }
 }
 
-/// A stored JSON object; empty when absent, unreadable or not an object.
-pub fn stored_object(text: Option<&str>) -> Map<String, Value> {
-    match text.and_then(|t| serde_json::from_str(t).ok()) {
-        Some(Value::Object(map)) => map,
-        _ => Map::new(),
-    }
-}
-
 /// A call's extracted object for exports: the analysis' structured data with
-/// the keypad choices merged over it, as `extracted` reads (see
-/// [`merged_extracted`]).
-pub fn merged_object(keypad: Option<&str>, structured_data: Option<&str>) -> Map<String, Value> {
-    let mut merged = stored_object(structured_data);
-    merged.extend(stored_object(keypad));
-    merged
+/// the keypad choices (the call's stored `extracted`) merged over it, as
+/// `extracted` reads (see [`merged_extracted`]); absent or non-object values
+/// add nothing, text that no longer parses is an error.
+pub fn merged_object(
+    call_id: CallId,
+    keypad: Option<&str>,
+    structured_data: Option<&str>,
+) -> StoreResult<Map<String, Value>> {
+    let mut merged = stored_structured_data(call_id, structured_data)?;
+    let keypad = keypad
+        .map(|text| decode_json::<Value>("calls", "extracted", call_id, text))
+        .transpose()?;
+    if let Some(Value::Object(choices)) = keypad {
+        merged.extend(choices);
+    }
+    Ok(merged)
 }
 
 /// An extracted value as a cell: strings as they are, null or missing as
@@ -194,9 +196,8 @@ fn cell_text(value: Option<&Value>) -> String {
 }
 
 /// The verdict's value as a cell; a checklist reads `name:pass;name:fail`.
-fn verdict_text(success: Option<&str>) -> String {
-    let verdict: Option<Value> = success.and_then(|t| serde_json::from_str(t).ok());
-    match verdict.as_ref().and_then(|v| v.get("value")) {
+fn verdict_text(verdict: Option<&Value>) -> String {
+    match verdict.and_then(|v| v.get("value")) {
         Some(Value::Array(items)) => items
             .iter()
             .map(|item| {
@@ -651,10 +652,10 @@ pub async fn call_list(
             .map(|row| {
                 let analysis = analyses.iter().find(|a| a.call_id == row.id);
                 let mut view = CallRowView::from_row(row, now);
-                view.analysis = analysis.map(AnalysisView::from_row);
-                view
+                view.analysis = analysis.map(AnalysisView::from_row).transpose()?;
+                Ok(view)
             })
-            .collect(),
+            .collect::<StoreResult<_>>()?,
         total: counts.total,
         total_is_estimate: counts.capped,
         page: page.page,
@@ -690,9 +691,9 @@ fn parse_call_id(id: &str) -> ApiResult<CallId> {
     id.parse::<CallId>().map_err(|_| call_not_found(id))
 }
 
-/// Parses a stored JSON column.
-fn stored_json(text: &str) -> ApiResult<Value> {
-    serde_json::from_str(text).map_err(|err| ApiError::Store(StoreError::CorruptJson(err)))
+/// Parses the stored JSON column `column` of the call `id`.
+fn stored_json(id: CallId, column: &'static str, text: &str) -> StoreResult<Value> {
+    decode_json("calls", column, id, text)
 }
 
 /// Read one call with its transcript turns (Bot and Candidate) and status history.
@@ -732,7 +733,7 @@ async fn get_call(
     {
         call.summary = summary;
     }
-    call.analysis = analysis.as_ref().map(AnalysisView::from_row);
+    call.analysis = analysis.as_ref().map(AnalysisView::from_row).transpose()?;
     call.transcript = turns
         .into_iter()
         .map(|turn| TranscriptLine {
@@ -742,9 +743,12 @@ async fn get_call(
         .collect();
     Ok(Json(CallDetailView {
         call,
-        variables: stored_json(&detail.variables)?,
-        extracted: merged_extracted(&stored_json(&detail.extracted)?, analysis.as_ref()),
-        latencies: stored_json(&detail.latencies)?,
+        variables: stored_json(id, "variables", &detail.variables)?,
+        extracted: merged_extracted(
+            &stored_json(id, "extracted", &detail.extracted)?,
+            analysis.as_ref(),
+        )?,
+        latencies: stored_json(id, "latencies", &detail.latencies)?,
         from_number,
         retry_of,
         answered_at,
@@ -756,7 +760,10 @@ async fn get_call(
                 at: iso(event.at),
             })
             .collect(),
-        tool_calls: tool_calls.iter().map(ToolCallView::from_row).collect(),
+        tool_calls: tool_calls
+            .iter()
+            .map(|row| ToolCallView::from_row(id, row))
+            .collect::<StoreResult<_>>()?,
         usage: CallUsageView {
             conversation: TokenUsageView {
                 prompt_tokens: detail.llm_prompt_tokens,
@@ -795,21 +802,23 @@ async fn get_call_transcript(
         state.store.tool_calls(id),
     )?;
     Ok(Json(TranscriptView {
-        analysis: analysis.as_ref().map(AnalysisView::from_row),
+        analysis: analysis.as_ref().map(AnalysisView::from_row).transpose()?,
         transcript_text,
         turns: turns
             .into_iter()
-            .map(|turn| TranscriptTurnView {
-                tool_calls: tool_calls
-                    .iter()
-                    .filter(|call| call.turn_seq == turn.seq)
-                    .map(ToolCallView::from_row)
-                    .collect(),
-                speaker: turn.speaker,
-                text: turn.text,
-                created_at: iso(turn.created_at),
+            .map(|turn| {
+                Ok(TranscriptTurnView {
+                    tool_calls: tool_calls
+                        .iter()
+                        .filter(|call| call.turn_seq == turn.seq)
+                        .map(|row| ToolCallView::from_row(id, row))
+                        .collect::<StoreResult<_>>()?,
+                    speaker: turn.speaker,
+                    text: turn.text,
+                    created_at: iso(turn.created_at),
+                })
             })
-            .collect(),
+            .collect::<StoreResult<_>>()?,
     }))
 }
 
@@ -875,7 +884,7 @@ fn export_header(analysis: Option<&AnalysisColumns>) -> Vec<String> {
 fn export_record(
     row: &CallReadRow,
     analysis: Option<(&AnalysisColumns, Option<&AnalysisRow>)>,
-) -> Vec<String> {
+) -> StoreResult<Vec<String>> {
     let mut record = vec![
         row.id.to_string(),
         row.target_name.clone(),
@@ -890,13 +899,16 @@ fn export_record(
         row.summary.clone(),
     ];
     if let Some((columns, found)) = analysis {
+        let extracted =
+            stored_structured_data(row.id, found.and_then(|a| a.structured_data.as_deref()))?;
+        let verdict = stored_verdict(row.id, found.and_then(|a| a.success.as_deref()))?;
         record.extend(columns.cells(
-            &stored_object(found.and_then(|a| a.structured_data.as_deref())),
-            found.and_then(|a| a.success.as_deref()),
+            &extracted,
+            verdict.as_ref(),
             found.and_then(|a| a.success_pass),
         ));
     }
-    record
+    Ok(record)
 }
 
 impl CsvExport for CallExport {
@@ -938,7 +950,7 @@ impl CsvExport for CallExport {
         (row.call.created_at, row.call.id)
     }
 
-    fn record(&self, row: &CallExportRow) -> Vec<String> {
+    fn record(&self, row: &CallExportRow) -> StoreResult<Vec<String>> {
         let analysis = self
             .analysis
             .as_ref()
@@ -1036,14 +1048,17 @@ mod tests {
                 "other_extracted"
             ]
         );
+        let call = CallId::new();
         let extracted = merged_object(
+            call,
             Some(r#"{"choice": "2", "note": "pressed"}"#),
             Some(r#"{"notice_days": 30, "summary": null, "note": "said", "old": true}"#),
-        );
+        )
+        .unwrap();
         assert_eq!(
             columns.cells(
                 &extracted,
-                Some(r#"{"rubric": "passFail", "value": true, "pass": true, "reason": "ok"}"#),
+                Some(&json!({"rubric": "passFail", "value": true, "pass": true, "reason": "ok"})),
                 Some(true),
             ),
             [
@@ -1055,7 +1070,7 @@ mod tests {
                 r#"{"choice":"2","old":true}"#
             ]
         );
-        let verdict = |value: Value| verdict_text(Some(&json!({"value": value}).to_string()));
+        let verdict = |value: Value| verdict_text(Some(&json!({ "value": value })));
         assert_eq!(verdict(json!(7)), "7");
         assert_eq!(verdict(json!("good")), "good");
         assert_eq!(
@@ -1100,7 +1115,11 @@ mod tests {
             transfer_status: None,
             transfer_duration_seconds: None,
         };
-        let chunk = csv_chunk(Some(&export_header(None)), [export_record(&row, None)]).unwrap();
+        let chunk = csv_chunk(
+            Some(&export_header(None)),
+            [export_record(&row, None).unwrap()],
+        )
+        .unwrap();
         let text = String::from_utf8(chunk.to_vec()).unwrap();
         assert_eq!(
             text,

@@ -35,8 +35,9 @@ pub trait CsvExport: Send + 'static {
     /// The key the next page starts after when `row` ends this one.
     fn key(row: &Self::Row) -> Self::Key;
 
-    /// `row` as a record, aligned with [`CsvExport::header`].
-    fn record(&self, row: &Self::Row) -> Vec<String>;
+    /// `row` as a record, aligned with [`CsvExport::header`]; an error (a
+    /// stored column that no longer parses) stops the export.
+    fn record(&self, row: &Self::Row) -> StoreResult<Vec<String>>;
 }
 
 /// The export as a streamed `text/csv` attachment named `filename`.
@@ -83,7 +84,16 @@ async fn next_chunk<E: CsvExport>(
             std::io::Error::other(err)
         })?;
     let header = (!cursor.header_written).then(|| cursor.export.header());
-    let records = rows.iter().map(|row| cursor.export.record(row));
+    // The headers went out with the first chunk, so a row that cannot be
+    // read can only end the download as a failure, never as a blank record.
+    let records = rows
+        .iter()
+        .map(|row| cursor.export.record(row))
+        .collect::<StoreResult<Vec<_>>>()
+        .map_err(|err| {
+            tracing::error!(error = %err, "{} export stopped: a stored row does not read", E::NAME);
+            std::io::Error::other(err)
+        })?;
     let chunk = csv_chunk(header.as_deref(), records).map_err(|err| {
         tracing::error!(error = %err, "{} export stopped: CSV failure", E::NAME);
         std::io::Error::other(err)
@@ -152,6 +162,8 @@ mod tests {
         text: &'static str,
         pages: Arc<AtomicUsize>,
         fail: bool,
+        /// A row whose record cannot be read.
+        corrupt: Option<usize>,
     }
 
     impl Numbers {
@@ -161,6 +173,7 @@ mod tests {
                 text,
                 pages: Arc::new(AtomicUsize::new(0)),
                 fail: false,
+                corrupt: None,
             }
         }
     }
@@ -188,8 +201,16 @@ mod tests {
             *row
         }
 
-        fn record(&self, row: &usize) -> Vec<String> {
-            vec![row.to_string(), self.text.to_string()]
+        fn record(&self, row: &usize) -> StoreResult<Vec<String>> {
+            if self.corrupt == Some(*row) {
+                return Err(StoreError::CorruptColumn {
+                    table: "numbers",
+                    column: "text",
+                    id: row.to_string(),
+                    detail: "EOF".into(),
+                });
+            }
+            Ok(vec![row.to_string(), self.text.to_string()])
         }
     }
 
@@ -251,6 +272,13 @@ mod tests {
     async fn a_storage_failure_ends_the_stream_with_an_error() {
         let mut export = Numbers::new(3, "x");
         export.fail = true;
+        assert!(chunks(export).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_row_that_does_not_read_ends_the_stream_with_an_error() {
+        let mut export = Numbers::new(3, "x");
+        export.corrupt = Some(1);
         assert!(chunks(export).await.is_err());
     }
 }

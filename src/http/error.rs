@@ -47,7 +47,8 @@ pub enum ApiError {
     /// 503: a dependency is not ready.
     #[error("{0}")]
     Unavailable(String),
-    /// 500: storage failed; details are logged, never returned.
+    /// 500: storage failed; details are logged, never returned, except which
+    /// stored column of which row is corrupt.
     #[error(transparent)]
     Store(#[from] StoreError),
     /// 500: anything else unexpected; details are logged, never returned.
@@ -136,6 +137,15 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
         let body = match self {
+            // The client's own row is damaged: say which, so it can be
+            // reported and repaired (the parser's detail stays in the log).
+            Self::Store(StoreError::CorruptColumn {
+                table, column, id, ..
+            }) => {
+                json!({ "message": format!(
+                    "Stored data is corrupt: {table}.{column} of row {id} does not parse"
+                ) })
+            }
             Self::Store(err) => {
                 tracing::error!(error = %err, "storage failure");
                 json!({ "message": "Internal server error" })

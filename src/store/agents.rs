@@ -32,9 +32,10 @@ pub struct AgentRow {
 }
 
 impl AgentRow {
-    /// The parsed spec.
+    /// The parsed spec; [`super::StoreError::CorruptColumn`] (logged) when it
+    /// no longer parses.
     pub fn spec(&self) -> StoreResult<AgentSpec> {
-        Ok(serde_json::from_str(&self.spec)?)
+        super::decode_json("agents", "spec", self.id, &self.spec)
     }
 
     /// The parsed status.

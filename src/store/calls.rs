@@ -486,9 +486,16 @@ impl Store {
                     .bind(row.agent_id)
                     .fetch_optional(&mut *tx)
                     .await?;
-                let wait_seconds = spec
-                    .and_then(|s| serde_json::from_str::<crate::domain::agent::AgentSpec>(&s).ok())
-                    .map_or(crate::domain::analysis::DEFAULT_TIMEOUT_SECONDS, |s| s.analysis_plan().timeout_seconds);
+                // The outcome must commit even when the agent's spec no longer
+                // parses (failing here would leave the call unfinished), so the
+                // default wait stands in; the decode logs the row, and the
+                // analysis job fails on the same spec with the error.
+                let wait_seconds = match spec.map(|s| {
+                    super::decode_json::<crate::domain::agent::AgentSpec>("agents", "spec", row.agent_id, &s)
+                }) {
+                    Some(Ok(spec)) => spec.analysis_plan().timeout_seconds,
+                    _ => crate::domain::analysis::DEFAULT_TIMEOUT_SECONDS,
+                };
                 Some(o.ended_at + i64::from(wait_seconds) * 1_000)
             } else {
                 None

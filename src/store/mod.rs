@@ -23,6 +23,7 @@ pub mod ratings;
 mod recordings;
 pub mod singletons;
 pub mod slots;
+mod stored_json;
 pub mod tool_calls;
 pub mod transfers;
 mod usage;
@@ -41,6 +42,7 @@ pub use numbers::NumberRow;
 pub use orgs::OrgRow;
 pub use ratings::{RatingFilter, RatingRow};
 pub use recordings::RecordingFileRow;
+pub use stored_json::decode_json;
 pub use usage::{CountedRequest, UsageDayRow, UsageDelta};
 pub use wallet::{RecordingRow, WalletTxRow};
 pub use webhooks::{DeliveryLogFilter, DeliveryLogRow, WebhookRow};
@@ -65,9 +67,23 @@ pub enum StoreError {
     /// The database URL is neither sqlite:// nor postgres://.
     #[error("unsupported DATABASE_URL scheme: {0}")]
     UnsupportedUrl(String),
-    /// A stored JSON column no longer parses.
-    #[error("corrupt stored JSON: {0}")]
+    /// A value could not be encoded as JSON to be stored. (Stored JSON that
+    /// does not parse is [`StoreError::CorruptColumn`], which names the row.)
+    #[error("JSON encoding failed: {0}")]
     CorruptJson(#[from] serde_json::Error),
+    /// A stored JSON column of one row no longer parses as what it holds
+    /// ([`decode_json`]); readers get this instead of an empty value.
+    #[error("corrupt stored JSON in {table}.{column} of row {id}: {detail}")]
+    CorruptColumn {
+        /// The table.
+        table: &'static str,
+        /// The column.
+        column: &'static str,
+        /// The row's id (its key as text).
+        id: String,
+        /// The parser's complaint.
+        detail: String,
+    },
     /// A uniqueness rule was broken, e.g. a phone number already rented.
     #[error("{0}")]
     Conflict(String),

@@ -10,6 +10,7 @@ use crate::domain::CallId;
 use crate::egress::{EgressError, GuardedClient};
 use crate::postcall::analysis::view::{AnalysisView, merged_extracted};
 use crate::store::webhook_outbox::DueDelivery;
+use crate::store::{StoreError, decode_json};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -51,7 +52,7 @@ pub enum DeliveryError {
     MissingCall(CallId),
     /// The store failed.
     #[error("store: {0}")]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] StoreError),
 }
 
 impl DeliveryError {
@@ -59,7 +60,12 @@ impl DeliveryError {
     fn retryable(&self) -> bool {
         !matches!(
             self,
-            Self::AddressRefused(_) | Self::BadUrl(_) | Self::MissingCall(_)
+            Self::AddressRefused(_)
+                | Self::BadUrl(_)
+                | Self::MissingCall(_)
+                // Stored JSON that no longer parses will not parse on the
+                // next attempt either; the delivery log shows which row.
+                | Self::Store(StoreError::CorruptColumn { .. })
         )
     }
 }
@@ -87,8 +93,14 @@ fn iso(ms: i64) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-fn json_column(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or(Value::Null)
+/// The JSON column `table.column` of the call's row `call_id`.
+fn json_column(
+    table: &'static str,
+    column: &'static str,
+    call_id: CallId,
+    text: &str,
+) -> Result<Value, StoreError> {
+    decode_json(table, column, call_id, text)
 }
 
 /// The body of a delivery, by its event.
@@ -118,7 +130,7 @@ pub async fn rating_completed_body(
         "rating": {
             "overall": rating.overall,
             "status": rating.status,
-            "columns": json_column(&rating.columns),
+            "columns": json_column("ratings", "columns", rating.call_id, &rating.columns)?,
             "ratedAt": rating.rated_at.map(iso),
         },
     }))
@@ -163,7 +175,18 @@ pub async fn call_completed_body(
                 state.clock.now().timestamp(),
             )
         });
-    let keypad = json_column(&detail.extracted);
+    let keypad = json_column("calls", "extracted", d.call_id, &detail.extracted)?;
+    let tool_calls = tool_calls
+        .iter()
+        .map(|row| ToolCallView::from_row(d.call_id, row).map(|view| (row.turn_seq, view)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let analysis_view = analysis.as_ref().map(AnalysisView::from_row).transpose()?;
+    let success = analysis
+        .as_ref()
+        .and_then(|a| a.success.as_deref())
+        .map(|text| json_column("call_analyses", "success", d.call_id, text))
+        .transpose()?
+        .unwrap_or(Value::Null);
     let call = &detail.call;
     Ok(json!({
         "event": d.event,
@@ -178,11 +201,11 @@ pub async fn call_completed_body(
             "createdAt": iso(t.created_at),
             "toolCalls": tool_calls
                 .iter()
-                .filter(|c| c.turn_seq == t.seq)
-                .map(ToolCallView::from_row)
+                .filter(|(turn_seq, _)| *turn_seq == t.seq)
+                .map(|(_, view)| view)
                 .collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
-        "toolCalls": tool_calls.iter().map(ToolCallView::from_row).collect::<Vec<_>>(),
+        "toolCalls": tool_calls.iter().map(|(_, view)| view).collect::<Vec<_>>(),
         "calendarStatus": call.calendar_status,
         "calendarEventUrl": call.calendar_event_url,
         "calendarError": call.calendar_error,
@@ -192,9 +215,9 @@ pub async fn call_completed_body(
         "transferDurationSeconds": call.transfer_duration_seconds,
         "transcriptText": detail.transcript_text,
         "summary": call.summary,
-        "extracted": merged_extracted(&keypad, analysis.as_ref()),
-        "success": analysis.as_ref().and_then(|a| a.success.as_deref()).map_or(Value::Null, json_column),
-        "analysis": analysis.as_ref().map(AnalysisView::from_row),
+        "extracted": merged_extracted(&keypad, analysis.as_ref())?,
+        "success": success,
+        "analysis": analysis_view,
         "rating": rating,
         "recordingUrl": recording_url,
         "costPaise": call.cost_paise,
@@ -202,7 +225,7 @@ pub async fn call_completed_body(
         "agentId": call.agent_id,
         "batchId": call.batch_id,
         "campaignId": call.campaign_id,
-        "variables": json_column(&detail.variables),
+        "variables": json_column("calls", "variables", d.call_id, &detail.variables)?,
     }))
 }
 

@@ -14,6 +14,7 @@ use crate::domain::agent::AgentStatus;
 use crate::domain::clock::iso;
 use crate::domain::text::{self, Lines};
 use crate::domain::{BatchId, OrgId, Role};
+use crate::store::StoreError;
 use crate::store::batches::{BatchRow, ItemRow};
 use askama::Template;
 use axum::Router;
@@ -287,13 +288,13 @@ async fn agent_choices(state: &AppState, org_id: OrgId) -> Result<Vec<AgentChoic
         .await?
         .into_iter()
         .filter(|a| a.status() != AgentStatus::Deleted)
-        .filter_map(|a| {
-            a.spec().ok().map(|spec| AgentChoice {
+        .map(|a| {
+            Ok(AgentChoice {
                 id: a.id.to_string(),
-                name: spec.name,
+                name: a.spec()?.name,
             })
         })
-        .collect();
+        .collect::<Result<_, StoreError>>()?;
     agents.sort_by_key(|a| a.name.to_lowercase());
     Ok(agents)
 }

@@ -18,7 +18,7 @@ use crate::console::session::ConsoleUser;
 use crate::domain::Role;
 use crate::domain::{CallId, OrgId};
 use crate::recordings::serve::{ServeRecordingError, serve_recording};
-use crate::store::CallReadRow;
+use crate::store::{CallReadRow, StoreError};
 use askama::Template;
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};
@@ -159,11 +159,11 @@ async fn agent_options(
         .iter()
         .map(|agent| {
             let id = agent.id.to_string();
-            let name = agent.spec().map(|s| s.name).unwrap_or_else(|_| id.clone());
+            let name = agent.spec()?.name;
             let chosen = id == selected;
-            (id, name, chosen)
+            Ok((id, name, chosen))
         })
-        .collect();
+        .collect::<Result<_, StoreError>>()?;
     options.sort_by_key(|option| option.1.to_lowercase());
     if !selected.is_empty() && !options.iter().any(|o| o.2) {
         options.push((selected.to_string(), selected.to_string(), true));
@@ -416,13 +416,14 @@ async fn call_page(
             .as_ref()
             .map(|file| format!("{:.1}", detail::recording_seconds(file)))
             .unwrap_or_default(),
-        latencies: detail::latencies(&detail.latencies),
+        latencies: detail::latencies(id, &detail.latencies)?,
         history: detail::history(&events),
         analysis: analysis
             .as_ref()
-            .map(|row| detail::analysis(row, &detail.extracted)),
-        scorecard: rating.as_ref().map(detail::scorecard),
-        tools: detail::tools(&tool_calls),
+            .map(|row| detail::analysis(row, &detail.extracted))
+            .transpose()?,
+        scorecard: rating.as_ref().map(detail::scorecard).transpose()?,
+        tools: detail::tools(id, &tool_calls)?,
         deliveries_html,
     };
     Ok(render(&page)?.into_response())

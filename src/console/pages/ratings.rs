@@ -18,7 +18,7 @@ use crate::http::ratings::RatingsExport;
 use crate::postcall::ratings::filter::{FilterError, RatingFilterText};
 use crate::postcall::ratings::regenerate::{RescoreError, regenerate as regenerate_now};
 use crate::postcall::ratings::template::effective_template;
-use crate::store::RatingRow;
+use crate::store::{RatingRow, StoreResult, decode_json};
 use askama::Template;
 use axum::Router;
 use axum::extract::{Form, Path, Query, State};
@@ -135,15 +135,16 @@ struct ScorecardItem {
 }
 
 impl ScorecardItem {
-    fn from_row(row: RatingRow) -> Self {
-        Self {
+    fn from_row(row: RatingRow) -> StoreResult<Self> {
+        let columns: Vec<ColumnScore> =
+            decode_json("ratings", "columns", row.call_id, &row.columns)?;
+        Ok(Self {
             call_id: row.call_id.to_string(),
             candidate: row.target_name,
             phone: row.phone,
             agent: row.agent_name,
             overall: row.overall.map(|o| format!("{o:.1}")).unwrap_or_default(),
-            columns: serde_json::from_str::<Vec<ColumnScore>>(&row.columns)
-                .unwrap_or_default()
+            columns: columns
                 .into_iter()
                 .map(|c| ColumnShown {
                     name: c.name,
@@ -155,7 +156,7 @@ impl ScorecardItem {
             error: (row.status == "failed").then_some(row.last_error).flatten(),
             status: row.status,
             notice: None,
-        }
+        })
     }
 }
 
@@ -269,7 +270,10 @@ async fn ratings(
         min_score: text(&query.min_score),
         max_score: text(&query.max_score),
         filter_error,
-        rows: rows.into_iter().map(ScorecardItem::from_row).collect(),
+        rows: rows
+            .into_iter()
+            .map(ScorecardItem::from_row)
+            .collect::<StoreResult<_>>()?,
         total,
         page,
         pages: ((total + PAGE_ROWS - 1) / PAGE_ROWS).max(1),
@@ -314,7 +318,7 @@ async fn regenerate(
         .rating(org, call_id)
         .await?
         .ok_or(ConsoleError::NotFound)?;
-    let mut row = ScorecardItem::from_row(row);
+    let mut row = ScorecardItem::from_row(row)?;
     row.notice = Some(notice);
     let fragment = render(&ScorecardFragment {
         row,

@@ -8,7 +8,7 @@ use super::timestamps::{utc_minute, utc_minute_or_never};
 use crate::app::state::AppState;
 use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render};
 use crate::domain::Role;
-use crate::store::DeliveryLogFilter;
+use crate::store::{DeliveryLogFilter, StoreResult, decode_json};
 use crate::webhooks::subscriptions::{
     self, DEFAULT_EVENTS, EVENT_KINDS, RedeliverError, SubscriptionError,
 };
@@ -194,8 +194,9 @@ async fn page_for(
     let subscriptions = rows
         .into_iter()
         .map(|w| {
-            let events: Vec<String> = serde_json::from_str(&w.events).unwrap_or_default();
-            SubscriptionLine {
+            let events: Vec<String> =
+                decode_json("webhook_subscriptions", "events", w.id, &w.events)?;
+            Ok(SubscriptionLine {
                 id: w.id.to_string(),
                 url: w.url,
                 events: events.join(", "),
@@ -205,9 +206,9 @@ async fn page_for(
                     .previous_secret_expires_at
                     .filter(|until| *until > now_ms)
                     .map(utc_minute),
-            }
+            })
         })
-        .collect();
+        .collect::<StoreResult<_>>()?;
     Ok(WebhooksPage {
         chrome: Chrome::new(user, Nav::Webhooks),
         subscriptions,

@@ -48,7 +48,7 @@ pub(super) async fn each_rating(
     store: &Store,
     org_id: OrgId,
     filter: &RatingFilter,
-    mut visit: impl FnMut(Vec<RatingRow>),
+    mut visit: impl FnMut(Vec<RatingRow>) -> StoreResult<()>,
 ) -> Result<(), StoreError> {
     let mut after = None;
     loop {
@@ -60,7 +60,7 @@ pub(super) async fn each_rating(
         };
         after = Some((last.call_created_at, last.call_id));
         let full = rows.len() as i64 == EXPORT_PAGE_ROWS;
-        visit(rows);
+        visit(rows)?;
         if !full {
             return Ok(());
         }
@@ -97,7 +97,7 @@ impl CsvExport for RatingsExport {
         (row.call_created_at, row.call_id)
     }
 
-    fn record(&self, row: &RatingRow) -> Vec<String> {
+    fn record(&self, row: &RatingRow) -> StoreResult<Vec<String>> {
         export_record(row)
     }
 }
@@ -196,8 +196,14 @@ pub(super) async fn export_sheet(
         min_score: None,
         max_score: None,
     };
-    let mut pages = Vec::new();
-    each_rating(&state.store, org, &filter, |rows| pages.push(rows)).await?;
+    // Every record is read before the first append, so a corrupt row
+    // refuses the push instead of leaving half of it in the sheet.
+    let mut pages: Vec<Vec<Vec<String>>> = Vec::new();
+    each_rating(&state.store, org, &filter, |rows| {
+        pages.push(rows.iter().map(export_record).collect::<StoreResult<_>>()?);
+        Ok(())
+    })
+    .await?;
     let count: usize = pages.iter().map(Vec::len).sum();
     if count == 0 {
         return Ok(MessageBody::json(
@@ -216,7 +222,7 @@ pub(super) async fn export_sheet(
             values.push(EXPORT_HEADER.iter().map(|h| (*h).to_string()).collect());
             header = false;
         }
-        values.extend(page.iter().map(export_record));
+        values.extend(page);
         append_rows(
             &http,
             &state.settings.ratings.sheets_base_url,

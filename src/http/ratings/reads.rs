@@ -10,7 +10,7 @@ use crate::http::MessageBody;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiQuery;
-use crate::store::RatingRow;
+use crate::store::{RatingRow, StoreResult, decode_json};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -62,9 +62,9 @@ pub struct RatingView {
 }
 
 impl RatingView {
-    fn from_row(row: RatingRow) -> Self {
-        let columns = serde_json::from_str(&row.columns).unwrap_or_default();
-        Self {
+    fn from_row(row: RatingRow) -> StoreResult<Self> {
+        let columns = decode_json("ratings", "columns", row.call_id, &row.columns)?;
+        Ok(Self {
             call_id: row.call_id.to_string(),
             candidate_name: row.target_name,
             overall_rating: row.overall,
@@ -76,7 +76,7 @@ impl RatingView {
             phone: row.phone,
             rated_at: row.rated_at.map(iso),
             call_created_at: iso(row.call_created_at),
-        }
+        })
     }
 }
 
@@ -107,7 +107,9 @@ pub(super) async fn list_ratings(
         .list_ratings(caller.org_id, &filter, i64::from(page.limit), page.offset())
         .await?;
     Ok(Json(ListEnvelope::new(
-        rows.into_iter().map(RatingView::from_row).collect(),
+        rows.into_iter()
+            .map(RatingView::from_row)
+            .collect::<StoreResult<_>>()?,
         total,
         page,
     )))
@@ -139,7 +141,7 @@ pub(super) async fn get_rating(
             );
             Ok(response)
         }
-        Some(row) => Ok(Json(RatingView::from_row(row)).into_response()),
+        Some(row) => Ok(Json(RatingView::from_row(row)?).into_response()),
         None if state.store.call_status(org, call_id).await?.is_some() => {
             Err(ApiError::NotFound(format!(
                 "Call {call_id} has no rating: only completed calls in which the callee spoke are rated (POST /api/ratings/{call_id}/rate-now scores it anyway)"
@@ -172,6 +174,9 @@ pub(super) async fn ratings_by_phone(
         .await?;
     Ok(Json(PhoneRatings {
         phone: phone.as_str().to_string(),
-        rows: rows.into_iter().map(RatingView::from_row).collect(),
+        rows: rows
+            .into_iter()
+            .map(RatingView::from_row)
+            .collect::<StoreResult<_>>()?,
     }))
 }

@@ -176,7 +176,8 @@ pub(super) async fn reload(
             .store
             .agent(org, agent_id)
             .await?
-            .and_then(|a| a.spec().ok());
+            .map(|a| a.spec())
+            .transpose()?;
         let agent_template = spec.as_ref().and_then(|s| s.rating_template.as_ref());
         if effective_template(agent_template) == effective_template(None) {
             default += 1;

@@ -9,7 +9,7 @@ use crate::http::MessageBody;
 use crate::http::auth::Caller;
 use crate::http::error::ApiResult;
 use crate::http::extract::ApiQuery;
-use crate::store::RatingFilter;
+use crate::store::{RatingFilter, decode_json};
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
@@ -157,7 +157,8 @@ pub(super) async fn rating_analytics(
             if let Some(o) = row.overall {
                 overall.add(o);
             }
-            let scored: Vec<ColumnView> = serde_json::from_str(&row.columns).unwrap_or_default();
+            let scored: Vec<ColumnView> =
+                decode_json("ratings", "columns", row.call_id, &row.columns)?;
             for column in scored {
                 let at = match columns.iter().position(|d| d.name == column.name) {
                     Some(at) => at,
@@ -169,6 +170,7 @@ pub(super) async fn rating_analytics(
                 columns[at].add(column.score);
             }
         }
+        Ok(())
     })
     .await?;
     Ok(Json(RatingAnalytics {

@@ -1,8 +1,10 @@
 //! How an analysis reads to clients: the `analysis` object of call reads and
 //! webhooks, and `extracted` with the keypad choices merged in.
 
+use crate::domain::CallId;
 use crate::domain::clock::iso;
 use crate::store::analyses::AnalysisRow;
+use crate::store::{StoreResult, decode_json};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
@@ -35,42 +37,64 @@ pub struct AnalysisView {
     pub completed_at: Option<String>,
 }
 
-fn stored(text: Option<&str>) -> Option<Value> {
-    text.and_then(|t| serde_json::from_str(t).ok())
+/// The call's analysis column `column` (`None` while it has none); text
+/// that no longer parses is an error, not a missing value.
+fn stored(call_id: CallId, column: &'static str, text: Option<&str>) -> StoreResult<Option<Value>> {
+    text.map(|t| decode_json("call_analyses", column, call_id, t))
+        .transpose()
+}
+
+/// The stored verdict `{rubric, value, pass, reason}` of `call_id`'s analysis,
+/// `None` when it has none.
+pub fn stored_verdict(call_id: CallId, success: Option<&str>) -> StoreResult<Option<Value>> {
+    stored(call_id, "success", success)
+}
+
+/// The stored structured data of `call_id`'s analysis as an object (empty
+/// when it has none).
+pub fn stored_structured_data(
+    call_id: CallId,
+    structured_data: Option<&str>,
+) -> StoreResult<Map<String, Value>> {
+    Ok(match stored(call_id, "structured_data", structured_data)? {
+        Some(Value::Object(map)) => map,
+        _ => Map::new(),
+    })
 }
 
 impl AnalysisView {
     /// The view of a stored analysis.
-    pub fn from_row(row: &AnalysisRow) -> Self {
-        Self {
+    pub fn from_row(row: &AnalysisRow) -> StoreResult<Self> {
+        Ok(Self {
             status: row.status.clone(),
             summary: row.summary.clone(),
-            structured_data: stored(row.structured_data.as_deref()),
-            success: stored(row.success.as_deref()),
+            structured_data: stored(
+                row.call_id,
+                "structured_data",
+                row.structured_data.as_deref(),
+            )?,
+            success: stored_verdict(row.call_id, row.success.as_deref())?,
             error: row.error.clone(),
             model: row.model.clone(),
             prompt_tokens: row.prompt_tokens,
             completion_tokens: row.completion_tokens,
             latency_ms: row.latency_ms,
             completed_at: row.completed_at.map(iso),
-        }
+        })
     }
 }
 
 /// A call's `extracted`: its keypad choices, with the analysis' structured
 /// data merged in (a keypad choice is what the callee pressed, so it wins).
-pub fn merged_extracted(keypad: &Value, analysis: Option<&AnalysisRow>) -> Value {
-    let mut merged: Map<String, Value> = analysis
-        .and_then(|a| stored(a.structured_data.as_deref()))
-        .and_then(|v| match v {
-            Value::Object(map) => Some(map),
-            _ => None,
-        })
-        .unwrap_or_default();
+pub fn merged_extracted(keypad: &Value, analysis: Option<&AnalysisRow>) -> StoreResult<Value> {
+    let mut merged = match analysis {
+        Some(a) => stored_structured_data(a.call_id, a.structured_data.as_deref())?,
+        None => Map::new(),
+    };
     if let Value::Object(choices) = keypad {
         for (k, v) in choices {
             merged.insert(k.clone(), v.clone());
         }
     }
-    Value::Object(merged)
+    Ok(Value::Object(merged))
 }

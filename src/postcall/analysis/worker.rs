@@ -8,8 +8,8 @@ use crate::domain::agent::LlmVendor;
 use crate::domain::analysis::AnalysisPlan;
 use crate::domain::{CallId, OrgId};
 use crate::postcall::sim_delay::sim_config;
-use crate::store::StoreError;
 use crate::store::analyses::{ClaimedAnalysis, CompletedAnalysis};
+use crate::store::{StoreError, decode_json};
 use serde_json::{Value, json};
 use std::time::Duration;
 use voxline_actors::providers::scorecard::{CALLEE, ScorecardTurn};
@@ -123,14 +123,24 @@ pub async fn analyze_claimed(
         return fail("the call no longer exists".into(), 0).await;
     };
     let turns = store.call_turns(claim.org_id, claim.call_id).await?;
-    let spec = store
-        .agent(claim.org_id, claim.agent_id)
-        .await?
-        .and_then(|agent| agent.spec().ok());
+    // A stored value that no longer parses fails the job with the error
+    // (its reason names the row); the call's agent or variables are never
+    // guessed, which would analyze with the sim model.
+    let agent = store.agent(claim.org_id, claim.agent_id).await?;
+    let spec = match agent.map(|agent| agent.spec()).transpose() {
+        Ok(spec) => spec,
+        Err(err @ StoreError::CorruptColumn { .. }) => return fail(err.to_string(), 0).await,
+        Err(err) => return Err(err),
+    };
+    let sim = match sim_config(claim.call_id, &source.variables, SIM_DELAY_VARIABLE) {
+        Ok(sim) => sim,
+        Err(err @ StoreError::CorruptColumn { .. }) => return fail(err.to_string(), 0).await,
+        Err(err) => return Err(err),
+    };
     let plan = match claim
         .plan
         .as_deref()
-        .map(serde_json::from_str::<AnalysisPlan>)
+        .map(|text| decode_json::<AnalysisPlan>("call_analyses", "plan", claim.call_id, text))
     {
         Some(Ok(plan)) => plan,
         Some(Err(err)) => return fail(format!("the re-run's plan is unreadable: {err}"), 0).await,
@@ -144,12 +154,7 @@ pub async fn analyze_claimed(
     let chosen = match state
         .rater
         .selector()
-        .llm(
-            claim.org_id,
-            provider,
-            model,
-            &sim_config(&source.variables, SIM_DELAY_VARIABLE),
-        )
+        .llm(claim.org_id, provider, model, &sim)
         .await
     {
         Ok(chosen) => chosen,
@@ -220,12 +225,12 @@ mod tests {
 
     #[test]
     fn the_sim_delay_comes_from_the_call_variables() {
+        let delay = |variables: &str| {
+            sim_config(CallId::new(), variables, SIM_DELAY_VARIABLE).map(|sim| sim.llm_first_token)
+        };
+        assert_eq!(delay("{}").unwrap(), Duration::ZERO);
         assert_eq!(
-            sim_config("{}", SIM_DELAY_VARIABLE).llm_first_token,
-            Duration::ZERO
-        );
-        assert_eq!(
-            sim_config(r#"{"simAnalysisDelayMs": 1500}"#, SIM_DELAY_VARIABLE).llm_first_token,
+            delay(r#"{"simAnalysisDelayMs": 1500}"#).unwrap(),
             Duration::from_millis(1500)
         );
     }

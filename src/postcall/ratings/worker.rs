@@ -101,15 +101,24 @@ pub async fn rate_claimed(
         return fail("the call no longer exists".into(), 0).await;
     };
     let turns = store.call_turns(claim.org_id, claim.call_id).await?;
-    let spec = store
-        .agent(claim.org_id, claim.agent_id)
-        .await?
-        .and_then(|agent| agent.spec().ok());
+    // A stored value that no longer parses fails the job with the error
+    // (its reason names the row); the call's agent or variables are never
+    // guessed, which would score with the sim model.
+    let agent = store.agent(claim.org_id, claim.agent_id).await?;
+    let spec = match agent.map(|agent| agent.spec()).transpose() {
+        Ok(spec) => spec,
+        Err(err @ StoreError::CorruptColumn { .. }) => return fail(err.to_string(), 0).await,
+        Err(err) => return Err(err),
+    };
     let template = effective_template(spec.as_ref().and_then(|s| s.rating_template.as_ref()));
     let (provider, model) = spec.as_ref().map_or((LlmVendor::Sim, ""), |s| {
         (s.llm_provider, s.llm_model.as_str())
     });
-    let sim = sim_config(&source.variables, SIM_DELAY_VARIABLE);
+    let sim = match sim_config(claim.call_id, &source.variables, SIM_DELAY_VARIABLE) {
+        Ok(sim) => sim,
+        Err(err @ StoreError::CorruptColumn { .. }) => return fail(err.to_string(), 0).await,
+        Err(err) => return Err(err),
+    };
     let chosen = match state
         .rater
         .selector()
@@ -161,17 +170,14 @@ mod tests {
 
     #[test]
     fn the_sim_delay_comes_from_the_call_variables() {
+        let delay = |variables: &str| {
+            sim_config(CallId::new(), variables, SIM_DELAY_VARIABLE).map(|sim| sim.llm_first_token)
+        };
+        assert_eq!(delay("{}").unwrap(), Duration::ZERO);
         assert_eq!(
-            sim_config("{}", SIM_DELAY_VARIABLE).llm_first_token,
-            Duration::ZERO
-        );
-        assert_eq!(
-            sim_config(r#"{"simRatingDelayMs": 1500}"#, SIM_DELAY_VARIABLE).llm_first_token,
+            delay(r#"{"simRatingDelayMs": 1500}"#).unwrap(),
             Duration::from_millis(1500)
         );
-        assert_eq!(
-            sim_config("not json", SIM_DELAY_VARIABLE).llm_first_token,
-            Duration::ZERO
-        );
+        assert!(delay("not json").is_err());
     }
 }

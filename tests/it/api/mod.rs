@@ -29,6 +29,7 @@ mod recording_formats;
 mod recordings;
 mod settings;
 mod shared_recordings;
+mod stored_json;
 mod text_edge;
 mod tools;
 mod tools_twilio;

@@ -429,8 +429,8 @@ async fn chat_lines(
     let Some(row) = state.store.chat_session(org, session).await? else {
         return Ok(Vec::new());
     };
-    let messages: Vec<ChatMessage> = serde_json::from_str(&row.messages)
-        .map_err(|err| ConsoleError::Internal(format!("chat session: {err}")))?;
+    let messages: Vec<ChatMessage> =
+        crate::store::decode_json("chat_sessions", "messages", row.id, &row.messages)?;
     Ok(messages
         .into_iter()
         .filter_map(|message| {

@@ -2,15 +2,17 @@
 //! transcript turns with where each starts in the recording, the latency
 //! bars, the status history, the analysis, the scorecard, the tool calls
 //! and the webhook deliveries. Pure functions of the rows, so the handler
-//! only reads and renders.
+//! only reads and renders; a stored JSON column that no longer parses is an
+//! error ([`decode_json`]), never an empty panel.
 
 use super::display::{ago, duration, ist_time, rupees, status_class, status_label};
-use crate::domain::AgentId;
 use crate::domain::clock::iso;
+use crate::domain::{AgentId, CallId};
 use crate::store::analyses::AnalysisRow;
 use crate::store::tool_calls::ToolCallRow;
 use crate::store::{
     CallDetailRow, CallEventRow, CallTurnRow, DeliveryLogRow, RatingRow, RecordingFileRow,
+    StoreResult, decode_json,
 };
 use serde_json::Value;
 
@@ -291,8 +293,8 @@ pub fn turns(
         .collect()
 }
 
-/// The latency bars of the stored `latencies` JSON array, scaled to the slowest reply.
-pub fn latencies(stored: &str) -> Vec<LatencyView> {
+/// The latency bars of the call's stored `latencies` JSON array, scaled to the slowest reply.
+pub fn latencies(call_id: CallId, stored: &str) -> StoreResult<Vec<LatencyView>> {
     const STAGES: [(&str, &str, &str); 5] = [
         ("endpointingMs", "Endpointing", "lat-endpoint"),
         ("asrMs", "Speech to text", "lat-asr"),
@@ -300,8 +302,8 @@ pub fn latencies(stored: &str) -> Vec<LatencyView> {
         ("ttsFirstByteMs", "TTS first audio", "lat-tts"),
         ("engineOverheadMs", "Engine", "lat-engine"),
     ];
-    let Ok(Value::Array(items)) = serde_json::from_str::<Value>(stored) else {
-        return Vec::new();
+    let Value::Array(items) = decode_json::<Value>("calls", "latencies", call_id, stored)? else {
+        return Ok(Vec::new());
     };
     let ms = |item: &Value, key: &str| item.get(key).and_then(Value::as_u64).unwrap_or(0);
     let slowest = items
@@ -310,7 +312,7 @@ pub fn latencies(stored: &str) -> Vec<LatencyView> {
         .max()
         .unwrap_or(0)
         .max(1);
-    items
+    Ok(items
         .iter()
         .enumerate()
         .map(|(index, item)| LatencyView {
@@ -329,7 +331,7 @@ pub fn latencies(stored: &str) -> Vec<LatencyView> {
                 })
                 .collect(),
         })
-        .collect()
+        .collect())
 }
 
 /// The status history.
@@ -354,12 +356,22 @@ fn value_text(value: &Value) -> String {
 }
 
 /// The analysis panel; `keypad` is the call's stored `extracted` (keypad choices win).
-pub fn analysis(row: &AnalysisRow, keypad: &str) -> AnalysisPanel {
-    let parse = |text: Option<&str>| text.and_then(|t| serde_json::from_str::<Value>(t).ok());
+pub fn analysis(row: &AnalysisRow, keypad: &str) -> StoreResult<AnalysisPanel> {
+    let parse = |table: &'static str, column: &'static str, text: Option<&str>| {
+        text.map(|t| decode_json::<Value>(table, column, row.call_id, t))
+            .transpose()
+    };
     let mut fields: Vec<(String, String)> = Vec::new();
-    for source in [parse(row.structured_data.as_deref()), parse(Some(keypad))]
-        .into_iter()
-        .flatten()
+    for source in [
+        parse(
+            "call_analyses",
+            "structured_data",
+            row.structured_data.as_deref(),
+        )?,
+        parse("calls", "extracted", Some(keypad))?,
+    ]
+    .into_iter()
+    .flatten()
     {
         if let Value::Object(map) = source {
             for (key, value) in map {
@@ -371,7 +383,7 @@ pub fn analysis(row: &AnalysisRow, keypad: &str) -> AnalysisPanel {
             }
         }
     }
-    let verdict = parse(row.success.as_deref());
+    let verdict = parse("call_analyses", "success", row.success.as_deref())?;
     let verdict_text = match verdict.as_ref().and_then(|v| v.get("value")) {
         Some(Value::Array(items)) => items
             .iter()
@@ -385,7 +397,7 @@ pub fn analysis(row: &AnalysisRow, keypad: &str) -> AnalysisPanel {
         Some(value) => value_text(value),
         None => String::new(),
     };
-    AnalysisPanel {
+    Ok(AnalysisPanel {
         status: row.status.clone(),
         summary: row.summary.clone().unwrap_or_default(),
         fields,
@@ -411,13 +423,13 @@ pub fn analysis(row: &AnalysisRow, keypad: &str) -> AnalysisPanel {
                 )
             })
             .unwrap_or_default(),
-    }
+    })
 }
 
 /// The scorecard panel.
-pub fn scorecard(row: &RatingRow) -> ScorecardPanel {
-    let columns = match serde_json::from_str::<Value>(&row.columns) {
-        Ok(Value::Array(items)) => items
+pub fn scorecard(row: &RatingRow) -> StoreResult<ScorecardPanel> {
+    let columns = match decode_json::<Value>("ratings", "columns", row.call_id, &row.columns)? {
+        Value::Array(items) => items
             .iter()
             .map(|item| {
                 (
@@ -429,7 +441,7 @@ pub fn scorecard(row: &RatingRow) -> ScorecardPanel {
             .collect(),
         _ => Vec::new(),
     };
-    ScorecardPanel {
+    Ok(ScorecardPanel {
         status: row.status.clone(),
         overall: row
             .overall
@@ -437,7 +449,7 @@ pub fn scorecard(row: &RatingRow) -> ScorecardPanel {
             .unwrap_or_default(),
         columns,
         error: row.last_error.clone().unwrap_or_default(),
-    }
+    })
 }
 
 /// What a tool does, by its name.
@@ -452,25 +464,26 @@ fn tool_kind(name: &str) -> &'static str {
     }
 }
 
-/// The tool calls.
-pub fn tools(rows: &[ToolCallRow]) -> Vec<ToolView> {
-    let compact = |text: &str| {
-        serde_json::from_str::<Value>(text)
-            .map(|v| v.to_string())
-            .unwrap_or_else(|_| text.to_string())
-    };
+/// The tool calls of the call `call_id`.
+pub fn tools(call_id: CallId, rows: &[ToolCallRow]) -> StoreResult<Vec<ToolView>> {
     rows.iter()
-        .map(|row| ToolView {
-            name: row.name.clone(),
-            kind: tool_kind(&row.name),
-            arguments: compact(&row.arguments),
-            outcome: match (&row.error, &row.result) {
-                (Some(error), _) => error.clone(),
-                (None, Some(result)) => compact(result),
-                (None, None) => String::new(),
-            },
-            failed: row.error.is_some(),
-            latency_ms: row.latency_ms,
+        .map(|row| {
+            let compact = |column: &'static str, text: &str| {
+                let id = format!("{call_id}#{}", row.seq);
+                decode_json::<Value>("call_tool_calls", column, id, text).map(|v| v.to_string())
+            };
+            Ok(ToolView {
+                name: row.name.clone(),
+                kind: tool_kind(&row.name),
+                arguments: compact("arguments", &row.arguments)?,
+                outcome: match (&row.error, &row.result) {
+                    (Some(error), _) => error.clone(),
+                    (None, Some(result)) => compact("result", result)?,
+                    (None, None) => String::new(),
+                },
+                failed: row.error.is_some(),
+                latency_ms: row.latency_ms,
+            })
         })
         .collect()
 }
@@ -533,15 +546,19 @@ mod tests {
 
     #[test]
     fn latency_bars_scale_to_the_slowest_reply() {
+        let call = CallId::new();
         let bars = latencies(
+            call,
             r#"[{"totalMs": 1000, "endpointingMs": 200, "asrMs": 100, "llmFirstTokenMs": 500, "ttsFirstByteMs": 150, "engineOverheadMs": 50},
                 {"totalMs": 500, "endpointingMs": 100, "asrMs": 100, "llmFirstTokenMs": 200, "ttsFirstByteMs": 50, "engineOverheadMs": 50}]"#,
         );
+        let bars = bars.unwrap();
         assert_eq!(bars.len(), 2);
         assert_eq!(bars[0].parts[2].width, "50.0");
         assert_eq!(bars[1].parts[0].width, "10.0");
         assert_eq!(bars[1].total_ms, 500);
-        assert!(latencies("not json").is_empty());
+        assert!(latencies(call, "{}").unwrap().is_empty());
+        assert!(latencies(call, "not json").is_err());
     }
 
     #[test]
