@@ -4,6 +4,7 @@
 
 use super::{BatchKind, BatchStatus};
 use crate::app::state::AppState;
+use crate::calls::dispatch::fail;
 use crate::calls::job::{job_for, stored_variables};
 use crate::calls::placement::{self, DialPlan, PlacementError};
 use crate::domain::{BatchId, CallId};
@@ -14,7 +15,7 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use voxline_actors::ended_reason::EndedReason;
-use voxline_actors::engine::{BatchFeed, CallEnd, CallJob, CallLedger, CallStatus, LedgerError};
+use voxline_actors::engine::{BatchFeed, CallJob, LedgerError};
 use voxline_actors::ids::BatchId as EngineBatchId;
 
 /// How long a dial plan (agent, wallet, quota, caller ID) is reused between pulls.
@@ -170,14 +171,7 @@ impl BatchFeed for StoreBatchFeed {
         let variables = match stored_variables(call.id, &call.variables) {
             Ok(variables) => variables,
             Err(corrupt) => {
-                let end = CallEnd {
-                    call_id: call.id.into(),
-                    status: CallStatus::Failed,
-                    ended_reason: EndedReason::EngineError,
-                    answered_at: None,
-                    ended_at: self.state.clock.now().timestamp_millis(),
-                };
-                self.state.ledger.finish(end).await?;
+                fail(&self.state, call.id, EndedReason::EngineError).await;
                 return Err(ledger_err(corrupt));
             }
         };

@@ -56,7 +56,9 @@ pub async fn dispatch_due(state: &AppState) -> Result<usize, StoreError> {
     Ok(handed)
 }
 
-async fn fail(state: &AppState, call_id: CallId, reason: EndedReason) {
+/// Ends a queued call that can never be dialed (its agent is gone, its stored
+/// variables do not parse) as failed with `reason`, through the ledger.
+pub async fn fail(state: &AppState, call_id: CallId, reason: EndedReason) {
     let end = CallEnd {
         call_id: call_id.into(),
         status: CallStatus::Failed,

@@ -12,6 +12,7 @@
 
 use crate::app::state::AppState;
 use crate::batches::feed::StoreBatchFeed;
+use crate::calls::dispatch::fail;
 use crate::calls::job::{job_for, stored_variables};
 use crate::domain::agent::AgentStatus;
 use crate::domain::{AgentId, BatchId, OrgId};
@@ -24,7 +25,6 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::TryRecvError;
 use tokio_util::sync::CancellationToken;
 use voxline_actors::ended_reason::EndedReason;
-use voxline_actors::engine::{CallEnd, CallLedger, CallStatus};
 
 /// Workspaces looked at per pass.
 const ORGS_PER_PASS: i64 = 200;
@@ -131,11 +131,11 @@ async fn start(
         slot.insert(found);
     }
     let Some(Some((concurrency, spec))) = agents.get(&row.agent_id) else {
-        fail(state, &row, EndedReason::AgentUnavailable).await;
+        fail(state, row.id, EndedReason::AgentUnavailable).await;
         return Ok(false);
     };
     let Ok(variables) = stored_variables(row.id, &row.variables) else {
-        fail(state, &row, EndedReason::EngineError).await;
+        fail(state, row.id, EndedReason::EngineError).await;
         return Ok(false);
     };
     let mut job = job_for(
@@ -160,19 +160,6 @@ async fn start(
         return Ok(false);
     }
     Ok(true)
-}
-
-async fn fail(state: &AppState, row: &DispatchRow, reason: EndedReason) {
-    let end = CallEnd {
-        call_id: row.id.into(),
-        status: CallStatus::Failed,
-        ended_reason: reason,
-        answered_at: None,
-        ended_at: state.clock.now().timestamp_millis(),
-    };
-    if let Err(err) = state.ledger.finish(end).await {
-        tracing::error!(call = %row.id, error = %err, "could not fail an undispatchable call");
-    }
 }
 
 /// Whose turn it is among each workspace's running batches on this node.
