@@ -1,6 +1,6 @@
 //! Caches and caps across nodes on one Postgres database (issue 20.7): a key
-//! revoked or an agent changed through one node is seen by the other within
-//! a second although both cache them, and a key's daily and monthly caps
+//! revoked or an agent changed through one node is seen by the other long
+//! before any cached entry would expire, and a key's daily and monthly caps
 //! hold for requests spread over both nodes.
 //!
 //! These need Postgres: a plain `cargo test` lists them as ignored, and the
@@ -15,7 +15,12 @@ use voxline::access::api_key::hash_key;
 use voxline::domain::AgentId;
 
 /// How soon a change made through one node must hold on the others.
-const WITHIN: Duration = Duration::from_secs(1);
+///
+/// A notice arrives within milliseconds on an idle machine, but this suite
+/// shares two cores with a hundred other tests, and a one-second bound failed
+/// CI once (stop 39). Five seconds still fails the test if notices stop
+/// working: without them an entry lives its whole 30-second TTL.
+const WITHIN: Duration = Duration::from_secs(5);
 
 /// Fails at once when Postgres is not what the app runs on.
 fn require_postgres(app: &TestApp) {
