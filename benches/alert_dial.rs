@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use voxline::admin::ops;
-use voxline::app::config::Settings;
 use voxline::app::server::Server;
+use voxline::config::Settings;
 use voxline::domain::clock::{SharedClock, SystemClock};
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -72,7 +72,7 @@ async fn run(numbers: usize, rounds: u64) {
     let db = bench_db::BenchDb::create(dir.path()).await;
     let mut settings = Settings::for_tests(dir.path().to_path_buf(), Some(db.url.clone()));
     // The production sim timings: ring, answer after 1 s, then play.
-    settings.sim = voxline::app::config::SimSettings::default();
+    settings.sim = voxline::config::SimSettings::default();
     settings.janitor_interval = Duration::from_secs(60);
     let clock: SharedClock = Arc::new(SystemClock);
     let server = Server::start(settings, clock.clone())

@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use voxline::admin::ops;
-use voxline::app::config::Settings;
 use voxline::app::server::Server;
+use voxline::config::Settings;
 use voxline::domain::agent::AgentSpec;
 use voxline::domain::clock::{SharedClock, SystemClock};
 

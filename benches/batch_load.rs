@@ -24,8 +24,8 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use voxline::admin::ops;
-use voxline::app::config::Settings;
 use voxline::app::server::Server;
+use voxline::config::Settings;
 use voxline::domain::agent::AgentSpec;
 use voxline::domain::clock::{SharedClock, SystemClock};
 

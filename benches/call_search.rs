@@ -21,8 +21,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use voxline::admin::ops;
-use voxline::app::config::Settings;
 use voxline::app::server::Server;
+use voxline::config::Settings;
 use voxline::domain::clock::SystemClock;
 use voxline::store::{CallFixture, Store};
 

@@ -14,6 +14,7 @@ pub mod batches;
 pub mod calls;
 pub mod carriers;
 pub mod cluster;
+pub mod config;
 pub mod console;
 pub mod domain;
 pub mod egress;

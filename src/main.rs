@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use voxline::admin::cli::{self as admin_cli, AdminCommand};
-use voxline::app::config::{ServeArgs, Settings, StorageArgs};
 use voxline::app::server::{Server, ShutdownSignals};
 use voxline::app::telemetry::init_logging;
+use voxline::config::{ServeArgs, Settings, StorageArgs};
 use voxline::domain::clock::SystemClock;
 use voxline::loadgen::LoadgenArgs;
 
@@ -35,7 +35,7 @@ enum Command {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::try_parse()
-        .unwrap_or_else(|err| voxline::app::config::name_env_variable(err, &Cli::command()).exit());
+        .unwrap_or_else(|err| voxline::config::name_env_variable(err, &Cli::command()).exit());
     match cli.command {
         Command::Serve(serve) => match run_serve(&cli.storage, &serve).await {
             Ok(()) => ExitCode::SUCCESS,

@@ -30,6 +30,7 @@ const MAX_ENTRIES: usize = 10_000;
 
 /// Key lookups by SHA-256 hash, invalidated by the store's change marker and
 /// the other nodes' notices.
+#[derive(Clone)]
 pub struct KeyCache {
     rows: Arc<MarkedCache<String, KeyAuthRow>>,
 }

@@ -2,7 +2,7 @@
 //! prints exactly one JSON object on stdout; errors go to stderr.
 
 use crate::admin::{ops, people};
-use crate::app::config::{NodeSettings, StorageArgs, StorageSettings};
+use crate::config::{NodeSettings, StorageArgs, StorageSettings};
 use crate::domain::agent::TELEPHONY_PROVIDERS;
 use crate::domain::clock::iso;
 use crate::domain::{ApiKeyId, Email, NodeId, OrgId, Paise, PhoneNumber, Role, WebhookId};

@@ -2,8 +2,7 @@
 //! the agent's LLM is chosen as for calls (its `llmProvider`/`llmModel`, the
 //! workspace's own key when it has one), and the sim answers at once.
 
-use super::service::{AgentError, load_live};
-use crate::app::state::AppState;
+use super::service::{AgentError, AgentService};
 use crate::domain::agent::fill_placeholders;
 use crate::domain::text::Variables;
 use crate::domain::{ChatSessionId, OrgId};
@@ -96,118 +95,115 @@ pub fn instant_sim() -> SimConfig {
     }
 }
 
-/// The provider selector text requests use: the same as calls'.
-pub fn selector(state: &AppState) -> ProviderSelector {
-    ProviderSelector::new(
-        state.store.clone(),
-        &state.settings.providers,
-        Some(&state.secret),
-        state.breakers.clone(),
-    )
-}
-
-/// Sends one message to a live agent of the workspace and returns its reply,
-/// starting a session (opened by the welcome message) when none is given.
-pub async fn chat(
-    state: &AppState,
-    org: OrgId,
-    raw_agent_id: &str,
-    turn: ChatTurn,
-) -> Result<ChatAnswer, ChatError> {
-    if turn.message.chars().count() > MAX_MESSAGE_CHARS {
-        return Err(ChatError::MessageTooLong);
+impl AgentService {
+    /// The provider selector text requests use: the same as calls'.
+    pub fn selector(&self) -> &ProviderSelector {
+        &self.selector
     }
-    let agent = load_live(state, org, raw_agent_id).await?;
-    let spec = agent.spec()?;
-    let now = state.clock.now().timestamp_millis();
-    let message = turn.message.trim().to_string();
 
-    let (session, mut history) = match &turn.session_id {
-        Some(raw) => {
-            if turn.variables.is_some() {
-                return Err(ChatError::VariablesMidSession);
-            }
-            let not_found = || ChatError::SessionNotFound(raw.clone());
-            let id: ChatSessionId = raw.parse().map_err(|_| not_found())?;
-            let row = state
-                .store
-                .chat_session(org, id)
-                .await?
-                .filter(|row| row.agent_id == agent.id)
-                .ok_or_else(not_found)?;
-            let history: Vec<ChatMessage> =
-                decode_json("chat_sessions", "messages", row.id, &row.messages)?;
-            (row, history)
+    /// Sends one message to a live agent of the workspace and returns its reply,
+    /// starting a session (opened by the welcome message) when none is given.
+    pub async fn chat(
+        &self,
+        org: OrgId,
+        raw_agent_id: &str,
+        turn: ChatTurn,
+    ) -> Result<ChatAnswer, ChatError> {
+        if turn.message.chars().count() > MAX_MESSAGE_CHARS {
+            return Err(ChatError::MessageTooLong);
         }
-        None => {
-            let variables = turn
-                .variables
-                .clone()
-                .map(Variables::into_map)
-                .unwrap_or_default();
-            let welcome = fill_placeholders(&spec.welcome_message, &variables);
-            let history = if welcome.trim().is_empty() {
-                Vec::new()
-            } else {
-                vec![ChatMessage::new(ChatRole::Assistant, welcome)]
-            };
-            let row = ChatSessionRow {
-                id: ChatSessionId::new(),
-                agent_id: agent.id,
-                variables: Value::Object(variables).to_string(),
-                messages: serde_json::to_string(&history)?,
-            };
-            state.store.insert_chat_session(&row, org, now).await?;
-            if message.is_empty() {
-                // The conversation opens with the agent's welcome message.
-                let reply = history
-                    .first()
-                    .map(|m| m.content.clone())
+        let agent = self.load_live(org, raw_agent_id).await?;
+        let spec = agent.spec()?;
+        let now = self.clock.now().timestamp_millis();
+        let message = turn.message.trim().to_string();
+
+        let (session, mut history) = match &turn.session_id {
+            Some(raw) => {
+                if turn.variables.is_some() {
+                    return Err(ChatError::VariablesMidSession);
+                }
+                let not_found = || ChatError::SessionNotFound(raw.clone());
+                let id: ChatSessionId = raw.parse().map_err(|_| not_found())?;
+                let row = self
+                    .store
+                    .chat_session(org, id)
+                    .await?
+                    .filter(|row| row.agent_id == agent.id)
+                    .ok_or_else(not_found)?;
+                let history: Vec<ChatMessage> =
+                    decode_json("chat_sessions", "messages", row.id, &row.messages)?;
+                (row, history)
+            }
+            None => {
+                let variables = turn
+                    .variables
+                    .clone()
+                    .map(Variables::into_map)
                     .unwrap_or_default();
-                return Ok(ChatAnswer {
-                    message: reply,
-                    session_id: row.id,
-                    ended: false,
-                });
+                let welcome = fill_placeholders(&spec.welcome_message, &variables);
+                let history = if welcome.trim().is_empty() {
+                    Vec::new()
+                } else {
+                    vec![ChatMessage::new(ChatRole::Assistant, welcome)]
+                };
+                let row = ChatSessionRow {
+                    id: ChatSessionId::new(),
+                    agent_id: agent.id,
+                    variables: Value::Object(variables).to_string(),
+                    messages: serde_json::to_string(&history)?,
+                };
+                self.store.insert_chat_session(&row, org, now).await?;
+                if message.is_empty() {
+                    // The conversation opens with the agent's welcome message.
+                    let reply = history
+                        .first()
+                        .map(|m| m.content.clone())
+                        .unwrap_or_default();
+                    return Ok(ChatAnswer {
+                        message: reply,
+                        session_id: row.id,
+                        ended: false,
+                    });
+                }
+                (row, history)
             }
-            (row, history)
+        };
+        if message.is_empty() {
+            return Err(ChatError::MessageBlank);
         }
-    };
-    if message.is_empty() {
-        return Err(ChatError::MessageBlank);
+        let variables: Map<String, Value> =
+            decode_json("chat_sessions", "variables", session.id, &session.variables)?;
+        history.push(ChatMessage::new(ChatRole::User, message));
+        let chosen = self
+            .selector()
+            .llm(org, spec.llm_provider, &spec.llm_model, &instant_sim())
+            .await?;
+        let context_start = history.len().saturating_sub(MAX_SESSION_MESSAGES);
+        let request = LlmRequest {
+            system_prompt: fill_placeholders(&spec.prompt, &variables),
+            history: history[context_start..].to_vec(),
+            tools: vec![ToolSpec::end_call()],
+            sim_script: Vec::new().into(),
+            max_tokens: Some(spec.max_tokens),
+            temperature: spec.temperature,
+            ..LlmRequest::default()
+        };
+        let reply = collect_reply(chosen.llm.as_ref(), request)
+            .await
+            .map_err(|err| {
+                tracing::warn!(error = %err, "text request to the LLM failed");
+                ChatError::Model(err)
+            })?;
+        history.push(ChatMessage::new(ChatRole::Assistant, reply.text.clone()));
+        let keep_from = history.len().saturating_sub(MAX_SESSION_MESSAGES);
+        let stored = serde_json::to_string(&history[keep_from..])?;
+        self.store
+            .update_chat_messages(org, session.id, &stored, now)
+            .await?;
+        Ok(ChatAnswer {
+            message: reply.text,
+            session_id: session.id,
+            ended: reply.end_call,
+        })
     }
-    let variables: Map<String, Value> =
-        decode_json("chat_sessions", "variables", session.id, &session.variables)?;
-    history.push(ChatMessage::new(ChatRole::User, message));
-    let chosen = selector(state)
-        .llm(org, spec.llm_provider, &spec.llm_model, &instant_sim())
-        .await?;
-    let context_start = history.len().saturating_sub(MAX_SESSION_MESSAGES);
-    let request = LlmRequest {
-        system_prompt: fill_placeholders(&spec.prompt, &variables),
-        history: history[context_start..].to_vec(),
-        tools: vec![ToolSpec::end_call()],
-        sim_script: Vec::new().into(),
-        max_tokens: Some(spec.max_tokens),
-        temperature: spec.temperature,
-        ..LlmRequest::default()
-    };
-    let reply = collect_reply(chosen.llm.as_ref(), request)
-        .await
-        .map_err(|err| {
-            tracing::warn!(error = %err, "text request to the LLM failed");
-            ChatError::Model(err)
-        })?;
-    history.push(ChatMessage::new(ChatRole::Assistant, reply.text.clone()));
-    let keep_from = history.len().saturating_sub(MAX_SESSION_MESSAGES);
-    let stored = serde_json::to_string(&history[keep_from..])?;
-    state
-        .store
-        .update_chat_messages(org, session.id, &stored, now)
-        .await?;
-    Ok(ChatAnswer {
-        message: reply.text,
-        session_id: session.id,
-        ended: reply.end_call,
-    })
 }

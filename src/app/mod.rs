@@ -2,8 +2,6 @@
 //! workers run on, and the startup and shutdown sequence that wires every
 //! other room together.
 
-pub mod config;
-pub mod procstat;
 pub mod server;
 pub mod state;
 pub mod telemetry;

@@ -3,18 +3,21 @@
 
 use crate::access::rate_limit::RateLimiter;
 use crate::admin::bootstrap::{Bootstrapped, bootstrap_if_empty};
-use crate::app::config::Settings;
+use crate::agents::service::AgentService;
 use crate::app::state::{AppInner, AppState};
 use crate::app::telemetry::metrics_handle;
 use crate::background::janitor;
+use crate::batches::service::BatchService;
 use crate::calls::call_tools::ToolDeps;
-use crate::calls::dispatch;
 use crate::calls::ledger::StoreLedger;
 use crate::calls::media_stream::CallEngine;
 use crate::calls::runner::CallRunner;
+use crate::calls::service::CallService;
 use crate::calls::welcome_cache::{WelcomeCache, sim_tts_for_agents};
 use crate::carriers::store_wiring::StoreCredentials;
 use crate::cluster::bus::ClusterBus;
+use crate::cluster::service::{ClusterParts, ClusterService};
+use crate::config::Settings;
 use crate::domain::clock::SharedClock;
 use crate::http;
 use crate::postcall::ratings::scoring::Rater;
@@ -37,7 +40,7 @@ use voxline_actors::carrier::Carrier;
 use voxline_actors::carrier::sim::{CalleeLauncher, SimCarrier, SimCarrierConfig};
 use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::engine::EngineConfig;
-use voxline_actors::media_token::{MediaTokens, UsedTokens};
+use voxline_actors::media_token::MediaTokens;
 
 /// A running server.
 pub struct Server {
@@ -160,16 +163,45 @@ impl Server {
             breakers.clone(),
         )));
         let agent_cache = crate::http::agent_cache::AgentCache::new(&store, bus.as_ref());
+        let node_status: Arc<crate::cluster::node_status::NodeStatus> = Arc::default();
+        let calls = CallService::new(
+            store.clone(),
+            clock.clone(),
+            engine.clone(),
+            ledger.clone(),
+            node_id.clone(),
+            settings.sim.ring_seconds,
+        );
+        let batches = BatchService::new(calls.clone());
+        let agents = AgentService::new(
+            store.clone(),
+            clock.clone(),
+            welcome_cache.clone(),
+            &settings.webhook_allow_hosts,
+            ProviderSelector::new(
+                store.clone(),
+                &settings.providers,
+                Some(&secret),
+                breakers.clone(),
+            ),
+        );
+        let cluster = ClusterService::new(ClusterParts {
+            calls: calls.clone(),
+            node: settings.node.clone(),
+            public_url: public_url.clone(),
+            bus: bus.clone(),
+            node_status: node_status.clone(),
+        });
         let state = AppState::new(AppInner {
             store,
             clock,
             limiter,
-            settings: settings.clone(),
-            secret,
+            settings: Arc::new(settings.clone()),
+            secret: crate::secrets::server_secret::ServerSecret::new(secret),
             engine,
             ledger,
             media_tokens,
-            used_tokens: UsedTokens::default(),
+            used_tokens: Arc::default(),
             key_cache,
             agent_cache,
             welcome_cache,
@@ -182,17 +214,21 @@ impl Server {
             public_url: public_url.clone(),
             bus,
             recordings,
-            node_status: Arc::default(),
+            node_status,
+            agents,
+            calls,
+            batches,
+            cluster,
         });
-        let (ended, requeued) = dispatch::recover_after_restart(&state).await?;
+        let (ended, requeued) = state.calls.recover_after_restart().await?;
         if ended > 0 || requeued > 0 {
             tracing::info!(ended, requeued, "recovered calls from the previous run");
         }
-        let lost = crate::cluster::recovery::recover_dead_peers(&state).await?;
+        let lost = state.cluster.recover_dead_peers().await?;
         if lost > 0 {
             tracing::warn!(ended = lost, "recovered calls of dead peers");
         }
-        crate::batches::service::tick(&state).await?;
+        state.batches.tick().await?;
         // Only this node's own leases: a peer's are held by its live jobs,
         // and a dead peer's run out by themselves.
         let released = state.store.release_rating_leases(&state.node_id).await?;
@@ -250,28 +286,32 @@ impl Server {
                 }
             }
         });
-        tasks.spawn(crate::cluster::heartbeat::run(state.clone(), stop.clone()));
+        tasks.spawn({
+            let cluster = state.cluster.clone();
+            let stop = stop.clone();
+            async move { cluster.run_heartbeat(stop).await }
+        });
         if state.bus.is_some() {
             // Nodes sharing the database: the dispatcher claims calls within
             // slots counted across nodes, orders for calls held here arrive
             // on the bus, and the reaper recovers dead peers' work.
-            tasks.spawn(crate::cluster::dispatcher::run(
-                state.clone(),
-                settings.dispatch_interval,
-                intake.clone(),
-            ));
-            tasks.spawn(crate::cluster::call_orders::run(
-                state.clone(),
-                stop.clone(),
-            ));
+            tasks.spawn({
+                let cluster = state.cluster.clone();
+                let (period, intake) = (settings.dispatch_interval, intake.clone());
+                async move { cluster.run_dispatcher(period, intake).await }
+            });
+            tasks.spawn({
+                let cluster = state.cluster.clone();
+                let stop = stop.clone();
+                async move { cluster.run_call_orders(stop).await }
+            });
             // Twice per heartbeat, so a dead peer's calls end soon after its lease.
             spawn_every(&tasks, settings.node.heartbeat / 2, &stop, {
                 let state = state.clone();
                 move || {
                     let state = state.clone();
                     async move {
-                        if let Err(err) = crate::cluster::recovery::recover_dead_peers(&state).await
-                        {
+                        if let Err(err) = state.cluster.recover_dead_peers().await {
                             tracing::warn!(error = %err, "reaper pass failed");
                         }
                     }
@@ -283,7 +323,7 @@ impl Server {
                 move || {
                     let state = state.clone();
                     async move {
-                        if let Err(err) = dispatch::dispatch_due(&state).await {
+                        if let Err(err) = state.calls.dispatch_due().await {
                             tracing::warn!(error = %err, "dispatch pass failed");
                         }
                     }
@@ -309,7 +349,7 @@ impl Server {
             move || {
                 let state = state.clone();
                 async move {
-                    if let Err(err) = crate::batches::service::tick(&state).await {
+                    if let Err(err) = state.batches.tick().await {
                         tracing::warn!(error = %err, "batch scheduler pass failed");
                     }
                 }

@@ -1,9 +1,9 @@
 //! Shared state handed to every HTTP handler and background job.
 
 use crate::access::rate_limit::RateLimiter;
-use crate::app::config::Settings;
 use crate::calls::ledger::StoreLedger;
 use crate::calls::welcome_cache::WelcomeCache;
+use crate::config::Settings;
 use crate::domain::clock::SharedClock;
 use crate::providers::resilience::Breakers;
 use crate::store::Store;
@@ -25,9 +25,9 @@ pub struct AppInner {
     /// Per-key request caps.
     pub limiter: Arc<RateLimiter>,
     /// Resolved settings.
-    pub settings: Settings,
+    pub settings: Arc<Settings>,
     /// Server secret for signatures.
-    pub secret: Vec<u8>,
+    pub secret: crate::secrets::server_secret::ServerSecret,
     /// The call engine.
     pub engine: crate::calls::media_stream::CallEngine,
     /// Records call outcomes (also used for calls the engine never held).
@@ -35,7 +35,7 @@ pub struct AppInner {
     /// Verifies media tokens.
     pub media_tokens: MediaTokens,
     /// Media tokens already used.
-    pub used_tokens: UsedTokens,
+    pub used_tokens: Arc<UsedTokens>,
     /// API key lookups, so authentication skips the database when it can.
     pub key_cache: crate::access::key_cache::KeyCache,
     /// Agent reads, so `GET /api/agents/{id}` skips the database when it can.
@@ -59,6 +59,14 @@ pub struct AppInner {
     pub recordings: crate::recordings::RecordingStore,
     /// This node's draining flag and load, as the dispatcher reads them.
     pub node_status: Arc<crate::cluster::node_status::NodeStatus>,
+    /// Agents: their saves, lifecycle and text chat.
+    pub agents: crate::agents::service::AgentService,
+    /// Placing, dispatching and failing calls.
+    pub calls: crate::calls::service::CallService,
+    /// Batches and campaigns: their lifecycle, items and feed.
+    pub batches: crate::batches::service::BatchService,
+    /// This node's cluster work: heartbeat, dispatcher, call orders, reaper.
+    pub cluster: crate::cluster::service::ClusterService,
 }
 
 impl AppInner {
@@ -82,4 +90,45 @@ impl std::ops::Deref for AppState {
     fn deref(&self) -> &AppInner {
         &self.inner
     }
+}
+
+/// Lets a handler take one part of the state (`State<Store>`,
+/// `State<CallService>`), so its signature says what it uses.
+macro_rules! state_parts {
+    ($($part:ty => |$inner:ident| $get:expr;)*) => {
+        $(
+            impl axum::extract::FromRef<AppState> for $part {
+                fn from_ref(state: &AppState) -> Self {
+                    let $inner: &AppInner = state;
+                    $get
+                }
+            }
+        )*
+    };
+}
+
+state_parts! {
+    MediaTokens => |s| s.media_tokens.clone();
+    Arc<UsedTokens> => |s| s.used_tokens.clone();
+    Arc<Settings> => |s| s.settings.clone();
+    crate::secrets::server_secret::ServerSecret => |s| s.secret.clone();
+    crate::store::Store => |s| s.store.clone();
+    crate::domain::clock::SharedClock => |s| s.clock.clone();
+    Arc<RateLimiter> => |s| s.limiter.clone();
+    crate::calls::media_stream::CallEngine => |s| s.engine.clone();
+    Arc<StoreLedger> => |s| s.ledger.clone();
+    crate::access::key_cache::KeyCache => |s| s.key_cache.clone();
+    crate::http::agent_cache::AgentCache => |s| s.agent_cache.clone();
+    Arc<WelcomeCache> => |s| s.welcome_cache.clone();
+    Arc<crate::postcall::ratings::scoring::Rater> => |s| s.rater.clone();
+    Arc<crate::postcall::llm_slots::LlmSlots> => |s| s.postcall_slots.clone();
+    Breakers => |s| s.breakers.clone();
+    crate::domain::NodeId => |s| s.node_id.clone();
+    Option<crate::cluster::bus::ClusterBus> => |s| s.bus.clone();
+    crate::recordings::RecordingStore => |s| s.recordings.clone();
+    Arc<crate::cluster::node_status::NodeStatus> => |s| s.node_status.clone();
+    crate::agents::service::AgentService => |s| s.agents.clone();
+    crate::calls::service::CallService => |s| s.calls.clone();
+    crate::batches::service::BatchService => |s| s.batches.clone();
+    crate::cluster::service::ClusterService => |s| s.cluster.clone();
 }

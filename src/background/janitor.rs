@@ -7,8 +7,8 @@
 //! rows runs on one node at a time ([`Singleton::Janitor`]); every node drops
 //! the warm welcome audio it keeps itself.
 
-use crate::app::config::Settings;
 use crate::calls::welcome_cache::WelcomeCache;
+use crate::config::Settings;
 use crate::domain::clock::{SharedClock, from_millis};
 use crate::recordings::{RecordingKey, RecordingStore};
 use crate::store::numbers::RenewalOutcome;

@@ -3,10 +3,9 @@
 //! call (agent, wallet, minute quota, caller ID), then hands the job over.
 
 use super::{BatchKind, BatchStatus};
-use crate::app::state::AppState;
-use crate::calls::dispatch::fail;
 use crate::calls::job::{job_for, stored_variables};
-use crate::calls::placement::{self, DialPlan, PlacementError};
+use crate::calls::placement::{DialPlan, PlacementError};
+use crate::calls::service::CallService;
 use crate::domain::{BatchId, CallId};
 use crate::store::batches::{BatchRow, ItemCall};
 use crate::store::calls::NewCall;
@@ -23,15 +22,15 @@ const PLAN_TTL: Duration = Duration::from_secs(1);
 
 /// Feeds one batch's items to the engine.
 pub struct StoreBatchFeed {
-    state: AppState,
+    calls: CallService,
     cached: Mutex<Option<(Instant, BatchRow, DialPlan)>>,
 }
 
 impl StoreBatchFeed {
-    /// A feed reading and writing through `state`'s store.
-    pub fn new(state: AppState) -> Arc<Self> {
+    /// A feed reading and writing through the calls room.
+    pub fn new(calls: CallService) -> Arc<Self> {
         Arc::new(Self {
-            state,
+            calls,
             cached: Mutex::new(None),
         })
     }
@@ -47,19 +46,16 @@ impl StoreBatchFeed {
         {
             return Ok(Some((batch.clone(), plan.clone())));
         }
-        let Some(batch) = self.state.store.batch_by_id(batch_id).await? else {
+        let Some(batch) = self.calls.store.batch_by_id(batch_id).await? else {
             return Ok(None);
         };
         if BatchStatus::from_stored(&batch.status) != BatchStatus::Running {
             return Ok(None);
         }
-        let plan = placement::plan(
-            &self.state,
-            batch.org_id,
-            batch.agent_id,
-            batch.from_number.as_deref(),
-        )
-        .await?;
+        let plan = self
+            .calls
+            .plan(batch.org_id, batch.agent_id, batch.from_number.as_deref())
+            .await?;
         *self.cached.lock() = Some((Instant::now(), batch.clone(), plan.clone()));
         Ok(Some((batch, plan)))
     }
@@ -126,7 +122,7 @@ impl StoreBatchFeed {
                 // the pending items wait for a resume.
                 let reason = refusal.to_string();
                 tracing::warn!(batch = %batch_id, %reason, "batch paused: calls are refused");
-                self.state
+                self.calls
                     .store
                     .transition_batch(
                         batch_id,
@@ -135,17 +131,17 @@ impl StoreBatchFeed {
                         Some(&reason),
                         false,
                         false,
-                        self.state.clock.now().timestamp_millis(),
+                        self.calls.clock.now().timestamp_millis(),
                     )
                     .await
                     .map_err(ledger_err)?;
                 return Ok(None);
             }
         };
-        let now_ms = self.state.clock.now().timestamp_millis();
+        let now_ms = self.calls.clock.now().timestamp_millis();
         let template = item_call_for(&batch, &plan, now_ms, dispatched);
         let claimed = self
-            .state
+            .calls
             .store
             .claim_next_item(batch_id, &template)
             .await
@@ -171,7 +167,7 @@ impl BatchFeed for StoreBatchFeed {
         let variables = match stored_variables(call.id, &call.variables) {
             Ok(variables) => variables,
             Err(corrupt) => {
-                fail(&self.state, call.id, EndedReason::EngineError).await;
+                self.calls.fail(call.id, EndedReason::EngineError).await;
                 return Err(ledger_err(corrupt));
             }
         };
@@ -184,7 +180,7 @@ impl BatchFeed for StoreBatchFeed {
             &call.provider,
             &plan.spec,
             &variables,
-            self.state.settings.sim.ring_seconds,
+            self.calls.ring_seconds,
         )))
     }
 }

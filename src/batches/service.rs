@@ -4,10 +4,14 @@
 
 use super::feed::StoreBatchFeed;
 use super::{BatchAction, BatchKind, BatchStatus, Progress, stored};
-use crate::app::state::AppState;
-use crate::calls::placement::{self, PlacementError};
+use crate::calls::ledger::StoreLedger;
+use crate::calls::media_stream::CallEngine;
+use crate::calls::placement::PlacementError;
+use crate::calls::service::CallService;
+use crate::domain::clock::SharedClock;
 use crate::domain::phone::PhoneError;
 use crate::domain::{AgentId, BatchId, Email, OrgId, PhoneNumber};
+use crate::store::Store;
 use crate::store::StoreError;
 use crate::store::batches::{BatchRow, NewBatch, NewItem};
 use crate::store::singletons::Singleton;
@@ -15,8 +19,37 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 use std::fmt::Display;
+use std::sync::Arc;
 use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus, LedgerError};
+
+/// The batches room's dependencies, built once at start; cheap to clone.
+#[derive(Clone)]
+pub struct BatchService {
+    /// Where batches, items and their calls are stored.
+    store: Store,
+    /// Time source for schedules and stamps.
+    clock: SharedClock,
+    /// The engine that paces batches on one node.
+    engine: CallEngine,
+    /// Ends the undialed calls of a cancelled batch.
+    ledger: Arc<StoreLedger>,
+    /// Placing calls: the dial plan a batch is checked against, and its feed.
+    calls: CallService,
+}
+
+impl BatchService {
+    /// The service sharing the calls room's store, clock, engine and ledger.
+    pub fn new(calls: CallService) -> Self {
+        Self {
+            store: calls.store.clone(),
+            clock: calls.clock.clone(),
+            engine: calls.engine.clone(),
+            ledger: calls.ledger.clone(),
+            calls,
+        }
+    }
+}
 
 /// Most items one request may add.
 pub const MAX_ITEMS_PER_REQUEST: usize = 10_000;
@@ -194,83 +227,82 @@ pub fn parse_schedule(raw: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, Ba
     Ok(at)
 }
 
-/// The batch `id` of `kind` in the workspace, or 404.
-pub async fn load(
-    state: &AppState,
-    org_id: OrgId,
-    kind: BatchKind,
-    id: BatchId,
-) -> Result<BatchRow, BatchError> {
-    state
-        .store
-        .batch(org_id, kind.as_str(), id)
-        .await?
-        .ok_or_else(|| not_found(kind, id))
-}
-
-/// Progress of a batch.
-pub async fn progress(state: &AppState, batch_id: BatchId) -> Result<Progress, BatchError> {
-    Ok(Progress::from_counts(
-        &state.store.batch_item_counts(batch_id).await?,
-    ))
-}
-
-/// Creates a draft (or scheduled) batch for an agent of the workspace.
-pub async fn create(
-    state: &AppState,
-    org_id: OrgId,
-    kind: BatchKind,
-    input: NewBatchInput,
-) -> Result<BatchRow, BatchError> {
-    let name = input.name.trim();
-    if name.is_empty() {
-        return Err(BatchError::NameEmpty);
+impl BatchService {
+    /// The batch `id` of `kind` in the workspace, or 404.
+    pub async fn load(
+        &self,
+        org_id: OrgId,
+        kind: BatchKind,
+        id: BatchId,
+    ) -> Result<BatchRow, BatchError> {
+        self.store
+            .batch(org_id, kind.as_str(), id)
+            .await?
+            .ok_or_else(|| not_found(kind, id))
     }
-    let agent_missing = || BatchError::AgentNotFound(input.agent_id.clone());
-    let agent_id: AgentId = input.agent_id.parse().map_err(|_| agent_missing())?;
-    let agent = state
-        .store
-        .agent(org_id, agent_id)
-        .await?
-        .filter(|a| a.status() != crate::domain::agent::AgentStatus::Deleted)
-        .ok_or_else(agent_missing)?;
-    let spec = agent.spec()?;
-    let from_number = match input.from_number.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(raw) => Some(
-            PhoneNumber::parse(raw)
-                .map_err(BatchError::FromMalformed)?
-                .as_str()
-                .to_string(),
-        ),
-    };
-    let id = BatchId::new();
-    let status = if input.scheduled_start_at.is_some() {
-        BatchStatus::Scheduled
-    } else {
-        BatchStatus::Draft
-    };
-    let now_ms = state.clock.now().timestamp_millis();
-    state
-        .store
-        .insert_batch(&NewBatch {
-            id,
-            org_id,
-            kind: kind.as_str(),
-            name,
-            agent_id: agent.id,
-            agent_name: &spec.name,
-            from_number: from_number.as_deref(),
-            status: status.as_str(),
-            scheduled_start_at: input.scheduled_start_at.map(|t| t.timestamp_millis()),
-            now_ms,
-        })
-        .await?;
-    state
-        .store
-        .batch(org_id, kind.as_str(), id)
-        .await?
-        .ok_or(BatchError::Vanished(id))
+
+    /// Progress of a batch.
+    pub async fn progress(&self, batch_id: BatchId) -> Result<Progress, BatchError> {
+        Ok(Progress::from_counts(
+            &self.store.batch_item_counts(batch_id).await?,
+        ))
+    }
+
+    /// Creates a draft (or scheduled) batch for an agent of the workspace.
+    pub async fn create(
+        &self,
+        org_id: OrgId,
+        kind: BatchKind,
+        input: NewBatchInput,
+    ) -> Result<BatchRow, BatchError> {
+        let name = input.name.trim();
+        if name.is_empty() {
+            return Err(BatchError::NameEmpty);
+        }
+        let agent_missing = || BatchError::AgentNotFound(input.agent_id.clone());
+        let agent_id: AgentId = input.agent_id.parse().map_err(|_| agent_missing())?;
+        let agent = self
+            .store
+            .agent(org_id, agent_id)
+            .await?
+            .filter(|a| a.status() != crate::domain::agent::AgentStatus::Deleted)
+            .ok_or_else(agent_missing)?;
+        let spec = agent.spec()?;
+        let from_number = match input.from_number.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(raw) => Some(
+                PhoneNumber::parse(raw)
+                    .map_err(BatchError::FromMalformed)?
+                    .as_str()
+                    .to_string(),
+            ),
+        };
+        let id = BatchId::new();
+        let status = if input.scheduled_start_at.is_some() {
+            BatchStatus::Scheduled
+        } else {
+            BatchStatus::Draft
+        };
+        let now_ms = self.clock.now().timestamp_millis();
+        self.store
+            .insert_batch(&NewBatch {
+                id,
+                org_id,
+                kind: kind.as_str(),
+                name,
+                agent_id: agent.id,
+                agent_name: &spec.name,
+                from_number: from_number.as_deref(),
+                status: status.as_str(),
+                scheduled_start_at: input.scheduled_start_at.map(|t| t.timestamp_millis()),
+                now_ms,
+            })
+            .await?;
+        self.store
+            .batch(org_id, kind.as_str(), id)
+            .await?
+            .ok_or(BatchError::Vanished(id))
+    }
 }
 
 /// Why a number cannot be dialed as part of this batch, if it cannot.
@@ -290,362 +322,347 @@ pub fn item_variables(name: &str, mut variables: Map<String, Value>) -> String {
     Value::Object(variables).to_string()
 }
 
-/// Appends items before the batch starts; malformed and repeated numbers are
-/// stored as skipped and reported.
-pub async fn add_items(
-    state: &AppState,
-    kind: BatchKind,
-    batch: &BatchRow,
-    items: Vec<ItemInput>,
-) -> Result<AddReport, BatchError> {
-    if items.is_empty() {
-        return Err(BatchError::NoItems);
-    }
-    if items.len() > MAX_ITEMS_PER_REQUEST {
-        return Err(BatchError::TooManyItems(items.len()));
-    }
-    let status = BatchStatus::from_stored(&batch.status);
-    if !status.is_unstarted() {
-        return Err(BatchError::ItemsAfterStart { kind, status });
-    }
-    let mut seen: HashSet<String> = state
-        .store
-        .batch_phones(batch.id)
-        .await?
-        .into_iter()
-        .collect();
-    let mut report = AddReport::default();
-    let mut rows = Vec::with_capacity(items.len());
-    for (index, item) in items.into_iter().enumerate() {
-        let name = item.name.trim().to_string();
-        match check_phone(&item.phone, &mut seen) {
-            Ok(phone) => {
-                report.added += 1;
-                rows.push(NewItem {
-                    variables: item_variables(&name, item.variables),
-                    email: item.email.map(Email::into_string),
-                    name,
-                    phone: phone.as_str().to_string(),
-                    status: "pending",
-                    reason: None,
-                });
-            }
-            Err(reason) => {
-                report.skipped += 1;
-                if report.skipped_items.len() < MAX_LISTED_SKIPS {
-                    report.skipped_items.push(SkippedItem {
-                        index,
-                        phone: item.phone.clone(),
-                        reason: reason.clone(),
+impl BatchService {
+    /// Appends items before the batch starts; malformed and repeated numbers are
+    /// stored as skipped and reported.
+    pub async fn add_items(
+        &self,
+        kind: BatchKind,
+        batch: &BatchRow,
+        items: Vec<ItemInput>,
+    ) -> Result<AddReport, BatchError> {
+        if items.is_empty() {
+            return Err(BatchError::NoItems);
+        }
+        if items.len() > MAX_ITEMS_PER_REQUEST {
+            return Err(BatchError::TooManyItems(items.len()));
+        }
+        let status = BatchStatus::from_stored(&batch.status);
+        if !status.is_unstarted() {
+            return Err(BatchError::ItemsAfterStart { kind, status });
+        }
+        let mut seen: HashSet<String> = self
+            .store
+            .batch_phones(batch.id)
+            .await?
+            .into_iter()
+            .collect();
+        let mut report = AddReport::default();
+        let mut rows = Vec::with_capacity(items.len());
+        for (index, item) in items.into_iter().enumerate() {
+            let name = item.name.trim().to_string();
+            match check_phone(&item.phone, &mut seen) {
+                Ok(phone) => {
+                    report.added += 1;
+                    rows.push(NewItem {
+                        variables: item_variables(&name, item.variables),
+                        email: item.email.map(Email::into_string),
+                        name,
+                        phone: phone.as_str().to_string(),
+                        status: "pending",
+                        reason: None,
                     });
                 }
-                rows.push(NewItem {
-                    variables: item_variables(&name, item.variables),
-                    email: item.email.map(Email::into_string),
-                    name,
-                    phone: item.phone,
-                    status: "skipped",
-                    reason: Some(reason),
-                });
+                Err(reason) => {
+                    report.skipped += 1;
+                    if report.skipped_items.len() < MAX_LISTED_SKIPS {
+                        report.skipped_items.push(SkippedItem {
+                            index,
+                            phone: item.phone.clone(),
+                            reason: reason.clone(),
+                        });
+                    }
+                    rows.push(NewItem {
+                        variables: item_variables(&name, item.variables),
+                        email: item.email.map(Email::into_string),
+                        name,
+                        phone: item.phone,
+                        status: "skipped",
+                        reason: Some(reason),
+                    });
+                }
             }
         }
-    }
-    let appended = state
-        .store
-        .append_items(
-            batch.id,
-            &stored(&[BatchStatus::Draft, BatchStatus::Scheduled]),
-            &rows,
-            state.clock.now().timestamp_millis(),
-        )
-        .await?;
-    if !appended {
-        return Err(BatchError::StartedWhileAdding(kind));
-    }
-    Ok(report)
-}
-
-/// Appends items already checked (a read sheet's accepted rows) before the
-/// batch starts, in one transaction; nothing is appended once it started.
-pub async fn append_checked(
-    state: &AppState,
-    kind: BatchKind,
-    batch: &BatchRow,
-    items: Vec<NewItem>,
-) -> Result<(), BatchError> {
-    if items.is_empty() {
-        return Ok(());
-    }
-    let open = stored(&[BatchStatus::Draft, BatchStatus::Scheduled]);
-    let now_ms = state.clock.now().timestamp_millis();
-    if !state
-        .store
-        .append_items(batch.id, &open, &items, now_ms)
-        .await?
-    {
-        return Err(BatchError::StartedWhileAdding(kind));
-    }
-    Ok(())
-}
-
-/// Runs one action of the state machine; returns the answer's message.
-pub async fn act(
-    state: &AppState,
-    kind: BatchKind,
-    batch: &BatchRow,
-    action: BatchAction,
-) -> Result<String, BatchError> {
-    let status = BatchStatus::from_stored(&batch.status);
-    if !action.allowed(status) {
-        return Err(BatchError::Refused {
-            kind,
-            action,
-            status,
-        });
-    }
-    let now_ms = state.clock.now().timestamp_millis();
-    let noun = kind.noun();
-    let from = stored(action.allowed_from());
-    let moved = |to: BatchStatus, started: bool, finished: bool| {
-        let from = from.clone();
-        async move {
-            state
-                .store
-                .transition_batch(
-                    batch.id,
-                    &from,
-                    to.as_str(),
-                    None,
-                    started,
-                    finished,
-                    now_ms,
-                )
-                .await
-        }
-    };
-    let message = match action {
-        BatchAction::Start => {
-            let p = progress(state, batch.id).await?;
-            if p.pending == 0 {
-                return Err(BatchError::NothingToDial(kind));
-            }
-            placement::plan(
-                state,
-                batch.org_id,
-                batch.agent_id,
-                batch.from_number.as_deref(),
+        let appended = self
+            .store
+            .append_items(
+                batch.id,
+                &stored(&[BatchStatus::Draft, BatchStatus::Scheduled]),
+                &rows,
+                self.clock.now().timestamp_millis(),
             )
             .await?;
-            if !moved(BatchStatus::Running, true, false).await? {
-                return Err(raced(state, kind, batch, action).await);
-            }
-            feed(state, batch.id, batch.org_id).await?;
-            format!("{noun} started: {} item(s) to dial", p.pending)
+        if !appended {
+            return Err(BatchError::StartedWhileAdding(kind));
         }
-        BatchAction::Pause => {
-            if !moved(BatchStatus::Paused, false, false).await? {
-                return Err(raced(state, kind, batch, action).await);
-            }
-            format!("{noun} paused; live calls finish and the remaining items wait for resume")
-        }
-        BatchAction::Resume => {
-            placement::plan(
-                state,
-                batch.org_id,
-                batch.agent_id,
-                batch.from_number.as_deref(),
-            )
-            .await?;
-            if !moved(BatchStatus::Running, true, false).await? {
-                return Err(raced(state, kind, batch, action).await);
-            }
-            feed(state, batch.id, batch.org_id).await?;
-            format!("{noun} resumed")
-        }
-        BatchAction::Stop => {
-            if !moved(BatchStatus::Stopped, false, true).await? {
-                return Err(raced(state, kind, batch, action).await);
-            }
-            let mut dropped = state.store.drop_pending_items(batch.id).await?;
-            // On Postgres an item may already be a queued call no node has
-            // claimed: it was never dialed either, so it counts as dropped.
-            let undialed = state.store.undispatched_batch_calls(batch.id).await?;
-            dropped += undialed.len() as u64;
-            for call_id in undialed {
-                let end = CallEnd {
-                    call_id: call_id.into(),
-                    status: CallStatus::Canceled,
-                    ended_reason: EndedReason::Canceled,
-                    answered_at: None,
-                    ended_at: now_ms,
-                };
-                state.ledger.finish(end).await?;
-            }
-            format!("{noun} stopped: {dropped} pending item(s) dropped; live calls finish")
-        }
-        BatchAction::Retry => {
-            let reset = state.store.reset_failed_items(batch.id).await?;
-            if reset == 0 {
-                return Ok(format!(
-                    "{noun} has no failed, unanswered or busy items to re-dial"
-                ));
-            }
-            match status {
-                BatchStatus::Paused => {
-                    return Ok(format!(
-                        "{reset} item(s) will be re-dialed when the {} is resumed",
-                        noun.to_lowercase()
-                    ));
-                }
-                BatchStatus::Completed | BatchStatus::Stopped => {
-                    state
-                        .store
-                        .transition_batch(
-                            batch.id,
-                            &stored(&[BatchStatus::Completed, BatchStatus::Stopped]),
-                            BatchStatus::Running.as_str(),
-                            None,
-                            true,
-                            false,
-                            now_ms,
-                        )
-                        .await?;
-                }
-                _ => {}
-            }
-            feed(state, batch.id, batch.org_id).await?;
-            format!("{reset} item(s) will be re-dialed")
-        }
-    };
-    Ok(message)
-}
-
-/// The refusal for a batch whose status changed under the request.
-async fn raced(
-    state: &AppState,
-    kind: BatchKind,
-    batch: &BatchRow,
-    action: BatchAction,
-) -> BatchError {
-    match state.store.batch_by_id(batch.id).await {
-        Ok(Some(now)) => BatchError::Refused {
-            kind,
-            action,
-            status: BatchStatus::from_stored(&now.status),
-        },
-        Ok(None) => not_found(kind, batch.id),
-        Err(err) => err.into(),
+        Ok(report)
     }
-}
 
-/// Renames and/or reschedules (`Some(None)` clears the schedule).
-pub async fn update(
-    state: &AppState,
-    kind: BatchKind,
-    batch: &BatchRow,
-    name: Option<String>,
-    schedule: Option<Option<String>>,
-) -> Result<BatchRow, BatchError> {
-    let name = match name {
-        Some(n) if n.trim().is_empty() => {
-            return Err(BatchError::NameEmpty);
+    /// Appends items already checked (a read sheet's accepted rows) before the
+    /// batch starts, in one transaction; nothing is appended once it started.
+    pub async fn append_checked(
+        &self,
+        kind: BatchKind,
+        batch: &BatchRow,
+        items: Vec<NewItem>,
+    ) -> Result<(), BatchError> {
+        if items.is_empty() {
+            return Ok(());
         }
-        Some(n) => n.trim().to_string(),
-        None => batch.name.clone(),
-    };
-    let current = BatchStatus::from_stored(&batch.status);
-    let (status, scheduled) = match schedule {
-        None => (current, batch.scheduled_start_at),
-        Some(_) if !current.is_unstarted() => {
-            return Err(BatchError::ScheduleAfterStart {
+        let open = stored(&[BatchStatus::Draft, BatchStatus::Scheduled]);
+        let now_ms = self.clock.now().timestamp_millis();
+        if !self
+            .store
+            .append_items(batch.id, &open, &items, now_ms)
+            .await?
+        {
+            return Err(BatchError::StartedWhileAdding(kind));
+        }
+        Ok(())
+    }
+
+    /// Runs one action of the state machine; returns the answer's message.
+    pub async fn act(
+        &self,
+        kind: BatchKind,
+        batch: &BatchRow,
+        action: BatchAction,
+    ) -> Result<String, BatchError> {
+        let status = BatchStatus::from_stored(&batch.status);
+        if !action.allowed(status) {
+            return Err(BatchError::Refused {
                 kind,
-                status: current,
+                action,
+                status,
             });
         }
-        Some(None) => (BatchStatus::Draft, None),
-        Some(Some(raw)) => {
-            let at = parse_schedule(&raw, state.clock.now())?;
-            (BatchStatus::Scheduled, Some(at.timestamp_millis()))
+        let now_ms = self.clock.now().timestamp_millis();
+        let noun = kind.noun();
+        let from = stored(action.allowed_from());
+        let moved = |to: BatchStatus, started: bool, finished: bool| {
+            let from = from.clone();
+            async move {
+                self.store
+                    .transition_batch(
+                        batch.id,
+                        &from,
+                        to.as_str(),
+                        None,
+                        started,
+                        finished,
+                        now_ms,
+                    )
+                    .await
+            }
+        };
+        let message = match action {
+            BatchAction::Start => {
+                let p = self.progress(batch.id).await?;
+                if p.pending == 0 {
+                    return Err(BatchError::NothingToDial(kind));
+                }
+                self.calls
+                    .plan(batch.org_id, batch.agent_id, batch.from_number.as_deref())
+                    .await?;
+                if !moved(BatchStatus::Running, true, false).await? {
+                    return Err(self.raced(kind, batch, action).await);
+                }
+                self.feed(batch.id, batch.org_id).await?;
+                format!("{noun} started: {} item(s) to dial", p.pending)
+            }
+            BatchAction::Pause => {
+                if !moved(BatchStatus::Paused, false, false).await? {
+                    return Err(self.raced(kind, batch, action).await);
+                }
+                format!("{noun} paused; live calls finish and the remaining items wait for resume")
+            }
+            BatchAction::Resume => {
+                self.calls
+                    .plan(batch.org_id, batch.agent_id, batch.from_number.as_deref())
+                    .await?;
+                if !moved(BatchStatus::Running, true, false).await? {
+                    return Err(self.raced(kind, batch, action).await);
+                }
+                self.feed(batch.id, batch.org_id).await?;
+                format!("{noun} resumed")
+            }
+            BatchAction::Stop => {
+                if !moved(BatchStatus::Stopped, false, true).await? {
+                    return Err(self.raced(kind, batch, action).await);
+                }
+                let mut dropped = self.store.drop_pending_items(batch.id).await?;
+                // On Postgres an item may already be a queued call no node has
+                // claimed: it was never dialed either, so it counts as dropped.
+                let undialed = self.store.undispatched_batch_calls(batch.id).await?;
+                dropped += undialed.len() as u64;
+                for call_id in undialed {
+                    let end = CallEnd {
+                        call_id: call_id.into(),
+                        status: CallStatus::Canceled,
+                        ended_reason: EndedReason::Canceled,
+                        answered_at: None,
+                        ended_at: now_ms,
+                    };
+                    self.ledger.finish(end).await?;
+                }
+                format!("{noun} stopped: {dropped} pending item(s) dropped; live calls finish")
+            }
+            BatchAction::Retry => {
+                let reset = self.store.reset_failed_items(batch.id).await?;
+                if reset == 0 {
+                    return Ok(format!(
+                        "{noun} has no failed, unanswered or busy items to re-dial"
+                    ));
+                }
+                match status {
+                    BatchStatus::Paused => {
+                        return Ok(format!(
+                            "{reset} item(s) will be re-dialed when the {} is resumed",
+                            noun.to_lowercase()
+                        ));
+                    }
+                    BatchStatus::Completed | BatchStatus::Stopped => {
+                        self.store
+                            .transition_batch(
+                                batch.id,
+                                &stored(&[BatchStatus::Completed, BatchStatus::Stopped]),
+                                BatchStatus::Running.as_str(),
+                                None,
+                                true,
+                                false,
+                                now_ms,
+                            )
+                            .await?;
+                    }
+                    _ => {}
+                }
+                self.feed(batch.id, batch.org_id).await?;
+                format!("{reset} item(s) will be re-dialed")
+            }
+        };
+        Ok(message)
+    }
+
+    /// The refusal for a batch whose status changed under the request.
+    async fn raced(&self, kind: BatchKind, batch: &BatchRow, action: BatchAction) -> BatchError {
+        match self.store.batch_by_id(batch.id).await {
+            Ok(Some(now)) => BatchError::Refused {
+                kind,
+                action,
+                status: BatchStatus::from_stored(&now.status),
+            },
+            Ok(None) => not_found(kind, batch.id),
+            Err(err) => err.into(),
         }
-    };
-    state
-        .store
-        .update_batch(
-            batch.id,
-            &name,
-            status.as_str(),
-            scheduled,
-            state.clock.now().timestamp_millis(),
-        )
-        .await?;
-    state
-        .store
-        .batch_by_id(batch.id)
-        .await?
-        .ok_or_else(|| not_found(kind, batch.id))
-}
+    }
 
-/// Deletes a batch that is not running.
-pub async fn delete(state: &AppState, kind: BatchKind, batch: &BatchRow) -> Result<(), BatchError> {
-    if !state
-        .store
-        .delete_batch(batch.id, &[BatchStatus::Running.as_str()])
-        .await?
-    {
-        return Err(BatchError::DeleteRunning(kind));
+    /// Renames and/or reschedules (`Some(None)` clears the schedule).
+    pub async fn update(
+        &self,
+        kind: BatchKind,
+        batch: &BatchRow,
+        name: Option<String>,
+        schedule: Option<Option<String>>,
+    ) -> Result<BatchRow, BatchError> {
+        let name = match name {
+            Some(n) if n.trim().is_empty() => {
+                return Err(BatchError::NameEmpty);
+            }
+            Some(n) => n.trim().to_string(),
+            None => batch.name.clone(),
+        };
+        let current = BatchStatus::from_stored(&batch.status);
+        let (status, scheduled) = match schedule {
+            None => (current, batch.scheduled_start_at),
+            Some(_) if !current.is_unstarted() => {
+                return Err(BatchError::ScheduleAfterStart {
+                    kind,
+                    status: current,
+                });
+            }
+            Some(None) => (BatchStatus::Draft, None),
+            Some(Some(raw)) => {
+                let at = parse_schedule(&raw, self.clock.now())?;
+                (BatchStatus::Scheduled, Some(at.timestamp_millis()))
+            }
+        };
+        self.store
+            .update_batch(
+                batch.id,
+                &name,
+                status.as_str(),
+                scheduled,
+                self.clock.now().timestamp_millis(),
+            )
+            .await?;
+        self.store
+            .batch_by_id(batch.id)
+            .await?
+            .ok_or_else(|| not_found(kind, batch.id))
     }
-    Ok(())
-}
 
-/// Puts a running batch into its workspace's round-robin. On a shared
-/// database the node holding the batch's lease feeds it instead
-/// ([`crate::cluster::dispatcher`]); this wakes the dispatchers.
-pub async fn feed(state: &AppState, batch_id: BatchId, org_id: OrgId) -> Result<(), StoreError> {
-    if let Some(bus) = &state.bus {
-        return bus
-            .notify(crate::store::nodes::DISPATCH_CHANNEL, &org_id.to_string())
-            .await;
+    /// Deletes a batch that is not running.
+    pub async fn delete(&self, kind: BatchKind, batch: &BatchRow) -> Result<(), BatchError> {
+        if !self
+            .store
+            .delete_batch(batch.id, &[BatchStatus::Running.as_str()])
+            .await?
+        {
+            return Err(BatchError::DeleteRunning(kind));
+        }
+        Ok(())
     }
-    let concurrency = state.store.org(org_id).await?.map_or(1, |org| {
-        u32::try_from(org.concurrency.max(1)).unwrap_or(u32::MAX)
-    });
-    if let Err(err) = state.engine.feed_batch(
-        org_id.into(),
-        batch_id.into(),
-        concurrency,
-        StoreBatchFeed::new(state.clone()),
-    ) {
-        // The next scheduler pass feeds it again.
-        tracing::error!(batch = %batch_id, error = %err, "engine refused a batch");
-    }
-    Ok(())
-}
 
-/// One scheduler pass: folds Postgres item count deltas, starts due
-/// scheduled batches, marks finished ones completed, and (re)feeds every running batch with items waiting — which
-/// is also how running batches continue after a restart.
-///
-/// Nodes sharing a database run it one at a time, under the batch
-/// scheduler's advisory lock: the count folds must not run twice.
-pub async fn tick(state: &AppState) -> Result<(), StoreError> {
-    state
-        .store
-        .run_singleton(Singleton::BatchScheduler, tick_once(state))
-        .await?
-        .unwrap_or(Ok(()))
-}
+    /// Puts a running batch into its workspace's round-robin. On a shared
+    /// database the node holding the batch's lease feeds it instead
+    /// ([`crate::cluster::dispatcher`]); this wakes the dispatchers.
+    pub async fn feed(&self, batch_id: BatchId, org_id: OrgId) -> Result<(), StoreError> {
+        if self.store.is_shared() {
+            return self
+                .store
+                .notify(crate::store::nodes::DISPATCH_CHANNEL, &org_id.to_string())
+                .await;
+        }
+        let concurrency = self.store.org(org_id).await?.map_or(1, |org| {
+            u32::try_from(org.concurrency.max(1)).unwrap_or(u32::MAX)
+        });
+        if let Err(err) = self.engine.feed_batch(
+            org_id.into(),
+            batch_id.into(),
+            concurrency,
+            StoreBatchFeed::new(self.calls.clone()),
+        ) {
+            // The next scheduler pass feeds it again.
+            tracing::error!(batch = %batch_id, error = %err, "engine refused a batch");
+        }
+        Ok(())
+    }
 
-async fn tick_once(state: &AppState) -> Result<(), StoreError> {
-    let now_ms = state.clock.now().timestamp_millis();
-    state.store.fold_batch_item_counts().await?;
-    for batch in state.store.start_due_batches(now_ms).await? {
-        tracing::info!(batch = %batch.id, kind = %batch.kind, "scheduled batch started");
+    /// One scheduler pass: folds Postgres item count deltas, starts due
+    /// scheduled batches, marks finished ones completed, and (re)feeds every running batch with items waiting — which
+    /// is also how running batches continue after a restart.
+    ///
+    /// Nodes sharing a database run it one at a time, under the batch
+    /// scheduler's advisory lock: the count folds must not run twice.
+    pub async fn tick(&self) -> Result<(), StoreError> {
+        self.store
+            .run_singleton(Singleton::BatchScheduler, self.tick_once())
+            .await?
+            .unwrap_or(Ok(()))
     }
-    for id in state.store.complete_finished_batches(now_ms).await? {
-        tracing::info!(batch = %id, "batch completed");
+
+    async fn tick_once(&self) -> Result<(), StoreError> {
+        let now_ms = self.clock.now().timestamp_millis();
+        self.store.fold_batch_item_counts().await?;
+        for batch in self.store.start_due_batches(now_ms).await? {
+            tracing::info!(batch = %batch.id, kind = %batch.kind, "scheduled batch started");
+        }
+        for id in self.store.complete_finished_batches(now_ms).await? {
+            tracing::info!(batch = %id, "batch completed");
+        }
+        for (batch_id, org_id) in self.store.running_batches_with_pending().await? {
+            self.feed(batch_id, org_id).await?;
+        }
+        Ok(())
     }
-    for (batch_id, org_id) in state.store.running_batches_with_pending().await? {
-        feed(state, batch_id, org_id).await?;
-    }
-    Ok(())
 }

@@ -2,111 +2,114 @@
 //! retries, calls queued before a restart) are claimed and enqueued here.
 
 use super::job::{job_for, stored_variables};
-use crate::app::state::AppState;
+use super::service::CallService;
 use crate::domain::CallId;
 use crate::store::StoreError;
 use crate::store::nodes::LiveCallRow;
 use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus};
 
-/// Claims and enqueues every due call; returns how many were handed over.
-pub async fn dispatch_due(state: &AppState) -> Result<usize, StoreError> {
-    let now = state.clock.now().timestamp_millis();
-    let mut handed = 0;
-    for row in state.store.due_calls(now, 500).await? {
-        if !state.store.claim_call(row.id).await? {
-            continue;
-        }
-        let (Some(org), Some(agent)) = (
-            state.store.org(row.org_id).await?,
-            state.store.agent(row.org_id, row.agent_id).await?,
-        ) else {
-            fail(state, row.id, EndedReason::AgentUnavailable).await;
-            continue;
-        };
-        let spec = match agent.spec() {
-            Ok(spec) if agent.status() == crate::domain::agent::AgentStatus::Active => spec,
-            _ => {
-                fail(state, row.id, EndedReason::AgentUnavailable).await;
+impl CallService {
+    /// Claims and enqueues every due call; returns how many were handed over.
+    pub async fn dispatch_due(&self) -> Result<usize, StoreError> {
+        let now = self.clock.now().timestamp_millis();
+        let mut handed = 0;
+        for row in self.store.due_calls(now, 500).await? {
+            if !self.store.claim_call(row.id).await? {
                 continue;
             }
-        };
-        let Ok(variables) = stored_variables(row.id, &row.variables) else {
-            fail(state, row.id, EndedReason::EngineError).await;
-            continue;
-        };
-        let job = job_for(
-            row.id,
-            row.org_id,
-            org.concurrency,
-            &row.phone,
-            &row.from_number,
-            &row.provider,
-            &spec,
-            &variables,
-            state.settings.sim.ring_seconds,
-        );
-        if let Err(err) = state.engine.enqueue(job) {
-            tracing::error!(call = %row.id, error = %err, "engine refused a due call");
-            state.store.release_queued_calls(Some(row.org_id)).await?;
-            break;
+            let (Some(org), Some(agent)) = (
+                self.store.org(row.org_id).await?,
+                self.store.agent(row.org_id, row.agent_id).await?,
+            ) else {
+                self.fail(row.id, EndedReason::AgentUnavailable).await;
+                continue;
+            };
+            let spec = match agent.spec() {
+                Ok(spec) if agent.status() == crate::domain::agent::AgentStatus::Active => spec,
+                _ => {
+                    self.fail(row.id, EndedReason::AgentUnavailable).await;
+                    continue;
+                }
+            };
+            let Ok(variables) = stored_variables(row.id, &row.variables) else {
+                self.fail(row.id, EndedReason::EngineError).await;
+                continue;
+            };
+            let job = job_for(
+                row.id,
+                row.org_id,
+                org.concurrency,
+                &row.phone,
+                &row.from_number,
+                &row.provider,
+                &spec,
+                &variables,
+                self.ring_seconds,
+            );
+            if let Err(err) = self.engine.enqueue(job) {
+                tracing::error!(call = %row.id, error = %err, "engine refused a due call");
+                self.store.release_queued_calls(Some(row.org_id)).await?;
+                break;
+            }
+            handed += 1;
         }
-        handed += 1;
+        Ok(handed)
     }
-    Ok(handed)
-}
 
-/// Ends a queued call that can never be dialed (its agent is gone, its stored
-/// variables do not parse) as failed with `reason`, through the ledger.
-pub async fn fail(state: &AppState, call_id: CallId, reason: EndedReason) {
-    let end = CallEnd {
-        call_id: call_id.into(),
-        status: CallStatus::Failed,
-        ended_reason: reason,
-        answered_at: None,
-        ended_at: state.clock.now().timestamp_millis(),
-    };
-    if let Err(err) = state.ledger.finish(end).await {
-        tracing::error!(call = %call_id, error = %err, "could not fail an undispatchable call");
-    }
-}
-
-/// After a restart: live calls this node's previous process left end with
-/// `service-restart` (the sim carrier's legs died with it), and the queued
-/// calls it held go back to the dispatcher. A node touches only its own calls
-/// and those no node owns, never a live peer's; on one node (SQLite) calls
-/// never get an owner, so that is every live and queued call.
-pub async fn recover_after_restart(state: &AppState) -> Result<(usize, u64), StoreError> {
-    let store = &state.store;
-    let mut orphans = store.live_calls_of_node(Some(&state.node_id)).await?;
-    orphans.extend(store.live_calls_of_node(None).await?);
-    end_orphans(state, &orphans, EndedReason::ServiceRestart).await;
-    let released = store
-        .release_queued_calls_of_node(Some(&state.node_id))
-        .await?
-        + store.release_queued_calls_of_node(None).await?;
-    Ok((orphans.len(), released))
-}
-
-/// Ends calls whose process is gone with `reason`: answered ones completed
-/// and billed up to their last sign of life (not the downtime), the others failed.
-pub async fn end_orphans(state: &AppState, orphans: &[LiveCallRow], reason: EndedReason) {
-    let now = state.clock.now().timestamp_millis();
-    for (id, status, answered_at, last_activity) in orphans {
-        let answered = status == "in-progress";
+    /// Ends a queued call that can never be dialed (its agent is gone, its stored
+    /// variables do not parse) as failed with `reason`, through the ledger.
+    pub async fn fail(&self, call_id: CallId, reason: EndedReason) {
         let end = CallEnd {
-            call_id: (*id).into(),
-            status: if answered {
-                CallStatus::Completed
-            } else {
-                CallStatus::Failed
-            },
+            call_id: call_id.into(),
+            status: CallStatus::Failed,
             ended_reason: reason,
-            answered_at: *answered_at,
-            ended_at: last_activity.or(*answered_at).unwrap_or(now),
+            answered_at: None,
+            ended_at: self.clock.now().timestamp_millis(),
         };
-        if let Err(err) = state.ledger.finish(end).await {
-            tracing::error!(call = %id, error = %err, "could not end an orphaned call");
+        if let Err(err) = self.ledger.finish(end).await {
+            tracing::error!(call = %call_id, error = %err, "could not fail an undispatchable call");
+        }
+    }
+
+    /// After a restart: live calls this node's previous process left end with
+    /// `service-restart` (the sim carrier's legs died with it), and the queued
+    /// calls it held go back to the dispatcher. A node touches only its own calls
+    /// and those no node owns, never a live peer's; on one node (SQLite) calls
+    /// never get an owner, so that is every live and queued call.
+    pub async fn recover_after_restart(&self) -> Result<(usize, u64), StoreError> {
+        let store = &self.store;
+        let mut orphans = store.live_calls_of_node(Some(&self.node_id)).await?;
+        orphans.extend(store.live_calls_of_node(None).await?);
+        self.end_orphans(&orphans, EndedReason::ServiceRestart)
+            .await;
+        let released = store
+            .release_queued_calls_of_node(Some(&self.node_id))
+            .await?
+            + store.release_queued_calls_of_node(None).await?;
+        Ok((orphans.len(), released))
+    }
+
+    /// Ends calls whose process is gone with `reason`: answered ones completed
+    /// and billed up to their last sign of life (not the downtime), the others failed.
+    pub async fn end_orphans(&self, orphans: &[LiveCallRow], reason: EndedReason) {
+        let now = self.clock.now().timestamp_millis();
+        for (id, status, answered_at, last_activity) in orphans {
+            let answered = status == "in-progress";
+            let end = CallEnd {
+                call_id: (*id).into(),
+                status: if answered {
+                    CallStatus::Completed
+                } else {
+                    CallStatus::Failed
+                },
+                ended_reason: reason,
+                answered_at: *answered_at,
+                ended_at: last_activity.or(*answered_at).unwrap_or(now),
+            };
+            if let Err(err) = self.ledger.finish(end).await {
+                tracing::error!(call = %id, error = %err, "could not end an orphaned call");
+            }
         }
     }
 }

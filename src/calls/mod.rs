@@ -9,6 +9,7 @@ pub mod media_stream;
 pub mod placement;
 pub mod recording_link;
 pub mod runner;
+pub mod service;
 pub mod sim_callee;
 pub mod test_call;
 pub mod tool_call_view;

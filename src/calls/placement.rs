@@ -2,7 +2,7 @@
 //! (agent, wallet, minute quota, caller ID), then one stored call per target,
 //! handed to the engine in the same request.
 
-use crate::app::state::AppState;
+use super::service::CallService;
 use crate::domain::agent::{AgentSpec, AgentStatus};
 use crate::domain::clock::ist_month_key;
 use crate::domain::phone::PhoneError;
@@ -123,156 +123,159 @@ pub fn agent_id(raw: &str) -> Result<AgentId, PlacementError> {
         .map_err(|_| PlacementError::AgentNotFound(raw.to_string()))
 }
 
-/// Checks everything that must hold before a call is enqueued.
-pub async fn plan(
-    state: &AppState,
-    org_id: OrgId,
-    agent_id: AgentId,
-    from_override: Option<&str>,
-) -> Result<DialPlan, PlacementError> {
-    let agent_missing = || PlacementError::AgentNotFound(agent_id.to_string());
-    let agent = state
-        .store
-        .agent(org_id, agent_id)
-        .await?
-        .ok_or_else(agent_missing)?;
-    match agent.status() {
-        AgentStatus::Deleted => return Err(agent_missing()),
-        AgentStatus::Inactive => {
-            return Err(PlacementError::AgentInactive(agent_id.to_string()));
+impl CallService {
+    /// Checks everything that must hold before a call is enqueued.
+    pub async fn plan(
+        &self,
+        org_id: OrgId,
+        agent_id: AgentId,
+        from_override: Option<&str>,
+    ) -> Result<DialPlan, PlacementError> {
+        let agent_missing = || PlacementError::AgentNotFound(agent_id.to_string());
+        let agent = self
+            .store
+            .agent(org_id, agent_id)
+            .await?
+            .ok_or_else(agent_missing)?;
+        match agent.status() {
+            AgentStatus::Deleted => return Err(agent_missing()),
+            AgentStatus::Inactive => {
+                return Err(PlacementError::AgentInactive(agent_id.to_string()));
+            }
+            AgentStatus::Active => {}
         }
-        AgentStatus::Active => {}
-    }
-    let spec = agent.spec()?;
-    let org = state
-        .store
-        .org(org_id)
-        .await?
-        .ok_or(PlacementError::WorkspaceNotFound)?;
-    if org.wallet_paise <= Paise::ZERO {
-        return Err(PlacementError::WalletEmpty);
-    }
-    let used = state
-        .store
-        .minutes_used(org_id, &ist_month_key(state.clock.now()))
-        .await?;
-    if used >= org.minute_quota {
-        return Err(PlacementError::QuotaExhausted {
-            used,
-            quota: org.minute_quota,
-        });
-    }
-    let from = resolve_from(state, org_id, &spec, from_override).await?;
-    let rate_paise = Paise(spec.per_minute_rate_paise);
-    Ok(DialPlan {
-        org,
-        agent,
-        spec,
-        from,
-        rate_paise,
-    })
-}
-
-/// fromNumber override, else the agent's carrier's number, else the default,
-/// else any active number: always one the workspace owns and is not suspended.
-async fn resolve_from(
-    state: &AppState,
-    org_id: OrgId,
-    spec: &AgentSpec,
-    from_override: Option<&str>,
-) -> Result<NumberRow, PlacementError> {
-    let numbers = state.store.numbers(org_id).await?;
-    if numbers.is_empty() {
-        return Err(PlacementError::NoNumbers);
-    }
-    if let Some(raw) = from_override {
-        let phone = PhoneNumber::parse(raw).map_err(PlacementError::FromMalformed)?;
-        let Some(number) = numbers.into_iter().find(|n| n.phone == phone.as_str()) else {
-            return Err(PlacementError::FromNotOwned(phone));
-        };
-        if number.status != "active" {
-            return Err(PlacementError::FromSuspended(phone));
+        let spec = agent.spec()?;
+        let org = self
+            .store
+            .org(org_id)
+            .await?
+            .ok_or(PlacementError::WorkspaceNotFound)?;
+        if org.wallet_paise <= Paise::ZERO {
+            return Err(PlacementError::WalletEmpty);
         }
-        return Ok(number);
-    }
-    let active: Vec<&NumberRow> = numbers.iter().filter(|n| n.status == "active").collect();
-    let chosen = active
-        .iter()
-        .find(|n| n.provider == spec.telephony_provider.as_str() && n.is_default)
-        .or_else(|| {
-            active
-                .iter()
-                .find(|n| n.provider == spec.telephony_provider.as_str())
+        let used = self
+            .store
+            .minutes_used(org_id, &ist_month_key(self.clock.now()))
+            .await?;
+        if used >= org.minute_quota {
+            return Err(PlacementError::QuotaExhausted {
+                used,
+                quota: org.minute_quota,
+            });
+        }
+        let from = self.resolve_from(org_id, &spec, from_override).await?;
+        let rate_paise = Paise(spec.per_minute_rate_paise);
+        Ok(DialPlan {
+            org,
+            agent,
+            spec,
+            from,
+            rate_paise,
         })
-        .or_else(|| active.iter().find(|n| n.is_default))
-        .or_else(|| active.first())
-        .copied()
-        .cloned();
-    chosen.ok_or(PlacementError::AllNumbersSuspended)
-}
+    }
 
-/// Stores one queued call per target and hands them all to the engine; on a
-/// shared database they wait for whichever node's dispatcher claims them
-/// within the workspace's slots (a trigger wakes the dispatchers).
-pub async fn place(
-    state: &AppState,
-    plan: &DialPlan,
-    targets: Vec<CallTarget>,
-    source: CallSource,
-) -> Result<Vec<(CallId, String)>, StoreError> {
-    let now_ms = state.clock.now().timestamp_millis();
-    let shared = state.store.is_shared();
-    // Each call's variables stay a map on the way to the engine; the row stores their text.
-    let variables: Vec<Map<String, Value>> = targets.iter().map(|t| t.variables.clone()).collect();
-    let calls: Vec<NewCall> = targets
-        .into_iter()
-        .map(|t| NewCall {
-            id: CallId::new(),
-            org_id: plan.org.id,
-            agent_id: plan.agent.id,
-            agent_name: plan.spec.name.clone(),
-            engine: plan.spec.conversation_engine.as_str().to_string(),
-            phone: t.phone.as_str().to_string(),
-            target_name: t.name,
-            email: t.email.map(Email::into_string),
-            from_number: plan.from.phone.clone(),
-            provider: plan.from.provider.clone(),
-            variables: Value::Object(t.variables).to_string(),
-            source: source.as_str().to_string(),
-            attempt: 1,
-            retry_of: None,
-            batch_id: None,
-            campaign_id: None,
-            campaign_name: None,
-            rate_paise: plan.rate_paise,
-            not_before: now_ms,
-            dispatched: !shared,
-            now_ms,
-        })
-        .collect();
-    state.store.insert_calls(&calls).await?;
-    if shared {
-        return Ok(calls.into_iter().map(|c| (c.id, c.phone)).collect());
-    }
-    let mut placed = Vec::with_capacity(calls.len());
-    for (call, variables) in calls.iter().zip(&variables) {
-        let job = super::job::job_for(
-            call.id,
-            call.org_id,
-            plan.org.concurrency,
-            &call.phone,
-            &call.from_number,
-            &call.provider,
-            &plan.spec,
-            variables,
-            state.settings.sim.ring_seconds,
-        );
-        if let Err(err) = state.engine.enqueue(job) {
-            // The call stays queued in the database; the dispatcher retries it.
-            tracing::error!(call = %call.id, error = %err, "engine refused a call; left for the dispatcher");
-            state.store.release_queued_calls(Some(call.org_id)).await?;
+    /// fromNumber override, else the agent's carrier's number, else the default,
+    /// else any active number: always one the workspace owns and is not suspended.
+    async fn resolve_from(
+        &self,
+        org_id: OrgId,
+        spec: &AgentSpec,
+        from_override: Option<&str>,
+    ) -> Result<NumberRow, PlacementError> {
+        let numbers = self.store.numbers(org_id).await?;
+        if numbers.is_empty() {
+            return Err(PlacementError::NoNumbers);
         }
-        placed.push((call.id, call.phone.clone()));
+        if let Some(raw) = from_override {
+            let phone = PhoneNumber::parse(raw).map_err(PlacementError::FromMalformed)?;
+            let Some(number) = numbers.into_iter().find(|n| n.phone == phone.as_str()) else {
+                return Err(PlacementError::FromNotOwned(phone));
+            };
+            if number.status != "active" {
+                return Err(PlacementError::FromSuspended(phone));
+            }
+            return Ok(number);
+        }
+        let active: Vec<&NumberRow> = numbers.iter().filter(|n| n.status == "active").collect();
+        let chosen = active
+            .iter()
+            .find(|n| n.provider == spec.telephony_provider.as_str() && n.is_default)
+            .or_else(|| {
+                active
+                    .iter()
+                    .find(|n| n.provider == spec.telephony_provider.as_str())
+            })
+            .or_else(|| active.iter().find(|n| n.is_default))
+            .or_else(|| active.first())
+            .copied()
+            .cloned();
+        chosen.ok_or(PlacementError::AllNumbersSuspended)
     }
-    Ok(placed)
+
+    /// Stores one queued call per target and hands them all to the engine; on a
+    /// shared database they wait for whichever node's dispatcher claims them
+    /// within the workspace's slots (a trigger wakes the dispatchers).
+    pub async fn place(
+        &self,
+        plan: &DialPlan,
+        targets: Vec<CallTarget>,
+        source: CallSource,
+    ) -> Result<Vec<(CallId, String)>, StoreError> {
+        let now_ms = self.clock.now().timestamp_millis();
+        let shared = self.store.is_shared();
+        // Each call's variables stay a map on the way to the engine; the row stores their text.
+        let variables: Vec<Map<String, Value>> =
+            targets.iter().map(|t| t.variables.clone()).collect();
+        let calls: Vec<NewCall> = targets
+            .into_iter()
+            .map(|t| NewCall {
+                id: CallId::new(),
+                org_id: plan.org.id,
+                agent_id: plan.agent.id,
+                agent_name: plan.spec.name.clone(),
+                engine: plan.spec.conversation_engine.as_str().to_string(),
+                phone: t.phone.as_str().to_string(),
+                target_name: t.name,
+                email: t.email.map(Email::into_string),
+                from_number: plan.from.phone.clone(),
+                provider: plan.from.provider.clone(),
+                variables: Value::Object(t.variables).to_string(),
+                source: source.as_str().to_string(),
+                attempt: 1,
+                retry_of: None,
+                batch_id: None,
+                campaign_id: None,
+                campaign_name: None,
+                rate_paise: plan.rate_paise,
+                not_before: now_ms,
+                dispatched: !shared,
+                now_ms,
+            })
+            .collect();
+        self.store.insert_calls(&calls).await?;
+        if shared {
+            return Ok(calls.into_iter().map(|c| (c.id, c.phone)).collect());
+        }
+        let mut placed = Vec::with_capacity(calls.len());
+        for (call, variables) in calls.iter().zip(&variables) {
+            let job = super::job::job_for(
+                call.id,
+                call.org_id,
+                plan.org.concurrency,
+                &call.phone,
+                &call.from_number,
+                &call.provider,
+                &plan.spec,
+                variables,
+                self.ring_seconds,
+            );
+            if let Err(err) = self.engine.enqueue(job) {
+                // The call stays queued in the database; the dispatcher retries it.
+                tracing::error!(call = %call.id, error = %err, "engine refused a call; left for the dispatcher");
+                self.store.release_queued_calls(Some(call.org_id)).await?;
+            }
+            placed.push((call.id, call.phone.clone()));
+        }
+        Ok(placed)
+    }
 }

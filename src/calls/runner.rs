@@ -4,8 +4,8 @@
 
 use super::call_tools::{ToolCallContext, ToolDeps, call_tools};
 use super::welcome_cache::WelcomeCache;
-use crate::app::config::Settings;
 use crate::calls::media_stream::MediaStream;
+use crate::config::Settings;
 use crate::domain::agent::{
     AgentSpec, ConversationEngine as AgentEngine, InterruptionMode as AgentInterruptionMode,
     TurnDetectionMode, VoicemailMode, fill_placeholders,

@@ -7,7 +7,6 @@ use crate::providers::HttpPolicy;
 use crate::providers::espeak::{self, EspeakTts};
 use crate::providers::piper::PiperTts;
 use crate::providers::settings::ProviderSettings;
-use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,21 +18,7 @@ use voxline_actors::carrier::sim::CalleeStart;
 /// A breath between sentences: well under the engine's 600 ms end of turn.
 pub const SENTENCE_PAUSE: Duration = Duration::from_millis(250);
 
-/// What the sim callee sounds like (`VOXLINE_SIM_CALLEE_VOICE`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum CalleeVoiceKind {
-    /// Speech-like sound whose words the sim ASR reads from the script: the default, and
-    /// what load tests run on.
-    #[default]
-    Synthetic,
-    /// Real speech from the Piper server (`VOXLINE_PIPER_BASE_URL`).
-    Piper,
-    /// Real speech from espeak-ng.
-    Espeak,
-    /// Piper when its server answers at start-up, else espeak-ng.
-    Speech,
-}
+pub use crate::config::CalleeVoiceKind;
 
 /// Why the callee's voice cannot be set up.
 #[derive(Debug, thiserror::Error)]

@@ -4,7 +4,7 @@
 //! form both place it here.
 
 use super::placement::{self, CallSource, CallTarget, DialPlan, PlacementError};
-use crate::app::state::AppState;
+use super::service::CallService;
 use crate::domain::text::Variables;
 use crate::domain::{CallId, OrgId, PhoneNumber};
 use crate::store::StoreError;
@@ -34,38 +34,40 @@ impl From<StoreError> for TestCallError {
     }
 }
 
-/// Rings `phone` with the workspace's agent `raw_agent_id`; returns the queued
-/// call's id and the plan it was placed under (the agent's row among it).
-pub async fn place_test_call(
-    state: &AppState,
-    org: OrgId,
-    raw_agent_id: &str,
-    phone: PhoneNumber,
-    variables: Option<Variables>,
-) -> Result<(CallId, DialPlan), TestCallError> {
-    let agent_id = placement::agent_id(raw_agent_id)?;
-    let plan = placement::plan(state, org, agent_id, None).await?;
-    if let Some(live) = state.store.live_call_to(org, phone.as_str()).await? {
-        return Err(TestCallError::InFlight { phone, live });
+impl CallService {
+    /// Rings `phone` with the workspace's agent `raw_agent_id`; returns the queued
+    /// call's id and the plan it was placed under (the agent's row among it).
+    pub async fn place_test_call(
+        &self,
+        org: OrgId,
+        raw_agent_id: &str,
+        phone: PhoneNumber,
+        variables: Option<Variables>,
+    ) -> Result<(CallId, DialPlan), TestCallError> {
+        let agent_id = placement::agent_id(raw_agent_id)?;
+        let plan = self.plan(org, agent_id, None).await?;
+        if let Some(live) = self.store.live_call_to(org, phone.as_str()).await? {
+            return Err(TestCallError::InFlight { phone, live });
+        }
+        let (variables, email) = variables.map(Variables::into_parts).unwrap_or_default();
+        let name = placement::target_name(&variables, None);
+        let placed = self
+            .place(
+                &plan,
+                vec![CallTarget {
+                    phone,
+                    name,
+                    email,
+                    variables,
+                }],
+                CallSource::TestCall,
+            )
+            .await?;
+        let call_id = placed
+            .into_iter()
+            .next()
+            .map(|(id, _)| id)
+            .ok_or(TestCallError::NotPlaced)?;
+        Ok((call_id, plan))
     }
-    let (variables, email) = variables.map(Variables::into_parts).unwrap_or_default();
-    let name = placement::target_name(&variables, None);
-    let placed = placement::place(
-        state,
-        &plan,
-        vec![CallTarget {
-            phone,
-            name,
-            email,
-            variables,
-        }],
-        CallSource::TestCall,
-    )
-    .await?;
-    let call_id = placed
-        .into_iter()
-        .next()
-        .map(|(id, _)| id)
-        .ok_or(TestCallError::NotPlaced)?;
-    Ok((call_id, plan))
 }

@@ -9,7 +9,7 @@
 //! finding it dormant, drops it; a call that finds an awake agent cold warms
 //! it for the next call (e.g. after a restart).
 
-use crate::app::config::SimSettings;
+use crate::config::SimSettings;
 use crate::domain::agent::{AgentSpec, AgentStatus, TtsVendor, placeholder_names};
 use crate::domain::{AgentId, OrgId};
 use crate::store::{Store, StoreResult};

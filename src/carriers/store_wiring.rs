@@ -5,7 +5,6 @@
 
 use super::callbacks::CallbackHost;
 use super::{CarrierCredentials, CarrierKind, CarriersError};
-use crate::app::state::AppState;
 use crate::domain::{CallId, OrgId};
 use crate::secrets::credentials::CredentialCipher;
 use crate::store::Store;
@@ -13,6 +12,7 @@ use async_trait::async_trait;
 use std::sync::Arc;
 use voxline_actors::carrier::sim::TransferLegSink;
 use voxline_actors::carrier::{CarrierStatus, TransferLeg};
+use voxline_actors::engine::Engine;
 
 /// Reads and decrypts a workspace's carrier account from the store.
 pub struct StoreCredentials {
@@ -57,24 +57,51 @@ impl CarrierCredentials for StoreCredentials {
     }
 }
 
-/// The service side of carrier callbacks: the call's workspace account and the engine.
-pub struct ServiceCallbackHost {
-    state: AppState,
-    credentials: StoreCredentials,
+/// Hands a carrier status for a call this node does not hold to the node
+/// that does (several nodes on one database); the cluster room implements it,
+/// so carriers need not know how nodes talk.
+#[async_trait]
+pub trait StatusForwarder: Send + Sync {
+    /// Sends `status` of `call_id` on to its owner, if a live peer owns it.
+    async fn forward_status(&self, call_id: CallId, status: CarrierStatus);
 }
 
-impl ServiceCallbackHost {
-    /// Callbacks answered from the service's state.
-    pub fn new(state: AppState) -> Self {
-        let credentials = StoreCredentials::new(state.store.clone(), &state.secret);
-        Self { state, credentials }
+/// The service side of carrier callbacks: the call's workspace account, the
+/// engine (whatever media its calls run on), and the peers that may hold the call.
+pub struct ServiceCallbackHost<M: Send + 'static> {
+    store: Store,
+    engine: Engine<M>,
+    public_url: Option<String>,
+    credentials: StoreCredentials,
+    peers: Option<Arc<dyn StatusForwarder>>,
+}
+
+impl<M: Send + 'static> ServiceCallbackHost<M> {
+    /// Callbacks answered from `store` and `engine`; `public_url` is the
+    /// configured base URL, and `peers` forwards statuses of calls other
+    /// nodes hold (None on one node).
+    pub fn new(
+        store: Store,
+        secret: &[u8],
+        engine: Engine<M>,
+        public_url: Option<String>,
+        peers: Option<Arc<dyn StatusForwarder>>,
+    ) -> Self {
+        let credentials = StoreCredentials::new(store.clone(), secret);
+        Self {
+            store,
+            engine,
+            public_url,
+            credentials,
+            peers,
+        }
     }
 }
 
 #[async_trait]
-impl CallbackHost for ServiceCallbackHost {
+impl<M: Send + 'static> CallbackHost for ServiceCallbackHost<M> {
     fn public_base_url(&self) -> Option<String> {
-        self.state.settings.public_url.clone()
+        self.public_url.clone()
     }
 
     async fn credential_for_call(
@@ -84,7 +111,7 @@ impl CallbackHost for ServiceCallbackHost {
     ) -> Option<serde_json::Value> {
         // A callback path that names no call id names no stored call.
         let call_id: CallId = call_id.parse().ok()?;
-        let org_id = match self.state.store.call_org(call_id).await {
+        let org_id = match self.store.call_org(call_id).await {
             Ok(org) => org?,
             Err(err) => {
                 tracing::warn!(%call_id, error = %err, "looking up a callback's call failed");
@@ -100,24 +127,14 @@ impl CallbackHost for ServiceCallbackHost {
             tracing::debug!(call_id, "carrier status for a path that names no call");
             return;
         };
-        let Err(err) = self.state.engine.carrier_status(id.into(), status.clone()) else {
+        let Err(err) = self.engine.carrier_status(id.into(), status.clone()) else {
             return;
         };
         // Another node may own the call (a load balancer sent the callback
         // here): it gets the status over the bus.
-        if self.state.bus.is_some() {
-            let state = self.state.clone();
-            tokio::spawn(async move {
-                match crate::cluster::call_orders::forward_status(&state, id, &status).await {
-                    Ok(crate::cluster::call_orders::Forwarded::ToOwner(node)) => {
-                        tracing::debug!(call = %id, %node, "carrier status forwarded to the call's node");
-                    }
-                    Ok(_) => {}
-                    Err(err) => {
-                        tracing::warn!(call = %id, error = %err, "could not forward a carrier status")
-                    }
-                }
-            });
+        if let Some(peers) = &self.peers {
+            let peers = peers.clone();
+            tokio::spawn(async move { peers.forward_status(id, status).await });
             return;
         }
         // A status for a call that is no longer live (ended, or lost in a
@@ -126,7 +143,7 @@ impl CallbackHost for ServiceCallbackHost {
     }
 
     async fn record_transfer_leg(&self, leg: TransferLeg) -> Result<bool, CarriersError> {
-        store_transfer_leg(&self.state.store, &leg).await
+        store_transfer_leg(&self.store, &leg).await
     }
 }
 

@@ -2,7 +2,8 @@
 //! that reached another node (through a load balancer) is sent on
 //! [`CALLS_CHANNEL`] and carried out by the node whose engine holds the call.
 
-use crate::app::state::AppState;
+use super::service::ClusterService;
+use crate::carriers::store_wiring::StatusForwarder;
 use crate::domain::{CallId, NodeId, OrgId};
 use crate::store::StoreError;
 use crate::store::nodes::CALLS_CHANNEL;
@@ -118,113 +119,129 @@ pub enum Forwarded {
     NoOwner,
 }
 
-/// Sends a carrier status for a call this node does not hold to its owner.
-pub async fn forward_status(
-    state: &AppState,
-    call_id: CallId,
-    status: &CarrierStatus,
-) -> Result<Forwarded, StoreError> {
-    forward(
-        state,
-        call_id,
-        String::new(),
-        Order::Status {
-            status: status.into(),
-        },
-    )
-    .await
-}
-
-/// Sends a cancel for a call of `org` this node does not hold to its owner.
-pub async fn forward_cancel(
-    state: &AppState,
-    call_id: CallId,
-    org: &str,
-) -> Result<Forwarded, StoreError> {
-    forward(state, call_id, org.to_string(), Order::Cancel).await
-}
-
-async fn forward(
-    state: &AppState,
-    call: CallId,
-    org: String,
-    order: Order,
-) -> Result<Forwarded, StoreError> {
-    let Some(bus) = &state.bus else {
-        return Ok(Forwarded::NoOwner);
-    };
-    let Some(node) = state.store.call_node(call).await? else {
-        return Ok(Forwarded::NoOwner);
-    };
-    let now = state.clock.now().timestamp_millis();
-    let lease_ms = state.settings.node.lease_ms();
-    if node == state.node_id || !state.store.node_is_alive(&node, now, lease_ms).await? {
-        return Ok(Forwarded::NoOwner);
-    }
-    let payload = CallOrder {
-        node: node.clone(),
-        call,
-        org,
-        order,
-    };
-    bus.notify(CALLS_CHANNEL, &serde_json::to_string(&payload)?)
-        .await?;
-    Ok(Forwarded::ToOwner(node))
-}
-
-/// Carries out the orders addressed to this node until `stop` fires.
-pub async fn run(state: AppState, stop: CancellationToken) {
-    let Some(mut orders) = state.bus.as_ref().and_then(|b| b.subscribe(CALLS_CHANNEL)) else {
-        return;
-    };
-    loop {
-        let payload = tokio::select! {
-            _ = stop.cancelled() => return,
-            next = orders.recv() => match next {
-                Ok(payload) => payload,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                    tracing::warn!(missed = n, "call orders lagged");
-                    continue;
-                }
-                Err(_) => return,
+impl ClusterService {
+    /// Sends a carrier status for a call this node does not hold to its owner.
+    pub async fn forward_status(
+        &self,
+        call_id: CallId,
+        status: &CarrierStatus,
+    ) -> Result<Forwarded, StoreError> {
+        self.forward(
+            call_id,
+            String::new(),
+            Order::Status {
+                status: status.into(),
             },
-        };
-        let Ok(order) = serde_json::from_str::<CallOrder>(&payload) else {
-            continue; // The bus's resync marker, or a newer node's order.
-        };
-        if order.node != state.node_id {
-            continue;
-        }
-        carry_out(&state, order).await;
+        )
+        .await
     }
-}
 
-async fn carry_out(state: &AppState, order: CallOrder) {
-    let call = order.call;
-    match order.order {
-        Order::Status { status } => {
-            if let Err(err) = state.engine.carrier_status(call.into(), status.into()) {
-                tracing::debug!(%call, error = %err, "forwarded carrier status for a call not live here");
+    /// Sends a cancel for a call of `org` this node does not hold to its owner.
+    pub async fn forward_cancel(
+        &self,
+        call_id: CallId,
+        org: &str,
+    ) -> Result<Forwarded, StoreError> {
+        self.forward(call_id, org.to_string(), Order::Cancel).await
+    }
+
+    async fn forward(
+        &self,
+        call: CallId,
+        org: String,
+        order: Order,
+    ) -> Result<Forwarded, StoreError> {
+        let Some(bus) = &self.bus else {
+            return Ok(Forwarded::NoOwner);
+        };
+        let Some(node) = self.store.call_node(call).await? else {
+            return Ok(Forwarded::NoOwner);
+        };
+        let now = self.clock.now().timestamp_millis();
+        let lease_ms = self.node.lease_ms();
+        if node == self.node_id || !self.store.node_is_alive(&node, now, lease_ms).await? {
+            return Ok(Forwarded::NoOwner);
+        }
+        let payload = CallOrder {
+            node: node.clone(),
+            call,
+            org,
+            order,
+        };
+        bus.notify(CALLS_CHANNEL, &serde_json::to_string(&payload)?)
+            .await?;
+        Ok(Forwarded::ToOwner(node))
+    }
+
+    /// Carries out the orders addressed to this node until `stop` fires.
+    pub async fn run_call_orders(&self, stop: CancellationToken) {
+        let Some(mut orders) = self.bus.as_ref().and_then(|b| b.subscribe(CALLS_CHANNEL)) else {
+            return;
+        };
+        loop {
+            let payload = tokio::select! {
+                _ = stop.cancelled() => return,
+                next = orders.recv() => match next {
+                    Ok(payload) => payload,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "call orders lagged");
+                        continue;
+                    }
+                    Err(_) => return,
+                },
+            };
+            let Ok(order) = serde_json::from_str::<CallOrder>(&payload) else {
+                continue; // The bus's resync marker, or a newer node's order.
+            };
+            if order.node != self.node_id {
+                continue;
+            }
+            self.carry_out(order).await;
+        }
+    }
+
+    async fn carry_out(&self, order: CallOrder) {
+        let call = order.call;
+        match order.order {
+            Order::Status { status } => {
+                if let Err(err) = self.engine.carrier_status(call.into(), status.into()) {
+                    tracing::debug!(%call, error = %err, "forwarded carrier status for a call not live here");
+                }
+            }
+            Order::Cancel => {
+                // A call claimed a moment ago may still be on its way to its actor.
+                // The bus is input like any other: an order naming no workspace is dropped.
+                let Ok(org) = order.org.parse::<OrgId>() else {
+                    tracing::warn!(%call, org = %order.org, "forwarded cancel names no workspace");
+                    return;
+                };
+                for _ in 0..5 {
+                    match self.engine.cancel(org.into(), call.into()).await {
+                        Ok(voxline_actors::engine::CancelOutcome::NotFound) => {
+                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        }
+                        Ok(_) => return,
+                        Err(err) => {
+                            tracing::warn!(%call, error = %err, "forwarded cancel failed");
+                            return;
+                        }
+                    }
+                }
             }
         }
-        Order::Cancel => {
-            // A call claimed a moment ago may still be on its way to its actor.
-            // The bus is input like any other: an order naming no workspace is dropped.
-            let Ok(org) = order.org.parse::<OrgId>() else {
-                tracing::warn!(%call, org = %order.org, "forwarded cancel names no workspace");
-                return;
-            };
-            for _ in 0..5 {
-                match state.engine.cancel(org.into(), call.into()).await {
-                    Ok(voxline_actors::engine::CancelOutcome::NotFound) => {
-                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    }
-                    Ok(_) => return,
-                    Err(err) => {
-                        tracing::warn!(%call, error = %err, "forwarded cancel failed");
-                        return;
-                    }
-                }
+    }
+}
+
+#[async_trait::async_trait]
+impl StatusForwarder for ClusterService {
+    async fn forward_status(&self, call_id: CallId, status: CarrierStatus) {
+        match ClusterService::forward_status(self, call_id, &status).await {
+            Ok(Forwarded::ToOwner(node)) => {
+                tracing::debug!(call = %call_id, %node, "carrier status forwarded to the call's node");
+            }
+            Ok(Forwarded::NoOwner) => {}
+            Err(err) => {
+                tracing::warn!(call = %call_id, error = %err, "could not forward a carrier status")
             }
         }
     }

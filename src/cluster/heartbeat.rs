@@ -2,8 +2,8 @@
 //! (live calls, CPU use, above its threshold or not), and reads back what
 //! operators and peers decided (drain, lost).
 
-use crate::app::config::NodeSettings;
-use crate::app::state::AppState;
+use super::service::ClusterService;
+use crate::config::NodeSettings;
 use crate::domain::CallId;
 use crate::store::StoreError;
 use crate::store::nodes::NodeLoad;
@@ -11,79 +11,77 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 use voxline_actors::ids::CallId as EngineCallId;
 
-/// Beats every `settings.node.heartbeat` until `stop` is cancelled.
-pub async fn run(state: AppState, stop: CancellationToken) {
-    let mut cpu = CpuMeter::new();
-    let mut ticker = tokio::time::interval(state.settings.node.heartbeat);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {
-                if let Err(err) = beat(&state, cpu.permille()).await {
-                    tracing::warn!(error = %err, "node heartbeat failed");
+impl ClusterService {
+    /// Beats every `settings.node.heartbeat` until `stop` is cancelled.
+    pub async fn run_heartbeat(&self, stop: CancellationToken) {
+        let mut cpu = CpuMeter::new();
+        let mut ticker = tokio::time::interval(self.node.heartbeat);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {
+                    if let Err(err) = self.beat(cpu.permille()).await {
+                        tracing::warn!(error = %err, "node heartbeat failed");
+                    }
                 }
+                () = stop.cancelled() => break,
             }
-            () = stop.cancelled() => break,
         }
     }
-}
 
-/// One heartbeat with `cpu_permille` measured since the last; applies the
-/// answer to the node's status (and, on one node, to the engine).
-pub async fn beat(state: &AppState, cpu_permille: i64) -> Result<(), StoreError> {
-    let live_ids = state.engine.live_call_ids();
-    let live_calls = i64::try_from(live_ids.len()).unwrap_or(i64::MAX);
-    let overloaded = above_threshold(&state.settings.node, live_calls, cpu_permille);
-    state.node_status.set_load(cpu_permille, overloaded);
-    let now = state.clock.now().timestamp_millis();
-    stamp_live_calls(state, &live_ids, now).await;
-    let load = NodeLoad {
-        live_calls,
-        cpu_permille,
-        overloaded,
-    };
-    let orders = state
-        .store
-        .node_heartbeat(&state.node_id, load, now)
-        .await?;
-    state.node_status.set_draining(orders.draining);
-    if !state.store.is_shared() {
-        // One node: calls go straight to the engine, not through a
-        // dispatcher that reads the flag, so the engine itself holds them.
-        if orders.draining {
-            state.engine.pause_new_calls();
-        } else if let Err(err) = state.engine.resume_new_calls() {
-            tracing::error!(error = %err, "could not resume calls after an undrain");
+    /// One heartbeat with `cpu_permille` measured since the last; applies the
+    /// answer to the node's status (and, on one node, to the engine).
+    pub async fn beat(&self, cpu_permille: i64) -> Result<(), StoreError> {
+        let live_ids = self.engine.live_call_ids();
+        let live_calls = i64::try_from(live_ids.len()).unwrap_or(i64::MAX);
+        let overloaded = above_threshold(&self.node, live_calls, cpu_permille);
+        self.node_status.set_load(cpu_permille, overloaded);
+        let now = self.clock.now().timestamp_millis();
+        self.stamp_live_calls(&live_ids, now).await;
+        let load = NodeLoad {
+            live_calls,
+            cpu_permille,
+            overloaded,
+        };
+        let orders = self.store.node_heartbeat(&self.node_id, load, now).await?;
+        self.node_status.set_draining(orders.draining);
+        if !self.store.is_shared() {
+            // One node: calls go straight to the engine, not through a
+            // dispatcher that reads the flag, so the engine itself holds them.
+            if orders.draining {
+                self.engine.pause_new_calls();
+            } else if let Err(err) = self.engine.resume_new_calls() {
+                tracing::error!(error = %err, "could not resume calls after an undrain");
+            }
         }
+        self.publish_gauges(live_calls, cpu_permille, overloaded);
+        if orders.lost {
+            // A stall longer than the lease: a peer ended this node's calls and
+            // requeued its work. Come back as a fresh node; the calls still
+            // running here find their ends already recorded.
+            tracing::error!(node = %self.node_id, "peers took this node for lost; registering again");
+            self.store
+                .register_node(&self.node_id, &self.public_url, now)
+                .await?;
+        }
+        Ok(())
     }
-    publish_gauges(state, live_calls, cpu_permille, overloaded);
-    if orders.lost {
-        // A stall longer than the lease: a peer ended this node's calls and
-        // requeued its work. Come back as a fresh node; the calls still
-        // running here find their ends already recorded.
-        tracing::error!(node = %state.node_id, "peers took this node for lost; registering again");
-        state
-            .store
-            .register_node(&state.node_id, &state.public_url, now)
-            .await?;
-    }
-    Ok(())
-}
 
-/// Stamps the last sign of life of every call live on this node, which a
-/// restart after a crash bills an answered call up to.
-///
-/// One batched write per beat for all of the node's calls, from the one task
-/// that also proves the node alive: a per-call timer meant a write per call
-/// every beat (500 a second at 1,000 calls, all queued on SQLite's one
-/// writer) and a stamp that depended on each call's task being scheduled.
-async fn stamp_live_calls(state: &AppState, live_ids: &[EngineCallId], now_ms: i64) {
-    let ids: Vec<CallId> = live_ids.iter().map(|&id| CallId::from(id)).collect();
-    if ids.is_empty() {
-        return;
-    }
-    if let Err(err) = state.store.touch_live_calls(&ids, now_ms).await {
-        tracing::warn!(error = %err, calls = ids.len(), "could not stamp the live calls' last sign of life");
+    /// Stamps the last sign of life of every call live on this node, which a
+    /// restart after a crash bills an answered call up to.
+    ///
+    /// One batched write per beat for all of the node's calls, from the one task
+    /// that also proves the node alive: a per-call timer meant a write per call
+    /// every beat (500 a second at 1,000 calls, all queued on SQLite's one
+    /// writer) and a stamp that depended on each call's task being scheduled.
+    async fn stamp_live_calls(&self, live_ids: &[EngineCallId], now_ms: i64) {
+        let ids: Vec<CallId> = live_ids.iter().map(|&id| CallId::from(id)).collect();
+        if ids.is_empty() {
+            return;
+        }
+        if let Err(err) = self.store.touch_live_calls(&ids, now_ms).await {
+            tracing::warn!(error = %err, calls = ids.len(), "could not stamp the live calls' last sign of life");
+        }
     }
 }
 
@@ -99,23 +97,26 @@ pub fn above_threshold(settings: &NodeSettings, live_calls: i64, cpu_permille: i
     calls || cpu
 }
 
-/// The node's load on `/metrics`, labelled with the node's id (several
-/// nodes may share one process in tests).
-fn publish_gauges(state: &AppState, live_calls: i64, cpu_permille: i64, overloaded: bool) {
-    let node = state.node_id.to_string();
-    let draining = state.node_status.is_draining() || state.engine.is_draining();
-    metrics::gauge!("voxline_node_live_calls", "node" => node.clone()).set(live_calls as f64);
-    metrics::gauge!("voxline_node_cpu_permille", "node" => node.clone()).set(cpu_permille as f64);
-    metrics::gauge!("voxline_node_draining", "node" => node.clone()).set(if draining {
-        1.0
-    } else {
-        0.0
-    });
-    metrics::gauge!("voxline_node_overloaded", "node" => node).set(if overloaded {
-        1.0
-    } else {
-        0.0
-    });
+impl ClusterService {
+    /// The node's load on `/metrics`, labelled with the node's id (several
+    /// nodes may share one process in tests).
+    fn publish_gauges(&self, live_calls: i64, cpu_permille: i64, overloaded: bool) {
+        let node = self.node_id.to_string();
+        let draining = self.node_status.is_draining() || self.engine.is_draining();
+        metrics::gauge!("voxline_node_live_calls", "node" => node.clone()).set(live_calls as f64);
+        metrics::gauge!("voxline_node_cpu_permille", "node" => node.clone())
+            .set(cpu_permille as f64);
+        metrics::gauge!("voxline_node_draining", "node" => node.clone()).set(if draining {
+            1.0
+        } else {
+            0.0
+        });
+        metrics::gauge!("voxline_node_overloaded", "node" => node).set(if overloaded {
+            1.0
+        } else {
+            0.0
+        });
+    }
 }
 
 /// This process's CPU use between two readings, per mille of one core.
@@ -163,7 +164,7 @@ fn permille_between(before: f64, at: Instant, cpu_seconds: f64, now: Instant) ->
 
 #[cfg(target_os = "linux")]
 fn process_cpu_seconds() -> Option<f64> {
-    match crate::app::procstat::ProcessProbe::this_process().sample() {
+    match crate::cluster::procstat::ProcessProbe::this_process().sample() {
         Ok(usage) => Some(usage.cpu_seconds),
         Err(err) => {
             tracing::debug!(error = %err, "reading this process's CPU time failed");

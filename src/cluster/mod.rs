@@ -8,4 +8,6 @@ pub mod call_orders;
 pub mod dispatcher;
 pub mod heartbeat;
 pub mod node_status;
+pub mod procstat;
 pub mod recovery;
+pub mod service;

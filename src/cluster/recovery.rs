@@ -4,38 +4,41 @@
 //! claimed queued calls back to every node's dispatcher and gives up its
 //! batch leases. A live peer's calls are never touched.
 
-use crate::app::state::AppState;
-use crate::calls::dispatch::end_orphans;
+use super::service::ClusterService;
 use crate::store::StoreError;
 use voxline_actors::ended_reason::EndedReason;
 
-/// One reaper pass; returns the calls it ended.
-pub async fn recover_dead_peers(state: &AppState) -> Result<usize, StoreError> {
-    let store = &state.store;
-    if !store.is_shared() {
-        return Ok(0);
-    }
-    let now = state.clock.now().timestamp_millis();
-    let lease_ms = state.settings.node.lease_ms();
-    for peer in store.expired_nodes(&state.node_id, now, lease_ms).await? {
-        if store.claim_dead_node(&peer, now, lease_ms).await? {
-            tracing::warn!(node = %peer, "a peer's lease ran out; recovering its work");
-            // Its batches, webhooks and post-call work go to the survivors
-            // now, not when their leases would have run out.
-            store.release_batch_leases_of_node(&peer).await?;
-            store.release_delivery_leases(&peer).await?;
-            store.release_rating_leases(&peer).await?;
-            store.release_analysis_leases(&peer).await?;
+impl ClusterService {
+    /// One reaper pass; returns the calls it ended.
+    pub async fn recover_dead_peers(&self) -> Result<usize, StoreError> {
+        let store = &self.store;
+        if !store.is_shared() {
+            return Ok(0);
         }
+        let now = self.clock.now().timestamp_millis();
+        let lease_ms = self.node.lease_ms();
+        for peer in store.expired_nodes(&self.node_id, now, lease_ms).await? {
+            if store.claim_dead_node(&peer, now, lease_ms).await? {
+                tracing::warn!(node = %peer, "a peer's lease ran out; recovering its work");
+                // Its batches, webhooks and post-call work go to the survivors
+                // now, not when their leases would have run out.
+                store.release_batch_leases_of_node(&peer).await?;
+                store.release_delivery_leases(&peer).await?;
+                store.release_rating_leases(&peer).await?;
+                store.release_analysis_leases(&peer).await?;
+            }
+        }
+        let mut ended = 0;
+        for peer in store.lost_nodes_with_calls(&self.node_id).await? {
+            let orphans = store.live_calls_of_node(Some(&peer)).await?;
+            self.calls
+                .end_orphans(&orphans, EndedReason::NodeLost)
+                .await;
+            let requeued = store.release_queued_calls_of_node(Some(&peer)).await?;
+            store.release_batch_leases_of_node(&peer).await?;
+            tracing::warn!(node = %peer, ended = orphans.len(), requeued, "recovered a lost peer's calls");
+            ended += orphans.len();
+        }
+        Ok(ended)
     }
-    let mut ended = 0;
-    for peer in store.lost_nodes_with_calls(&state.node_id).await? {
-        let orphans = store.live_calls_of_node(Some(&peer)).await?;
-        end_orphans(state, &orphans, EndedReason::NodeLost).await;
-        let requeued = store.release_queued_calls_of_node(Some(&peer)).await?;
-        store.release_batch_leases_of_node(&peer).await?;
-        tracing::warn!(node = %peer, ended = orphans.len(), requeued, "recovered a lost peer's calls");
-        ended += orphans.len();
-    }
-    Ok(ended)
 }

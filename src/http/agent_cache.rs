@@ -38,6 +38,7 @@ pub struct CachedAgent {
 
 /// Agent reads by agent id, invalidated by the store's agents marker and the
 /// other nodes' notices.
+#[derive(Clone)]
 pub struct AgentCache {
     entries: Arc<MarkedCache<AgentId, Arc<CachedAgent>>>,
 }

@@ -8,7 +8,7 @@ use super::agents::AgentView;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
-use crate::agents::chat::{self as agent_chat, ChatError, ChatTurn, instant_sim, selector};
+use crate::agents::chat::{ChatError, ChatTurn, instant_sim};
 use crate::app::state::AppState;
 use crate::domain::agent::{AgentSpec, AgentSpecError, LlmVendor};
 use crate::domain::text::Variables;
@@ -182,7 +182,7 @@ async fn chat(
         session_id: body.session_id,
         variables: body.variables,
     };
-    let answer = agent_chat::chat(&state, caller.org_id, &agent_id, turn).await?;
+    let answer = state.agents.chat(caller.org_id, &agent_id, turn).await?;
     Ok(Json(ChatReply {
         message: answer.message,
         session_id: answer.session_id.to_string(),
@@ -203,7 +203,9 @@ async fn text_llm(
         "sim" => Ok(None),
         "openai" => {
             let model = model.unwrap_or(&settings.openai_models.text);
-            let chosen = selector(state)
+            let chosen = state
+                .agents
+                .selector()
                 .llm(org, LlmVendor::OpenAi, model, &instant_sim())
                 .await
                 .map_err(select_failed)?;

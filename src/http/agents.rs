@@ -4,7 +4,7 @@ use super::MessageBody;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
-use crate::agents::service::{self, AgentError};
+use crate::agents::service::AgentError;
 use crate::app::state::AppState;
 use crate::domain::AgentId;
 use crate::domain::agent::{AgentInput, AgentSpec, AgentStatus};
@@ -86,12 +86,12 @@ fn not_found(id: &str) -> ApiError {
 
 /// Loads an agent of the caller's workspace, deleted ones included.
 pub async fn load_agent_any(state: &AppState, caller: &Caller, id: &str) -> ApiResult<AgentRow> {
-    Ok(service::load_any(state, caller.org_id, id).await?)
+    Ok(state.agents.load_any(caller.org_id, id).await?)
 }
 
 /// Loads a live (not deleted) agent of the caller's workspace.
 pub async fn load_agent(state: &AppState, caller: &Caller, id: &str) -> ApiResult<AgentRow> {
-    Ok(service::load_live(state, caller.org_id, id).await?)
+    Ok(state.agents.load_live(caller.org_id, id).await?)
 }
 
 /// List the workspace's agents.
@@ -116,7 +116,7 @@ async fn create_agent(
     caller: Caller,
     ApiJson(input): ApiJson<AgentInput>,
 ) -> ApiResult<(StatusCode, Json<AgentView>)> {
-    let row = service::create(&state, caller.org_id, input).await?;
+    let row = state.agents.create(caller.org_id, input).await?;
     Ok((StatusCode::CREATED, Json(AgentView::from_row(&row)?)))
 }
 
@@ -172,7 +172,7 @@ async fn patch_agent(
     Path(agent_id): Path<String>,
     ApiJson(input): ApiJson<AgentInput>,
 ) -> ApiResult<Json<AgentView>> {
-    let row = service::update(&state, caller.org_id, &agent_id, input).await?;
+    let row = state.agents.update(caller.org_id, &agent_id, input).await?;
     Ok(Json(AgentView::from_row(&row)?))
 }
 
@@ -185,7 +185,7 @@ async fn delete_agent(
     caller: Caller,
     Path(agent_id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    service::delete(&state, caller.org_id, &agent_id).await?;
+    state.agents.delete(caller.org_id, &agent_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -198,7 +198,7 @@ async fn restore_agent(
     caller: Caller,
     Path(agent_id): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
-    service::restore(&state, caller.org_id, &agent_id).await?;
+    state.agents.restore(caller.org_id, &agent_id).await?;
     Ok(MessageBody::json("Agent restored"))
 }
 
@@ -211,7 +211,7 @@ async fn activate_agent(
     caller: Caller,
     Path(agent_id): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
-    service::activate(&state, caller.org_id, &agent_id).await?;
+    state.agents.activate(caller.org_id, &agent_id).await?;
     Ok(MessageBody::json("Agent activated"))
 }
 
@@ -224,6 +224,6 @@ async fn deactivate_agent(
     caller: Caller,
     Path(agent_id): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
-    service::deactivate(&state, caller.org_id, &agent_id).await?;
+    state.agents.deactivate(caller.org_id, &agent_id).await?;
     Ok(MessageBody::json("Agent deactivated"))
 }

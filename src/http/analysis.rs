@@ -137,7 +137,10 @@ async fn rerun_batch_analysis(
     Path(id): Path<String>,
 ) -> ApiResult<(StatusCode, Json<AnalysisProgressView>)> {
     let batch_id = service::parse_id(BatchKind::Batch, &id)?;
-    service::load(&state, caller.org_id, BatchKind::Batch, batch_id).await?;
+    state
+        .batches
+        .load(caller.org_id, BatchKind::Batch, batch_id)
+        .await?;
     let now = state.clock.now().timestamp_millis();
     let queued = state
         .store
@@ -163,7 +166,10 @@ async fn batch_analysis_progress(
     Path(id): Path<String>,
 ) -> ApiResult<Json<AnalysisProgressView>> {
     let batch_id = service::parse_id(BatchKind::Batch, &id)?;
-    service::load(&state, caller.org_id, BatchKind::Batch, batch_id).await?;
+    state
+        .batches
+        .load(caller.org_id, BatchKind::Batch, batch_id)
+        .await?;
     let progress = state
         .store
         .batch_analysis_progress(caller.org_id, batch_id)

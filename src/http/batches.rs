@@ -175,7 +175,7 @@ impl ItemView {
 
 /// The view of a batch with fresh progress.
 pub async fn view(state: &AppState, row: BatchRow) -> ApiResult<BatchView> {
-    let p = service::progress(state, row.id).await?;
+    let p = state.batches.progress(row.id).await?;
     Ok(BatchView::new(row, p))
 }
 
@@ -215,7 +215,10 @@ pub async fn items(
     page: PageRequest,
     query: ItemsQuery,
 ) -> ApiResult<ListEnvelope<ItemView>> {
-    let batch = service::load(state, org_id, kind, service::parse_id(kind, id)?).await?;
+    let batch = state
+        .batches
+        .load(org_id, kind, service::parse_id(kind, id)?)
+        .await?;
     let (rows, total) = state
         .store
         .batch_items_page(
@@ -240,8 +243,11 @@ pub async fn action(
     id: &str,
     action: BatchAction,
 ) -> ApiResult<Json<MessageBody>> {
-    let batch = service::load(state, org_id, kind, service::parse_id(kind, id)?).await?;
-    let message = service::act(state, kind, &batch, action).await?;
+    let batch = state
+        .batches
+        .load(org_id, kind, service::parse_id(kind, id)?)
+        .await?;
+    let message = state.batches.act(kind, &batch, action).await?;
     Ok(MessageBody::json(message))
 }
 
@@ -302,15 +308,19 @@ pub async fn patch(
     id: &str,
     body: UpdateBatchBody,
 ) -> ApiResult<Json<BatchView>> {
-    let batch = service::load(state, org_id, kind, service::parse_id(kind, id)?).await?;
-    let row = service::update(
-        state,
-        kind,
-        &batch,
-        body.name.map(Line::into_string),
-        body.scheduled_start_at,
-    )
-    .await?;
+    let batch = state
+        .batches
+        .load(org_id, kind, service::parse_id(kind, id)?)
+        .await?;
+    let row = state
+        .batches
+        .update(
+            kind,
+            &batch,
+            body.name.map(Line::into_string),
+            body.scheduled_start_at,
+        )
+        .await?;
     Ok(Json(view(state, row).await?))
 }
 
@@ -321,8 +331,11 @@ pub async fn remove(
     kind: BatchKind,
     id: &str,
 ) -> ApiResult<StatusCode> {
-    let batch = service::load(state, org_id, kind, service::parse_id(kind, id)?).await?;
-    service::delete(state, kind, &batch).await?;
+    let batch = state
+        .batches
+        .load(org_id, kind, service::parse_id(kind, id)?)
+        .await?;
+    state.batches.delete(kind, &batch).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -470,18 +483,19 @@ async fn create_batch(
             .map(Line::into_string)
             .filter(|n| !n.is_empty())
             .ok_or_else(|| ApiError::BadRequest("name is required".into()))?;
-        let row = service::create(
-            &state,
-            org,
-            BatchKind::Batch,
-            NewBatchInput {
-                name,
-                agent_id: body.agent_id,
-                from_number: body.from_number,
-                scheduled_start_at: scheduled,
-            },
-        )
-        .await?;
+        let row = state
+            .batches
+            .create(
+                org,
+                BatchKind::Batch,
+                NewBatchInput {
+                    name,
+                    agent_id: body.agent_id,
+                    from_number: body.from_number,
+                    scheduled_start_at: scheduled,
+                },
+            )
+            .await?;
         let batch = view(&state, row).await?;
         return Ok((
             StatusCode::CREATED,
@@ -499,31 +513,36 @@ async fn create_batch(
     }
     // Refusals (wallet, quota, caller ID, agent) come before anything is stored.
     let agent_id = placement::agent_id(&body.agent_id)?;
-    placement::plan(&state, org, agent_id, body.from_number.as_deref()).await?;
+    state
+        .calls
+        .plan(org, agent_id, body.from_number.as_deref())
+        .await?;
     let name = body
         .name
         .map(Line::into_string)
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| format!("Batch {}", now.format("%Y-%m-%d %H:%M")));
-    let row = service::create(
-        &state,
-        org,
-        BatchKind::Batch,
-        NewBatchInput {
-            name,
-            agent_id: body.agent_id,
-            from_number: body.from_number,
-            scheduled_start_at: scheduled,
-        },
-    )
-    .await?;
-    let report = service::add_items(
-        &state,
-        BatchKind::Batch,
-        &row,
-        contacts.into_iter().map(ItemInput::from).collect(),
-    )
-    .await?;
+    let row = state
+        .batches
+        .create(
+            org,
+            BatchKind::Batch,
+            NewBatchInput {
+                name,
+                agent_id: body.agent_id,
+                from_number: body.from_number,
+                scheduled_start_at: scheduled,
+            },
+        )
+        .await?;
+    let report = state
+        .batches
+        .add_items(
+            BatchKind::Batch,
+            &row,
+            contacts.into_iter().map(ItemInput::from).collect(),
+        )
+        .await?;
     let message = if report.added == 0 {
         format!(
             "Batch created; every contact was skipped ({} malformed or repeated), nothing to dial",
@@ -535,13 +554,16 @@ async fn create_batch(
             report.added, report.skipped
         )
     } else {
-        service::act(&state, BatchKind::Batch, &row, BatchAction::Start).await?;
+        state
+            .batches
+            .act(BatchKind::Batch, &row, BatchAction::Start)
+            .await?;
         format!(
             "Batch started: {} contact(s) to dial, {} skipped",
             report.added, report.skipped
         )
     };
-    let row = service::load(&state, org, BatchKind::Batch, row.id).await?;
+    let row = state.batches.load(org, BatchKind::Batch, row.id).await?;
     let response = AddItemsResponse::new(String::new(), report);
     Ok((
         StatusCode::CREATED,
@@ -572,20 +594,22 @@ async fn add_items(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<AddItemsBody>,
 ) -> ApiResult<Json<AddItemsResponse>> {
-    let batch = service::load(
-        &state,
-        caller.org_id,
-        BatchKind::Batch,
-        service::parse_id(BatchKind::Batch, &id)?,
-    )
-    .await?;
-    let report = service::add_items(
-        &state,
-        BatchKind::Batch,
-        &batch,
-        body.items.into_iter().map(ItemInput::from).collect(),
-    )
-    .await?;
+    let batch = state
+        .batches
+        .load(
+            caller.org_id,
+            BatchKind::Batch,
+            service::parse_id(BatchKind::Batch, &id)?,
+        )
+        .await?;
+    let report = state
+        .batches
+        .add_items(
+            BatchKind::Batch,
+            &batch,
+            body.items.into_iter().map(ItemInput::from).collect(),
+        )
+        .await?;
     let message = format!("{} item(s) added, {} skipped", report.added, report.skipped);
     Ok(Json(AddItemsResponse::new(message, report)))
 }
@@ -613,13 +637,14 @@ async fn get_batch(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<BatchView>> {
-    let row = service::load(
-        &state,
-        caller.org_id,
-        BatchKind::Batch,
-        service::parse_id(BatchKind::Batch, &id)?,
-    )
-    .await?;
+    let row = state
+        .batches
+        .load(
+            caller.org_id,
+            BatchKind::Batch,
+            service::parse_id(BatchKind::Batch, &id)?,
+        )
+        .await?;
     Ok(Json(view(&state, row).await?))
 }
 
@@ -816,7 +841,10 @@ pub async fn export(
     kind: BatchKind,
     id: &str,
 ) -> ApiResult<Response> {
-    let batch = service::load(state, org_id, kind, service::parse_id(kind, id)?).await?;
+    let batch = state
+        .batches
+        .load(org_id, kind, service::parse_id(kind, id)?)
+        .await?;
     let columns =
         AnalysisColumns::of_agent(&state.store, org_id, &batch.agent_id.to_string(), true).await?;
     let export = BatchExport {

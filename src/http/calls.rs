@@ -8,7 +8,7 @@ use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
 use crate::app::state::AppState;
 use crate::calls::placement::{self, CallSource, CallTarget};
-use crate::calls::test_call::{TestCallError, place_test_call};
+use crate::calls::test_call::TestCallError;
 use crate::domain::PhoneNumber;
 use crate::domain::ids::CallId;
 use crate::domain::text::{Line, Variables};
@@ -82,25 +82,28 @@ async fn place_call(
     let phone =
         PhoneNumber::parse(&body.to).map_err(|e| ApiError::BadRequest(format!("to {e}")))?;
     let agent_id = placement::agent_id(&body.agent_id)?;
-    let plan =
-        placement::plan(&state, caller.org_id, agent_id, body.from_number.as_deref()).await?;
+    let plan = state
+        .calls
+        .plan(caller.org_id, agent_id, body.from_number.as_deref())
+        .await?;
     let (variables, email) = body
         .variables
         .map(Variables::into_parts)
         .unwrap_or_default();
     let name = placement::target_name(&variables, body.name.map(Line::into_string));
-    let placed = placement::place(
-        &state,
-        &plan,
-        vec![CallTarget {
-            phone,
-            name,
-            email,
-            variables,
-        }],
-        CallSource::Api,
-    )
-    .await?;
+    let placed = state
+        .calls
+        .place(
+            &plan,
+            vec![CallTarget {
+                phone,
+                name,
+                email,
+                variables,
+            }],
+            CallSource::Api,
+        )
+        .await?;
     let call_id = placed
         .into_iter()
         .next()
@@ -167,8 +170,10 @@ async fn test_call(
 ) -> ApiResult<(StatusCode, Json<TestCallResponse>)> {
     let phone = PhoneNumber::parse(&body.phone_number)
         .map_err(|e| ApiError::BadRequest(format!("phoneNumber {e}")))?;
-    let (call_id, plan) =
-        place_test_call(&state, caller.org_id, &agent_id, phone, body.variables).await?;
+    let (call_id, plan) = state
+        .calls
+        .place_test_call(caller.org_id, &agent_id, phone, body.variables)
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(TestCallResponse {
@@ -276,9 +281,11 @@ async fn alert(
         ));
     }
     let agent_id = placement::agent_id(&body.agent_id)?;
-    let plan =
-        placement::plan(&state, caller.org_id, agent_id, body.from_number.as_deref()).await?;
-    let placed = placement::place(&state, &plan, targets, CallSource::Alert).await?;
+    let plan = state
+        .calls
+        .plan(caller.org_id, agent_id, body.from_number.as_deref())
+        .await?;
+    let placed = state.calls.place(&plan, targets, CallSource::Alert).await?;
     let dialed = placed.len();
     Ok(Json(AlertResponse {
         message: format!("Alert queued: {dialed} call(s), {skipped} number(s) skipped"),
@@ -326,7 +333,7 @@ async fn cancel_call(
         CancelOutcome::HangingUp => Ok(MessageBody::json("Call is being hung up")),
         CancelOutcome::NotFound
             if matches!(
-                crate::cluster::call_orders::forward_cancel(&state, id, &org.to_string()).await?,
+                state.cluster.forward_cancel(id, &org.to_string()).await?,
                 crate::cluster::call_orders::Forwarded::ToOwner(_)
             ) =>
         {

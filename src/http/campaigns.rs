@@ -86,18 +86,19 @@ async fn create_campaign(
         .as_deref()
         .map(|raw| service::parse_schedule(raw, state.clock.now()))
         .transpose()?;
-    let row = service::create(
-        &state,
-        caller.org_id,
-        BatchKind::Campaign,
-        NewBatchInput {
-            name: body.name.into_string(),
-            agent_id: body.agent_id,
-            from_number: body.from_number,
-            scheduled_start_at: scheduled,
-        },
-    )
-    .await?;
+    let row = state
+        .batches
+        .create(
+            caller.org_id,
+            BatchKind::Campaign,
+            NewBatchInput {
+                name: body.name.into_string(),
+                agent_id: body.agent_id,
+                from_number: body.from_number,
+                scheduled_start_at: scheduled,
+            },
+        )
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(batch_http::view(&state, row).await?),
@@ -127,13 +128,14 @@ async fn get_campaign(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<BatchView>> {
-    let row = service::load(
-        &state,
-        caller.org_id,
-        BatchKind::Campaign,
-        service::parse_id(BatchKind::Campaign, &id)?,
-    )
-    .await?;
+    let row = state
+        .batches
+        .load(
+            caller.org_id,
+            BatchKind::Campaign,
+            service::parse_id(BatchKind::Campaign, &id)?,
+        )
+        .await?;
     Ok(Json(batch_http::view(&state, row).await?))
 }
 
@@ -283,13 +285,14 @@ async fn upload_students(
     Path(id): Path<String>,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<Json<UploadReport>> {
-    let campaign = service::load(
-        &state,
-        caller.org_id,
-        BatchKind::Campaign,
-        service::parse_id(BatchKind::Campaign, &id)?,
-    )
-    .await?;
+    let campaign = state
+        .batches
+        .load(
+            caller.org_id,
+            BatchKind::Campaign,
+            service::parse_id(BatchKind::Campaign, &id)?,
+        )
+        .await?;
     let status = BatchStatus::from_stored(&campaign.status);
     if !status.is_unstarted() {
         return Err(ApiError::conflict(format!(
@@ -342,7 +345,9 @@ async fn upload_students(
     // The whole file was read before anything is appended, so a refused
     // file (over the row limit, a bad header) stores nothing; a bad row,
     // whatever is wrong with it, is only left out and reported.
-    service::append_checked(&state, BatchKind::Campaign, &campaign, sheet.into_items())
+    state
+        .batches
+        .append_checked(BatchKind::Campaign, &campaign, sheet.into_items())
         .await
         .map_err(|err| match err {
             BatchError::StartedWhileAdding(_) => ApiError::conflict(
@@ -392,13 +397,14 @@ async fn campaign_calls(
     ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<CallList>> {
     let org = caller.org_id;
-    let campaign = service::load(
-        &state,
-        org,
-        BatchKind::Campaign,
-        service::parse_id(BatchKind::Campaign, &id)?,
-    )
-    .await?;
+    let campaign = state
+        .batches
+        .load(
+            org,
+            BatchKind::Campaign,
+            service::parse_id(BatchKind::Campaign, &id)?,
+        )
+        .await?;
     let (rows, counts) = state
         .store
         .campaign_calls(org, campaign.id, i64::from(page.limit), page.offset())

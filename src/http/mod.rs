@@ -21,7 +21,7 @@ pub mod ratings;
 pub mod recordings;
 
 use crate::app::state::AppState;
-use crate::carriers::store_wiring::ServiceCallbackHost;
+use crate::carriers::store_wiring::{ServiceCallbackHost, StatusForwarder};
 use axum::Json;
 use axum::Router;
 use axum::body::Body;
@@ -96,7 +96,16 @@ pub fn router(state: AppState) -> Router {
         .merge(health)
         .merge(media::router())
         .merge(crate::carriers::callbacks::router(Arc::new(
-            ServiceCallbackHost::new(state.clone()),
+            ServiceCallbackHost::new(
+                state.store.clone(),
+                &state.secret,
+                state.engine.clone(),
+                state.settings.public_url.clone(),
+                state
+                    .bus
+                    .is_some()
+                    .then(|| Arc::new(state.cluster.clone()) as Arc<dyn StatusForwarder>),
+            ),
         )))
         .merge(recordings::public_router())
         .merge(openapi::router(doc))

@@ -3,8 +3,8 @@
 //! sim providers' timings.
 
 use super::fleet::PlaceMode;
-use crate::app::config::SmartTurnArgs;
 use crate::calls::sim_callee::CalleeVoiceKind;
+use crate::config::SmartTurnArgs;
 use crate::providers::settings::ProviderArgs;
 
 /// `voxline loadgen` options.

@@ -15,7 +15,7 @@ use super::observation::{failure_of, fill_from_detail, fill_from_report, greetin
 use super::sweep::{self, SweepReport, SweepStep, Targets};
 use super::tools::{self, ToolServer};
 use super::turn_counts::TurnCounts;
-use crate::app::procstat::ProcessProbe;
+use crate::cluster::procstat::ProcessProbe;
 use crate::domain::CallId;
 use crate::store::Store;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};

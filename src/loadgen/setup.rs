@@ -12,9 +12,9 @@ use super::metrics::TurnBudget;
 use super::tools::{self, ToolServer};
 use crate::access::api_key::GeneratedKey;
 use crate::admin::ops;
-use crate::app::config::{Settings, SimSettings};
-use crate::app::procstat::ProcessProbe;
 use crate::app::server::Server;
+use crate::cluster::procstat::ProcessProbe;
+use crate::config::{Settings, SimSettings};
 use crate::domain::clock::SystemClock;
 use crate::domain::{AgentId, ApiKeyId, OrgId, Paise};
 use crate::providers::settings::ProviderSettings;
@@ -293,7 +293,7 @@ async fn start_in_process(
     settings.providers = ProviderSettings::resolve(&args.providers, None);
     settings.smart_turn = crate::providers::smart_turn::SmartTurnSettings::resolve(
         &args.smart_turn,
-        &crate::app::config::FileConfig::default(),
+        &crate::config::FileConfig::default(),
         &settings.storage.data_dir,
     );
     if let Some(concurrency) = args.postcall_llm_concurrency {

@@ -2,4 +2,5 @@
 //! derived from the server secret.
 
 pub mod credentials;
+pub mod server_secret;
 pub mod workspace_credentials;

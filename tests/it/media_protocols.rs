@@ -19,7 +19,7 @@ use tokio::time::{Instant, MissedTickBehavior, interval, timeout};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async};
 use voxline::admin::ops;
-use voxline::app::config::Settings;
+use voxline::config::Settings;
 use voxline::domain::clock::{ManualClock, SharedClock};
 use voxline_actors::carrier::{Carrier, CarrierError, DialRequest, StatusSink};
 use voxline_media::g711::linear_to_mulaw;

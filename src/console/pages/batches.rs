@@ -205,7 +205,7 @@ async fn list_page(
         .await?;
     let mut lines = Vec::with_capacity(rows.len());
     for row in rows {
-        let progress = service::progress(&state, row.id).await?;
+        let progress = state.batches.progress(row.id).await?;
         lines.push(BatchLine::new(row, progress));
     }
     render(&ListPage {
@@ -611,18 +611,19 @@ async fn create(
     if errors.any() {
         return refused_form(&state, user.org_id, errors, form.values).await;
     }
-    let created = service::create(
-        &state,
-        user.org_id,
-        checked.kind,
-        NewBatchInput {
-            name: checked.name,
-            agent_id: form.values.agent_id.trim().to_string(),
-            from_number: Some(form.values.from_number.clone()),
-            scheduled_start_at: checked.schedule,
-        },
-    )
-    .await;
+    let created = state
+        .batches
+        .create(
+            user.org_id,
+            checked.kind,
+            NewBatchInput {
+                name: checked.name,
+                agent_id: form.values.agent_id.trim().to_string(),
+                from_number: Some(form.values.from_number.clone()),
+                scheduled_start_at: checked.schedule,
+            },
+        )
+        .await;
     let batch = match created {
         Ok(batch) => batch,
         Err(err) => {
@@ -630,7 +631,10 @@ async fn create(
             return refused_form(&state, user.org_id, errors, form.values).await;
         }
     };
-    service::append_checked(&state, checked.kind, &batch, sheet.into_items()).await?;
+    state
+        .batches
+        .append_checked(checked.kind, &batch, sheet.into_items())
+        .await?;
     let location = format!("/batches/{}", batch.id);
     let mut response = (
         StatusCode::OK,
@@ -785,7 +789,7 @@ async fn batch_page(
     Query(query): Query<PageQuery>,
 ) -> Result<Html<String>, ConsoleError> {
     let row = load(&state, user.org_id, &id).await?;
-    let progress = service::progress(&state, row.id).await?;
+    let progress = state.batches.progress(row.id).await?;
     let status = BatchStatus::from_stored(&row.status);
     let page = page_number(query.page.as_deref());
     let (items, total) = state
@@ -864,7 +868,7 @@ async fn next_event(mut cursor: LiveCursor) -> Option<(Result<Event, Infallible>
                 return None;
             }
         };
-        let progress = match service::progress(&cursor.state, row.id).await {
+        let progress = match cursor.state.batches.progress(row.id).await {
             Ok(p) => p,
             Err(err) => {
                 tracing::warn!(batch = %cursor.id, error = %err, "batch live view stopped");
@@ -992,7 +996,7 @@ async fn act(
     };
     let row = load(&state, user.org_id, &id).await?;
     let was_finished = is_finished(BatchStatus::from_stored(&row.status));
-    match service::act(&state, kind_of(&row), &row, action).await {
+    match state.batches.act(kind_of(&row), &row, action).await {
         Ok(message) => {
             let mut response = flash(StatusCode::OK, true, message)?;
             if was_finished {
@@ -1034,7 +1038,11 @@ async fn schedule(
             Err(message) => return flash(StatusCode::UNPROCESSABLE_ENTITY, false, message),
         }
     };
-    match service::update(&state, kind_of(&row), &row, None, Some(change)).await {
+    match state
+        .batches
+        .update(kind_of(&row), &row, None, Some(change))
+        .await
+    {
         Ok(_) => {
             let mut response = flash(StatusCode::OK, true, "Schedule saved.".into())?;
             response

@@ -3,7 +3,7 @@
 //! scorecards with the API's filters, regenerate one, and the CSV export
 //! streamed by the same code as `GET /api/ratings/export-all`.
 
-use crate::agents::service::{self, AgentError};
+use crate::agents::service::AgentError;
 use crate::app::state::AppState;
 use crate::console::chrome::{Chrome, Nav};
 use crate::console::error::ConsoleError;
@@ -356,7 +356,7 @@ async fn template_form(
     user: ConsoleUser,
     Path(agent_id): Path<String>,
 ) -> Result<Html<String>, ConsoleError> {
-    let row = service::load_live(&state, user.org_id, &agent_id).await?;
+    let row = state.agents.load_live(user.org_id, &agent_id).await?;
     let spec = row.spec()?;
     let own = spec
         .rating_template
@@ -418,7 +418,7 @@ async fn save_template(
     Form(pairs): Form<Vec<(String, String)>>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Member)?;
-    let row = service::load_live(&state, user.org_id, &agent_id).await?;
+    let row = state.agents.load_live(user.org_id, &agent_id).await?;
     let spec = row.spec()?;
     let columns = posted_columns(&pairs);
     let use_default = pairs.iter().any(|(k, _)| k == "useDefault");
@@ -439,7 +439,7 @@ async fn save_template(
         Ok(input) => input,
         Err(err) => return refused(format!("{}: {}", err.path(), err.inner()), columns),
     };
-    match service::update(&state, user.org_id, &agent_id, input).await {
+    match state.agents.update(user.org_id, &agent_id, input).await {
         Ok(_) => Ok(Redirect::to("/ratings").into_response()),
         Err(AgentError::Spec(err)) => refused(err.to_string(), columns),
         Err(err) => Err(err.into()),

@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use voxline::app::config::Settings;
 use voxline::app::server::Server;
+use voxline::config::Settings;
 
 const LIVE: [&str; 3] = ["queued", "ringing", "in-progress"];
 

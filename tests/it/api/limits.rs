@@ -182,10 +182,7 @@ async fn an_abrupt_stop_never_over_admits() {
     // No clean shutdown: counters are not settled.
     drop(app.server.take());
     let server = voxline::app::server::Server::start(
-        voxline::app::config::Settings::for_tests(
-            app.data_dir.clone(),
-            Some(app.database_url.clone()),
-        ),
+        voxline::config::Settings::for_tests(app.data_dir.clone(), Some(app.database_url.clone())),
         clock,
     )
     .await

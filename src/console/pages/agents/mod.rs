@@ -7,10 +7,10 @@
 pub mod form;
 
 use self::form::{AgentForm, SectionView, spec_refusal};
-use crate::agents::chat::{self as agent_chat, ChatError, ChatTurn};
-use crate::agents::service::{self, AgentError};
+use crate::agents::chat::{ChatError, ChatTurn};
+use crate::agents::service::AgentError;
 use crate::app::state::AppState;
-use crate::calls::test_call::{TestCallError, place_test_call};
+use crate::calls::test_call::TestCallError;
 use crate::console::chrome::{Chrome, Nav};
 use crate::console::error::ConsoleError;
 use crate::console::render::render;
@@ -240,7 +240,7 @@ async fn create(
             return refused(&form_page(&user, None, &form));
         }
     };
-    match service::create(&state, user.org_id, input).await {
+    match state.agents.create(user.org_id, input).await {
         Ok(_) => Ok(Redirect::to("/agents").into_response()),
         Err(AgentError::Spec(err)) => {
             form.refuse(spec_refusal(&err));
@@ -264,7 +264,7 @@ async fn edit_form(
     user: ConsoleUser,
     Path(id): Path<String>,
 ) -> Result<Html<String>, ConsoleError> {
-    let row = service::load_live(&state, user.org_id, &id).await?;
+    let row = state.agents.load_live(user.org_id, &id).await?;
     let form = AgentForm::from_spec(&row.spec()?);
     render(&form_page(&user, Some(AgentItem::from_row(&row)?), &form))
 }
@@ -276,7 +276,7 @@ async fn update(
     Form(pairs): Form<Vec<(String, String)>>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Member)?;
-    let row = service::load_live(&state, user.org_id, &id).await?;
+    let row = state.agents.load_live(user.org_id, &id).await?;
     let agent = AgentItem::from_row(&row)?;
     let mut form = AgentForm::from_pairs(&pairs);
     let input = match form.to_input() {
@@ -286,7 +286,7 @@ async fn update(
             return refused(&form_page(&user, Some(agent), &form));
         }
     };
-    match service::update(&state, user.org_id, &id, input).await {
+    match state.agents.update(user.org_id, &id, input).await {
         Ok(_) => Ok(Redirect::to("/agents").into_response()),
         Err(AgentError::Spec(err)) => {
             form.refuse(spec_refusal(&err));
@@ -302,7 +302,7 @@ async fn row_after(
     user: &ConsoleUser,
     id: &str,
 ) -> Result<Html<String>, ConsoleError> {
-    let row = service::load_any(state, user.org_id, id).await?;
+    let row = state.agents.load_any(user.org_id, id).await?;
     render(&AgentRowFragment {
         row: AgentItem::from_row(&row)?,
         can_edit: true,
@@ -315,7 +315,7 @@ async fn delete(
     Path(id): Path<String>,
 ) -> Result<Html<String>, ConsoleError> {
     user.require(Role::Member)?;
-    service::delete(&state, user.org_id, &id).await?;
+    state.agents.delete(user.org_id, &id).await?;
     row_after(&state, &user, &id).await
 }
 
@@ -325,7 +325,7 @@ async fn restore(
     Path(id): Path<String>,
 ) -> Result<Html<String>, ConsoleError> {
     user.require(Role::Member)?;
-    service::restore(&state, user.org_id, &id).await?;
+    state.agents.restore(user.org_id, &id).await?;
     row_after(&state, &user, &id).await
 }
 
@@ -335,7 +335,7 @@ async fn activate(
     Path(id): Path<String>,
 ) -> Result<Html<String>, ConsoleError> {
     user.require(Role::Member)?;
-    service::activate(&state, user.org_id, &id).await?;
+    state.agents.activate(user.org_id, &id).await?;
     row_after(&state, &user, &id).await
 }
 
@@ -345,7 +345,7 @@ async fn deactivate(
     Path(id): Path<String>,
 ) -> Result<Html<String>, ConsoleError> {
     user.require(Role::Member)?;
-    service::deactivate(&state, user.org_id, &id).await?;
+    state.agents.deactivate(user.org_id, &id).await?;
     row_after(&state, &user, &id).await
 }
 
@@ -375,7 +375,11 @@ async fn test_call(
     };
     let placed = match PhoneNumber::parse(body.phone_number.trim()) {
         Err(err) => Err(format!("phoneNumber {err}")),
-        Ok(phone) => match place_test_call(&state, user.org_id, &id, phone, None).await {
+        Ok(phone) => match state
+            .calls
+            .place_test_call(user.org_id, &id, phone, None)
+            .await
+        {
             Ok((call_id, _)) => Ok(call_id),
             Err(TestCallError::Placement(crate::calls::placement::PlacementError::Store(err))) => {
                 return Err(ConsoleError::Store(err));
@@ -465,7 +469,7 @@ async fn chat(
         session_id: session_id.clone().unwrap_or_default(),
         ..ChatCard::default()
     };
-    let status = match agent_chat::chat(&state, user.org_id, &id, turn).await {
+    let status = match state.agents.chat(user.org_id, &id, turn).await {
         Ok(answer) => {
             card.session_id = answer.session_id.to_string();
             card.ended = answer.ended;

@@ -5,7 +5,6 @@
 //! that does not parse stops the start instead of falling back to a default;
 //! [`name_env_variable`] makes that error name the variable.
 
-use crate::calls::sim_callee::CalleeVoiceKind;
 use crate::providers::settings::{ProviderArgs, ProviderSettings};
 use crate::providers::smart_turn::{MODEL_FILE, PoolSettings, RUNTIME_FILE, SmartTurnSettings};
 use crate::recordings::RecordingsLocation;
@@ -860,6 +859,22 @@ fn find_arg<'a>(cmd: &'a clap::Command, shown: &str) -> Option<&'a Arg> {
     cmd.get_arguments()
         .find(|arg| arg.get_long() == Some(long))
         .or_else(|| cmd.get_subcommands().find_map(|sub| find_arg(sub, shown)))
+}
+
+/// What the sim callee sounds like (`VOXLINE_SIM_CALLEE_VOICE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum CalleeVoiceKind {
+    /// Speech-like sound whose words the sim ASR reads from the script: the default, and
+    /// what load tests run on.
+    #[default]
+    Synthetic,
+    /// Real speech from the Piper server (`VOXLINE_PIPER_BASE_URL`).
+    Piper,
+    /// Real speech from espeak-ng.
+    Espeak,
+    /// Piper when its server answers at start-up, else espeak-ng.
+    Speech,
 }
 
 #[cfg(test)]
