@@ -1,7 +1,5 @@
-//! The application: resolved settings, logging, the shared state handlers and
-//! workers run on, and the startup and shutdown sequence that wires every
-//! other room together.
+//! The application: logging and metrics, and the startup and shutdown
+//! sequence that builds every service and wires the other rooms together.
 
 pub mod server;
-pub mod state;
 pub mod telemetry;

@@ -4,7 +4,6 @@
 use crate::access::rate_limit::RateLimiter;
 use crate::admin::bootstrap::{Bootstrapped, bootstrap_if_empty};
 use crate::agents::service::AgentService;
-use crate::app::state::{AppInner, AppState};
 use crate::app::telemetry::metrics_handle;
 use crate::background::janitor;
 use crate::batches::service::BatchService;
@@ -20,6 +19,7 @@ use crate::cluster::service::{ClusterParts, ClusterService};
 use crate::config::Settings;
 use crate::domain::clock::SharedClock;
 use crate::http;
+use crate::http::state::{AppInner, AppState};
 use crate::postcall::ratings::scoring::Rater;
 use crate::providers::resilience::Breakers;
 use crate::providers::select::ProviderSelector;

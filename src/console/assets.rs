@@ -2,7 +2,7 @@
 //! serve` needs nothing beside it. Vendored: htmx 2.0.10 and uPlot 1.6.32
 //! (both MIT); ours: `console.css` and `console.js`.
 
-use crate::app::state::AppState;
+use crate::http::state::AppState;
 use axum::Router;
 use axum::extract::Path;
 use axum::http::{HeaderValue, StatusCode, header};

@@ -36,7 +36,7 @@ use super::MAX_FORM_BODY;
 use super::error::ConsoleError;
 use super::origin::{Origin, Site};
 use super::session;
-use crate::app::state::AppState;
+use crate::http::state::AppState;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::request::Parts;

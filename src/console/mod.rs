@@ -20,7 +20,7 @@ pub mod security;
 pub mod session;
 pub mod sign_in;
 
-use crate::app::state::AppState;
+use crate::http::state::AppState;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;

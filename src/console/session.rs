@@ -5,8 +5,8 @@
 //! applies to open sessions on their next request.
 
 use super::error::ConsoleError;
-use crate::app::state::AppState;
 use crate::domain::{OrgId, Role, UserId};
+use crate::http::state::AppState;
 use crate::store::StoreError;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;

@@ -3,9 +3,9 @@
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiQuery;
-use crate::app::state::AppState;
 use crate::domain::clock::{iso, ist_month_key};
 use crate::domain::page::{ListEnvelope, PageRequest};
+use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;

@@ -9,10 +9,10 @@ use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
 use crate::agents::chat::{ChatError, ChatTurn, instant_sim};
-use crate::app::state::AppState;
 use crate::domain::agent::{AgentSpec, AgentSpecError, LlmVendor};
 use crate::domain::text::Variables;
 use crate::domain::{AgentId, OrgId};
+use crate::http::state::AppState;
 use crate::providers::drafting::{
     assist_prompt_sim, assist_prompt_with, draft_agent_sim, draft_agent_with,
 };

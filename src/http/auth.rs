@@ -3,8 +3,8 @@
 use super::error::ApiError;
 use crate::access::api_key::{hash_key, looks_like_key};
 use crate::access::rate_limit::{Admission, Outcome, Quota};
-use crate::app::state::AppState;
 use crate::domain::{ApiKeyId, OrgId};
+use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};

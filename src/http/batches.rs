@@ -9,7 +9,6 @@ use super::call_reads::{AnalysisColumns, display_status, merged_object};
 use super::csv_download::{CsvExport, csv_export};
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, ApiQuery, trimmed};
-use crate::app::state::AppState;
 use crate::batches::service::{self, AddReport, ItemInput, NewBatchInput};
 use crate::batches::{BatchAction, BatchKind, Progress};
 use crate::calls::placement;
@@ -17,6 +16,7 @@ use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::text::{EMAIL_VARIABLE, Line, Variables};
 use crate::domain::{BatchId, Email, OrgId};
+use crate::http::state::AppState;
 use crate::postcall::analysis::view::stored_verdict;
 use crate::store::batches::{BatchRow, ItemResultRow, ItemRow};
 use crate::store::{Store, StoreError, StoreResult, decode_json};
@@ -271,7 +271,7 @@ macro_rules! transition_route {
             params(($param = String, Path, description = $param_doc)),
             responses($($responses)*))]
         async fn $name(
-            axum::extract::State(state): axum::extract::State<$crate::app::state::AppState>,
+            axum::extract::State(state): axum::extract::State<$crate::http::state::AppState>,
             caller: $crate::http::auth::Caller,
             axum::extract::Path(id): axum::extract::Path<String>,
         ) -> $crate::http::error::ApiResult<axum::Json<$crate::http::MessageBody>> {

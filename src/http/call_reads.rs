@@ -6,13 +6,13 @@ use super::auth::Caller;
 use super::csv_download::{CsvExport, csv_export};
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiQuery, flag, trimmed};
-use crate::app::state::AppState;
 use crate::calls::tool_call_view::ToolCallView;
 use crate::domain::clock::display_duration;
 use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::text::{Line, optional_line};
 use crate::domain::{AgentId, CallId, OrgId};
+use crate::http::state::AppState;
 use crate::postcall::analysis::view::{
     AnalysisView, merged_extracted, stored_structured_data, stored_verdict,
 };

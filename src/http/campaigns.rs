@@ -10,12 +10,12 @@ use super::batches::{
 use super::call_reads::{CallList, CallListStats, CallRowView};
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, ApiQuery};
-use crate::app::state::AppState;
 use crate::batches::service::{self, BatchError, NewBatchInput};
 use crate::batches::student_sheet::{MAX_SHEET_ROWS, SheetError, StudentSheet};
 use crate::batches::{BatchAction, BatchKind, BatchStatus};
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::text::Line;
+use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};

@@ -2,7 +2,7 @@
 //! load) and `/readyz` (it can take work: not draining, and the database
 //! answers).
 
-use crate::app::state::AppState;
+use crate::http::state::AppState;
 use axum::Json;
 use axum::Router;
 use axum::extract::State;

@@ -6,8 +6,8 @@
 //! Anything else is closed without touching a call.
 
 use super::extract::ApiQuery;
-use crate::app::state::AppState;
 use crate::calls::media_stream::{AxumTransport, MediaStream};
+use crate::http::state::AppState;
 use axum::Router;
 use axum::extract::ws::{WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, RawQuery, State};

@@ -19,9 +19,10 @@ pub mod media;
 pub mod openapi;
 pub mod ratings;
 pub mod recordings;
+pub mod state;
 
-use crate::app::state::AppState;
 use crate::carriers::store_wiring::{ServiceCallbackHost, StatusForwarder};
+use crate::http::state::AppState;
 use axum::Json;
 use axum::Router;
 use axum::body::Body;

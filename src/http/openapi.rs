@@ -1,7 +1,7 @@
 //! The OpenAPI document, generated from the handlers, and a small docs page.
 
-use crate::app::state::AppState;
 use crate::domain::text::{self, Lines};
+use crate::http::state::AppState;
 use axum::Json;
 use axum::Router;
 use axum::response::Html;

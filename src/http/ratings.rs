@@ -15,7 +15,7 @@ pub use reads::{ColumnView, PhoneRatings, RatingView};
 pub use rescoring::{BulkRegenerateRequest, QueuedBody};
 pub use stats::{AgentAverage, Bucket, Distribution, RatingAnalytics, RatingStats};
 
-use crate::app::state::AppState;
+use crate::http::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 

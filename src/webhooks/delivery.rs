@@ -3,11 +3,11 @@
 //! addresses inside private networks unless the host is allow-listed, and
 //! connecting only to the addresses that were checked ([`crate::egress`]).
 
-use crate::app::state::AppState;
 use crate::calls::recording_link::recording_link;
 use crate::calls::tool_call_view::ToolCallView;
 use crate::domain::CallId;
 use crate::egress::{EgressError, GuardedClient};
+use crate::http::state::AppState;
 use crate::postcall::analysis::view::{AnalysisView, merged_extracted};
 use crate::store::webhook_outbox::DueDelivery;
 use crate::store::{StoreError, decode_json};

@@ -4,7 +4,6 @@
 //! events, its actions (start, pause, resume, stop, retry, schedule) and its
 //! CSV export. Every step goes through `batches::service`, as the API does.
 
-use crate::app::state::AppState;
 use crate::batches::service::{self, BatchError, NewBatchInput};
 use crate::batches::student_sheet::{ReadSheet, RejectedRow, SheetError, StudentSheet};
 use crate::batches::{BatchAction, BatchKind, BatchStatus, Progress};
@@ -14,6 +13,7 @@ use crate::domain::agent::AgentStatus;
 use crate::domain::clock::iso;
 use crate::domain::text::{self, Lines};
 use crate::domain::{BatchId, OrgId, Role};
+use crate::http::state::AppState;
 use crate::store::StoreError;
 use crate::store::batches::{BatchRow, ItemRow};
 use askama::Template;

@@ -10,13 +10,13 @@ pub mod detail;
 pub mod display;
 pub mod filter;
 
-use crate::app::state::AppState;
 use crate::console::chrome::{Chrome, Nav};
 use crate::console::error::ConsoleError;
 use crate::console::render::render;
 use crate::console::session::ConsoleUser;
 use crate::domain::Role;
 use crate::domain::{CallId, OrgId};
+use crate::http::state::AppState;
 use crate::recordings::serve::{ServeRecordingError, serve_recording};
 use crate::store::{CallReadRow, StoreError};
 use askama::Template;

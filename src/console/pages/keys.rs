@@ -5,10 +5,10 @@
 
 use super::timestamps::{utc_minute, utc_minute_or_never};
 use crate::admin::ops::{self, KeyLimitsError};
-use crate::app::state::AppState;
 use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render};
 use crate::domain::text::Line;
 use crate::domain::{ApiKeyId, Role};
+use crate::http::state::AppState;
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;

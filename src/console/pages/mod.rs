@@ -12,7 +12,7 @@ pub mod timestamps;
 pub mod wallet;
 pub mod webhooks;
 
-use crate::app::state::AppState;
+use crate::http::state::AppState;
 use axum::Router;
 
 /// Every page family's routes.

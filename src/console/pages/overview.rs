@@ -6,13 +6,13 @@
 use super::calls::display::{count, rupees, status_class};
 use super::calls::filter::ist_midnight_ms;
 use super::calls::{CallRow, SelectOption};
-use crate::app::state::AppState;
 use crate::console::chrome::{Chrome, Nav};
 use crate::console::error::ConsoleError;
 use crate::console::render::render;
 use crate::console::session::ConsoleUser;
 use crate::domain::Paise;
 use crate::domain::clock::ist_day;
+use crate::http::state::AppState;
 use crate::store::{CallDayStatusRow, CallFilter};
 use askama::Template;
 use axum::Router;

@@ -4,7 +4,6 @@
 //! streamed by the same code as `GET /api/ratings/export-all`.
 
 use crate::agents::service::AgentError;
-use crate::app::state::AppState;
 use crate::console::chrome::{Chrome, Nav};
 use crate::console::error::ConsoleError;
 use crate::console::pages::agents::shown_time;
@@ -15,6 +14,7 @@ use crate::domain::Role;
 use crate::domain::agent::AgentInput;
 use crate::http::csv_download::csv_export;
 use crate::http::ratings::RatingsExport;
+use crate::http::state::AppState;
 use crate::postcall::ratings::filter::{FilterError, RatingFilterText};
 use crate::postcall::ratings::regenerate::{RescoreError, regenerate as regenerate_now};
 use crate::postcall::ratings::template::effective_template;

@@ -4,9 +4,9 @@
 //! whole, through the same service as `voxline admin credential set`.
 
 use super::timestamps::utc_minute;
-use crate::app::state::AppState;
 use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render};
 use crate::domain::Role;
+use crate::http::state::AppState;
 use crate::secrets::credentials::{CredentialCipher, CredentialKind};
 use crate::secrets::workspace_credentials::{self, StoreCredentialError};
 use askama::Template;

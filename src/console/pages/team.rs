@@ -5,9 +5,9 @@
 
 use super::timestamps::utc_minute;
 use crate::admin::people::{self, PeopleError};
-use crate::app::state::AppState;
 use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render};
 use crate::domain::{Email, Role};
+use crate::http::state::AppState;
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};

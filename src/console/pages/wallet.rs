@@ -4,11 +4,11 @@
 //! `voxline admin number add`.
 
 use crate::admin::ops;
-use crate::app::state::AppState;
 use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render};
 use crate::domain::agent::TELEPHONY_PROVIDERS;
 use crate::domain::clock::{iso, ist_month_key};
 use crate::domain::{Paise, PhoneNumber, Role};
+use crate::http::state::AppState;
 use crate::store::StoreError;
 use crate::store::{NumberRow, WalletTxRow};
 use askama::Template;

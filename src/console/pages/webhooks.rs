@@ -5,9 +5,9 @@
 //! same service as `voxline admin webhook` and the API's redeliver.
 
 use super::timestamps::{utc_minute, utc_minute_or_never};
-use crate::app::state::AppState;
 use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render};
 use crate::domain::Role;
+use crate::http::state::AppState;
 use crate::store::{DeliveryLogFilter, StoreResult, decode_json};
 use crate::webhooks::subscriptions::{
     self, DEFAULT_EVENTS, EVENT_KINDS, RedeliverError, SubscriptionError,

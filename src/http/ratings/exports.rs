@@ -3,7 +3,6 @@
 //! is the pager both (and the analytics) read through.
 
 use super::query::{RatingFilterQuery, optional_bound, parse_agent};
-use crate::app::state::AppState;
 use crate::domain::CallId;
 use crate::domain::OrgId;
 use crate::http::MessageBody;
@@ -11,6 +10,7 @@ use crate::http::auth::Caller;
 use crate::http::csv_download::{CsvExport, csv_export};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiQuery};
+use crate::http::state::AppState;
 use crate::postcall::ratings::export::{EXPORT_HEADER, EXPORT_PAGE_ROWS, export_record};
 use crate::postcall::ratings::sheets::{SheetTarget, append_rows, valid_spreadsheet_id};
 use crate::secrets::credentials::CredentialCipher;

@@ -2,7 +2,6 @@
 //! unrated answers), and every rating of one number.
 
 use super::query::{RatingFilterQuery, RatingStatusQuery, call_id_param, parse_status};
-use crate::app::state::AppState;
 use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::phone::PhoneNumber;
@@ -10,6 +9,7 @@ use crate::http::MessageBody;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiQuery;
+use crate::http::state::AppState;
 use crate::store::{RatingRow, StoreResult, decode_json};
 use axum::Json;
 use axum::extract::{Path, State};

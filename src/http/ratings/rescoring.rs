@@ -3,12 +3,12 @@
 //! ratings re-queued after the templates are re-read (reload).
 
 use super::query::{call_id_param, optional_bound, parse_agent};
-use crate::app::state::AppState;
 use crate::domain::CallId;
 use crate::http::MessageBody;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiJson;
+use crate::http::state::AppState;
 use crate::postcall::ratings::regenerate::{
     RescoreError, check_rateable, rate_synchronously, regenerate as regenerate_now,
 };

@@ -4,11 +4,11 @@
 use super::exports::each_rating;
 use super::query::RatingFilterQuery;
 use super::reads::ColumnView;
-use crate::app::state::AppState;
 use crate::http::MessageBody;
 use crate::http::auth::Caller;
 use crate::http::error::ApiResult;
 use crate::http::extract::ApiQuery;
+use crate::http::state::AppState;
 use crate::store::{RatingFilter, decode_json};
 use axum::Json;
 use axum::extract::State;

@@ -3,10 +3,10 @@
 //! stores the analysis, or the failure, with the webhooks that waited for it.
 
 use super::analyst::analyze;
-use crate::app::state::AppState;
 use crate::domain::agent::LlmVendor;
 use crate::domain::analysis::AnalysisPlan;
 use crate::domain::{CallId, OrgId};
+use crate::http::state::AppState;
 use crate::postcall::sim_delay::sim_config;
 use crate::store::analyses::{ClaimedAnalysis, CompletedAnalysis};
 use crate::store::{StoreError, decode_json};

@@ -3,8 +3,8 @@
 //! which stays readable meanwhile). The API and the console both call these.
 
 use super::worker::{RatingOutcome, rate_claimed, take_now};
-use crate::app::state::AppState;
 use crate::domain::{CallId, OrgId};
+use crate::http::state::AppState;
 use crate::store::StoreError;
 use voxline_actors::engine::CallStatus;
 

@@ -4,9 +4,9 @@
 
 use super::scoring::{score, scorecard_request};
 use super::template::effective_template;
-use crate::app::state::AppState;
 use crate::domain::agent::LlmVendor;
 use crate::domain::{CallId, OrgId};
+use crate::http::state::AppState;
 use crate::postcall::sim_delay::sim_config;
 use crate::store::StoreError;
 use crate::store::ratings::{ClaimedRating, CompletedRating};

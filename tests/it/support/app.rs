@@ -13,10 +13,10 @@ use std::sync::Arc;
 use tempfile::TempDir;
 use voxline::admin::ops;
 use voxline::app::server::Server;
-use voxline::app::state::AppState;
 use voxline::config::Settings;
 use voxline::domain::clock::{ManualClock, SharedClock, SystemClock};
 use voxline::domain::{ApiKeyId, OrgId, Paise};
+use voxline::http::state::AppState;
 use voxline::store::Store;
 use voxline_actors::carrier::Carrier;
 

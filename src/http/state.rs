@@ -1,4 +1,5 @@
-//! Shared state handed to every HTTP handler and background job.
+//! The HTTP layer's shared state: every part a handler or the console may
+//! take, built once in `app::server` and handed out by `FromRef`.
 
 use crate::access::rate_limit::RateLimiter;
 use crate::calls::ledger::StoreLedger;
