@@ -6,7 +6,7 @@
 
 use crate::app::state::AppState;
 use crate::calls::dispatch::end_orphans;
-use crate::store::StoreError;
+use crate::store::{LEASED_JOB_TABLES, StoreError};
 use voxline_actors::ended_reason::EndedReason;
 
 /// One reaper pass; returns the calls it ended.
@@ -23,9 +23,9 @@ pub async fn recover_dead_peers(state: &AppState) -> Result<usize, StoreError> {
             // Its batches, webhooks and post-call work go to the survivors
             // now, not when their leases would have run out.
             store.release_batch_leases_of_node(&peer).await?;
-            store.release_delivery_leases(&peer).await?;
-            store.release_rating_leases(&peer).await?;
-            store.release_analysis_leases(&peer).await?;
+            for jobs in LEASED_JOB_TABLES {
+                store.release_job_leases(jobs, &peer).await?;
+            }
         }
     }
     let mut ended = 0;
