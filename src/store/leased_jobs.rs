@@ -403,18 +403,20 @@ mod tests {
         let one: NodeId = "node-one".parse().unwrap();
         let two: NodeId = "node-two".parse().unwrap();
 
-        // Due, free and pending, oldest first; not the later, settled or excluded ones.
-        let claimed: Vec<Row> = store
-            .claim_due_jobs(&TEST_JOBS, &one, NOW, NOW + 100, 10)
+        // Due, free and pending, oldest first (the key breaks the tie); not
+        // the later, settled or excluded ones.
+        let first: Vec<Row> = store
+            .claim_due_jobs(&TEST_JOBS, &one, NOW, NOW + 100, 1)
             .await
             .unwrap();
         assert_eq!(
-            claimed
+            first
                 .iter()
                 .map(|r| (r.id.as_str(), r.attempts))
                 .collect::<Vec<_>>(),
-            [("a", 0), ("b", 0)]
+            [("a", 0)]
         );
+        assert_eq!(claim(&store, &one, NOW).await, ["b"]);
         assert_eq!(
             state(&pool, "a").await,
             (
