@@ -5,7 +5,7 @@ use crate::access::rate_limit::RateLimiter;
 use crate::admin::bootstrap::{Bootstrapped, bootstrap_if_empty};
 use crate::agents::service::AgentService;
 use crate::app::telemetry::metrics_handle;
-use crate::background::janitor;
+use crate::background::{janitor, leased_worker};
 use crate::batches::service::BatchService;
 use crate::calls::call_tools::ToolDeps;
 use crate::calls::ledger::StoreLedger;
@@ -20,13 +20,16 @@ use crate::config::Settings;
 use crate::domain::clock::SharedClock;
 use crate::http;
 use crate::http::state::{AppInner, AppState};
+use crate::postcall::analysis::worker::AnalysisJobs;
 use crate::postcall::ratings::scoring::Rater;
+use crate::postcall::ratings::worker::RatingJobs;
 use crate::providers::resilience::Breakers;
 use crate::providers::select::ProviderSelector;
 use crate::recordings::RecordingStore;
-use crate::store::Store;
 use crate::store::nodes::ALL_CHANNELS;
+use crate::store::{LEASED_JOB_TABLES, Store};
 use crate::tools::function::FunctionCaller;
+use crate::webhooks::delivery::DeliveryJobs;
 use anyhow::Context;
 use axum::Router;
 use axum::routing::get;
@@ -231,17 +234,15 @@ impl Server {
         state.batches.tick().await?;
         // Only this node's own leases: a peer's are held by its live jobs,
         // and a dead peer's run out by themselves.
-        let released = state.store.release_rating_leases(&state.node_id).await?;
-        if released > 0 {
-            tracing::info!(released, "pending ratings of the previous run re-queued");
-        }
-        let released = state.store.release_analysis_leases(&state.node_id).await?;
-        if released > 0 {
-            tracing::info!(released, "pending analyses of the previous run re-queued");
-        }
-        let released = state.store.release_delivery_leases(&state.node_id).await?;
-        if released > 0 {
-            tracing::info!(released, "webhook deliveries of the previous run re-queued");
+        for jobs in LEASED_JOB_TABLES {
+            let released = state.store.release_job_leases(jobs, &state.node_id).await?;
+            if released > 0 {
+                tracing::info!(
+                    released,
+                    table = jobs.table,
+                    "leased jobs of the previous run re-queued"
+                );
+            }
         }
 
         // Should the start fail from here on, what it already spawned stops.
@@ -331,19 +332,18 @@ impl Server {
             });
         }
         let webhook_http = crate::egress::GuardedClient::new(settings.webhook_allow_hosts.clone());
-        spawn_every(&tasks, settings.dispatch_interval, &stop, {
-            let state = state.clone();
-            let webhook_http = webhook_http.clone();
-            move || {
-                let state = state.clone();
-                let http = webhook_http.clone();
-                async move {
-                    if let Err(err) = crate::webhooks::delivery::deliver_due(&state, &http).await {
-                        tracing::warn!(error = %err, "webhook pass failed");
-                    }
-                }
-            }
-        });
+        // Deliveries in flight at a stop finish (each within its timeout).
+        leased_worker::spawn(
+            &tasks,
+            state.worker_node(),
+            DeliveryJobs {
+                state: state.clone(),
+                http: webhook_http.clone(),
+            },
+            settings.dispatch_interval,
+            &stop,
+            None,
+        );
         spawn_every(&tasks, settings.dispatch_interval, &intake, {
             let state = state.clone();
             move || {
@@ -355,47 +355,29 @@ impl Server {
                 }
             }
         });
-        spawn_every(&tasks, settings.dispatch_interval, &stop, {
-            let state = state.clone();
-            let abandon = abandon.clone();
-            move || {
-                let state = state.clone();
-                let abandon = abandon.clone();
-                async move {
-                    // Shutdown abandons ratings in flight (a drain lets them
-                    // finish first, within its bound): they stay pending in
-                    // the database and the next start re-queues them.
-                    tokio::select! {
-                        rated = crate::postcall::ratings::worker::rate_due(&state) => {
-                            if let Err(err) = rated {
-                                tracing::warn!(error = %err, "rating pass failed");
-                            }
-                        }
-                        _ = abandon.cancelled() => {}
-                    }
-                }
-            }
-        });
-        spawn_every(&tasks, settings.dispatch_interval, &stop, {
-            let state = state.clone();
-            let abandon = abandon.clone();
-            move || {
-                let state = state.clone();
-                let abandon = abandon.clone();
-                async move {
-                    // As with ratings: analyses in flight at shutdown stay
-                    // pending and the next start runs them.
-                    tokio::select! {
-                        analyzed = crate::postcall::analysis::worker::analyze_due(&state) => {
-                            if let Err(err) = analyzed {
-                                tracing::warn!(error = %err, "analysis pass failed");
-                            }
-                        }
-                        _ = abandon.cancelled() => {}
-                    }
-                }
-            }
-        });
+        // Shutdown abandons ratings and analyses in flight (a drain lets
+        // them finish first, within its bound): they stay pending in the
+        // database and the next start re-queues them.
+        leased_worker::spawn(
+            &tasks,
+            state.worker_node(),
+            RatingJobs {
+                state: state.clone(),
+            },
+            settings.dispatch_interval,
+            &stop,
+            Some(&abandon),
+        );
+        leased_worker::spawn(
+            &tasks,
+            state.worker_node(),
+            AnalysisJobs {
+                state: state.clone(),
+            },
+            settings.dispatch_interval,
+            &stop,
+            Some(&abandon),
+        );
         spawn_every(&tasks, settings.janitor_interval, &stop, {
             let state = state.clone();
             move || {
@@ -538,8 +520,13 @@ impl Server {
     /// Delivers what is due in the webhook outbox until nothing is left due
     /// (a failed attempt is rescheduled later, so this ends).
     async fn flush_webhooks(&self) {
+        let node = self.state.worker_node();
+        let jobs = DeliveryJobs {
+            state: self.state.clone(),
+            http: self.webhook_http.clone(),
+        };
         loop {
-            match crate::webhooks::delivery::deliver_due(&self.state, &self.webhook_http).await {
+            match leased_worker::run_due(&node, &jobs).await {
                 Ok(0) => break,
                 Ok(_) => {}
                 Err(err) => {
@@ -570,16 +557,9 @@ impl Server {
         // belong to no job any more: peers take those rows at once rather
         // than after the lease.
         let node = &self.state.node_id;
-        for (work, released) in [
-            ("ratings", store.release_rating_leases(node).await),
-            ("analyses", store.release_analysis_leases(node).await),
-            (
-                "webhook deliveries",
-                store.release_delivery_leases(node).await,
-            ),
-        ] {
-            if let Err(err) = released {
-                tracing::warn!(work, error = %err, "could not hand back leased work");
+        for jobs in LEASED_JOB_TABLES {
+            if let Err(err) = store.release_job_leases(jobs, node).await {
+                tracing::warn!(table = jobs.table, error = %err, "could not hand back leased work");
             }
         }
         let now = self.state.clock.now().timestamp_millis();

@@ -5,7 +5,7 @@
 //! batch leases. A live peer's calls are never touched.
 
 use super::service::ClusterService;
-use crate::store::StoreError;
+use crate::store::{LEASED_JOB_TABLES, StoreError};
 use voxline_actors::ended_reason::EndedReason;
 
 impl ClusterService {
@@ -23,9 +23,9 @@ impl ClusterService {
                 // Its batches, webhooks and post-call work go to the survivors
                 // now, not when their leases would have run out.
                 store.release_batch_leases_of_node(&peer).await?;
-                store.release_delivery_leases(&peer).await?;
-                store.release_rating_leases(&peer).await?;
-                store.release_analysis_leases(&peer).await?;
+                for jobs in LEASED_JOB_TABLES {
+                    store.release_job_leases(jobs, &peer).await?;
+                }
             }
         }
         let mut ended = 0;

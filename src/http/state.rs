@@ -84,6 +84,15 @@ impl AppState {
             inner: Arc::new(inner),
         }
     }
+
+    /// This node as the leased-job worker sees it: its store, clock and id.
+    pub fn worker_node(&self) -> crate::background::leased_worker::WorkerNode {
+        crate::background::leased_worker::WorkerNode {
+            store: self.store.clone(),
+            clock: self.clock.clone(),
+            node: self.node_id.clone(),
+        }
+    }
 }
 
 impl std::ops::Deref for AppState {

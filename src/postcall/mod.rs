@@ -7,3 +7,32 @@ pub mod analysis;
 pub mod llm_slots;
 pub mod ratings;
 pub mod sim_delay;
+
+/// Why a post-call job (analysis or rating) failed, as its row records it.
+/// Failures are final: the model was already retried within the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostcallFailure {
+    /// Why, as the row's error shows it.
+    pub reason: String,
+    /// Model calls the job made before it gave up.
+    pub attempts: i64,
+}
+
+impl PostcallFailure {
+    /// The job's failure, for [`crate::background::leased_worker`].
+    fn job_error(
+        reason: String,
+        attempts: i64,
+    ) -> crate::background::leased_worker::JobError<Self> {
+        crate::background::leased_worker::JobError::Failed {
+            failure: Self { reason, attempts },
+            retryable: false,
+        }
+    }
+}
+
+impl std::fmt::Display for PostcallFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}

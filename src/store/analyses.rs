@@ -1,8 +1,9 @@
 //! Post-call analyses: the row written with the call's end, leased by the
-//! analysis worker, completed or failed together with the webhook outbox,
+//! analysis worker (a [`JobTable`] of [`super::leased_jobs`]), completed or failed together with the webhook outbox,
 //! re-queued by a re-run, and read back with the call.
 
-use super::{BeginWrite, Db, Store, StoreResult, with_pool};
+use super::leased_jobs::{Attempts, Holder, JobTable, Settle};
+use super::{BeginWrite, Store, StoreResult, with_pool};
 use crate::domain::{AgentId, BatchId, CallId, NodeId, OrgId};
 use sqlx::QueryBuilder;
 
@@ -167,79 +168,28 @@ pub struct AnalysisDayRow {
     pub failed: i64,
 }
 
-/// The claim of due pending rows for a node, with `$lock` after the row
-/// choice (Postgres skips rows another node is claiming).
-macro_rules! claim_due_sql {
-    ($lock:literal) => {
-        concat!(
-            "UPDATE call_analyses SET lease_until = $1, lease_owner = $2
-             FROM (SELECT call_id FROM call_analyses WHERE status = 'pending' AND lease_until <= $3
-                   ORDER BY updated_at, call_id LIMIT $4 ",
-            $lock,
-            ") AS due
-             WHERE call_analyses.call_id = due.call_id
-             RETURNING call_analyses.call_id, call_analyses.org_id, call_analyses.agent_id,
-                   call_analyses.generation, call_analyses.plan"
-        )
-    };
-}
+/// Analyses as leased jobs: due as soon as no one holds them, oldest
+/// update first; a re-run bumps the generation, which supersedes a job in
+/// flight; failures are final (the analyst retries the model itself).
+pub const ANALYSIS_JOBS: JobTable = JobTable {
+    table: "call_analyses",
+    id: "call_id",
+    status: "status",
+    done_status: "done",
+    lease_owner: "lease_owner",
+    lease_until: "lease_until",
+    attempts: "attempts",
+    error: "error",
+    next_attempt_at: None,
+    generation: Some("generation"),
+    settles_settled: false,
+    due_also: None,
+    order_by: "updated_at",
+    returning: "call_analyses.call_id, call_analyses.org_id, call_analyses.agent_id,
+        call_analyses.generation, call_analyses.plan",
+};
 
 impl Store {
-    /// Frees the analysis leases `node` holds, when its jobs are known to be
-    /// gone (its own start after a crash, its clean stop), so they run again
-    /// at once; a live peer's leases are left alone. On SQLite, the one node,
-    /// every lease. Returns how many.
-    pub async fn release_analysis_leases(&self, node: &NodeId) -> StoreResult<u64> {
-        let every = !self.is_shared();
-        let n = with_pool!(self, pool => {
-            sqlx::query(
-                "UPDATE call_analyses SET lease_until = 0, lease_owner = NULL
-                 WHERE status = 'pending' AND lease_until <> 0 AND (lease_owner = $1 OR $2)",
-            )
-            .bind(node)
-            .bind(every)
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
-        Ok(n)
-    }
-
-    /// Claims for `node` up to `limit` pending analyses no one holds, oldest
-    /// first, leased until `lease_until`. On Postgres rows another node is
-    /// claiming are skipped (`FOR UPDATE SKIP LOCKED`), so nodes claiming at
-    /// once split the work; SQLite has one writer, so the statement alone is
-    /// atomic.
-    pub async fn claim_due_analyses(
-        &self,
-        node: &NodeId,
-        now_ms: i64,
-        lease_until: i64,
-        limit: i64,
-    ) -> StoreResult<Vec<ClaimedAnalysis>> {
-        let claimed = match &self.db {
-            Db::Sqlite(pool) => {
-                sqlx::query_as::<_, ClaimedAnalysis>(claim_due_sql!(""))
-                    .bind(lease_until)
-                    .bind(node)
-                    .bind(now_ms)
-                    .bind(limit)
-                    .fetch_all(pool)
-                    .await?
-            }
-            Db::Postgres(pool) => {
-                sqlx::query_as::<_, ClaimedAnalysis>(claim_due_sql!("FOR UPDATE SKIP LOCKED"))
-                    .bind(lease_until)
-                    .bind(node)
-                    .bind(now_ms)
-                    .bind(limit)
-                    .fetch_all(pool)
-                    .await?
-            }
-        };
-        Ok(claimed)
-    }
-
     /// Takes a call's analysis for an immediate re-run with `plan` (JSON, or
     /// the agent's when None), creating it for a call that has none: a new
     /// generation, pending and leased until `lease_until`. None when the call
@@ -336,28 +286,21 @@ impl Store {
     pub async fn complete_analysis(&self, a: &CompletedAnalysis<'_>) -> StoreResult<bool> {
         let stored = with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let row: Option<(OrgId, i64, i64)> = sqlx::query_as(
-                "UPDATE call_analyses SET status = 'done', summary = $1, structured_data = $2, success = $3,
-                   success_pass = $4, error = NULL, model = $5, prompt_tokens = $6, completion_tokens = $7,
-                   latency_ms = $8, attempts = $9, version = version + 1, lease_until = 0,
-                   completed_at = $10, updated_at = $10
-                 WHERE call_id = $11 AND generation = $12 AND status = 'pending'
-                 RETURNING org_id, version, webhook_deadline",
-            )
-            .bind(a.summary)
-            .bind(a.structured_data)
-            .bind(a.success)
-            .bind(a.success_pass)
-            .bind(a.model)
-            .bind(a.prompt_tokens)
-            .bind(a.completion_tokens)
-            .bind(a.latency_ms)
-            .bind(a.attempts)
-            .bind(a.now_ms)
-            .bind(a.call_id)
-            .bind(a.generation)
-            .fetch_optional(&mut *tx)
-            .await?;
+            let mut update = ANALYSIS_JOBS.settle(Settle::Done, Attempts::Set(a.attempts));
+            update.push(", summary = ").push_bind(a.summary);
+            update.push(", structured_data = ").push_bind(a.structured_data);
+            update.push(", success = ").push_bind(a.success);
+            update.push(", success_pass = ").push_bind(a.success_pass);
+            update.push(", model = ").push_bind(a.model);
+            update.push(", prompt_tokens = ").push_bind(a.prompt_tokens);
+            update.push(", completion_tokens = ").push_bind(a.completion_tokens);
+            update.push(", latency_ms = ").push_bind(a.latency_ms);
+            update.push(", version = version + 1, completed_at = ").push_bind(a.now_ms);
+            update.push(", updated_at = ").push_bind(a.now_ms);
+            ANALYSIS_JOBS.push_holder(&mut update, &a.call_id.to_string(), Holder::Generation(a.generation));
+            update.push(" RETURNING org_id, version, webhook_deadline");
+            let row: Option<(OrgId, i64, i64)> =
+                update.build_query_as().fetch_optional(&mut *tx).await?;
             let Some((org_id, version, deadline)) = row else {
                 tx.rollback().await?;
                 return Ok(false);
@@ -397,19 +340,10 @@ impl Store {
     ) -> StoreResult<bool> {
         let stored = with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let n = sqlx::query(
-                "UPDATE call_analyses SET status = 'failed', error = $1, attempts = $2, lease_until = 0,
-                   updated_at = $3
-                 WHERE call_id = $4 AND generation = $5 AND status = 'pending'",
-            )
-            .bind(error)
-            .bind(attempts)
-            .bind(now_ms)
-            .bind(call_id)
-            .bind(generation)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            let mut update = ANALYSIS_JOBS.settle(Settle::Failed { error }, Attempts::Set(attempts));
+            update.push(", updated_at = ").push_bind(now_ms);
+            ANALYSIS_JOBS.push_holder(&mut update, &call_id.to_string(), Holder::Generation(generation));
+            let n = update.build().execute(&mut *tx).await?.rows_affected();
             if n == 0 {
                 tx.rollback().await?;
                 return Ok(false);

@@ -250,6 +250,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::analyses::{ANALYSIS_JOBS, ClaimedAnalysis};
     use sqlx::Connection;
 
     const NOW: i64 = 1_800_000_000_000;
@@ -314,7 +315,7 @@ mod tests {
         let node: crate::domain::NodeId = "node-backlog-test".parse().unwrap();
         assert!(
             store
-                .claim_due_analyses(&node, NOW, NOW + 1_000, 10)
+                .claim_due_jobs::<ClaimedAnalysis>(&ANALYSIS_JOBS, &node, NOW, NOW + 1_000, 10)
                 .await
                 .unwrap()
                 .is_empty(),
@@ -334,7 +335,7 @@ mod tests {
             Some("completed")
         );
         let claimed = store
-            .claim_due_analyses(&node, NOW, NOW + 1_000, 1_000)
+            .claim_due_jobs::<ClaimedAnalysis>(&ANALYSIS_JOBS, &node, NOW, NOW + 1_000, 1_000)
             .await
             .unwrap();
         assert_eq!(claimed.len(), 600, "all released");

@@ -15,6 +15,7 @@ mod campaigns;
 pub mod change_marker;
 pub mod chat;
 pub mod keys;
+pub mod leased_jobs;
 pub mod marked_cache;
 pub mod nodes;
 pub mod numbers;
@@ -88,6 +89,14 @@ pub enum StoreError {
     #[error("{0}")]
     Conflict(String),
 }
+
+/// Every table of leased jobs, for what frees a node's leases (its start
+/// and stop, a dead peer's recovery).
+pub const LEASED_JOB_TABLES: [&leased_jobs::JobTable; 3] = [
+    &ratings::RATING_JOBS,
+    &analyses::ANALYSIS_JOBS,
+    &webhook_outbox::DELIVERY_JOBS,
+];
 
 /// Result alias for store calls.
 pub type StoreResult<T> = Result<T, StoreError>;

@@ -1,7 +1,8 @@
 //! Post-call scorecards: pending rows leased by the rating worker, completed
 //! or failed together with the webhook outbox, and the workspace's reads.
 
-use super::{BeginWrite, Db, Store, StoreResult, with_pool};
+use super::leased_jobs::{Attempts, Holder, JobTable, Settle};
+use super::{BeginWrite, Store, StoreResult, with_pool};
 use crate::domain::{AgentId, CallId, NodeId, OrgId};
 
 /// Columns of a rating read, joined with its call and agent.
@@ -151,78 +152,28 @@ pub struct AgentRatingRow {
     pub average_overall: Option<f64>,
 }
 
-/// The claim of due pending rows for a node, with `$lock` after the row
-/// choice (Postgres skips rows another node is claiming).
-macro_rules! claim_due_sql {
-    ($lock:literal) => {
-        concat!(
-            "UPDATE ratings SET lease_until = $1, lease_owner = $2
-             FROM (SELECT call_id FROM ratings WHERE status = 'pending' AND lease_until <= $3
-                   ORDER BY created_at, call_id LIMIT $4 ",
-            $lock,
-            ") AS due
-             WHERE ratings.call_id = due.call_id
-             RETURNING ratings.call_id, ratings.org_id, ratings.agent_id, ratings.generation"
-        )
-    };
-}
+/// Ratings as leased jobs: due as soon as no one holds them, oldest first;
+/// a re-score bumps the generation (superseding a job in flight) and may
+/// leave the done scorecard readable meanwhile, so the current job settles
+/// a row whatever its status; failures are final.
+pub const RATING_JOBS: JobTable = JobTable {
+    table: "ratings",
+    id: "call_id",
+    status: "status",
+    done_status: "done",
+    lease_owner: "lease_owner",
+    lease_until: "lease_until",
+    attempts: "attempts",
+    error: "last_error",
+    next_attempt_at: None,
+    generation: Some("generation"),
+    settles_settled: true,
+    due_also: None,
+    order_by: "created_at",
+    returning: "ratings.call_id, ratings.org_id, ratings.agent_id, ratings.generation",
+};
 
 impl Store {
-    /// Frees the rating leases `node` holds, when its jobs are known to be
-    /// gone (its own start after a crash, its clean stop), so they run again
-    /// at once; a live peer's leases are left alone. On SQLite, the one node,
-    /// every lease. Returns how many.
-    pub async fn release_rating_leases(&self, node: &NodeId) -> StoreResult<u64> {
-        let every = !self.is_shared();
-        let n = with_pool!(self, pool => {
-            sqlx::query(
-                "UPDATE ratings SET lease_until = 0, lease_owner = NULL
-                 WHERE status = 'pending' AND lease_until <> 0 AND (lease_owner = $1 OR $2)",
-            )
-            .bind(node)
-            .bind(every)
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
-        Ok(n)
-    }
-
-    /// Claims for `node` up to `limit` pending ratings no one holds, oldest
-    /// first, leased until `lease_until`. On Postgres rows another node is
-    /// claiming are skipped (`FOR UPDATE SKIP LOCKED`), so nodes claiming at
-    /// once split the work; SQLite has one writer, so the statement alone is
-    /// atomic.
-    pub async fn claim_due_ratings(
-        &self,
-        node: &NodeId,
-        now_ms: i64,
-        lease_until: i64,
-        limit: i64,
-    ) -> StoreResult<Vec<ClaimedRating>> {
-        let claimed = match &self.db {
-            Db::Sqlite(pool) => {
-                sqlx::query_as::<_, ClaimedRating>(claim_due_sql!(""))
-                    .bind(lease_until)
-                    .bind(node)
-                    .bind(now_ms)
-                    .bind(limit)
-                    .fetch_all(pool)
-                    .await?
-            }
-            Db::Postgres(pool) => {
-                sqlx::query_as::<_, ClaimedRating>(claim_due_sql!("FOR UPDATE SKIP LOCKED"))
-                    .bind(lease_until)
-                    .bind(node)
-                    .bind(now_ms)
-                    .bind(limit)
-                    .fetch_all(pool)
-                    .await?
-            }
-        };
-        Ok(claimed)
-    }
-
     /// Takes a call's rating for an immediate job (rate-now, regenerate),
     /// creating it if the call has none: a new generation, leased until
     /// `lease_until`, its current scorecard (if any) left readable meanwhile.
@@ -275,21 +226,16 @@ impl Store {
     pub async fn complete_rating(&self, r: &CompletedRating<'_>) -> StoreResult<bool> {
         let stored = with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let row: Option<(OrgId, i64, i64)> = sqlx::query_as(
-                "UPDATE ratings SET status = 'done', overall = $1, columns = $2, template = $3, attempts = $4,
-                   version = version + 1, lease_until = 0, last_error = NULL, rated_at = $5, updated_at = $5
-                 WHERE call_id = $6 AND generation = $7
-                 RETURNING org_id, version, webhook_deadline",
-            )
-            .bind(r.overall)
-            .bind(r.columns)
-            .bind(r.template)
-            .bind(r.attempts)
-            .bind(r.now_ms)
-            .bind(r.call_id)
-            .bind(r.generation)
-            .fetch_optional(&mut *tx)
-            .await?;
+            let mut update = RATING_JOBS.settle(Settle::Done, Attempts::Set(r.attempts));
+            update.push(", overall = ").push_bind(r.overall);
+            update.push(", columns = ").push_bind(r.columns);
+            update.push(", template = ").push_bind(r.template);
+            update.push(", version = version + 1, rated_at = ").push_bind(r.now_ms);
+            update.push(", updated_at = ").push_bind(r.now_ms);
+            RATING_JOBS.push_holder(&mut update, &r.call_id.to_string(), Holder::Generation(r.generation));
+            update.push(" RETURNING org_id, version, webhook_deadline");
+            let row: Option<(OrgId, i64, i64)> =
+                update.build_query_as().fetch_optional(&mut *tx).await?;
             let Some((org_id, version, deadline)) = row else {
                 tx.rollback().await?;
                 return Ok(false);
@@ -322,18 +268,10 @@ impl Store {
     ) -> StoreResult<bool> {
         let stored = with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let n = sqlx::query(
-                "UPDATE ratings SET status = 'failed', last_error = $1, attempts = $2, lease_until = 0, updated_at = $3
-                 WHERE call_id = $4 AND generation = $5",
-            )
-            .bind(error)
-            .bind(attempts)
-            .bind(now_ms)
-            .bind(call_id)
-            .bind(generation)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            let mut update = RATING_JOBS.settle(Settle::Failed { error }, Attempts::Set(attempts));
+            update.push(", updated_at = ").push_bind(now_ms);
+            RATING_JOBS.push_holder(&mut update, &call_id.to_string(), Holder::Generation(generation));
+            let n = update.build().execute(&mut *tx).await?.rows_affected();
             if n == 0 {
                 tx.rollback().await?;
                 return Ok(false);

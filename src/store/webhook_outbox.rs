@@ -1,7 +1,9 @@
 //! The webhook outbox: deliveries queued with the event that caused them,
-//! claimed by the delivery worker and retried with backoff.
+//! claimed by the delivery worker (a [`JobTable`] of [`super::leased_jobs`])
+//! and retried with backoff.
 
-use super::{BeginWrite, Db, Store, StoreResult, with_pool};
+use super::leased_jobs::{Attempts, Holder, JobTable, Settle};
+use super::{BeginWrite, Store, StoreResult, with_pool};
 use crate::domain::{CallId, DeliveryId, NodeId, OrgId};
 
 /// Inserts the deliveries of one event inside an open transaction; used by
@@ -106,36 +108,40 @@ pub struct DeliveryRow {
     pub last_error: Option<String>,
 }
 
-/// The claim of due deliveries, with `$lock` after the row choice (Postgres
-/// skips rows another node is claiming). The subscription's URL and secrets
-/// are read as the rows are claimed, so a pass needs one round trip; a
-/// disabled subscription's deliveries are left pending, unsent.
-macro_rules! claim_due_sql {
-    ($lock:literal) => {
-        concat!(
-            "UPDATE webhook_deliveries SET lease_owner = $1, lease_until = $2
-             FROM (SELECT id FROM webhook_deliveries
-                   WHERE status = 'pending' AND next_attempt_at <= $3 AND lease_until <= $3
-                     AND EXISTS (SELECT 1 FROM webhook_subscriptions s
-                                 WHERE s.id = webhook_deliveries.subscription_id AND s.active)
-                   ORDER BY next_attempt_at, id LIMIT $4 ",
-            $lock,
-            ") AS due
-             WHERE webhook_deliveries.id = due.id
-             RETURNING webhook_deliveries.id, webhook_deliveries.event_id, webhook_deliveries.event,
-               webhook_deliveries.org_id, webhook_deliveries.call_id, webhook_deliveries.attempts,
-               webhook_deliveries.created_at,
-               (SELECT s.url FROM webhook_subscriptions s
-                WHERE s.id = webhook_deliveries.subscription_id) AS url,
-               (SELECT s.secret FROM webhook_subscriptions s
-                WHERE s.id = webhook_deliveries.subscription_id) AS secret,
-               (SELECT s.previous_secret FROM webhook_subscriptions s
-                WHERE s.id = webhook_deliveries.subscription_id) AS previous_secret,
-               (SELECT s.previous_secret_expires_at FROM webhook_subscriptions s
-                WHERE s.id = webhook_deliveries.subscription_id) AS previous_secret_expires_at"
-        )
-    };
-}
+/// Deliveries as leased jobs: due at `next_attempt_at` once no one holds
+/// them, oldest due first; only the lease holder records an attempt, and a
+/// failed attempt is due again after a backoff. The subscription's URL and
+/// secrets are read as the rows are claimed, so a pass needs one round trip;
+/// a disabled subscription's deliveries are left pending, unsent.
+pub const DELIVERY_JOBS: JobTable = JobTable {
+    table: "webhook_deliveries",
+    id: "id",
+    status: "status",
+    done_status: "delivered",
+    lease_owner: "lease_owner",
+    lease_until: "lease_until",
+    attempts: "attempts",
+    error: "last_error",
+    next_attempt_at: Some("next_attempt_at"),
+    generation: None,
+    settles_settled: false,
+    due_also: Some(
+        "EXISTS (SELECT 1 FROM webhook_subscriptions s
+                 WHERE s.id = webhook_deliveries.subscription_id AND s.active)",
+    ),
+    order_by: "next_attempt_at",
+    returning: "webhook_deliveries.id, webhook_deliveries.event_id, webhook_deliveries.event,
+        webhook_deliveries.org_id, webhook_deliveries.call_id, webhook_deliveries.attempts,
+        webhook_deliveries.created_at,
+        (SELECT s.url FROM webhook_subscriptions s
+         WHERE s.id = webhook_deliveries.subscription_id) AS url,
+        (SELECT s.secret FROM webhook_subscriptions s
+         WHERE s.id = webhook_deliveries.subscription_id) AS secret,
+        (SELECT s.previous_secret FROM webhook_subscriptions s
+         WHERE s.id = webhook_deliveries.subscription_id) AS previous_secret,
+        (SELECT s.previous_secret_expires_at FROM webhook_subscriptions s
+         WHERE s.id = webhook_deliveries.subscription_id) AS previous_secret_expires_at",
+};
 
 /// The stable id of a call's event: receivers dedupe on it.
 pub fn event_id(call_id: CallId, event: &str) -> String {
@@ -243,111 +249,25 @@ impl Store {
         Ok(queued)
     }
 
-    /// Claims for `node` up to `limit` deliveries due at `now_ms`, oldest
-    /// first, leased until `lease_until`: no other node sends them while the
-    /// lease holds, and when it runs out (the node died mid-attempt) they are
-    /// due again. On Postgres rows another node is claiming are skipped
-    /// (`FOR UPDATE SKIP LOCKED`); SQLite has one writer, so the statement
-    /// alone is atomic.
-    pub async fn claim_due_deliveries(
-        &self,
-        node: &NodeId,
-        now_ms: i64,
-        lease_until: i64,
-        limit: i64,
-    ) -> StoreResult<Vec<DueDelivery>> {
-        let rows = match &self.db {
-            Db::Sqlite(pool) => {
-                sqlx::query_as::<_, DueDelivery>(claim_due_sql!(""))
-                    .bind(node)
-                    .bind(lease_until)
-                    .bind(now_ms)
-                    .bind(limit)
-                    .fetch_all(pool)
-                    .await?
-            }
-            Db::Postgres(pool) => {
-                sqlx::query_as::<_, DueDelivery>(claim_due_sql!("FOR UPDATE SKIP LOCKED"))
-                    .bind(node)
-                    .bind(lease_until)
-                    .bind(now_ms)
-                    .bind(limit)
-                    .fetch_all(pool)
-                    .await?
-            }
-        };
-        Ok(rows)
-    }
-
-    /// Records a successful attempt by `node`; false when the lease was no
-    /// longer its own (it ran out and another node took the delivery).
-    pub async fn delivery_succeeded(
+    /// Records an attempt by `node` at `now_ms`: delivered, given up, or due
+    /// again ([`Settle`]); false when the lease was no longer its own (it ran
+    /// out and another node took the delivery).
+    pub async fn record_delivery_attempt(
         &self,
         id: DeliveryId,
         node: &NodeId,
+        to: Settle<'_>,
         now_ms: i64,
     ) -> StoreResult<bool> {
         let n = with_pool!(self, pool => {
-            sqlx::query(
-                "UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1,
-                   delivered_at = $1, last_error = NULL, lease_owner = NULL, lease_until = 0
-                 WHERE id = $2 AND lease_owner = $3 AND status = 'pending'",
-            )
-            .bind(now_ms)
-            .bind(id)
-            .bind(node)
-            .execute(pool)
-            .await?
-            .rows_affected()
+            let mut update = DELIVERY_JOBS.settle(to, Attempts::Count);
+            if to == Settle::Done {
+                update.push(", delivered_at = ").push_bind(now_ms);
+            }
+            DELIVERY_JOBS.push_holder(&mut update, &id.to_string(), Holder::Lease(node));
+            update.build().execute(pool).await?.rows_affected()
         });
         Ok(n > 0)
-    }
-
-    /// Records a failed attempt by `node`: retried at `retry_at`, or given up
-    /// when `None`; false when the lease was no longer its own.
-    pub async fn delivery_failed(
-        &self,
-        id: DeliveryId,
-        node: &NodeId,
-        error: &str,
-        retry_at: Option<i64>,
-    ) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => {
-            sqlx::query(
-                "UPDATE webhook_deliveries SET attempts = attempts + 1, last_error = $1,
-                   status = CASE WHEN CAST($2 AS BIGINT) IS NULL THEN 'failed' ELSE 'pending' END,
-                   next_attempt_at = COALESCE(CAST($2 AS BIGINT), next_attempt_at),
-                   lease_owner = NULL, lease_until = 0
-                 WHERE id = $3 AND lease_owner = $4 AND status = 'pending'",
-            )
-            .bind(error)
-            .bind(retry_at)
-            .bind(id)
-            .bind(node)
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
-        Ok(n > 0)
-    }
-
-    /// Frees the delivery leases `node` holds, when its attempts are known to
-    /// be over (its own start after a crash, its clean stop); on SQLite, the
-    /// one node, every lease. Returns how many.
-    pub async fn release_delivery_leases(&self, node: &NodeId) -> StoreResult<u64> {
-        let every = !self.is_shared();
-        let n = with_pool!(self, pool => {
-            sqlx::query(
-                "UPDATE webhook_deliveries SET lease_owner = NULL, lease_until = 0
-                 WHERE status = 'pending' AND lease_until <> 0 AND (lease_owner = $1 OR $2)",
-            )
-            .bind(node)
-            .bind(every)
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
-        Ok(n)
     }
 
     /// Every delivery of a call, oldest first.

@@ -3,13 +3,15 @@
 //! addresses inside private networks unless the host is allow-listed, and
 //! connecting only to the addresses that were checked ([`crate::egress`]).
 
+use crate::http::state::AppState;
+use crate::background::leased_worker::{JobError, LeasedJob, Retry};
 use crate::calls::recording_link::recording_link;
 use crate::calls::tool_call_view::ToolCallView;
 use crate::domain::CallId;
 use crate::egress::{EgressError, GuardedClient};
-use crate::http::state::AppState;
 use crate::postcall::analysis::view::{AnalysisView, merged_extracted};
-use crate::store::webhook_outbox::DueDelivery;
+use crate::store::leased_jobs::{JobTable, Settle};
+use crate::store::webhook_outbox::{DELIVERY_JOBS, DueDelivery};
 use crate::store::{StoreError, decode_json};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -19,7 +21,15 @@ use std::time::Duration;
 pub const MAX_ATTEMPTS: i64 = 8;
 
 /// Wait after the n-th failed attempt (1-based): about 22 hours in all.
-const BACKOFF_SECONDS: [i64; 7] = [60, 300, 900, 3_600, 10_800, 21_600, 43_200];
+const BACKOFF: [Duration; 7] = [
+    Duration::from_secs(60),
+    Duration::from_secs(300),
+    Duration::from_secs(900),
+    Duration::from_secs(3_600),
+    Duration::from_secs(10_800),
+    Duration::from_secs(21_600),
+    Duration::from_secs(43_200),
+];
 
 /// Deliveries attempted per pass.
 const BATCH: i64 = 32;
@@ -265,47 +275,78 @@ async fn attempt(
     }
 }
 
-/// One pass over the due deliveries, through `http` (a [`GuardedClient`] with
-/// the server's allow-list): claims them for this node under a [`LEASE`], so
-/// peers running the same pass never send the same delivery, and records each
-/// attempt; returns how many were attempted.
-pub async fn deliver_due(state: &AppState, http: &GuardedClient) -> Result<usize, DeliveryError> {
-    let node = &state.node_id;
-    let now = state.clock.now().timestamp_millis();
-    let lease = i64::try_from(LEASE.as_millis()).unwrap_or(i64::MAX);
-    let due = state
-        .store
-        .claim_due_deliveries(node, now, now.saturating_add(lease), BATCH)
-        .await?;
-    let attempts = due.iter().map(|d| async move {
-        let result = attempt(state, http, d).await;
-        let now = state.clock.now().timestamp_millis();
-        let recorded = match &result {
-            Ok(()) => state.store.delivery_succeeded(d.id, node, now).await,
-            Err(err) => {
-                let made = d.attempts + 1;
-                let retry_at = (err.retryable() && made < MAX_ATTEMPTS).then(|| {
-                    let wait = BACKOFF_SECONDS[usize::try_from(made - 1).unwrap_or(0).min(BACKOFF_SECONDS.len() - 1)];
-                    now + wait * 1_000
-                });
-                tracing::warn!(delivery = %d.id, call = %d.call_id, attempt = made, error = %err, "webhook delivery failed");
-                state.store.delivery_failed(d.id, node, &err.to_string(), retry_at).await
-            }
-        };
-        match recorded {
-            Ok(true) => {}
-            // The attempt outlived the lease and a peer took the delivery
-            // over: its record stands.
-            Ok(false) => {
-                tracing::warn!(delivery = %d.id, "webhook attempt outlived its lease; not recorded");
-            }
-            Err(err) => {
-                tracing::warn!(delivery = %d.id, error = %err, "could not record a webhook attempt");
-            }
-        }
+/// Webhook deliveries as a [`LeasedJob`] of the node `state` runs, sent
+/// through `http` (a [`GuardedClient`] with the server's allow-list): each is
+/// claimed for this node under a [`LEASE`], so peers running the same pass
+/// never send the same delivery, and only the lease holder records an attempt.
+pub struct DeliveryJobs {
+    /// The node's state.
+    pub state: AppState,
+    /// The guarded client deliveries go through.
+    pub http: GuardedClient,
+}
+
+impl LeasedJob for DeliveryJobs {
+    type Row = DueDelivery;
+    type Outcome = ();
+    type Failure = DeliveryError;
+    const KIND: &'static str = "webhook delivery";
+    const TABLE: &'static JobTable = &DELIVERY_JOBS;
+    const LEASE: Duration = LEASE;
+    const BATCH: i64 = BATCH;
+    const RETRY: Option<Retry> = Some(Retry {
+        max_attempts: MAX_ATTEMPTS,
+        waits: &BACKOFF,
     });
-    futures::future::join_all(attempts).await;
-    Ok(due.len())
+
+    fn key(row: &DueDelivery) -> String {
+        row.id.to_string()
+    }
+
+    fn attempts_made(row: &DueDelivery) -> i64 {
+        row.attempts
+    }
+
+    async fn run(&self, d: &DueDelivery) -> Result<(), JobError<DeliveryError>> {
+        attempt(&self.state, &self.http, d)
+            .await
+            .map_err(|failure| JobError::Failed {
+                retryable: failure.retryable(),
+                failure,
+            })
+    }
+
+    async fn complete(&self, d: &DueDelivery, _sent: &()) -> Result<bool, StoreError> {
+        self.record(d, Settle::Done).await
+    }
+
+    async fn fail(
+        &self,
+        d: &DueDelivery,
+        failure: &DeliveryError,
+        retry_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        let error = failure.to_string();
+        let to = match retry_at {
+            Some(at_ms) => Settle::Retry {
+                error: &error,
+                at_ms,
+            },
+            None => Settle::Failed { error: &error },
+        };
+        self.record(d, to).await
+    }
+}
+
+impl DeliveryJobs {
+    /// Records this node's attempt of `d`.
+    async fn record(&self, d: &DueDelivery, to: Settle<'_>) -> Result<bool, StoreError> {
+        let now = self.state.clock.now().timestamp_millis();
+        self.state
+            .store
+            .record_delivery_attempt(d.id, &self.state.node_id, to, now)
+            .await
+    }
 }
 
 #[cfg(test)]

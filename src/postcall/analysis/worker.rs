@@ -1,20 +1,26 @@
-//! The analysis worker: leases pending analyses, asks each call's agent LLM
-//! (the sim LLM by default) through the per-endpoint post-call limit, and
-//! stores the analysis, or the failure, with the webhooks that waited for it.
+//! The analysis worker: analyses are a [`LeasedJob`] of the one leased-job
+//! worker ([`crate::background::leased_worker`]), which leases pending ones;
+//! each asks its call's agent LLM (the sim LLM by default) through the
+//! per-endpoint post-call limit, and stores the analysis, or the failure,
+//! with the webhooks that waited for it.
 
-use super::analyst::analyze;
+use super::analyst::analyze as ask_analyst;
+use crate::http::state::AppState;
+use crate::background::leased_worker::{JobError, LeasedJob, Settled, run_claimed};
 use crate::domain::agent::LlmVendor;
 use crate::domain::analysis::AnalysisPlan;
 use crate::domain::{CallId, OrgId};
-use crate::http::state::AppState;
+use crate::postcall::PostcallFailure;
 use crate::postcall::sim_delay::sim_config;
-use crate::store::analyses::{ClaimedAnalysis, CompletedAnalysis};
+use crate::store::analyses::{ANALYSIS_JOBS, ClaimedAnalysis, CompletedAnalysis};
+use crate::store::leased_jobs::JobTable;
 use crate::store::{StoreError, decode_json};
 use serde_json::{Value, json};
 use std::time::Duration;
 use voxline_actors::providers::scorecard::{CALLEE, ScorecardTurn};
 
-/// How long a job holds its analysis before another worker may take it.
+/// How long a job holds its analysis before another worker may take it
+/// (renewed while it runs).
 pub const LEASE: Duration = Duration::from_secs(300);
 
 /// Analyses leased per pass; they run concurrently up to the endpoint's limit.
@@ -42,41 +48,91 @@ fn lease_ms() -> i64 {
     i64::try_from(LEASE.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// Runs due analyses until none is left: full batches follow each other at
-/// once, so a backlog drains at the model's pace rather than one batch per
-/// tick; returns how many ran.
-pub async fn analyze_due(state: &AppState) -> Result<usize, StoreError> {
-    let mut total = 0;
-    loop {
-        let ran = analyze_batch(state).await?;
-        total += ran;
-        if i64::try_from(ran).unwrap_or(i64::MAX) < BATCH {
-            return Ok(total);
-        }
-    }
+/// An analysis the model produced, to store.
+#[derive(Debug, Clone)]
+pub struct ProducedAnalysis {
+    summary: Option<String>,
+    structured_data: String,
+    success: Option<String>,
+    success_pass: Option<bool>,
+    model: String,
+    prompt_tokens: i64,
+    completion_tokens: i64,
+    latency_ms: i64,
+    attempts: i64,
 }
 
-/// One batch: leases up to [`BATCH`] due pending analyses for this node
-/// (peers running the same pass claim others) and runs them; returns how many.
-async fn analyze_batch(state: &AppState) -> Result<usize, StoreError> {
-    let now = state.clock.now().timestamp_millis();
-    let claimed = state
-        .store
-        .claim_due_analyses(&state.node_id, now, now + lease_ms(), BATCH)
-        .await?;
-    let jobs = claimed.iter().map(|claim| async move {
-        match analyze_claimed(state, claim).await {
-            Ok(AnalysisOutcome::Failed { reason }) => {
-                tracing::warn!(call = %claim.call_id, %reason, "analysis failed");
-            }
-            Ok(_) => {}
-            Err(err) => {
-                tracing::warn!(call = %claim.call_id, error = %err, "analysis could not be stored; it will be retried");
-            }
-        }
-    });
-    futures::future::join_all(jobs).await;
-    Ok(claimed.len())
+/// Analyses as a [`LeasedJob`] of the node `state` runs.
+pub struct AnalysisJobs {
+    /// The node's state: its store, providers and post-call limits.
+    pub state: AppState,
+}
+
+impl LeasedJob for AnalysisJobs {
+    type Row = ClaimedAnalysis;
+    type Outcome = ProducedAnalysis;
+    type Failure = PostcallFailure;
+    const KIND: &'static str = "analysis";
+    const TABLE: &'static JobTable = &ANALYSIS_JOBS;
+    const LEASE: Duration = LEASE;
+    const BATCH: i64 = BATCH;
+    // Full batches follow each other at once, so a backlog drains at the
+    // model's pace rather than one batch per tick.
+    const DRAIN: bool = true;
+
+    fn key(row: &ClaimedAnalysis) -> String {
+        row.call_id.to_string()
+    }
+
+    async fn run(
+        &self,
+        claim: &ClaimedAnalysis,
+    ) -> Result<ProducedAnalysis, JobError<PostcallFailure>> {
+        analyze(&self.state, claim).await
+    }
+
+    async fn complete(
+        &self,
+        claim: &ClaimedAnalysis,
+        a: &ProducedAnalysis,
+    ) -> Result<bool, StoreError> {
+        self.state
+            .store
+            .complete_analysis(&CompletedAnalysis {
+                call_id: claim.call_id,
+                generation: claim.generation,
+                summary: a.summary.as_deref(),
+                structured_data: &a.structured_data,
+                success: a.success.as_deref(),
+                success_pass: a.success_pass,
+                model: &a.model,
+                prompt_tokens: a.prompt_tokens,
+                completion_tokens: a.completion_tokens,
+                latency_ms: a.latency_ms,
+                attempts: a.attempts,
+                now_ms: self.state.clock.now().timestamp_millis(),
+            })
+            .await
+    }
+
+    async fn fail(
+        &self,
+        claim: &ClaimedAnalysis,
+        failure: &PostcallFailure,
+        _retry_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        let now = self.state.clock.now().timestamp_millis();
+        self.state
+            .store
+            .fail_analysis(
+                claim.call_id,
+                claim.generation,
+                &failure.reason,
+                failure.attempts,
+                now,
+            )
+            .await
+    }
 }
 
 /// Takes a call's analysis for an immediate re-run, with `plan` instead of
@@ -107,20 +163,32 @@ pub async fn analyze_claimed(
     state: &AppState,
     claim: &ClaimedAnalysis,
 ) -> Result<AnalysisOutcome, StoreError> {
-    let store = &state.store;
-    let fail = |reason: String, attempts: i64| async move {
-        let now = state.clock.now().timestamp_millis();
-        let stored = store
-            .fail_analysis(claim.call_id, claim.generation, &reason, attempts, now)
-            .await?;
-        Ok::<_, StoreError>(if stored {
-            AnalysisOutcome::Failed { reason }
-        } else {
-            AnalysisOutcome::Stale
-        })
+    let jobs = AnalysisJobs {
+        state: state.clone(),
     };
+    Ok(
+        match run_claimed(&state.worker_node(), &jobs, claim).await? {
+            Settled::Done(_) => AnalysisOutcome::Done,
+            Settled::Failed(failure) | Settled::Retrying { failure, .. } => {
+                AnalysisOutcome::Failed {
+                    reason: failure.reason,
+                }
+            }
+            Settled::Stale => AnalysisOutcome::Stale,
+        },
+    )
+}
+
+/// The analysis of one claimed call: its transcript through the plan's
+/// request to the agent's LLM (within the endpoint's post-call limit).
+async fn analyze(
+    state: &AppState,
+    claim: &ClaimedAnalysis,
+) -> Result<ProducedAnalysis, JobError<PostcallFailure>> {
+    let fail = PostcallFailure::job_error;
+    let store = &state.store;
     let Some(source) = store.rating_source(claim.call_id).await? else {
-        return fail("the call no longer exists".into(), 0).await;
+        return Err(fail("the call no longer exists".into(), 0));
     };
     let turns = store.call_turns(claim.org_id, claim.call_id).await?;
     // A stored value that no longer parses fails the job with the error
@@ -129,13 +197,13 @@ pub async fn analyze_claimed(
     let agent = store.agent(claim.org_id, claim.agent_id).await?;
     let spec = match agent.map(|agent| agent.spec()).transpose() {
         Ok(spec) => spec,
-        Err(err @ StoreError::CorruptColumn { .. }) => return fail(err.to_string(), 0).await,
-        Err(err) => return Err(err),
+        Err(err @ StoreError::CorruptColumn { .. }) => return Err(fail(err.to_string(), 0)),
+        Err(err) => return Err(err.into()),
     };
     let sim = match sim_config(claim.call_id, &source.variables, SIM_DELAY_VARIABLE) {
         Ok(sim) => sim,
-        Err(err @ StoreError::CorruptColumn { .. }) => return fail(err.to_string(), 0).await,
-        Err(err) => return Err(err),
+        Err(err @ StoreError::CorruptColumn { .. }) => return Err(fail(err.to_string(), 0)),
+        Err(err) => return Err(err.into()),
     };
     let plan = match claim
         .plan
@@ -143,7 +211,9 @@ pub async fn analyze_claimed(
         .map(|text| decode_json::<AnalysisPlan>("call_analyses", "plan", claim.call_id, text))
     {
         Some(Ok(plan)) => plan,
-        Some(Err(err)) => return fail(format!("the re-run's plan is unreadable: {err}"), 0).await,
+        Some(Err(err)) => {
+            return Err(fail(format!("the re-run's plan is unreadable: {err}"), 0));
+        }
         None => spec
             .as_ref()
             .map_or_else(AnalysisPlan::default, |s| s.analysis_plan()),
@@ -158,8 +228,8 @@ pub async fn analyze_claimed(
         .await
     {
         Ok(chosen) => chosen,
-        Err(crate::providers::select::SelectError::Store(err)) => return Err(err),
-        Err(err) => return fail(err.to_string(), 0).await,
+        Err(crate::providers::select::SelectError::Store(err)) => return Err(err.into()),
+        Err(err) => return Err(fail(err.to_string(), 0)),
     };
     let transcript = turns
         .iter()
@@ -174,20 +244,21 @@ pub async fn analyze_claimed(
     );
     let (result, attempts) = {
         let _slot = state.postcall_slots.acquire(&chosen.endpoint).await;
-        analyze(chosen.llm.as_ref(), &request).await
+        ask_analyst(chosen.llm.as_ref(), &request).await
     };
-    let analysis = match result {
-        Ok(analysis) => analysis,
-        Err(err) => return fail(err.to_string(), attempts).await,
-    };
-    let structured = serde_json::to_string(&analysis.reply.structured_data)?;
+    let analysis = result.map_err(|err| fail(err.to_string(), attempts))?;
+    let encode = |err: serde_json::Error| JobError::Store(err.into());
+    let structured_data = serde_json::to_string(&analysis.reply.structured_data).map_err(encode)?;
     let success = match (&plan.success, &analysis.reply.success) {
-        (Some(success), Some(verdict)) => Some(serde_json::to_string(&json!({
-            "rubric": success.rubric,
-            "value": verdict.get("value").cloned().unwrap_or(Value::Null),
-            "pass": analysis.pass,
-            "reason": verdict.get("reason").cloned().unwrap_or(Value::Null),
-        }))?),
+        (Some(success), Some(verdict)) => Some(
+            serde_json::to_string(&json!({
+                "rubric": success.rubric,
+                "value": verdict.get("value").cloned().unwrap_or(Value::Null),
+                "pass": analysis.pass,
+                "reason": verdict.get("reason").cloned().unwrap_or(Value::Null),
+            }))
+            .map_err(encode)?,
+        ),
         _ => None,
     };
     let summary = analysis
@@ -195,27 +266,18 @@ pub async fn analyze_claimed(
         .summary
         .as_deref()
         .map(str::trim)
-        .filter(|s| plan.summary.enabled && !s.is_empty());
-    let stored = store
-        .complete_analysis(&CompletedAnalysis {
-            call_id: claim.call_id,
-            generation: claim.generation,
-            summary,
-            structured_data: &structured,
-            success: success.as_deref(),
-            success_pass: analysis.pass,
-            model,
-            prompt_tokens: i64::from(analysis.usage.prompt_tokens),
-            completion_tokens: i64::from(analysis.usage.completion_tokens),
-            latency_ms: i64::try_from(analysis.latency.as_millis()).unwrap_or(i64::MAX),
-            attempts,
-            now_ms: state.clock.now().timestamp_millis(),
-        })
-        .await?;
-    Ok(if stored {
-        AnalysisOutcome::Done
-    } else {
-        AnalysisOutcome::Stale
+        .filter(|s| plan.summary.enabled && !s.is_empty())
+        .map(str::to_owned);
+    Ok(ProducedAnalysis {
+        summary,
+        structured_data,
+        success,
+        success_pass: analysis.pass,
+        model: model.to_owned(),
+        prompt_tokens: i64::from(analysis.usage.prompt_tokens),
+        completion_tokens: i64::from(analysis.usage.completion_tokens),
+        latency_ms: i64::try_from(analysis.latency.as_millis()).unwrap_or(i64::MAX),
+        attempts,
     })
 }
 

@@ -1,18 +1,24 @@
-//! The rating worker: leases pending ratings, scores each with its agent's
-//! LLM (the sim LLM by default) and stores the scorecard, or the failure,
-//! together with the webhooks that waited for it.
+//! The rating worker: ratings are a [`LeasedJob`] of the one leased-job
+//! worker ([`crate::background::leased_worker`]), which leases pending ones;
+//! each is scored with its agent's LLM (the sim LLM by default) and the
+//! scorecard, or the failure, is stored together with the webhooks that
+//! waited for it.
 
 use super::scoring::{score, scorecard_request};
 use super::template::effective_template;
+use crate::http::state::AppState;
+use crate::background::leased_worker::{JobError, LeasedJob, Settled, run_claimed};
 use crate::domain::agent::LlmVendor;
 use crate::domain::{CallId, OrgId};
-use crate::http::state::AppState;
+use crate::postcall::PostcallFailure;
 use crate::postcall::sim_delay::sim_config;
 use crate::store::StoreError;
-use crate::store::ratings::{ClaimedRating, CompletedRating};
+use crate::store::leased_jobs::JobTable;
+use crate::store::ratings::{ClaimedRating, CompletedRating, RATING_JOBS};
 use std::time::Duration;
 
-/// How long a job holds its rating before another worker may take it.
+/// How long a job holds its rating before another worker may take it
+/// (renewed while it runs).
 pub const LEASE: Duration = Duration::from_secs(300);
 
 /// Ratings scored per pass, concurrently.
@@ -43,27 +49,78 @@ fn lease_ms() -> i64 {
     i64::try_from(LEASE.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// One pass: leases due pending ratings for this node (peers running the
-/// same pass claim others) and scores them; returns how many.
-pub async fn rate_due(state: &AppState) -> Result<usize, StoreError> {
-    let now = state.clock.now().timestamp_millis();
-    let claimed = state
-        .store
-        .claim_due_ratings(&state.node_id, now, now + lease_ms(), BATCH)
-        .await?;
-    let jobs = claimed.iter().map(|claim| async move {
-        match rate_claimed(state, claim).await {
-            Ok(RatingOutcome::Failed { reason }) => {
-                tracing::warn!(call = %claim.call_id, %reason, "rating failed");
-            }
-            Ok(_) => {}
-            Err(err) => {
-                tracing::warn!(call = %claim.call_id, error = %err, "rating job could not be stored; it will be retried");
-            }
-        }
-    });
-    futures::future::join_all(jobs).await;
-    Ok(claimed.len())
+/// A scorecard the model produced, to store.
+#[derive(Debug, Clone)]
+pub struct ProducedRating {
+    overall: f64,
+    columns: String,
+    template: String,
+    attempts: i64,
+}
+
+/// Ratings as a [`LeasedJob`] of the node `state` runs.
+pub struct RatingJobs {
+    /// The node's state: its store, providers and post-call limits.
+    pub state: AppState,
+}
+
+impl LeasedJob for RatingJobs {
+    type Row = ClaimedRating;
+    type Outcome = ProducedRating;
+    type Failure = PostcallFailure;
+    const KIND: &'static str = "rating";
+    const TABLE: &'static JobTable = &RATING_JOBS;
+    const LEASE: Duration = LEASE;
+    const BATCH: i64 = BATCH;
+
+    fn key(row: &ClaimedRating) -> String {
+        row.call_id.to_string()
+    }
+
+    async fn run(
+        &self,
+        claim: &ClaimedRating,
+    ) -> Result<ProducedRating, JobError<PostcallFailure>> {
+        rate(&self.state, claim).await
+    }
+
+    async fn complete(
+        &self,
+        claim: &ClaimedRating,
+        r: &ProducedRating,
+    ) -> Result<bool, StoreError> {
+        self.state
+            .store
+            .complete_rating(&CompletedRating {
+                call_id: claim.call_id,
+                generation: claim.generation,
+                overall: r.overall,
+                columns: &r.columns,
+                template: &r.template,
+                attempts: r.attempts,
+                now_ms: self.state.clock.now().timestamp_millis(),
+            })
+            .await
+    }
+
+    async fn fail(
+        &self,
+        claim: &ClaimedRating,
+        failure: &PostcallFailure,
+        _retry_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        let now = self.state.clock.now().timestamp_millis();
+        self.state
+            .store
+            .fail_rating(
+                claim.call_id,
+                claim.generation,
+                &failure.reason,
+                failure.attempts,
+                now,
+            )
+            .await
+    }
 }
 
 /// Takes a call's rating for an immediate job; None when the call is not in
@@ -85,20 +142,32 @@ pub async fn rate_claimed(
     state: &AppState,
     claim: &ClaimedRating,
 ) -> Result<RatingOutcome, StoreError> {
-    let store = &state.store;
-    let fail = |reason: String, attempts: i64| async move {
-        let now = state.clock.now().timestamp_millis();
-        let stored = store
-            .fail_rating(claim.call_id, claim.generation, &reason, attempts, now)
-            .await?;
-        Ok::<_, StoreError>(if stored {
-            RatingOutcome::Failed { reason }
-        } else {
-            RatingOutcome::Stale
-        })
+    let jobs = RatingJobs {
+        state: state.clone(),
     };
+    Ok(
+        match run_claimed(&state.worker_node(), &jobs, claim).await? {
+            Settled::Done(rating) => RatingOutcome::Done {
+                overall: rating.overall,
+            },
+            Settled::Failed(failure) | Settled::Retrying { failure, .. } => RatingOutcome::Failed {
+                reason: failure.reason,
+            },
+            Settled::Stale => RatingOutcome::Stale,
+        },
+    )
+}
+
+/// The scorecard of one claimed call, by its agent's template and LLM
+/// (within the endpoint's post-call limit).
+async fn rate(
+    state: &AppState,
+    claim: &ClaimedRating,
+) -> Result<ProducedRating, JobError<PostcallFailure>> {
+    let fail = PostcallFailure::job_error;
+    let store = &state.store;
     let Some(source) = store.rating_source(claim.call_id).await? else {
-        return fail("the call no longer exists".into(), 0).await;
+        return Err(fail("the call no longer exists".into(), 0));
     };
     let turns = store.call_turns(claim.org_id, claim.call_id).await?;
     // A stored value that no longer parses fails the job with the error
@@ -107,8 +176,8 @@ pub async fn rate_claimed(
     let agent = store.agent(claim.org_id, claim.agent_id).await?;
     let spec = match agent.map(|agent| agent.spec()).transpose() {
         Ok(spec) => spec,
-        Err(err @ StoreError::CorruptColumn { .. }) => return fail(err.to_string(), 0).await,
-        Err(err) => return Err(err),
+        Err(err @ StoreError::CorruptColumn { .. }) => return Err(fail(err.to_string(), 0)),
+        Err(err) => return Err(err.into()),
     };
     let template = effective_template(spec.as_ref().and_then(|s| s.rating_template.as_ref()));
     let (provider, model) = spec.as_ref().map_or((LlmVendor::Sim, ""), |s| {
@@ -116,8 +185,8 @@ pub async fn rate_claimed(
     });
     let sim = match sim_config(claim.call_id, &source.variables, SIM_DELAY_VARIABLE) {
         Ok(sim) => sim,
-        Err(err @ StoreError::CorruptColumn { .. }) => return fail(err.to_string(), 0).await,
-        Err(err) => return Err(err),
+        Err(err @ StoreError::CorruptColumn { .. }) => return Err(fail(err.to_string(), 0)),
+        Err(err) => return Err(err.into()),
     };
     let chosen = match state
         .rater
@@ -126,8 +195,8 @@ pub async fn rate_claimed(
         .await
     {
         Ok(chosen) => chosen,
-        Err(crate::providers::select::SelectError::Store(err)) => return Err(err),
-        Err(err) => return fail(err.to_string(), 0).await,
+        Err(crate::providers::select::SelectError::Store(err)) => return Err(err.into()),
+        Err(err) => return Err(fail(err.to_string(), 0)),
     };
     let card = scorecard_request(
         &template,
@@ -138,29 +207,13 @@ pub async fn rate_claimed(
         let _slot = state.postcall_slots.acquire(&chosen.endpoint).await;
         score(chosen.llm.as_ref(), &card, &template).await
     };
-    let scorecard = match result {
-        Ok(scorecard) => scorecard,
-        Err(err) => return fail(err.to_string(), attempts).await,
-    };
-    let columns = serde_json::to_string(&scorecard.columns)?;
-    let template_json = serde_json::to_string(&template)?;
-    let stored = store
-        .complete_rating(&CompletedRating {
-            call_id: claim.call_id,
-            generation: claim.generation,
-            overall: scorecard.overall,
-            columns: &columns,
-            template: &template_json,
-            attempts,
-            now_ms: state.clock.now().timestamp_millis(),
-        })
-        .await?;
-    Ok(if stored {
-        RatingOutcome::Done {
-            overall: scorecard.overall,
-        }
-    } else {
-        RatingOutcome::Stale
+    let scorecard = result.map_err(|err| fail(err.to_string(), attempts))?;
+    let encode = |err: serde_json::Error| JobError::Store(err.into());
+    Ok(ProducedRating {
+        overall: scorecard.overall,
+        columns: serde_json::to_string(&scorecard.columns).map_err(encode)?,
+        template: serde_json::to_string(&template).map_err(encode)?,
+        attempts,
     })
 }
 

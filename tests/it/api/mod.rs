@@ -18,6 +18,7 @@ mod campaigns;
 mod cluster;
 mod cluster_background;
 mod cluster_caches;
+mod cluster_leased_jobs;
 mod cluster_nodes;
 mod drain;
 mod errors;
