@@ -372,3 +372,149 @@ pub(crate) fn split_name(name: &str) -> Vec<String> {
     }
     words
 }
+
+/// The contract's tests, and the requests the sim analyst's tests share.
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A required field with no options or bounds.
+    pub(crate) fn field(name: &str, kind: FieldType, description: &str) -> AnalysisField {
+        AnalysisField {
+            name: name.into(),
+            kind,
+            description: description.into(),
+            required: true,
+            options: Vec::new(),
+            minimum: None,
+            maximum: None,
+        }
+    }
+
+    /// A transcript from `(speaker, text)` pairs.
+    pub(crate) fn turns(lines: &[(&str, &str)]) -> Vec<ScorecardTurn> {
+        lines
+            .iter()
+            .map(|(s, t)| ScorecardTurn {
+                speaker: (*s).into(),
+                text: (*t).into(),
+            })
+            .collect()
+    }
+
+    /// A screening call's analysis request: six fields, one of each type (the notes
+    /// optional), a pass/fail rubric and a transcript that answers every question.
+    pub(crate) fn screening() -> AnalysisRequest {
+        let mut shift = field(
+            "preferredShift",
+            FieldType::Enum,
+            "Which shift the candidate prefers",
+        );
+        shift.options = vec!["morning".into(), "night".into(), "weekend".into()];
+        let mut notes = field(
+            "notes",
+            FieldType::String,
+            "Anything else the candidate wants us to know",
+        );
+        notes.required = false;
+        AnalysisRequest {
+            summary_prompt: Some("Summarize the call.".into()),
+            fields: vec![
+                field(
+                    "yearsOfExperience",
+                    FieldType::Integer,
+                    "How many years of Rust experience",
+                ),
+                field(
+                    "expectedSalary",
+                    FieldType::Number,
+                    "Expected monthly salary in rupees",
+                ),
+                field(
+                    "willingToRelocate",
+                    FieldType::Boolean,
+                    "Whether willing to relocate to Bengaluru",
+                ),
+                shift,
+                field(
+                    "startDate",
+                    FieldType::Date,
+                    "The date the candidate can start",
+                ),
+                notes,
+            ],
+            schema: None,
+            success: Some(SuccessPlan {
+                rubric: Rubric::PassFail,
+                prompt: "The candidate answered every screening question.".into(),
+                criteria: Vec::new(),
+            }),
+            transcript: turns(&[
+                ("agent", "Hello Asha, do you have a minute?"),
+                ("callee", "Yes, I have a minute."),
+                ("agent", "How many years of Rust experience do you have?"),
+                ("callee", "About five years."),
+                ("agent", "What is your expected monthly salary in rupees?"),
+                ("callee", "Around 1,20,000 rupees a month, so 120000."),
+                ("agent", "Are you willing to relocate to Bengaluru?"),
+                ("callee", "Yes, that works for me."),
+                (
+                    "agent",
+                    "Which shift do you prefer: morning, night or weekend?",
+                ),
+                ("callee", "The night shift, please."),
+                ("agent", "What date can you start?"),
+                ("callee", "I can start on the 3rd of March 2027."),
+                ("agent", "Is there anything else you want us to know?"),
+                ("callee", "I prefer remote work on Fridays."),
+                ("agent", "Thank you. Goodbye!"),
+            ]),
+            ended_reason: "agent-hangup".into(),
+        }
+    }
+
+    #[test]
+    fn the_answer_schema_is_strict_and_carries_the_bounds() {
+        let mut request = screening();
+        request.fields[0].minimum = Some(0.0);
+        request.fields[0].maximum = Some(50.0);
+        let schema = request.answer_schema();
+        assert_eq!(schema["additionalProperties"], json!(false));
+        let mut required: Vec<&str> = schema["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        required.sort_unstable();
+        assert_eq!(required, ["structuredData", "success", "summary"]);
+        let data = &schema["properties"]["structuredData"];
+        assert_eq!(data["required"].as_array().map(Vec::len), Some(6));
+        assert_eq!(
+            data["properties"]["yearsOfExperience"],
+            json!({"type": ["integer", "null"], "description": "How many years of Rust experience", "minimum": 0.0, "maximum": 50.0})
+        );
+        assert_eq!(
+            data["properties"]["notes"]["type"],
+            json!(["string", "null"])
+        );
+        assert_eq!(
+            data["properties"]["preferredShift"]["enum"],
+            json!(["morning", "night", "weekend", null])
+        );
+        assert_eq!(
+            schema["properties"]["success"]["properties"]["value"],
+            json!({"type": "boolean"})
+        );
+    }
+
+    #[test]
+    fn an_analysis_request_is_not_mistaken_for_a_scorecard() {
+        let text = serde_json::to_string(&screening()).unwrap_or_default();
+        assert!(
+            serde_json::from_str::<crate::providers::scorecard::ScorecardRequest>(&text).is_err()
+        );
+        assert_eq!(
+            serde_json::from_str::<AnalysisRequest>(&text).ok(),
+            Some(screening())
+        );
+    }
+}

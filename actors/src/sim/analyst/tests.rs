@@ -1,4 +1,5 @@
-//! The sim analyst's tests, and the analysis contract's schema as it answers it.
+//! The sim analyst's tests: what it reads from transcripts, and that its answers fit the
+//! contract's schema (the request helpers are the contract's, `providers::analysis::tests`).
 
 use super::choices::*;
 use super::dates::*;
@@ -6,99 +7,9 @@ use super::free_text::*;
 use super::numbers::*;
 use super::words::*;
 use super::*;
+use crate::providers::analysis::tests::{field, screening, turns};
 use crate::providers::analysis::*;
 use crate::providers::scorecard::ScorecardTurn;
-
-fn field(name: &str, kind: FieldType, description: &str) -> AnalysisField {
-    AnalysisField {
-        name: name.into(),
-        kind,
-        description: description.into(),
-        required: true,
-        options: Vec::new(),
-        minimum: None,
-        maximum: None,
-    }
-}
-
-fn turns(lines: &[(&str, &str)]) -> Vec<ScorecardTurn> {
-    lines
-        .iter()
-        .map(|(s, t)| ScorecardTurn {
-            speaker: (*s).into(),
-            text: (*t).into(),
-        })
-        .collect()
-}
-
-fn screening() -> AnalysisRequest {
-    let mut shift = field(
-        "preferredShift",
-        FieldType::Enum,
-        "Which shift the candidate prefers",
-    );
-    shift.options = vec!["morning".into(), "night".into(), "weekend".into()];
-    let mut notes = field(
-        "notes",
-        FieldType::String,
-        "Anything else the candidate wants us to know",
-    );
-    notes.required = false;
-    AnalysisRequest {
-        summary_prompt: Some("Summarize the call.".into()),
-        fields: vec![
-            field(
-                "yearsOfExperience",
-                FieldType::Integer,
-                "How many years of Rust experience",
-            ),
-            field(
-                "expectedSalary",
-                FieldType::Number,
-                "Expected monthly salary in rupees",
-            ),
-            field(
-                "willingToRelocate",
-                FieldType::Boolean,
-                "Whether willing to relocate to Bengaluru",
-            ),
-            shift,
-            field(
-                "startDate",
-                FieldType::Date,
-                "The date the candidate can start",
-            ),
-            notes,
-        ],
-        schema: None,
-        success: Some(SuccessPlan {
-            rubric: Rubric::PassFail,
-            prompt: "The candidate answered every screening question.".into(),
-            criteria: Vec::new(),
-        }),
-        transcript: turns(&[
-            ("agent", "Hello Asha, do you have a minute?"),
-            ("callee", "Yes, I have a minute."),
-            ("agent", "How many years of Rust experience do you have?"),
-            ("callee", "About five years."),
-            ("agent", "What is your expected monthly salary in rupees?"),
-            ("callee", "Around 1,20,000 rupees a month, so 120000."),
-            ("agent", "Are you willing to relocate to Bengaluru?"),
-            ("callee", "Yes, that works for me."),
-            (
-                "agent",
-                "Which shift do you prefer: morning, night or weekend?",
-            ),
-            ("callee", "The night shift, please."),
-            ("agent", "What date can you start?"),
-            ("callee", "I can start on the 3rd of March 2027."),
-            ("agent", "Is there anything else you want us to know?"),
-            ("callee", "I prefer remote work on Fridays."),
-            ("agent", "Thank you. Goodbye!"),
-        ]),
-        ended_reason: "agent-hangup".into(),
-    }
-}
 
 #[test]
 fn the_sim_analyzer_reads_each_value_the_callee_said() {
@@ -185,39 +96,6 @@ fn every_rubric_gives_a_value_its_schema_allows() {
             Some(rubric != Rubric::Checklist)
         );
     }
-}
-
-#[test]
-fn the_answer_schema_is_strict_and_carries_the_bounds() {
-    let mut request = screening();
-    request.fields[0].minimum = Some(0.0);
-    request.fields[0].maximum = Some(50.0);
-    let schema = request.answer_schema();
-    assert_eq!(schema["additionalProperties"], json!(false));
-    let mut required: Vec<&str> = schema["required"]
-        .as_array()
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    required.sort_unstable();
-    assert_eq!(required, ["structuredData", "success", "summary"]);
-    let data = &schema["properties"]["structuredData"];
-    assert_eq!(data["required"].as_array().map(Vec::len), Some(6));
-    assert_eq!(
-        data["properties"]["yearsOfExperience"],
-        json!({"type": ["integer", "null"], "description": "How many years of Rust experience", "minimum": 0.0, "maximum": 50.0})
-    );
-    assert_eq!(
-        data["properties"]["notes"]["type"],
-        json!(["string", "null"])
-    );
-    assert_eq!(
-        data["properties"]["preferredShift"]["enum"],
-        json!(["morning", "night", "weekend", null])
-    );
-    assert_eq!(
-        schema["properties"]["success"]["properties"]["value"],
-        json!({"type": "boolean"})
-    );
 }
 
 #[test]
@@ -402,16 +280,6 @@ fn numbers_dates_and_questions_read_like_people_say_them() {
     );
     let f = field("noticePeriodDays", FieldType::Integer, "");
     assert_eq!(question_for(&f), "Could you tell me notice period days?");
-}
-
-#[test]
-fn an_analysis_request_is_not_mistaken_for_a_scorecard() {
-    let text = serde_json::to_string(&screening()).unwrap_or_default();
-    assert!(serde_json::from_str::<crate::providers::scorecard::ScorecardRequest>(&text).is_err());
-    assert_eq!(
-        serde_json::from_str::<AnalysisRequest>(&text).ok(),
-        Some(screening())
-    );
 }
 
 /// Checks `value` against `schema` for the JSON Schema keywords the answer schemas use
