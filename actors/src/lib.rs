@@ -1,7 +1,7 @@
 //! Voxline call engine: the ractor supervision tree, carriers, provider
-//! traits, the simulated providers and the per-call conversation loop.
+//! traits and the per-call conversation loop; and, in [`sim`], the simulated
+//! world the service runs on by default (carrier, callee, providers, analyst).
 
-pub mod callee;
 pub mod carrier;
 pub mod conversation;
 pub mod ended_reason;
@@ -10,4 +10,5 @@ pub mod ids;
 pub mod media_token;
 pub mod providers;
 pub mod signing;
+pub mod sim;
 pub mod tools;

@@ -13,9 +13,10 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::providers::{ToolCallRequest, ToolSpec};
-// The built-in tools' names live with `END_CALL_TOOL` in `providers`, which the sim LLM
-// (`providers/sim_tools.rs`) reads them from: were they here, `tools` and `providers` would
-// import each other. Re-exported so `tools::TRANSFER_TOOL` and the like keep working.
+// The built-in tools' names live with `END_CALL_TOOL` in `providers`, beside the `ToolSpec`
+// the LLM is offered, so `tools` → `providers` is the only arrow between the two rooms (the
+// sim LLM, `sim/providers/tool_use.rs`, reads them there too). Re-exported so
+// `tools::TRANSFER_TOOL` and the like keep working.
 pub use crate::providers::{AVAILABILITY_TOOL, BOOKING_TOOL, DTMF_TOOL, TRANSFER_TOOL};
 
 /// One place a `transferCall` tool can bridge the callee to.

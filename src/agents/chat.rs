@@ -12,9 +12,8 @@ use crate::store::chat::ChatSessionRow;
 use crate::store::{StoreError, decode_json};
 use serde_json::{Map, Value};
 use std::time::Duration;
-use voxline_actors::providers::{
-    ChatMessage, ChatRole, LlmRequest, ProviderError, SimConfig, ToolSpec,
-};
+use voxline_actors::providers::{ChatMessage, ChatRole, LlmRequest, ProviderError, ToolSpec};
+use voxline_actors::sim::providers::SimConfig;
 
 /// The longest chat message accepted, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 4_000;

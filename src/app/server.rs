@@ -40,10 +40,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use voxline_actors::carrier::Carrier;
-use voxline_actors::carrier::sim::{CalleeLauncher, SimCarrier, SimCarrierConfig};
 use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::engine::EngineConfig;
 use voxline_actors::media_token::MediaTokens;
+use voxline_actors::sim::carrier::{CalleeLauncher, SimCarrier, SimCarrierConfig};
 
 /// A running server.
 pub struct Server {

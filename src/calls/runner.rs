@@ -25,15 +25,15 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use voxline_actors::callee::spoken_lines;
 use voxline_actors::conversation::{
     CarrierSession, ConversationConfig, ConversationEngine, ConversationObserver, KeypadMenu,
     KeypadOption, RecordingInfo, Speaker, Turn, VoicemailAction, VoicemailPlan, run_conversation,
 };
 use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::engine::{CallJob, ConversationRunner, MachineVerdicts};
-use voxline_actors::providers::sim::{SimConfig, SimFailure};
 use voxline_actors::providers::{EndOfTurnModel, ProviderKind};
+use voxline_actors::sim::callee::spoken_lines;
+use voxline_actors::sim::providers::{SimConfig, SimFailure};
 use voxline_media::turn_taking::{
     Backchannels, InterruptionConfig, InterruptionMode as EngineInterruptionMode, TurnConfig,
     TurnMode,

@@ -10,10 +10,10 @@ use crate::providers::settings::ProviderSettings;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
-use voxline_actors::callee::{
+use voxline_actors::sim::callee::{
     CalleeOptions, CalleeVoice, ScriptStep, SimCallee, default_sim_script, parse_sim_script,
 };
-use voxline_actors::carrier::sim::CalleeStart;
+use voxline_actors::sim::carrier::CalleeStart;
 
 /// A breath between sentences: well under the engine's 600 ms end of turn.
 pub const SENTENCE_PAUSE: Duration = Duration::from_millis(250);

@@ -17,7 +17,8 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use voxline_actors::providers::{SimConfig, SimTts, TtsProvider};
+use voxline_actors::providers::TtsProvider;
+use voxline_actors::sim::providers::{SimConfig, SimTts};
 use voxline_media::wav::RECORDING_SAMPLE_RATE;
 
 /// Picks the TTS provider an agent speaks with.

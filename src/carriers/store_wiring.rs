@@ -10,9 +10,9 @@ use crate::secrets::credentials::CredentialCipher;
 use crate::store::Store;
 use async_trait::async_trait;
 use std::sync::Arc;
-use voxline_actors::carrier::sim::TransferLegSink;
 use voxline_actors::carrier::{CarrierStatus, TransferLeg};
 use voxline_actors::engine::Engine;
+use voxline_actors::sim::carrier::TransferLegSink;
 
 /// Reads and decrypts a workspace's carrier account from the store.
 pub struct StoreCredentials {

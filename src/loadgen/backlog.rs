@@ -370,8 +370,9 @@ impl Backlog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use voxline_actors::providers::analysis::{AnalysisRequest, Rubric, SuccessPlan, sim_analysis};
+    use voxline_actors::providers::analysis::{AnalysisRequest, Rubric, SuccessPlan};
     use voxline_actors::providers::scorecard::{CALLEE, ScorecardTurn};
+    use voxline_actors::sim::analyst::sim_analysis;
 
     fn analyzed(i: u64) -> voxline_actors::providers::analysis::AnalysisReply {
         let questions: Vec<String> = fields().iter().map(question_for).collect();

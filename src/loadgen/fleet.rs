@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
-use voxline_actors::callee::{CalleeOptions, CalleeReport, CalleeVoice, SimCallee};
-use voxline_actors::carrier::sim::{CalleeLauncher, CalleeStart};
+use voxline_actors::sim::callee::{CalleeOptions, CalleeReport, CalleeVoice, SimCallee};
+use voxline_actors::sim::carrier::{CalleeLauncher, CalleeStart};
 
 /// Name of the fleet's threads.
 pub const FLEET_THREAD: &str = "loadgen-fleet";
@@ -375,7 +375,7 @@ mod tests {
     use super::*;
     use crate::domain::PhoneNumber;
     use std::collections::HashSet;
-    use voxline_actors::carrier::sim::{CalleeBehaviour, SimOutcome};
+    use voxline_actors::sim::carrier::{CalleeBehaviour, SimOutcome};
 
     #[test]
     fn fleet_numbers_are_distinct_valid_humans() {

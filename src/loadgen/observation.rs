@@ -4,7 +4,7 @@
 use super::metrics::{CallObservation, StageTimes};
 use serde_json::Value;
 use std::time::Duration;
-use voxline_actors::callee::CalleeReport;
+use voxline_actors::sim::callee::CalleeReport;
 
 pub(super) fn fill_from_report(call: &mut CallObservation, report: &CalleeReport) {
     call.answered = report.connected;

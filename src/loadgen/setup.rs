@@ -28,7 +28,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 use tokio::sync::{Mutex, mpsc};
 use voxline_actors::carrier::Carrier;
-use voxline_actors::carrier::sim::{SimCarrier, SimCarrierConfig};
+use voxline_actors::sim::carrier::{SimCarrier, SimCarrierConfig};
 use voxline_media::endpoint::EndpointerConfig;
 
 /// Runs the load generator with its fleet on `fleet` and returns the summary (used by tests).
@@ -63,7 +63,8 @@ pub async fn run_with_fleet_runtime(
     };
     let (variables, tool_line) = match &script {
         Some(script) => {
-            let steps = voxline_actors::callee::parse_sim_script(script).context("--script")?;
+            let steps =
+                voxline_actors::sim::callee::parse_sim_script(script).context("--script")?;
             (
                 serde_json::json!({ "simScript": script }),
                 tools::tool_line_index(&steps),

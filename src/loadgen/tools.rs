@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::task::JoinHandle;
-use voxline_actors::callee::{ScriptStep, spoken_lines};
+use voxline_actors::sim::callee::{ScriptStep, spoken_lines};
 
 /// The load agent's function tool name.
 pub const FUNCTION_NAME: &str = "order_status";
@@ -159,7 +159,7 @@ async fn answer(State(served): State<Arc<Served>>) -> Json<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use voxline_actors::callee::{default_sim_script, parse_sim_script};
+    use voxline_actors::sim::callee::{default_sim_script, parse_sim_script};
 
     #[test]
     fn the_default_tool_script_asks_for_the_function_on_its_second_line() {

@@ -6,7 +6,7 @@ use crate::domain::CallId;
 use crate::store::{StoreResult, decode_json};
 use serde_json::{Map, Value};
 use std::time::Duration;
-use voxline_actors::providers::SimConfig;
+use voxline_actors::sim::providers::SimConfig;
 
 /// The sim LLM config for a post-call job on the call `call_id` with
 /// `variables` (its stored JSON), delayed by the number of milliseconds in

@@ -28,8 +28,9 @@ use std::sync::Arc;
 use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::providers::{
     AsrProvider, LlmEvent, LlmProvider, LlmRequest, LlmStream, LlmUsage, ProviderError,
-    ProviderKind, Providers, SimAsr, SimConfig, SimLlm, SimTts, TtsProvider,
+    ProviderKind, Providers, TtsProvider,
 };
+use voxline_actors::sim::providers::{SimAsr, SimConfig, SimLlm, SimTts};
 
 /// Why a call's providers could not be assembled.
 #[derive(Debug, thiserror::Error)]

@@ -17,11 +17,11 @@ use voxline::calls::sim_callee::{CalleeVoiceKind, callee_voice};
 use voxline::config::Settings;
 use voxline::domain::analysis::AnalysisPlan;
 use voxline::domain::clock::SystemClock;
-use voxline_actors::callee::{CalleeOptions, CalleeReport, SimCallee};
 use voxline_actors::carrier::Carrier;
-use voxline_actors::carrier::sim::{CalleeLauncher, CalleeStart, SimCarrier, SimCarrierConfig};
-use voxline_actors::providers::analysis::sim_analysis;
 use voxline_actors::providers::scorecard::ScorecardTurn;
+use voxline_actors::sim::analyst::sim_analysis;
+use voxline_actors::sim::callee::{CalleeOptions, CalleeReport, SimCallee};
+use voxline_actors::sim::carrier::{CalleeLauncher, CalleeStart, SimCarrier, SimCarrierConfig};
 
 /// The addresses of the local servers, or `None` (and a `skipped` line) when the test is off.
 fn local_models(test: &str) -> Option<LocalModels> {

@@ -4,7 +4,10 @@
 //! files under the crate root: `src/calls/*` is the room `calls`). The room
 //! check has one exception, a ratchet: the `app` tangle of the root crate,
 //! whose known edges are listed in [`KNOWN_SRC_ROOM_EDGES`] until the refactor
-//! that removes it; the list may only shrink.
+//! that removes it; the list may only shrink. And some rooms only import: in
+//! `actors/`, the sim room (`sim/`: the sim carrier, callee, providers and
+//! analyst) uses the engine and nothing of the engine uses it
+//! ([`ACTORS_IMPORT_ONLY_ROOMS`]).
 //!
 //! Each file's paths are resolved to the module file that defines the named
 //! item, following `use` bindings and `pub use` re-exports to the file that
@@ -24,9 +27,11 @@
 //! and others are built so); cycles among the children, or through a
 //! sub-folder, are still looked for with that file set aside. A cycle that
 //! leaves the folder fails: `tools.rs` → `providers/mod.rs` (whose
-//! `Providers::sim` builds the sims) → `providers/sim.rs` →
+//! `Providers::sim` built the sims) → `providers/sim.rs` →
 //! `providers/sim_tools.rs` → `tools.rs` did, in `actors/`, and the older
 //! check, which took every `mod.rs` → child reach for composition, missed it.
+//! The sims have since moved to the sim room, and the import-only rule keeps
+//! `providers` (or any engine room) from reaching back into them.
 //!
 //! Limits, kept because the crates do not hit them: a glob re-export's names
 //! are not followed, and a re-exported trait the parent uses only through
@@ -64,6 +69,13 @@ const ROOT_ROOM: &str = "(crate root)";
 /// cycle. The test fails when a listed edge no longer exists or no longer
 /// lies on a cycle, so delete entries as they go, and never add one.
 const KNOWN_SRC_ROOM_EDGES: &[(&str, &str)] = &[("postcall", "http"), ("webhooks", "http")];
+
+/// Rooms of `actors/` that no other room of the crate may import: they use the
+/// engine, never the other way. `sim` is the simulated world (the sim carrier,
+/// callee, ASR/LLM/TTS, analyst and scorer, and `Providers::sim`, which builds
+/// the sim providers); the service picks it where it builds a call's carrier
+/// and providers. An engine room that imports it fails, even without a cycle.
+const ACTORS_IMPORT_ONLY_ROOMS: &[&str] = &["sim"];
 
 /// `parent::child`, either of which may be the root (`""`).
 fn join(parent: &str, child: &str) -> String {
@@ -805,6 +817,20 @@ fn room_cycles(krate: &Crate, allowed: &[(&str, &str)]) -> Vec<String> {
     report
 }
 
+/// The edges from the crate's other rooms into `room`, one line each (empty
+/// when only `room` itself uses what it holds).
+fn imports_of(krate: &Crate, room: &str) -> Vec<String> {
+    room_edges(krate)
+        .into_iter()
+        .filter(|(from, _)| from != room)
+        .filter_map(|(from, mut targets)| targets.remove(room).map(|why| (from, why)))
+        .flat_map(|(from, why)| {
+            why.into_iter()
+                .map(move |edge| format!("{from} -> {room}: {edge}"))
+        })
+        .collect()
+}
+
 /// The workspace root, where the crates' sources are.
 fn workspace() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -826,6 +852,24 @@ fn media_and_actors_have_no_cycle_between_rooms() {
         report.extend(room_cycles(&Crate::load(workspace(), src), &[]));
     }
     assert!(report.is_empty(), "room cycles:\n{}", report.join("\n"));
+}
+
+#[test]
+fn no_engine_room_imports_the_sim_room() {
+    let actors = Crate::load(workspace(), "actors/src");
+    let mut report = Vec::new();
+    for room in ACTORS_IMPORT_ONLY_ROOMS {
+        assert!(
+            actors.is_module(room),
+            "actors/src/{room} is gone: update ACTORS_IMPORT_ONLY_ROOMS"
+        );
+        report.extend(imports_of(&actors, room));
+    }
+    assert!(
+        report.is_empty(),
+        "the engine imports an import-only room:\n{}",
+        report.join("\n")
+    );
 }
 
 #[test]
@@ -957,6 +1001,96 @@ fn the_checker_sees_the_actors_cycle_through_a_parent_using_its_child() {
         "{:?}",
         room_cycles(&fixed, &[])
     );
+}
+
+/// The actors' shape today: the sims in a room of their own, `sim/`, which
+/// imports `providers` (and through the names, nothing of `tools`), with
+/// `Providers::sim` built beside them.
+const SIM_ROOM_SHAPE: &[(&str, &str)] = &[
+    (
+        "lib.rs",
+        "pub mod providers;\npub mod sim;\npub mod tools;\n",
+    ),
+    (
+        "tools.rs",
+        "pub use crate::providers::TRANSFER_TOOL;\nuse crate::providers::ToolSpec;\n\
+         impl ToolSpec { pub fn transfer_call() -> Self { todo!() } }\n",
+    ),
+    (
+        "providers/mod.rs",
+        "pub struct ToolSpec { pub name: String }\n\
+         pub const TRANSFER_TOOL: &str = \"transfer_call\";\n\
+         pub struct Providers;\n",
+    ),
+    ("sim/mod.rs", "pub mod llm;\npub mod tool_use;\n"),
+    (
+        "sim/llm.rs",
+        "use super::tool_use::sim_tool_turn;\nuse crate::providers::{Providers, ToolSpec};\n\
+         pub struct SimConfig;\npub struct SimLlm;\n\
+         impl Providers { pub fn sim(config: SimConfig) -> SimLlm { SimLlm } }\n",
+    ),
+    (
+        "sim/tool_use.rs",
+        "use crate::providers::{ToolSpec, TRANSFER_TOOL};\n\
+         pub fn sim_tool_turn(spec: &ToolSpec) -> bool { spec.name == TRANSFER_TOOL }\n",
+    ),
+];
+
+#[test]
+fn the_checker_holds_the_sim_room_import_only_and_the_tools_cycle_gone() {
+    let today = synthetic(SIM_ROOM_SHAPE);
+    assert!(
+        module_cycles(&today).is_empty(),
+        "{:?}",
+        module_cycles(&today)
+    );
+    assert!(
+        room_cycles(&today, &[]).is_empty(),
+        "{:?}",
+        room_cycles(&today, &[])
+    );
+    assert!(
+        imports_of(&today, "sim").is_empty(),
+        "{:?}",
+        imports_of(&today, "sim")
+    );
+
+    // `Providers::sim` moved back into `providers/mod.rs`: an engine room imports
+    // the sim room, and the two rooms import each other.
+    let mut back = SIM_ROOM_SHAPE.to_vec();
+    back[2].1 = "use crate::sim::llm::{SimConfig, SimLlm};\n\
+                 pub struct ToolSpec { pub name: String }\n\
+                 pub const TRANSFER_TOOL: &str = \"transfer_call\";\n\
+                 pub struct Providers;\n\
+                 impl Providers { pub fn sim(config: SimConfig) -> SimLlm { SimLlm } }\n";
+    back[4].1 = "use super::tool_use::sim_tool_turn;\nuse crate::providers::ToolSpec;\n\
+                 pub struct SimConfig;\npub struct SimLlm;\n";
+    let back = synthetic(&back);
+    let imports = imports_of(&back, "sim");
+    assert_eq!(imports.len(), 1, "{imports:?}");
+    assert!(
+        imports[0].starts_with("providers -> sim: providers/mod.rs -> sim/llm.rs"),
+        "{}",
+        imports[0]
+    );
+    let rooms = room_cycles(&back, &[]);
+    assert_eq!(rooms.len(), 1, "{rooms:?}");
+    assert!(rooms[0].contains("providers -> sim") && rooms[0].contains("sim -> providers"));
+
+    // The tool names moved back into `tools.rs`, read by the sim from there while
+    // `tools` takes `ToolSpec` from `providers`: no cycle (the arrows still point
+    // one way), and the sim room is still imported by no one.
+    let mut names_in_tools = SIM_ROOM_SHAPE.to_vec();
+    names_in_tools[1].1 = "use crate::providers::ToolSpec;\n\
+                           pub const TRANSFER_TOOL: &str = \"transfer_call\";\n\
+                           impl ToolSpec { pub fn transfer_call() -> Self { todo!() } }\n";
+    names_in_tools[2].1 = "pub struct ToolSpec { pub name: String }\npub struct Providers;\n";
+    names_in_tools[5].1 = "use crate::providers::ToolSpec;\nuse crate::tools::TRANSFER_TOOL;\n\
+                           pub fn sim_tool_turn(spec: &ToolSpec) -> bool { spec.name == TRANSFER_TOOL }\n";
+    let names_in_tools = synthetic(&names_in_tools);
+    assert!(module_cycles(&names_in_tools).is_empty());
+    assert!(room_cycles(&names_in_tools, &[]).is_empty());
+    assert!(imports_of(&names_in_tools, "sim").is_empty());
 }
 
 #[test]

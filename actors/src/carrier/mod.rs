@@ -4,8 +4,6 @@
 //! routes to [`crate::engine::Engine::carrier_status`]; the simulated carrier
 //! reports through the [`StatusSink`] it is handed when dialing.
 
-pub mod sim;
-
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -133,8 +131,8 @@ pub trait Carrier: Send + Sync + 'static {
 
     /// Bridges an answered call's callee to another number, ending our media stream. The
     /// carrier later reports the bridged leg to [`TransferRequest::leg_status_url`] (the sim
-    /// carrier to its [`TransferLegSink`](sim::TransferLegSink)). Carriers that cannot
-    /// transfer refuse.
+    /// carrier to its [`TransferLegSink`](crate::sim::carrier::TransferLegSink)). Carriers
+    /// that cannot transfer refuse.
     async fn transfer(&self, req: TransferRequest) -> Result<(), CarrierError> {
         Err(CarrierError::Rejected(format!(
             "this carrier cannot transfer call {} to {}",

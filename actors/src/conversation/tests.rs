@@ -9,13 +9,14 @@ use voxline_media::synth::speech_duration_for_text;
 use voxline_media::wav::WavInfo;
 
 use super::*;
-use crate::callee::{
-    CalleeBehaviour, CalleeOptions, CalleeReport, DtmfMode, ScriptStep, SimCallee,
-};
 use crate::providers::{
     AsrContext, AsrProvider, AsrStream, LlmProvider, LlmRequest, LlmStream, ProviderError,
-    ProviderKind, SimAsr, SimConfig, SimFailure, SimLlm, SimTts, TtsProvider, TtsStream,
+    ProviderKind, TtsProvider, TtsStream,
 };
+use crate::sim::callee::{
+    CalleeBehaviour, CalleeOptions, CalleeReport, DtmfMode, ScriptStep, SimCallee,
+};
+use crate::sim::providers::{SimAsr, SimConfig, SimFailure, SimLlm, SimTts};
 use voxline_media::carrier::CarrierKind;
 
 const WELCOME: &str = "Hello! This is Voxline calling about your appointment.";
@@ -109,7 +110,7 @@ fn pipeline(script: &[ScriptStep]) -> ConversationConfig {
         call_id: "call-test".to_owned(),
         welcome_message: WELCOME.to_owned(),
         prompt: "You are a helpful scheduling assistant.".to_owned(),
-        sim_script: crate::callee::spoken_lines(script),
+        sim_script: crate::sim::callee::spoken_lines(script),
         ..ConversationConfig::default()
     }
 }
@@ -981,7 +982,7 @@ async fn a_person_is_never_taken_for_a_machine() {
     ]);
     let (providers, counts) = counting_providers(SimConfig::default());
     let config = ConversationConfig {
-        sim_script: crate::callee::spoken_lines(&script),
+        sim_script: crate::sim::callee::spoken_lines(&script),
         ..detecting(VoicemailAction::LeaveMessage(VOICEMAIL_MESSAGE.to_owned()))
     };
     let (outcome, report, _) = call(

@@ -7,8 +7,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::callee::{CalleeBehaviour, CalleeOptions, CalleeReport, ScriptStep, SimCallee};
-use crate::providers::{SimConfig, ToolCallRequest, ToolSpec};
+use crate::providers::{ToolCallRequest, ToolSpec};
+use crate::sim::callee::{CalleeBehaviour, CalleeOptions, CalleeReport, ScriptStep, SimCallee};
+use crate::sim::providers::SimConfig;
 use crate::tools::{
     CallTool, CallTools, ToolBehavior, ToolError, ToolLimits, ToolService, TransferDestination,
 };
@@ -105,7 +106,7 @@ async fn call(
         call_id: "call-tools".to_owned(),
         welcome_message: "Hello, this is Voxline.".to_owned(),
         prompt: prompt.to_owned(),
-        sim_script: crate::callee::spoken_lines(&script),
+        sim_script: crate::sim::callee::spoken_lines(&script),
         tools: tools(service),
         ..ConversationConfig::default()
     };
@@ -288,7 +289,7 @@ async fn the_per_call_limit_takes_tools_away() {
     let config = ConversationConfig {
         call_id: "call-limit".to_owned(),
         welcome_message: "Hello.".to_owned(),
-        sim_script: crate::callee::spoken_lines(&script),
+        sim_script: crate::sim::callee::spoken_lines(&script),
         tools: config_tools,
         ..ConversationConfig::default()
     };

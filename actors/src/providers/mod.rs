@@ -1,5 +1,5 @@
 //! Speech and language providers: the streaming ASR, LLM and TTS traits the conversation loop
-//! drives, and the simulated implementations of decisions §11.
+//! drives. The simulated implementations of decisions §11 are in [`crate::sim::providers`].
 //!
 //! The traits are shaped after the network clients that will implement them (a Deepgram
 //! websocket, an OpenAI-compatible SSE stream with tool calls, streamed TTS over HTTP or a
@@ -11,9 +11,6 @@
 pub mod analysis;
 pub mod end_of_turn;
 pub mod scorecard;
-pub mod sim;
-pub mod sim_lines;
-pub mod sim_tools;
 
 use std::fmt;
 use std::sync::Arc;
@@ -23,7 +20,6 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 pub use end_of_turn::{EndOfTurnModel, EndOfTurnVerdict};
-pub use sim::{SimAsr, SimConfig, SimFailure, SimLlm, SimTts};
 
 /// Which of the three providers something concerns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -81,7 +77,8 @@ pub enum ProviderError {
         /// How long the loop waited.
         after: Duration,
     },
-    /// A failure injected by [`SimConfig::fail`], for tests.
+    /// A failure injected by the sim config
+    /// ([`SimConfig::fail`](crate::sim::providers::SimConfig::fail)), for tests.
     #[error("{provider} failure injected by the sim config")]
     Injected {
         /// The failing provider.
@@ -404,17 +401,6 @@ pub struct Providers {
     pub llm: Arc<dyn LlmProvider>,
     /// Speech synthesis.
     pub tts: Arc<dyn TtsProvider>,
-}
-
-impl Providers {
-    /// The simulated providers of decisions §11, sharing one config.
-    pub fn sim(config: SimConfig) -> Self {
-        Self {
-            asr: Arc::new(SimAsr::new(config.clone())),
-            llm: Arc::new(SimLlm::new(config.clone())),
-            tts: Arc::new(SimTts::new(config)),
-        }
-    }
 }
 
 impl fmt::Debug for Providers {

@@ -290,8 +290,7 @@ mod tests {
         assert_eq!(request.max_tokens, Some(MAX_ANSWER_TOKENS));
         // The sim's answer (and so the shape the prompt asks for) matches the schema.
         let reply =
-            serde_json::to_value(voxline_actors::providers::scorecard::sim_scorecard(&card))
-                .unwrap();
+            serde_json::to_value(voxline_actors::sim::scorer::sim_scorecard(&card)).unwrap();
         let validator = jsonschema::validator_for(schema).unwrap();
         assert!(validator.is_valid(&reply), "{reply}");
         let out_of_range = serde_json::json!({"columns": [
@@ -311,11 +310,13 @@ mod tests {
 
     #[tokio::test]
     async fn the_sim_llm_scores_through_the_same_path() {
-        let llm = voxline_actors::providers::SimLlm::new(voxline_actors::providers::SimConfig {
-            llm_first_token: Duration::ZERO,
-            llm_token_interval: Duration::ZERO,
-            ..Default::default()
-        });
+        let llm = voxline_actors::sim::providers::SimLlm::new(
+            voxline_actors::sim::providers::SimConfig {
+                llm_first_token: Duration::ZERO,
+                llm_token_interval: Duration::ZERO,
+                ..Default::default()
+            },
+        );
         let turns = |lines: &[(&str, &str)]| -> Vec<CallTurnRow> {
             lines
                 .iter()

@@ -15,7 +15,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha1::Sha1;
 use std::time::Duration;
-use voxline_actors::callee::{CalleeBehaviour, CalleeOptions, ScriptStep, SimCallee};
+use voxline_actors::sim::callee::{CalleeBehaviour, CalleeOptions, ScriptStep, SimCallee};
 
 const ACCOUNT: &str = "AC5f1d0c2e9b8a7f6e5d4c3b2a19081726";
 const TOKEN: &str = "tw-auth-token";

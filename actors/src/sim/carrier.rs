@@ -3,7 +3,7 @@
 //! Media Streams protocol. The dialed number's last two digits choose the
 //! callee's behaviour.
 
-use super::{
+use crate::carrier::{
     Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferLeg, TransferRequest,
 };
 use async_trait::async_trait;

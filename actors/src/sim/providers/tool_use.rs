@@ -12,9 +12,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
-use super::{
-    AVAILABILITY_TOOL, BOOKING_TOOL, ChatMessage, ChatRole, DTMF_TOOL, LlmRequest, TRANSFER_TOOL,
-    ToolCallRequest, ToolSpec,
+use crate::providers::{
+    AVAILABILITY_TOOL, BOOKING_TOOL, ChatMessage, ChatRole, DTMF_TOOL, END_CALL_TOOL, LlmRequest,
+    TRANSFER_TOOL, ToolCallRequest, ToolSpec,
 };
 
 /// What the sim agent does this turn when a tool is involved.
@@ -182,7 +182,7 @@ fn is_builtin(name: &str) -> bool {
         DTMF_TOOL,
         AVAILABILITY_TOOL,
         BOOKING_TOOL,
-        super::END_CALL_TOOL,
+        END_CALL_TOOL,
     ]
     .contains(&name)
 }
