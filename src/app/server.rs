@@ -176,6 +176,16 @@ impl Server {
             settings.sim.ring_seconds,
         );
         let batches = BatchService::new(calls.clone());
+        let postcall_slots = Arc::new(crate::postcall::llm_slots::LlmSlots::new(
+            settings.ratings.postcall_llm_concurrency,
+        ));
+        let postcall = crate::postcall::service::PostcallService::new(
+            store.clone(),
+            clock.clone(),
+            node_id.clone(),
+            rater.clone(),
+            postcall_slots.clone(),
+        );
         let agents = AgentService::new(
             store.clone(),
             clock.clone(),
@@ -209,9 +219,7 @@ impl Server {
             agent_cache,
             welcome_cache,
             rater,
-            postcall_slots: Arc::new(crate::postcall::llm_slots::LlmSlots::new(
-                settings.ratings.postcall_llm_concurrency,
-            )),
+            postcall_slots,
             breakers,
             node_id,
             public_url: public_url.clone(),
@@ -219,6 +227,7 @@ impl Server {
             recordings,
             node_status,
             agents,
+            postcall,
             calls,
             batches,
             cluster,
@@ -336,10 +345,7 @@ impl Server {
         leased_worker::spawn(
             &tasks,
             state.worker_node(),
-            DeliveryJobs {
-                state: state.clone(),
-                http: webhook_http.clone(),
-            },
+            delivery_jobs(&state, webhook_http.clone()),
             settings.dispatch_interval,
             &stop,
             None,
@@ -362,7 +368,7 @@ impl Server {
             &tasks,
             state.worker_node(),
             RatingJobs {
-                state: state.clone(),
+                postcall: state.postcall.clone(),
             },
             settings.dispatch_interval,
             &stop,
@@ -372,7 +378,7 @@ impl Server {
             &tasks,
             state.worker_node(),
             AnalysisJobs {
-                state: state.clone(),
+                postcall: state.postcall.clone(),
             },
             settings.dispatch_interval,
             &stop,
@@ -521,10 +527,7 @@ impl Server {
     /// (a failed attempt is rescheduled later, so this ends).
     async fn flush_webhooks(&self) {
         let node = self.state.worker_node();
-        let jobs = DeliveryJobs {
-            state: self.state.clone(),
-            http: self.webhook_http.clone(),
-        };
+        let jobs = delivery_jobs(&self.state, self.webhook_http.clone());
         loop {
             match leased_worker::run_due(&node, &jobs).await {
                 Ok(0) => break,
@@ -724,4 +727,21 @@ async fn start_engine(
     })
     .await?;
     Ok(engine)
+}
+
+/// Webhook deliveries sent through `http`, over the state's parts; recording
+/// links in bodies point at the configured public URL, else the listen address.
+fn delivery_jobs(state: &AppState, http: crate::egress::GuardedClient) -> DeliveryJobs {
+    DeliveryJobs {
+        store: state.store.clone(),
+        clock: state.clock.clone(),
+        node_id: state.node_id.clone(),
+        public_base: state
+            .settings
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", state.settings.listen)),
+        secret: state.secret.clone(),
+        http,
+    }
 }

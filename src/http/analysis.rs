@@ -12,7 +12,6 @@ use crate::domain::CallId;
 use crate::domain::analysis::AnalysisPlan;
 use crate::http::state::AppState;
 use crate::postcall::analysis::view::AnalysisView;
-use crate::postcall::analysis::worker::{analyze_claimed, take_now};
 use crate::store::analyses::AnalysisProgress;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -74,10 +73,12 @@ async fn rerun_call_analysis(
             "Call {call_id} has not ended; it is analyzed when it does"
         )));
     }
-    let claim = take_now(&state, caller.org_id, id, body.plan.as_ref())
+    let claim = state
+        .postcall
+        .take_analysis_now(caller.org_id, id, body.plan.as_ref())
         .await?
         .ok_or_else(|| call_not_found(&call_id))?;
-    analyze_claimed(&state, &claim).await?;
+    state.postcall.analyze_claimed(&claim).await?;
     let row = state
         .store
         .analysis(caller.org_id, id)

@@ -62,6 +62,8 @@ pub struct AppInner {
     pub node_status: Arc<crate::cluster::node_status::NodeStatus>,
     /// Agents: their saves, lifecycle and text chat.
     pub agents: crate::agents::service::AgentService,
+    /// Post-call analyses and ratings.
+    pub postcall: crate::postcall::service::PostcallService,
     /// Placing, dispatching and failing calls.
     pub calls: crate::calls::service::CallService,
     /// Batches and campaigns: their lifecycle, items and feed.
@@ -87,11 +89,7 @@ impl AppState {
 
     /// This node as the leased-job worker sees it: its store, clock and id.
     pub fn worker_node(&self) -> crate::background::leased_worker::WorkerNode {
-        crate::background::leased_worker::WorkerNode {
-            store: self.store.clone(),
-            clock: self.clock.clone(),
-            node: self.node_id.clone(),
-        }
+        self.postcall.worker_node()
     }
 }
 
@@ -139,6 +137,7 @@ state_parts! {
     Arc<crate::cluster::node_status::NodeStatus> => |s| s.node_status.clone();
     crate::agents::service::AgentService => |s| s.agents.clone();
     crate::calls::service::CallService => |s| s.calls.clone();
+    crate::postcall::service::PostcallService => |s| s.postcall.clone();
     crate::batches::service::BatchService => |s| s.batches.clone();
     crate::cluster::service::ClusterService => |s| s.cluster.clone();
 }

@@ -6,6 +6,7 @@
 pub mod analysis;
 pub mod llm_slots;
 pub mod ratings;
+pub mod service;
 pub mod sim_delay;
 
 /// Why a post-call job (analysis or rating) failed, as its row records it.

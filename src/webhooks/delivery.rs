@@ -3,13 +3,16 @@
 //! addresses inside private networks unless the host is allow-listed, and
 //! connecting only to the addresses that were checked ([`crate::egress`]).
 
-use crate::http::state::AppState;
 use crate::background::leased_worker::{JobError, LeasedJob, Retry};
 use crate::calls::recording_link::recording_link;
 use crate::calls::tool_call_view::ToolCallView;
 use crate::domain::CallId;
+use crate::domain::NodeId;
+use crate::domain::clock::SharedClock;
 use crate::egress::{EgressError, GuardedClient};
 use crate::postcall::analysis::view::{AnalysisView, merged_extracted};
+use crate::secrets::server_secret::ServerSecret;
+use crate::store::Store;
 use crate::store::leased_jobs::{JobTable, Settle};
 use crate::store::webhook_outbox::{DELIVERY_JOBS, DueDelivery};
 use crate::store::{StoreError, decode_json};
@@ -113,175 +116,170 @@ fn json_column(
     decode_json(table, column, call_id, text)
 }
 
-/// The body of a delivery, by its event.
-pub async fn delivery_body(state: &AppState, d: &DueDelivery) -> Result<Value, DeliveryError> {
-    match d.event.as_str() {
-        "rating.completed" => rating_completed_body(state, d).await,
-        _ => call_completed_body(state, d).await,
+impl DeliveryJobs {
+    /// The body of a delivery, by its event.
+    pub async fn delivery_body(&self, d: &DueDelivery) -> Result<Value, DeliveryError> {
+        match d.event.as_str() {
+            "rating.completed" => self.rating_completed_body(d).await,
+            _ => self.call_completed_body(d).await,
+        }
     }
-}
 
-/// The body of a `rating.completed` delivery: the call's scorecard as it is now.
-pub async fn rating_completed_body(
-    state: &AppState,
-    d: &DueDelivery,
-) -> Result<Value, DeliveryError> {
-    let rating = state
-        .store
-        .rating(d.org_id, d.call_id)
-        .await?
-        .ok_or(DeliveryError::MissingCall(d.call_id))?;
-    Ok(json!({
-        "event": d.event,
-        "eventId": d.event_id,
-        "createdAt": iso(d.created_at),
-        "callId": rating.call_id,
-        "agentId": rating.agent_id,
-        "rating": {
-            "overall": rating.overall,
-            "status": rating.status,
-            "columns": json_column("ratings", "columns", rating.call_id, &rating.columns)?,
-            "ratedAt": rating.rated_at.map(iso),
-        },
-    }))
-}
+    /// The body of a `rating.completed` delivery: the call's scorecard as it is now.
+    pub async fn rating_completed_body(&self, d: &DueDelivery) -> Result<Value, DeliveryError> {
+        let rating = self
+            .store
+            .rating(d.org_id, d.call_id)
+            .await?
+            .ok_or(DeliveryError::MissingCall(d.call_id))?;
+        Ok(json!({
+            "event": d.event,
+            "eventId": d.event_id,
+            "createdAt": iso(d.created_at),
+            "callId": rating.call_id,
+            "agentId": rating.agent_id,
+            "rating": {
+                "overall": rating.overall,
+                "status": rating.status,
+                "columns": json_column("ratings", "columns", rating.call_id, &rating.columns)?,
+                "ratedAt": rating.rated_at.map(iso),
+            },
+        }))
+    }
 
-/// The body of a `call.completed` (or `call.analyzed`) delivery, read from the
-/// call as it is now: `analysis`, `summary`, `extracted` and `success` once the
-/// analysis is done, `rating` is `{overall}` once the scorecard is.
-pub async fn call_completed_body(
-    state: &AppState,
-    d: &DueDelivery,
-) -> Result<Value, DeliveryError> {
-    let detail = state
-        .store
-        .call_detail(d.org_id, d.call_id)
-        .await?
-        .ok_or(DeliveryError::MissingCall(d.call_id))?;
-    let turns = state.store.call_turns(d.org_id, d.call_id).await?;
-    let rating = state
-        .store
-        .rating_overall(d.call_id)
-        .await?
-        .map_or(Value::Null, |overall| json!({ "overall": overall }));
-    let analysis = state.store.analysis(d.org_id, d.call_id).await?;
-    let tool_calls = state.store.tool_calls(d.call_id).await?;
-    let recording_url = state
-        .store
-        .recording_file(d.org_id, d.call_id)
-        .await?
-        .map(|file| {
-            let base = state
-                .settings
-                .public_url
-                .clone()
-                .unwrap_or_else(|| format!("http://{}", state.settings.listen));
-            recording_link(
-                &state.secret,
-                &base,
-                d.org_id,
-                d.call_id,
-                &file.format,
-                state.clock.now().timestamp(),
+    /// The body of a `call.completed` (or `call.analyzed`) delivery, read from the
+    /// call as it is now: `analysis`, `summary`, `extracted` and `success` once the
+    /// analysis is done, `rating` is `{overall}` once the scorecard is.
+    pub async fn call_completed_body(&self, d: &DueDelivery) -> Result<Value, DeliveryError> {
+        let detail = self
+            .store
+            .call_detail(d.org_id, d.call_id)
+            .await?
+            .ok_or(DeliveryError::MissingCall(d.call_id))?;
+        let turns = self.store.call_turns(d.org_id, d.call_id).await?;
+        let rating = self
+            .store
+            .rating_overall(d.call_id)
+            .await?
+            .map_or(Value::Null, |overall| json!({ "overall": overall }));
+        let analysis = self.store.analysis(d.org_id, d.call_id).await?;
+        let tool_calls = self.store.tool_calls(d.call_id).await?;
+        let recording_url = self
+            .store
+            .recording_file(d.org_id, d.call_id)
+            .await?
+            .map(|file| {
+                recording_link(
+                    &self.secret,
+                    &self.public_base,
+                    d.org_id,
+                    d.call_id,
+                    &file.format,
+                    self.clock.now().timestamp(),
+                )
+            });
+        let keypad = json_column("calls", "extracted", d.call_id, &detail.extracted)?;
+        let tool_calls = tool_calls
+            .iter()
+            .map(|row| ToolCallView::from_row(d.call_id, row).map(|view| (row.turn_seq, view)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let analysis_view = analysis.as_ref().map(AnalysisView::from_row).transpose()?;
+        let success = analysis
+            .as_ref()
+            .and_then(|a| a.success.as_deref())
+            .map(|text| json_column("call_analyses", "success", d.call_id, text))
+            .transpose()?
+            .unwrap_or(Value::Null);
+        let call = &detail.call;
+        Ok(json!({
+            "event": d.event,
+            "eventId": d.event_id,
+            "createdAt": iso(d.created_at),
+            "callId": call.id,
+            "status": call.status,
+            "durationSeconds": call.duration_seconds,
+            "transcript": turns.iter().map(|t| json!({
+                "speaker": t.speaker,
+                "text": t.text,
+                "createdAt": iso(t.created_at),
+                "toolCalls": tool_calls
+                    .iter()
+                    .filter(|(turn_seq, _)| *turn_seq == t.seq)
+                    .map(|(_, view)| view)
+                    .collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "toolCalls": tool_calls.iter().map(|(_, view)| view).collect::<Vec<_>>(),
+            "calendarStatus": call.calendar_status,
+            "calendarEventUrl": call.calendar_event_url,
+            "calendarError": call.calendar_error,
+            "transferredTo": call.transferred_to,
+            "transferredAt": call.transferred_at.map(iso),
+            "transferStatus": call.transfer_status,
+            "transferDurationSeconds": call.transfer_duration_seconds,
+            "transcriptText": detail.transcript_text,
+            "summary": call.summary,
+            "extracted": merged_extracted(&keypad, analysis.as_ref())?,
+            "success": success,
+            "analysis": analysis_view,
+            "rating": rating,
+            "recordingUrl": recording_url,
+            "costPaise": call.cost_paise,
+            "endedReason": call.ended_reason,
+            "agentId": call.agent_id,
+            "batchId": call.batch_id,
+            "campaignId": call.campaign_id,
+            "variables": json_column("calls", "variables", d.call_id, &detail.variables)?,
+        }))
+    }
+
+    /// Sends one delivery through the guarded client (only checked addresses are
+    /// connected to).
+    async fn attempt(&self, d: &DueDelivery) -> Result<(), DeliveryError> {
+        let url = reqwest::Url::parse(&d.url).map_err(|e| DeliveryError::BadUrl(e.to_string()))?;
+        let request = self.http.post(&url).await?;
+        let body = serde_json::to_vec(&self.delivery_body(d).await?)
+            .map_err(|e| DeliveryError::Request(e.to_string()))?;
+        let now = self.clock.now();
+        let timestamp = now.timestamp();
+        let secrets = d.signing_secrets(now.timestamp_millis());
+        let response = request
+            .timeout(TIMEOUT)
+            .header("content-type", "application/json")
+            .header("x-service-event", &d.event)
+            .header("x-service-delivery", d.id.to_string())
+            .header("x-service-timestamp", timestamp.to_string())
+            .header(
+                "x-service-signature",
+                signatures(&secrets, timestamp, &body),
             )
-        });
-    let keypad = json_column("calls", "extracted", d.call_id, &detail.extracted)?;
-    let tool_calls = tool_calls
-        .iter()
-        .map(|row| ToolCallView::from_row(d.call_id, row).map(|view| (row.turn_seq, view)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let analysis_view = analysis.as_ref().map(AnalysisView::from_row).transpose()?;
-    let success = analysis
-        .as_ref()
-        .and_then(|a| a.success.as_deref())
-        .map(|text| json_column("call_analyses", "success", d.call_id, text))
-        .transpose()?
-        .unwrap_or(Value::Null);
-    let call = &detail.call;
-    Ok(json!({
-        "event": d.event,
-        "eventId": d.event_id,
-        "createdAt": iso(d.created_at),
-        "callId": call.id,
-        "status": call.status,
-        "durationSeconds": call.duration_seconds,
-        "transcript": turns.iter().map(|t| json!({
-            "speaker": t.speaker,
-            "text": t.text,
-            "createdAt": iso(t.created_at),
-            "toolCalls": tool_calls
-                .iter()
-                .filter(|(turn_seq, _)| *turn_seq == t.seq)
-                .map(|(_, view)| view)
-                .collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-        "toolCalls": tool_calls.iter().map(|(_, view)| view).collect::<Vec<_>>(),
-        "calendarStatus": call.calendar_status,
-        "calendarEventUrl": call.calendar_event_url,
-        "calendarError": call.calendar_error,
-        "transferredTo": call.transferred_to,
-        "transferredAt": call.transferred_at.map(iso),
-        "transferStatus": call.transfer_status,
-        "transferDurationSeconds": call.transfer_duration_seconds,
-        "transcriptText": detail.transcript_text,
-        "summary": call.summary,
-        "extracted": merged_extracted(&keypad, analysis.as_ref())?,
-        "success": success,
-        "analysis": analysis_view,
-        "rating": rating,
-        "recordingUrl": recording_url,
-        "costPaise": call.cost_paise,
-        "endedReason": call.ended_reason,
-        "agentId": call.agent_id,
-        "batchId": call.batch_id,
-        "campaignId": call.campaign_id,
-        "variables": json_column("calls", "variables", d.call_id, &detail.variables)?,
-    }))
-}
-
-/// Sends one delivery through the guarded client (only checked addresses are
-/// connected to).
-async fn attempt(
-    state: &AppState,
-    http: &GuardedClient,
-    d: &DueDelivery,
-) -> Result<(), DeliveryError> {
-    let url = reqwest::Url::parse(&d.url).map_err(|e| DeliveryError::BadUrl(e.to_string()))?;
-    let request = http.post(&url).await?;
-    let body = serde_json::to_vec(&delivery_body(state, d).await?)
-        .map_err(|e| DeliveryError::Request(e.to_string()))?;
-    let now = state.clock.now();
-    let timestamp = now.timestamp();
-    let secrets = d.signing_secrets(now.timestamp_millis());
-    let response = request
-        .timeout(TIMEOUT)
-        .header("content-type", "application/json")
-        .header("x-service-event", &d.event)
-        .header("x-service-delivery", d.id.to_string())
-        .header("x-service-timestamp", timestamp.to_string())
-        .header(
-            "x-service-signature",
-            signatures(&secrets, timestamp, &body),
-        )
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| DeliveryError::Request(e.to_string()))?;
-    let status = response.status();
-    if status.is_success() {
-        Ok(())
-    } else {
-        Err(DeliveryError::Status(status.as_u16()))
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| DeliveryError::Request(e.to_string()))?;
+        let status = response.status();
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(DeliveryError::Status(status.as_u16()))
+        }
     }
 }
 
-/// Webhook deliveries as a [`LeasedJob`] of the node `state` runs, sent
+/// Webhook deliveries as a [`LeasedJob`] of this node, sent
 /// through `http` (a [`GuardedClient`] with the server's allow-list): each is
 /// claimed for this node under a [`LEASE`], so peers running the same pass
 /// never send the same delivery, and only the lease holder records an attempt.
 pub struct DeliveryJobs {
-    /// The node's state.
-    pub state: AppState,
+    /// Where deliveries and the calls they tell of are stored.
+    pub store: Store,
+    /// Time source for signatures and attempts.
+    pub clock: SharedClock,
+    /// This node, the holder of the leases it claims.
+    pub node_id: NodeId,
+    /// The base URL recording links in bodies point at.
+    pub public_base: String,
+    /// Signs recording links.
+    pub secret: ServerSecret,
     /// The guarded client deliveries go through.
     pub http: GuardedClient,
 }
@@ -308,12 +306,10 @@ impl LeasedJob for DeliveryJobs {
     }
 
     async fn run(&self, d: &DueDelivery) -> Result<(), JobError<DeliveryError>> {
-        attempt(&self.state, &self.http, d)
-            .await
-            .map_err(|failure| JobError::Failed {
-                retryable: failure.retryable(),
-                failure,
-            })
+        self.attempt(d).await.map_err(|failure| JobError::Failed {
+            retryable: failure.retryable(),
+            failure,
+        })
     }
 
     async fn complete(&self, d: &DueDelivery, _sent: &()) -> Result<bool, StoreError> {
@@ -341,10 +337,9 @@ impl LeasedJob for DeliveryJobs {
 impl DeliveryJobs {
     /// Records this node's attempt of `d`.
     async fn record(&self, d: &DueDelivery, to: Settle<'_>) -> Result<bool, StoreError> {
-        let now = self.state.clock.now().timestamp_millis();
-        self.state
-            .store
-            .record_delivery_attempt(d.id, &self.state.node_id, to, now)
+        let now = self.clock.now().timestamp_millis();
+        self.store
+            .record_delivery_attempt(d.id, &self.node_id, to, now)
             .await
     }
 }

@@ -2,9 +2,9 @@
 //! of the workspace may hold a cycle of imports between its modules (files),
 //! and no crate may hold a cycle between its rooms (the top-level folders and
 //! files under the crate root: `src/calls/*` is the room `calls`). The room
-//! check has one exception, a ratchet: the `app` tangle of the root crate,
-//! whose known edges are listed in [`KNOWN_SRC_ROOM_EDGES`] until the refactor
-//! that removes it; the list may only shrink. And some rooms only import: in
+//! check kept a ratchet, [`KNOWN_SRC_ROOM_EDGES`], for the `app` tangle of the
+//! root crate while a refactor removed it; it is empty now, and may only stay
+//! so. And some rooms only import: in
 //! `actors/`, the sim room (`sim/`: the sim carrier, callee, providers and
 //! analyst) uses the engine and nothing of the engine uses it
 //! ([`ACTORS_IMPORT_ONLY_ROOMS`]).
@@ -57,18 +57,16 @@ struct Crate {
 /// The room of the root file (`lib.rs`), for the reports.
 const ROOT_ROOM: &str = "(crate root)";
 
-/// The root crate's room-level edges that still close a cycle (issue 30).
-/// The `app` tangle tied 13 of the 21 rooms under `src/` into one cycle: the
-/// services took `app::state::AppState` (and `app::config`'s settings) while
-/// `app/` imports the services. Now agents, calls, batches and cluster take
-/// their own service structs built in `app/server.rs`, settings are a room of
-/// their own (`config`), carriers forward statuses through a trait the
-/// cluster implements, and `AppState` is the HTTP layer's (`http::state`).
-/// Listed are the wrong-way arrows left, the post-call and webhook workers
-/// that still take `AppState`: with them taken out the room graph has no
-/// cycle. The test fails when a listed edge no longer exists or no longer
-/// lies on a cycle, so delete entries as they go, and never add one.
-const KNOWN_SRC_ROOM_EDGES: &[(&str, &str)] = &[("postcall", "http"), ("webhooks", "http")];
+/// The root crate's room-level edges that close a cycle, known and meant to
+/// go (issue 30). The `app` tangle once tied 13 of the 21 rooms under `src/`
+/// into one cycle: the services took `app::state::AppState` (and
+/// `app::config`'s settings) while `app/` imports the services. Now each
+/// service room takes its own service struct built in `app/server.rs`,
+/// settings are a room of their own (`config`), carriers forward statuses
+/// through a trait the cluster implements, and `AppState` is the HTTP
+/// layer's (`http::state`). The list is empty; the test fails on any room
+/// cycle, and on an entry here that no longer closes one.
+const KNOWN_SRC_ROOM_EDGES: &[(&str, &str)] = &[];
 
 /// Rooms of `actors/` that no other room of the crate may import: they use the
 /// engine, never the other way. `sim` is the simulated world (the sim carrier,

@@ -16,7 +16,7 @@ use crate::http::csv_download::csv_export;
 use crate::http::ratings::RatingsExport;
 use crate::http::state::AppState;
 use crate::postcall::ratings::filter::{FilterError, RatingFilterText};
-use crate::postcall::ratings::regenerate::{RescoreError, regenerate as regenerate_now};
+use crate::postcall::ratings::regenerate::RescoreError;
 use crate::postcall::ratings::template::effective_template;
 use crate::store::{RatingRow, StoreResult, decode_json};
 use askama::Template;
@@ -305,7 +305,7 @@ async fn regenerate(
     user.require(Role::Member)?;
     let call_id: CallId = raw.parse().map_err(|_| ConsoleError::NotFound)?;
     let org = user.org_id;
-    let (notice, status) = match regenerate_now(&state, org, call_id).await {
+    let (notice, status) = match state.postcall.regenerate(org, call_id).await {
         Ok(overall) => (format!("Regenerated: overall {overall:.1}"), StatusCode::OK),
         Err(RescoreError::Store(err)) => return Err(ConsoleError::Store(err)),
         Err(RescoreError::CallNotFound(_) | RescoreError::NoRating(_)) => {

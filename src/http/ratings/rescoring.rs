@@ -9,9 +9,7 @@ use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiJson;
 use crate::http::state::AppState;
-use crate::postcall::ratings::regenerate::{
-    RescoreError, check_rateable, rate_synchronously, regenerate as regenerate_now,
-};
+use crate::postcall::ratings::regenerate::RescoreError;
 use crate::postcall::ratings::template::effective_template;
 use crate::store::RatingFilter;
 use axum::Json;
@@ -80,9 +78,9 @@ pub(super) async fn rate_now(
             )));
         }
         Some(_) => {}
-        None => check_rateable(&state, org, call_id).await?,
+        None => state.postcall.check_rateable(org, call_id).await?,
     }
-    let overall = rate_synchronously(&state, org, call_id).await?;
+    let overall = state.postcall.rate_synchronously(org, call_id).await?;
     Ok(MessageBody::json(format!(
         "Rated call {call_id}: overall {overall}"
     )))
@@ -100,7 +98,7 @@ pub(super) async fn regenerate(
     Path(raw): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
     let call_id = call_id_param(&raw)?;
-    let overall = regenerate_now(&state, caller.org_id, call_id).await?;
+    let overall = state.postcall.regenerate(caller.org_id, call_id).await?;
     Ok(MessageBody::json(format!(
         "Regenerated the scorecard of call {call_id}: overall {overall}"
     )))

@@ -2,9 +2,9 @@
 //! scorecard yet) and `regenerate` (a new scorecard replaces the old one,
 //! which stays readable meanwhile). The API and the console both call these.
 
-use super::worker::{RatingOutcome, rate_claimed, take_now};
+use super::worker::RatingOutcome;
 use crate::domain::{CallId, OrgId};
-use crate::http::state::AppState;
+use crate::postcall::service::PostcallService;
 use crate::store::StoreError;
 use voxline_actors::engine::CallStatus;
 
@@ -44,52 +44,47 @@ pub enum RescoreError {
     Store(#[from] StoreError),
 }
 
-/// Whether a call can be scored: it ended, and (without a rating yet) it
-/// completed with the callee speaking.
-pub async fn check_rateable(
-    state: &AppState,
-    org: OrgId,
-    call_id: CallId,
-) -> Result<(), RescoreError> {
-    let status = state
-        .store
-        .call_status(org, call_id)
-        .await?
-        .ok_or(RescoreError::CallNotFound(call_id))?;
-    if !CallStatus::parse(&status).is_some_and(CallStatus::is_terminal) {
-        return Err(RescoreError::NotEnded { call_id, status });
+impl PostcallService {
+    /// Whether a call can be scored: it ended, and (without a rating yet) it
+    /// completed with the callee speaking.
+    pub async fn check_rateable(&self, org: OrgId, call_id: CallId) -> Result<(), RescoreError> {
+        let status = self
+            .store
+            .call_status(org, call_id)
+            .await?
+            .ok_or(RescoreError::CallNotFound(call_id))?;
+        if !CallStatus::parse(&status).is_some_and(CallStatus::is_terminal) {
+            return Err(RescoreError::NotEnded { call_id, status });
+        }
+        if !self.store.call_conversed(org, call_id).await? {
+            return Err(RescoreError::NoConversation(call_id));
+        }
+        Ok(())
     }
-    if !state.store.call_conversed(org, call_id).await? {
-        return Err(RescoreError::NoConversation(call_id));
-    }
-    Ok(())
-}
 
-/// Scores a call now and returns its overall score.
-pub async fn rate_synchronously(
-    state: &AppState,
-    org: OrgId,
-    call_id: CallId,
-) -> Result<f64, RescoreError> {
-    let claim = take_now(state, org, call_id)
-        .await?
-        .ok_or(RescoreError::CallNotFound(call_id))?;
-    match rate_claimed(state, &claim).await? {
-        RatingOutcome::Done { overall } => Ok(overall),
-        RatingOutcome::Failed { reason } => Err(RescoreError::Failed { call_id, reason }),
-        RatingOutcome::Stale => Err(RescoreError::Stale(call_id)),
+    /// Scores a call now and returns its overall score.
+    pub async fn rate_synchronously(
+        &self,
+        org: OrgId,
+        call_id: CallId,
+    ) -> Result<f64, RescoreError> {
+        let claim = self
+            .take_rating_now(org, call_id)
+            .await?
+            .ok_or(RescoreError::CallNotFound(call_id))?;
+        match self.rate_claimed(&claim).await? {
+            RatingOutcome::Done { overall } => Ok(overall),
+            RatingOutcome::Failed { reason } => Err(RescoreError::Failed { call_id, reason }),
+            RatingOutcome::Stale => Err(RescoreError::Stale(call_id)),
+        }
     }
-}
 
-/// Scores a rated call again with its agent's current template and LLM; returns
-/// the new overall score.
-pub async fn regenerate(
-    state: &AppState,
-    org: OrgId,
-    call_id: CallId,
-) -> Result<f64, RescoreError> {
-    if state.store.rating(org, call_id).await?.is_none() {
-        return Err(RescoreError::NoRating(call_id));
+    /// Scores a rated call again with its agent's current template and LLM; returns
+    /// the new overall score.
+    pub async fn regenerate(&self, org: OrgId, call_id: CallId) -> Result<f64, RescoreError> {
+        if self.store.rating(org, call_id).await?.is_none() {
+            return Err(RescoreError::NoRating(call_id));
+        }
+        self.rate_synchronously(org, call_id).await
     }
-    rate_synchronously(state, org, call_id).await
 }

@@ -6,11 +6,11 @@
 
 use super::scoring::{score, scorecard_request};
 use super::template::effective_template;
-use crate::http::state::AppState;
 use crate::background::leased_worker::{JobError, LeasedJob, Settled, run_claimed};
 use crate::domain::agent::LlmVendor;
 use crate::domain::{CallId, OrgId};
 use crate::postcall::PostcallFailure;
+use crate::postcall::service::PostcallService;
 use crate::postcall::sim_delay::sim_config;
 use crate::store::StoreError;
 use crate::store::leased_jobs::JobTable;
@@ -58,10 +58,10 @@ pub struct ProducedRating {
     attempts: i64,
 }
 
-/// Ratings as a [`LeasedJob`] of the node `state` runs.
+/// Ratings as a [`LeasedJob`] of this node.
 pub struct RatingJobs {
-    /// The node's state: its store, providers and post-call limits.
-    pub state: AppState,
+    /// What the jobs run on.
+    pub postcall: PostcallService,
 }
 
 impl LeasedJob for RatingJobs {
@@ -81,7 +81,7 @@ impl LeasedJob for RatingJobs {
         &self,
         claim: &ClaimedRating,
     ) -> Result<ProducedRating, JobError<PostcallFailure>> {
-        rate(&self.state, claim).await
+        self.postcall.rate(claim).await
     }
 
     async fn complete(
@@ -89,7 +89,7 @@ impl LeasedJob for RatingJobs {
         claim: &ClaimedRating,
         r: &ProducedRating,
     ) -> Result<bool, StoreError> {
-        self.state
+        self.postcall
             .store
             .complete_rating(&CompletedRating {
                 call_id: claim.call_id,
@@ -98,7 +98,7 @@ impl LeasedJob for RatingJobs {
                 columns: &r.columns,
                 template: &r.template,
                 attempts: r.attempts,
-                now_ms: self.state.clock.now().timestamp_millis(),
+                now_ms: self.postcall.clock.now().timestamp_millis(),
             })
             .await
     }
@@ -109,8 +109,8 @@ impl LeasedJob for RatingJobs {
         failure: &PostcallFailure,
         _retry_at: Option<i64>,
     ) -> Result<bool, StoreError> {
-        let now = self.state.clock.now().timestamp_millis();
-        self.state
+        let now = self.postcall.clock.now().timestamp_millis();
+        self.postcall
             .store
             .fail_rating(
                 claim.call_id,
@@ -123,98 +123,98 @@ impl LeasedJob for RatingJobs {
     }
 }
 
-/// Takes a call's rating for an immediate job; None when the call is not in
-/// the workspace.
-pub async fn take_now(
-    state: &AppState,
-    org_id: OrgId,
-    call_id: CallId,
-) -> Result<Option<ClaimedRating>, StoreError> {
-    let now = state.clock.now().timestamp_millis();
-    state
-        .store
-        .take_rating_now(&state.node_id, org_id, call_id, now, now + lease_ms())
-        .await
-}
+impl PostcallService {
+    /// Takes a call's rating for an immediate job; None when the call is not in
+    /// the workspace.
+    pub async fn take_rating_now(
+        &self,
+        org_id: OrgId,
+        call_id: CallId,
+    ) -> Result<Option<ClaimedRating>, StoreError> {
+        let now = self.clock.now().timestamp_millis();
+        self.store
+            .take_rating_now(&self.node_id, org_id, call_id, now, now + lease_ms())
+            .await
+    }
 
-/// Scores one leased rating and stores the outcome.
-pub async fn rate_claimed(
-    state: &AppState,
-    claim: &ClaimedRating,
-) -> Result<RatingOutcome, StoreError> {
-    let jobs = RatingJobs {
-        state: state.clone(),
-    };
-    Ok(
-        match run_claimed(&state.worker_node(), &jobs, claim).await? {
-            Settled::Done(rating) => RatingOutcome::Done {
-                overall: rating.overall,
+    /// Scores one leased rating and stores the outcome.
+    pub async fn rate_claimed(&self, claim: &ClaimedRating) -> Result<RatingOutcome, StoreError> {
+        let jobs = RatingJobs {
+            postcall: self.clone(),
+        };
+        Ok(
+            match run_claimed(&self.worker_node(), &jobs, claim).await? {
+                Settled::Done(rating) => RatingOutcome::Done {
+                    overall: rating.overall,
+                },
+                Settled::Failed(failure) | Settled::Retrying { failure, .. } => {
+                    RatingOutcome::Failed {
+                        reason: failure.reason,
+                    }
+                }
+                Settled::Stale => RatingOutcome::Stale,
             },
-            Settled::Failed(failure) | Settled::Retrying { failure, .. } => RatingOutcome::Failed {
-                reason: failure.reason,
-            },
-            Settled::Stale => RatingOutcome::Stale,
-        },
-    )
-}
+        )
+    }
 
-/// The scorecard of one claimed call, by its agent's template and LLM
-/// (within the endpoint's post-call limit).
-async fn rate(
-    state: &AppState,
-    claim: &ClaimedRating,
-) -> Result<ProducedRating, JobError<PostcallFailure>> {
-    let fail = PostcallFailure::job_error;
-    let store = &state.store;
-    let Some(source) = store.rating_source(claim.call_id).await? else {
-        return Err(fail("the call no longer exists".into(), 0));
-    };
-    let turns = store.call_turns(claim.org_id, claim.call_id).await?;
-    // A stored value that no longer parses fails the job with the error
-    // (its reason names the row); the call's agent or variables are never
-    // guessed, which would score with the sim model.
-    let agent = store.agent(claim.org_id, claim.agent_id).await?;
-    let spec = match agent.map(|agent| agent.spec()).transpose() {
-        Ok(spec) => spec,
-        Err(err @ StoreError::CorruptColumn { .. }) => return Err(fail(err.to_string(), 0)),
-        Err(err) => return Err(err.into()),
-    };
-    let template = effective_template(spec.as_ref().and_then(|s| s.rating_template.as_ref()));
-    let (provider, model) = spec.as_ref().map_or((LlmVendor::Sim, ""), |s| {
-        (s.llm_provider, s.llm_model.as_str())
-    });
-    let sim = match sim_config(claim.call_id, &source.variables, SIM_DELAY_VARIABLE) {
-        Ok(sim) => sim,
-        Err(err @ StoreError::CorruptColumn { .. }) => return Err(fail(err.to_string(), 0)),
-        Err(err) => return Err(err.into()),
-    };
-    let chosen = match state
-        .rater
-        .selector()
-        .llm(claim.org_id, provider, model, &sim)
-        .await
-    {
-        Ok(chosen) => chosen,
-        Err(crate::providers::select::SelectError::Store(err)) => return Err(err.into()),
-        Err(err) => return Err(fail(err.to_string(), 0)),
-    };
-    let card = scorecard_request(
-        &template,
-        &turns,
-        source.ended_reason.as_deref().unwrap_or_default(),
-    );
-    let (result, attempts) = {
-        let _slot = state.postcall_slots.acquire(&chosen.endpoint).await;
-        score(chosen.llm.as_ref(), &card, &template).await
-    };
-    let scorecard = result.map_err(|err| fail(err.to_string(), attempts))?;
-    let encode = |err: serde_json::Error| JobError::Store(err.into());
-    Ok(ProducedRating {
-        overall: scorecard.overall,
-        columns: serde_json::to_string(&scorecard.columns).map_err(encode)?,
-        template: serde_json::to_string(&template).map_err(encode)?,
-        attempts,
-    })
+    /// The scorecard of one claimed call, by its agent's template and LLM
+    /// (within the endpoint's post-call limit).
+    async fn rate(
+        &self,
+        claim: &ClaimedRating,
+    ) -> Result<ProducedRating, JobError<PostcallFailure>> {
+        let fail = PostcallFailure::job_error;
+        let store = &self.store;
+        let Some(source) = store.rating_source(claim.call_id).await? else {
+            return Err(fail("the call no longer exists".into(), 0));
+        };
+        let turns = store.call_turns(claim.org_id, claim.call_id).await?;
+        // A stored value that no longer parses fails the job with the error
+        // (its reason names the row); the call's agent or variables are never
+        // guessed, which would score with the sim model.
+        let agent = store.agent(claim.org_id, claim.agent_id).await?;
+        let spec = match agent.map(|agent| agent.spec()).transpose() {
+            Ok(spec) => spec,
+            Err(err @ StoreError::CorruptColumn { .. }) => return Err(fail(err.to_string(), 0)),
+            Err(err) => return Err(err.into()),
+        };
+        let template = effective_template(spec.as_ref().and_then(|s| s.rating_template.as_ref()));
+        let (provider, model) = spec.as_ref().map_or((LlmVendor::Sim, ""), |s| {
+            (s.llm_provider, s.llm_model.as_str())
+        });
+        let sim = match sim_config(claim.call_id, &source.variables, SIM_DELAY_VARIABLE) {
+            Ok(sim) => sim,
+            Err(err @ StoreError::CorruptColumn { .. }) => return Err(fail(err.to_string(), 0)),
+            Err(err) => return Err(err.into()),
+        };
+        let chosen = match self
+            .rater
+            .selector()
+            .llm(claim.org_id, provider, model, &sim)
+            .await
+        {
+            Ok(chosen) => chosen,
+            Err(crate::providers::select::SelectError::Store(err)) => return Err(err.into()),
+            Err(err) => return Err(fail(err.to_string(), 0)),
+        };
+        let card = scorecard_request(
+            &template,
+            &turns,
+            source.ended_reason.as_deref().unwrap_or_default(),
+        );
+        let (result, attempts) = {
+            let _slot = self.postcall_slots.acquire(&chosen.endpoint).await;
+            score(chosen.llm.as_ref(), &card, &template).await
+        };
+        let scorecard = result.map_err(|err| fail(err.to_string(), attempts))?;
+        let encode = |err: serde_json::Error| JobError::Store(err.into());
+        Ok(ProducedRating {
+            overall: scorecard.overall,
+            columns: serde_json::to_string(&scorecard.columns).map_err(encode)?,
+            template: serde_json::to_string(&template).map_err(encode)?,
+            attempts,
+        })
+    }
 }
 
 #[cfg(test)]
