@@ -8,11 +8,14 @@ use super::error::{ApiError, ApiResult};
 use super::extract::parse_json;
 use crate::batches::BatchKind;
 use crate::batches::service;
+use crate::batches::service::BatchService;
 use crate::domain::CallId;
 use crate::domain::analysis::AnalysisPlan;
+use crate::domain::clock::SharedClock;
 use crate::http::state::AppState;
 use crate::postcall::analysis::view::AnalysisView;
 use crate::postcall::analysis::worker::{analyze_claimed, take_now};
+use crate::store::Store;
 use crate::store::analyses::AnalysisProgress;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -132,22 +135,21 @@ impl AnalysisProgressView {
     params(("batchId" = String, Path, description = "Batch id")),
     responses((status = 202, body = AnalysisProgressView), (status = 404, body = MessageBody)))]
 async fn rerun_batch_analysis(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<(StatusCode, Json<AnalysisProgressView>)> {
     let batch_id = service::parse_id(BatchKind::Batch, &id)?;
-    state
-        .batches
+    batches
         .load(caller.org_id, BatchKind::Batch, batch_id)
         .await?;
-    let now = state.clock.now().timestamp_millis();
-    let queued = state
-        .store
+    let now = clock.now().timestamp_millis();
+    let queued = store
         .requeue_batch_analyses(caller.org_id, batch_id, now)
         .await?;
-    let progress = state
-        .store
+    let progress = store
         .batch_analysis_progress(caller.org_id, batch_id)
         .await?;
     Ok((
@@ -161,17 +163,16 @@ async fn rerun_batch_analysis(
     params(("batchId" = String, Path, description = "Batch id")),
     responses((status = 200, body = AnalysisProgressView), (status = 404, body = MessageBody)))]
 async fn batch_analysis_progress(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<AnalysisProgressView>> {
     let batch_id = service::parse_id(BatchKind::Batch, &id)?;
-    state
-        .batches
+    batches
         .load(caller.org_id, BatchKind::Batch, batch_id)
         .await?;
-    let progress = state
-        .store
+    let progress = store
         .batch_analysis_progress(caller.org_id, batch_id)
         .await?;
     Ok(Json(AnalysisProgressView::new(progress, None)))

@@ -4,6 +4,7 @@
 
 use super::query::{call_id_param, optional_bound, parse_agent};
 use crate::domain::CallId;
+use crate::domain::clock::SharedClock;
 use crate::http::MessageBody;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult};
@@ -14,6 +15,7 @@ use crate::postcall::ratings::regenerate::{
 };
 use crate::postcall::ratings::template::effective_template;
 use crate::store::RatingFilter;
+use crate::store::Store;
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
@@ -112,12 +114,13 @@ pub(super) async fn regenerate(
     request_body = BulkRegenerateRequest,
     responses((status = 200, body = QueuedBody), (status = 400, body = MessageBody)))]
 pub(super) async fn bulk_regenerate(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     caller: Caller,
     ApiJson(body): ApiJson<BulkRegenerateRequest>,
 ) -> ApiResult<Json<QueuedBody>> {
     let org = caller.org_id;
-    let now = state.clock.now().timestamp_millis();
+    let now = clock.now().timestamp_millis();
     let queued = if let Some(ids) = &body.call_ids {
         if body.agent_id.is_some() || body.from.is_some() || body.to.is_some() {
             return Err(ApiError::BadRequest(
@@ -136,7 +139,7 @@ pub(super) async fn bulk_regenerate(
                 .map_err(|_| ApiError::BadRequest(format!("callIds[{i}] is not a call id")))?;
             parsed.push(id);
         }
-        state.store.requeue_rating_ids(org, &parsed, now).await?
+        store.requeue_rating_ids(org, &parsed, now).await?
     } else {
         let filter = RatingFilter {
             status: "all".into(),
@@ -151,7 +154,7 @@ pub(super) async fn bulk_regenerate(
                 "give callIds, or at least one of agentId, from and to".into(),
             ));
         }
-        state.store.requeue_ratings(org, &filter, now).await?
+        store.requeue_ratings(org, &filter, now).await?
     };
     Ok(Json(QueuedBody {
         message: format!("Queued {queued} rating(s) for re-scoring"),
@@ -165,15 +168,15 @@ pub(super) async fn bulk_regenerate(
 #[utoipa::path(post, path = "/api/ratings/reload", tag = "ratings",
     responses((status = 200, body = QueuedBody)))]
 pub(super) async fn reload(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     caller: Caller,
 ) -> ApiResult<Json<QueuedBody>> {
     let org = caller.org_id;
     let mut own = 0;
     let mut default = 0;
-    for agent_id in state.store.rated_agent_ids(org).await? {
-        let spec = state
-            .store
+    for agent_id in store.rated_agent_ids(org).await? {
+        let spec = store
             .agent(org, agent_id)
             .await?
             .map(|a| a.spec())
@@ -185,14 +188,14 @@ pub(super) async fn reload(
             own += 1;
         }
     }
-    let now = state.clock.now().timestamp_millis();
+    let now = clock.now().timestamp_millis();
     let mut queued = 0;
     for status in ["pending", "failed"] {
         let filter = RatingFilter {
             status: status.into(),
             ..RatingFilter::default()
         };
-        queued += state.store.requeue_ratings(org, &filter, now).await?;
+        queued += store.requeue_ratings(org, &filter, now).await?;
     }
     Ok(Json(QueuedBody {
         message: format!(
