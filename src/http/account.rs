@@ -3,12 +3,16 @@
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiQuery;
+use crate::access::rate_limit::RateLimiter;
+use crate::domain::clock::SharedClock;
 use crate::domain::clock::{iso, ist_month_key};
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::http::state::AppState;
+use crate::store::Store;
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
+use std::sync::Arc;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -54,11 +58,8 @@ pub struct NumberList {
 
 /// List the workspace's phone numbers.
 #[utoipa::path(get, path = "/api/numbers", tag = "numbers", responses((status = 200, body = NumberList)))]
-async fn list_numbers(
-    State(state): State<AppState>,
-    caller: Caller,
-) -> ApiResult<Json<NumberList>> {
-    let rows = state.store.numbers(caller.org_id).await?;
+async fn list_numbers(State(store): State<Store>, caller: Caller) -> ApiResult<Json<NumberList>> {
+    let rows = store.numbers(caller.org_id).await?;
     Ok(Json(NumberList {
         rows: rows
             .into_iter()
@@ -88,9 +89,8 @@ pub struct WalletView {
 
 /// Read the wallet balance.
 #[utoipa::path(get, path = "/api/wallet", tag = "wallet", responses((status = 200, body = WalletView)))]
-async fn get_wallet(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<WalletView>> {
-    let org = state
-        .store
+async fn get_wallet(State(store): State<Store>, caller: Caller) -> ApiResult<Json<WalletView>> {
+    let org = store
         .org(caller.org_id)
         .await?
         .ok_or_else(|| ApiError::NotFound("Workspace not found".into()))?;
@@ -127,12 +127,11 @@ pub struct WalletTxView {
     params(PageRequest),
     responses((status = 200, body = ListEnvelope<WalletTxView>)))]
 async fn list_wallet_transactions(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     caller: Caller,
     ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<ListEnvelope<WalletTxView>>> {
-    let (rows, total) = state
-        .store
+    let (rows, total) = store
         .wallet_transactions(caller.org_id, i64::from(page.limit), page.offset())
         .await?;
     let rows = rows
@@ -183,18 +182,18 @@ pub struct BalancesView {
 /// Read wallet, minutes and API-key usage.
 #[utoipa::path(get, path = "/api/balances", tag = "balances", responses((status = 200, body = BalancesView)))]
 async fn get_balances(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
+    State(limiter): State<Arc<RateLimiter>>,
     caller: Caller,
 ) -> ApiResult<Json<BalancesView>> {
     let org_id = caller.org_id;
-    let org = state
-        .store
+    let org = store
         .org(org_id)
         .await?
         .ok_or_else(|| ApiError::NotFound("Workspace not found".into()))?;
-    let minutes_used = state
-        .store
-        .minutes_used(org_id, &ist_month_key(state.clock.now()))
+    let minutes_used = store
+        .minutes_used(org_id, &ist_month_key(clock.now()))
         .await?;
     let key = crate::store::KeyAuthRow {
         id: caller.key_id,
@@ -203,7 +202,7 @@ async fn get_balances(
         monthly_limit: caller.monthly_limit,
         revoked_at: None,
     };
-    let usage = state.limiter.usage(&key).await?;
+    let usage = limiter.usage(&key).await?;
     Ok(Json(BalancesView {
         wallet_paise: org.wallet_paise.get(),
         minute_quota: org.minute_quota,
@@ -239,12 +238,11 @@ pub struct RecordingView {
     params(PageRequest),
     responses((status = 200, body = ListEnvelope<RecordingView>)))]
 async fn list_recordings(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     caller: Caller,
     ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<ListEnvelope<RecordingView>>> {
-    let (rows, total) = state
-        .store
+    let (rows, total) = store
         .recordings(caller.org_id, i64::from(page.limit), page.offset())
         .await?;
     let rows = rows

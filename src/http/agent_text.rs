@@ -9,7 +9,10 @@ use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
 use crate::agents::chat::{ChatError, ChatTurn, instant_sim};
+use crate::agents::service::AgentService;
+use crate::config::Settings;
 use crate::domain::agent::{AgentSpec, AgentSpecError, LlmVendor};
+use crate::domain::clock::SharedClock;
 use crate::domain::text::Variables;
 use crate::domain::{AgentId, OrgId};
 use crate::http::state::AppState;
@@ -17,10 +20,12 @@ use crate::providers::drafting::{
     assist_prompt_sim, assist_prompt_with, draft_agent_sim, draft_agent_with,
 };
 use crate::providers::select::SelectError;
+use crate::store::Store;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -172,7 +177,7 @@ fn check_len(field: &str, text: &str, max: usize) -> ApiResult<()> {
     responses((status = 200, body = ChatReply), (status = 400, body = MessageBody),
         (status = 404, body = MessageBody), (status = 503, body = MessageBody)))]
 async fn chat(
-    State(state): State<AppState>,
+    State(agents): State<AgentService>,
     caller: Caller,
     Path(agent_id): Path<String>,
     ApiJson(body): ApiJson<ChatRequest>,
@@ -182,7 +187,7 @@ async fn chat(
         session_id: body.session_id,
         variables: body.variables,
     };
-    let answer = state.agents.chat(caller.org_id, &agent_id, turn).await?;
+    let answer = agents.chat(caller.org_id, &agent_id, turn).await?;
     Ok(Json(ChatReply {
         message: answer.message,
         session_id: answer.session_id.to_string(),
@@ -192,19 +197,19 @@ async fn chat(
 
 /// The LLM for generate and prompt-assist: the request's choice, else the server default.
 async fn text_llm(
-    state: &AppState,
+    settings: &Settings,
+    agents: &AgentService,
     org: OrgId,
     provider: Option<&str>,
     model: Option<&str>,
 ) -> ApiResult<Option<std::sync::Arc<dyn LlmProvider>>> {
-    let settings = &state.settings.providers;
-    let provider = provider.unwrap_or(&settings.text_llm);
+    let providers = &settings.providers;
+    let provider = provider.unwrap_or(&providers.text_llm);
     match provider {
         "sim" => Ok(None),
         "openai" => {
-            let model = model.unwrap_or(&settings.openai_models.text);
-            let chosen = state
-                .agents
+            let model = model.unwrap_or(&providers.openai_models.text);
+            let chosen = agents
                 .selector()
                 .llm(org, LlmVendor::OpenAi, model, &instant_sim())
                 .await
@@ -222,7 +227,10 @@ async fn text_llm(
     responses((status = 200, body = GenerateReply), (status = 201, body = GenerateReply),
         (status = 400, body = MessageBody), (status = 503, body = MessageBody)))]
 async fn generate(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
+    State(settings): State<Arc<Settings>>,
+    State(agents): State<AgentService>,
     caller: Caller,
     ApiJson(body): ApiJson<GenerateRequest>,
 ) -> ApiResult<(StatusCode, Json<GenerateReply>)> {
@@ -235,7 +243,8 @@ async fn generate(
     check_len("brief", brief, MAX_BRIEF_CHARS)?;
     let org = caller.org_id;
     let llm = text_llm(
-        &state,
+        &settings,
+        &agents,
         org,
         body.llm_provider.as_deref(),
         body.llm_model.as_deref(),
@@ -265,8 +274,8 @@ async fn generate(
         ));
     }
     let id = AgentId::new();
-    let now = state.clock.now().timestamp_millis();
-    let row = state.store.insert_agent(id, org, &spec, now).await?;
+    let now = clock.now().timestamp_millis();
+    let row = store.insert_agent(id, org, &spec, now).await?;
     let view = AgentView::from_row(&row)?;
     Ok((
         StatusCode::CREATED,
@@ -284,7 +293,8 @@ async fn generate(
     responses((status = 200, body = PromptAssistReply), (status = 400, body = MessageBody),
         (status = 503, body = MessageBody)))]
 async fn prompt_assist(
-    State(state): State<AppState>,
+    State(settings): State<Arc<Settings>>,
+    State(agents): State<AgentService>,
     caller: Caller,
     ApiJson(body): ApiJson<PromptAssistRequest>,
 ) -> ApiResult<Json<PromptAssistReply>> {
@@ -304,7 +314,8 @@ async fn prompt_assist(
     }
     let org = caller.org_id;
     let llm = text_llm(
-        &state,
+        &settings,
+        &agents,
         org,
         body.llm_provider.as_deref(),
         body.llm_model.as_deref(),

@@ -5,12 +5,15 @@ use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
 use crate::agents::service::AgentError;
+use crate::agents::service::AgentService;
 use crate::domain::AgentId;
 use crate::domain::agent::{AgentInput, AgentSpec, AgentStatus};
 use crate::domain::clock::iso;
+use crate::http::agent_cache::AgentCache;
 use crate::http::agent_cache::CachedAgent;
 use crate::http::state::AppState;
 use crate::store::AgentRow;
+use crate::store::Store;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -85,23 +88,27 @@ fn not_found(id: &str) -> ApiError {
 }
 
 /// Loads an agent of the caller's workspace, deleted ones included.
-pub async fn load_agent_any(state: &AppState, caller: &Caller, id: &str) -> ApiResult<AgentRow> {
-    Ok(state.agents.load_any(caller.org_id, id).await?)
+pub async fn load_agent_any(
+    agents: &AgentService,
+    caller: &Caller,
+    id: &str,
+) -> ApiResult<AgentRow> {
+    Ok(agents.load_any(caller.org_id, id).await?)
 }
 
 /// Loads a live (not deleted) agent of the caller's workspace.
-pub async fn load_agent(state: &AppState, caller: &Caller, id: &str) -> ApiResult<AgentRow> {
-    Ok(state.agents.load_live(caller.org_id, id).await?)
+pub async fn load_agent(agents: &AgentService, caller: &Caller, id: &str) -> ApiResult<AgentRow> {
+    Ok(agents.load_live(caller.org_id, id).await?)
 }
 
 /// List the workspace's agents.
 #[utoipa::path(get, path = "/api/agents", tag = "agents",
     responses((status = 200, description = "Agents, newest first", body = [AgentView])))]
 async fn list_agents(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     caller: Caller,
 ) -> ApiResult<Json<Vec<AgentView>>> {
-    let rows = state.store.agents(caller.org_id).await?;
+    let rows = store.agents(caller.org_id).await?;
     rows.iter()
         .map(AgentView::from_row)
         .collect::<ApiResult<Vec<_>>>()
@@ -112,11 +119,11 @@ async fn list_agents(
 #[utoipa::path(post, path = "/api/agents", tag = "agents", request_body = AgentInput,
     responses((status = 201, body = AgentView), (status = 400, body = MessageBody)))]
 async fn create_agent(
-    State(state): State<AppState>,
+    State(agents): State<AgentService>,
     caller: Caller,
     ApiJson(input): ApiJson<AgentInput>,
 ) -> ApiResult<(StatusCode, Json<AgentView>)> {
-    let row = state.agents.create(caller.org_id, input).await?;
+    let row = agents.create(caller.org_id, input).await?;
     Ok((StatusCode::CREATED, Json(AgentView::from_row(&row)?)))
 }
 
@@ -125,15 +132,16 @@ async fn create_agent(
     params(("agentId" = String, Path, description = "Agent id")),
     responses((status = 200, body = AgentView), (status = 404, body = MessageBody)))]
 async fn get_agent(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(agent_cache): State<AgentCache>,
     caller: Caller,
     Path(agent_id): Path<String>,
 ) -> ApiResult<Response> {
     let id: AgentId = agent_id.parse().map_err(|_| not_found(&agent_id))?;
-    let agent = match state.agent_cache.get(id) {
+    let agent = match agent_cache.get(id) {
         Ok(hit) => hit,
         Err(miss) => {
-            let Some(row) = state.store.agent(caller.org_id, id).await? else {
+            let Some(row) = store.agent(caller.org_id, id).await? else {
                 return Err(not_found(&agent_id));
             };
             let body = serde_json::to_vec(&AgentView::from_row(&row)?)
@@ -143,7 +151,7 @@ async fn get_agent(
                 body: Bytes::from(body),
             });
             if let Some(miss) = miss {
-                state.agent_cache.put(miss, read.clone());
+                agent_cache.put(miss, read.clone());
             }
             read
         }
@@ -167,12 +175,12 @@ async fn get_agent(
     params(("agentId" = String, Path, description = "Agent id")),
     responses((status = 200, body = AgentView), (status = 400, body = MessageBody), (status = 404, body = MessageBody)))]
 async fn patch_agent(
-    State(state): State<AppState>,
+    State(agents): State<AgentService>,
     caller: Caller,
     Path(agent_id): Path<String>,
     ApiJson(input): ApiJson<AgentInput>,
 ) -> ApiResult<Json<AgentView>> {
-    let row = state.agents.update(caller.org_id, &agent_id, input).await?;
+    let row = agents.update(caller.org_id, &agent_id, input).await?;
     Ok(Json(AgentView::from_row(&row)?))
 }
 
@@ -181,11 +189,11 @@ async fn patch_agent(
     params(("agentId" = String, Path, description = "Agent id")),
     responses((status = 204, description = "Deleted"), (status = 404, body = MessageBody)))]
 async fn delete_agent(
-    State(state): State<AppState>,
+    State(agents): State<AgentService>,
     caller: Caller,
     Path(agent_id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    state.agents.delete(caller.org_id, &agent_id).await?;
+    agents.delete(caller.org_id, &agent_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -194,11 +202,11 @@ async fn delete_agent(
     params(("agentId" = String, Path, description = "Agent id")),
     responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
 async fn restore_agent(
-    State(state): State<AppState>,
+    State(agents): State<AgentService>,
     caller: Caller,
     Path(agent_id): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
-    state.agents.restore(caller.org_id, &agent_id).await?;
+    agents.restore(caller.org_id, &agent_id).await?;
     Ok(MessageBody::json("Agent restored"))
 }
 
@@ -207,11 +215,11 @@ async fn restore_agent(
     params(("agentId" = String, Path, description = "Agent id")),
     responses((status = 200, body = MessageBody), (status = 404, body = MessageBody)))]
 async fn activate_agent(
-    State(state): State<AppState>,
+    State(agents): State<AgentService>,
     caller: Caller,
     Path(agent_id): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
-    state.agents.activate(caller.org_id, &agent_id).await?;
+    agents.activate(caller.org_id, &agent_id).await?;
     Ok(MessageBody::json("Agent activated"))
 }
 
@@ -220,10 +228,10 @@ async fn activate_agent(
     params(("agentId" = String, Path, description = "Agent id")),
     responses((status = 200, body = MessageBody), (status = 404, body = MessageBody)))]
 async fn deactivate_agent(
-    State(state): State<AppState>,
+    State(agents): State<AgentService>,
     caller: Caller,
     Path(agent_id): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
-    state.agents.deactivate(caller.org_id, &agent_id).await?;
+    agents.deactivate(caller.org_id, &agent_id).await?;
     Ok(MessageBody::json("Agent deactivated"))
 }

@@ -8,10 +8,14 @@ use super::error::{ApiError, ApiResult};
 use super::extract::parse_json;
 use crate::batches::BatchKind;
 use crate::batches::service;
+use crate::batches::service::BatchService;
 use crate::domain::CallId;
 use crate::domain::analysis::AnalysisPlan;
+use crate::domain::clock::SharedClock;
 use crate::http::state::AppState;
 use crate::postcall::analysis::view::AnalysisView;
+use crate::postcall::service::PostcallService;
+use crate::store::Store;
 use crate::store::analyses::AnalysisProgress;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -48,7 +52,8 @@ fn call_not_found(id: &str) -> ApiError {
     responses((status = 200, body = AnalysisView), (status = 400, body = MessageBody),
         (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
 async fn rerun_call_analysis(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(postcall): State<PostcallService>,
     caller: Caller,
     Path(call_id): Path<String>,
     body: Bytes,
@@ -63,8 +68,7 @@ async fn rerun_call_analysis(
         plan.validate("plan")
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     }
-    let detail = state
-        .store
+    let detail = store
         .call_detail(caller.org_id, id)
         .await?
         .ok_or_else(|| call_not_found(&call_id))?;
@@ -73,14 +77,12 @@ async fn rerun_call_analysis(
             "Call {call_id} has not ended; it is analyzed when it does"
         )));
     }
-    let claim = state
-        .postcall
+    let claim = postcall
         .take_analysis_now(caller.org_id, id, body.plan.as_ref())
         .await?
         .ok_or_else(|| call_not_found(&call_id))?;
-    state.postcall.analyze_claimed(&claim).await?;
-    let row = state
-        .store
+    postcall.analyze_claimed(&claim).await?;
+    let row = store
         .analysis(caller.org_id, id)
         .await?
         .ok_or_else(|| call_not_found(&call_id))?;
@@ -133,22 +135,21 @@ impl AnalysisProgressView {
     params(("batchId" = String, Path, description = "Batch id")),
     responses((status = 202, body = AnalysisProgressView), (status = 404, body = MessageBody)))]
 async fn rerun_batch_analysis(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<(StatusCode, Json<AnalysisProgressView>)> {
     let batch_id = service::parse_id(BatchKind::Batch, &id)?;
-    state
-        .batches
+    batches
         .load(caller.org_id, BatchKind::Batch, batch_id)
         .await?;
-    let now = state.clock.now().timestamp_millis();
-    let queued = state
-        .store
+    let now = clock.now().timestamp_millis();
+    let queued = store
         .requeue_batch_analyses(caller.org_id, batch_id, now)
         .await?;
-    let progress = state
-        .store
+    let progress = store
         .batch_analysis_progress(caller.org_id, batch_id)
         .await?;
     Ok((
@@ -162,17 +163,16 @@ async fn rerun_batch_analysis(
     params(("batchId" = String, Path, description = "Batch id")),
     responses((status = 200, body = AnalysisProgressView), (status = 404, body = MessageBody)))]
 async fn batch_analysis_progress(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<AnalysisProgressView>> {
     let batch_id = service::parse_id(BatchKind::Batch, &id)?;
-    state
-        .batches
+    batches
         .load(caller.org_id, BatchKind::Batch, batch_id)
         .await?;
-    let progress = state
-        .store
+    let progress = store
         .batch_analysis_progress(caller.org_id, batch_id)
         .await?;
     Ok(Json(AnalysisProgressView::new(progress, None)))

@@ -2,15 +2,18 @@
 
 use super::error::ApiError;
 use crate::access::api_key::{hash_key, looks_like_key};
+use crate::access::key_cache::KeyCache;
+use crate::access::rate_limit::RateLimiter;
 use crate::access::rate_limit::{Admission, Outcome, Quota};
 use crate::domain::{ApiKeyId, OrgId};
-use crate::http::state::AppState;
+use crate::store::Store;
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use std::sync::Arc;
 
 /// The only path mounts an API key may reach (spec Authentication 8).
 pub const MOUNTS: [&str; 12] = [
@@ -69,7 +72,13 @@ fn set_quota_headers(headers: &mut HeaderMap, quota: Quota) {
 }
 
 /// Authenticates the key, applies the caps, then checks the mount.
-pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+pub async fn authenticate(
+    State(store): State<Store>,
+    State(limiter): State<Arc<RateLimiter>>,
+    State(key_cache): State<KeyCache>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let Some(token) = bearer(req.headers()) else {
         return ApiError::Unauthorized(
             "Missing API key: send the header Authorization: Bearer <API_KEY>".into(),
@@ -80,12 +89,12 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         return ApiError::Unauthorized("Invalid or revoked API key".into()).into_response();
     }
     let hash = hash_key(token);
-    let found = match state.key_cache.get(&hash) {
+    let found = match key_cache.get(&hash) {
         Ok(key) => Some(key),
-        Err(miss) => match state.store.api_key_by_hash(&hash).await {
+        Err(miss) => match store.api_key_by_hash(&hash).await {
             Ok(Some(key)) => {
                 if let Some(miss) = miss {
-                    state.key_cache.put(miss, &hash, &key);
+                    key_cache.put(miss, &hash, &key);
                 }
                 Some(key)
             }
@@ -99,7 +108,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
             return ApiError::Unauthorized("Invalid or revoked API key".into()).into_response();
         }
     };
-    let admission = match state.limiter.admit(&key).await {
+    let admission = match limiter.admit(&key).await {
         Ok(a) => a,
         Err(err) => return ApiError::Store(err).into_response(),
     };
@@ -112,7 +121,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
             retry_after,
             quota,
         } => {
-            state.limiter.record(key.id, Outcome::RateLimited);
+            limiter.record(key.id, Outcome::RateLimited);
             let body = json!({
                 "message": format!("Rate limit exceeded: {used} of {limit} {scope} requests used"),
                 "scope": scope,
@@ -137,9 +146,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         monthly_limit: key.monthly_limit,
     });
     let mut resp = next.run(req).await;
-    state
-        .limiter
-        .record(key_id, Outcome::of_status(resp.status().as_u16()));
+    limiter.record(key_id, Outcome::of_status(resp.status().as_u16()));
     set_quota_headers(resp.headers_mut(), quota);
     resp
 }
@@ -161,10 +168,16 @@ pub async fn api_fallback(req: Request) -> Response {
 }
 
 /// [`authenticate`] for `/api` paths only; everything else passes untouched.
-pub async fn authenticate_api_paths(state: State<AppState>, req: Request, next: Next) -> Response {
+pub async fn authenticate_api_paths(
+    store: State<Store>,
+    limiter: State<Arc<RateLimiter>>,
+    key_cache: State<KeyCache>,
+    req: Request,
+    next: Next,
+) -> Response {
     let path = req.uri().path();
     if path == "/api" || path.starts_with("/api/") {
-        authenticate(state, req, next).await
+        authenticate(store, limiter, key_cache, req, next).await
     } else {
         next.run(req).await
     }

@@ -9,9 +9,12 @@ use super::call_reads::{AnalysisColumns, display_status, merged_object};
 use super::csv_download::{CsvExport, csv_export};
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, ApiQuery, trimmed};
+use crate::batches::service::BatchService;
 use crate::batches::service::{self, AddReport, ItemInput, NewBatchInput};
 use crate::batches::{BatchAction, BatchKind, Progress};
 use crate::calls::placement;
+use crate::calls::service::CallService;
+use crate::domain::clock::SharedClock;
 use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::text::{EMAIL_VARIABLE, Line, Variables};
@@ -174,25 +177,25 @@ impl ItemView {
 }
 
 /// The view of a batch with fresh progress.
-pub async fn view(state: &AppState, row: BatchRow) -> ApiResult<BatchView> {
-    let p = state.batches.progress(row.id).await?;
+pub async fn view(batches: &BatchService, row: BatchRow) -> ApiResult<BatchView> {
+    let p = batches.progress(row.id).await?;
     Ok(BatchView::new(row, p))
 }
 
 /// One page of batches of `kind`, newest first.
 pub async fn list(
-    state: &AppState,
+    store: &Store,
+    batches: &BatchService,
     org_id: OrgId,
     kind: BatchKind,
     page: PageRequest,
 ) -> ApiResult<ListEnvelope<BatchView>> {
-    let (rows, total) = state
-        .store
+    let (rows, total) = store
         .list_batches(org_id, kind.as_str(), i64::from(page.limit), page.offset())
         .await?;
     let mut views = Vec::with_capacity(rows.len());
     for row in rows {
-        views.push(view(state, row).await?);
+        views.push(view(batches, row).await?);
     }
     Ok(ListEnvelope::new(views, total, page))
 }
@@ -208,19 +211,18 @@ pub struct ItemsQuery {
 
 /// One page of a batch's items, optionally of one raw status.
 pub async fn items(
-    state: &AppState,
+    store: &Store,
+    batches: &BatchService,
     org_id: OrgId,
     kind: BatchKind,
     id: &str,
     page: PageRequest,
     query: ItemsQuery,
 ) -> ApiResult<ListEnvelope<ItemView>> {
-    let batch = state
-        .batches
+    let batch = batches
         .load(org_id, kind, service::parse_id(kind, id)?)
         .await?;
-    let (rows, total) = state
-        .store
+    let (rows, total) = store
         .batch_items_page(
             batch.id,
             query.status.as_deref(),
@@ -237,17 +239,16 @@ pub async fn items(
 
 /// Runs a state-machine action on a batch of `kind`.
 pub async fn action(
-    state: &AppState,
+    batches: &BatchService,
     org_id: OrgId,
     kind: BatchKind,
     id: &str,
     action: BatchAction,
 ) -> ApiResult<Json<MessageBody>> {
-    let batch = state
-        .batches
+    let batch = batches
         .load(org_id, kind, service::parse_id(kind, id)?)
         .await?;
-    let message = state.batches.act(kind, &batch, action).await?;
+    let message = batches.act(kind, &batch, action).await?;
     Ok(MessageBody::json(message))
 }
 
@@ -271,11 +272,11 @@ macro_rules! transition_route {
             params(($param = String, Path, description = $param_doc)),
             responses($($responses)*))]
         async fn $name(
-            axum::extract::State(state): axum::extract::State<$crate::http::state::AppState>,
+            axum::extract::State(batches): axum::extract::State<$crate::batches::service::BatchService>,
             caller: $crate::http::auth::Caller,
             axum::extract::Path(id): axum::extract::Path<String>,
         ) -> $crate::http::error::ApiResult<axum::Json<$crate::http::MessageBody>> {
-            $crate::http::batches::action(&state, caller.org_id, $kind, &id, $action).await
+            $crate::http::batches::action(&batches, caller.org_id, $kind, &id, $action).await
         }
     };
 }
@@ -302,18 +303,16 @@ pub struct UpdateBatchBody {
 
 /// Applies a PATCH to a batch of `kind`.
 pub async fn patch(
-    state: &AppState,
+    batches: &BatchService,
     org_id: OrgId,
     kind: BatchKind,
     id: &str,
     body: UpdateBatchBody,
 ) -> ApiResult<Json<BatchView>> {
-    let batch = state
-        .batches
+    let batch = batches
         .load(org_id, kind, service::parse_id(kind, id)?)
         .await?;
-    let row = state
-        .batches
+    let row = batches
         .update(
             kind,
             &batch,
@@ -321,21 +320,20 @@ pub async fn patch(
             body.scheduled_start_at,
         )
         .await?;
-    Ok(Json(view(state, row).await?))
+    Ok(Json(view(batches, row).await?))
 }
 
 /// Deletes a batch of `kind` unless it runs.
 pub async fn remove(
-    state: &AppState,
+    batches: &BatchService,
     org_id: OrgId,
     kind: BatchKind,
     id: &str,
 ) -> ApiResult<StatusCode> {
-    let batch = state
-        .batches
+    let batch = batches
         .load(org_id, kind, service::parse_id(kind, id)?)
         .await?;
-    state.batches.delete(kind, &batch).await?;
+    batches.delete(kind, &batch).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -466,12 +464,14 @@ pub struct CreatedBatch {
     responses((status = 201, body = CreatedBatch), (status = 400, body = MessageBody), (status = 402, body = MessageBody),
         (status = 403, body = MessageBody), (status = 404, body = MessageBody)))]
 async fn create_batch(
-    State(state): State<AppState>,
+    State(clock): State<SharedClock>,
+    State(calls): State<CallService>,
+    State(batches): State<BatchService>,
     caller: Caller,
     ApiJson(body): ApiJson<CreateBatchBody>,
 ) -> ApiResult<(StatusCode, Json<CreatedBatch>)> {
     let org = caller.org_id;
-    let now = state.clock.now();
+    let now = clock.now();
     let scheduled = body
         .scheduled_start_at
         .as_deref()
@@ -483,8 +483,7 @@ async fn create_batch(
             .map(Line::into_string)
             .filter(|n| !n.is_empty())
             .ok_or_else(|| ApiError::BadRequest("name is required".into()))?;
-        let row = state
-            .batches
+        let row = batches
             .create(
                 org,
                 BatchKind::Batch,
@@ -496,7 +495,7 @@ async fn create_batch(
                 },
             )
             .await?;
-        let batch = view(&state, row).await?;
+        let batch = view(&batches, row).await?;
         return Ok((
             StatusCode::CREATED,
             Json(CreatedBatch {
@@ -513,8 +512,7 @@ async fn create_batch(
     }
     // Refusals (wallet, quota, caller ID, agent) come before anything is stored.
     let agent_id = placement::agent_id(&body.agent_id)?;
-    state
-        .calls
+    calls
         .plan(org, agent_id, body.from_number.as_deref())
         .await?;
     let name = body
@@ -522,8 +520,7 @@ async fn create_batch(
         .map(Line::into_string)
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| format!("Batch {}", now.format("%Y-%m-%d %H:%M")));
-    let row = state
-        .batches
+    let row = batches
         .create(
             org,
             BatchKind::Batch,
@@ -535,8 +532,7 @@ async fn create_batch(
             },
         )
         .await?;
-    let report = state
-        .batches
+    let report = batches
         .add_items(
             BatchKind::Batch,
             &row,
@@ -554,8 +550,7 @@ async fn create_batch(
             report.added, report.skipped
         )
     } else {
-        state
-            .batches
+        batches
             .act(BatchKind::Batch, &row, BatchAction::Start)
             .await?;
         format!(
@@ -563,12 +558,12 @@ async fn create_batch(
             report.added, report.skipped
         )
     };
-    let row = state.batches.load(org, BatchKind::Batch, row.id).await?;
+    let row = batches.load(org, BatchKind::Batch, row.id).await?;
     let response = AddItemsResponse::new(String::new(), report);
     Ok((
         StatusCode::CREATED,
         Json(CreatedBatch {
-            batch: view(&state, row).await?,
+            batch: view(&batches, row).await?,
             message: Some(message),
             skipped_items: Some(response.skipped_items),
         }),
@@ -589,21 +584,19 @@ pub struct AddItemsBody {
     responses((status = 200, body = AddItemsResponse), (status = 400, body = MessageBody), (status = 404, body = MessageBody),
         (status = 409, body = MessageBody)))]
 async fn add_items(
-    State(state): State<AppState>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<AddItemsBody>,
 ) -> ApiResult<Json<AddItemsResponse>> {
-    let batch = state
-        .batches
+    let batch = batches
         .load(
             caller.org_id,
             BatchKind::Batch,
             service::parse_id(BatchKind::Batch, &id)?,
         )
         .await?;
-    let report = state
-        .batches
+    let report = batches
         .add_items(
             BatchKind::Batch,
             &batch,
@@ -619,12 +612,13 @@ async fn add_items(
     params(PageRequest),
     responses((status = 200, body = ListEnvelope<BatchView>), (status = 400, body = MessageBody)))]
 async fn list_batches(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(batches): State<BatchService>,
     caller: Caller,
     ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<ListEnvelope<BatchView>>> {
     Ok(Json(
-        list(&state, caller.org_id, BatchKind::Batch, page).await?,
+        list(&store, &batches, caller.org_id, BatchKind::Batch, page).await?,
     ))
 }
 
@@ -633,19 +627,18 @@ async fn list_batches(
     params(("batchId" = String, Path, description = "Batch id")),
     responses((status = 200, body = BatchView), (status = 404, body = MessageBody)))]
 async fn get_batch(
-    State(state): State<AppState>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<BatchView>> {
-    let row = state
-        .batches
+    let row = batches
         .load(
             caller.org_id,
             BatchKind::Batch,
             service::parse_id(BatchKind::Batch, &id)?,
         )
         .await?;
-    Ok(Json(view(&state, row).await?))
+    Ok(Json(view(&batches, row).await?))
 }
 
 /// Each item's latest status, call id and attempts, in order.
@@ -657,14 +650,24 @@ async fn get_batch(
     ),
     responses((status = 200, body = ListEnvelope<ItemView>), (status = 400, body = MessageBody), (status = 404, body = MessageBody)))]
 async fn list_items(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
     ApiQuery(page): ApiQuery<PageRequest>,
     ApiQuery(query): ApiQuery<ItemsQuery>,
 ) -> ApiResult<Json<ListEnvelope<ItemView>>> {
     Ok(Json(
-        items(&state, caller.org_id, BatchKind::Batch, &id, page, query).await?,
+        items(
+            &store,
+            &batches,
+            caller.org_id,
+            BatchKind::Batch,
+            &id,
+            page,
+            query,
+        )
+        .await?,
     ))
 }
 
@@ -674,12 +677,12 @@ async fn list_items(
     responses((status = 200, body = BatchView), (status = 400, body = MessageBody), (status = 404, body = MessageBody),
         (status = 409, body = MessageBody)))]
 async fn update_batch(
-    State(state): State<AppState>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<UpdateBatchBody>,
 ) -> ApiResult<Json<BatchView>> {
-    patch(&state, caller.org_id, BatchKind::Batch, &id, body).await
+    patch(&batches, caller.org_id, BatchKind::Batch, &id, body).await
 }
 
 /// Delete a batch that is not running.
@@ -687,11 +690,11 @@ async fn update_batch(
     params(("batchId" = String, Path, description = "Batch id")),
     responses((status = 204), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
 async fn delete_batch(
-    State(state): State<AppState>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    remove(&state, caller.org_id, BatchKind::Batch, &id).await
+    remove(&batches, caller.org_id, BatchKind::Batch, &id).await
 }
 
 transition_route!(
@@ -836,19 +839,19 @@ impl CsvExport for BatchExport {
 /// with its latest call's results and analysis, the columns of the batch's
 /// agent's current analysis plan.
 pub async fn export(
-    state: &AppState,
+    store: &Store,
+    batches: &BatchService,
     org_id: OrgId,
     kind: BatchKind,
     id: &str,
 ) -> ApiResult<Response> {
-    let batch = state
-        .batches
+    let batch = batches
         .load(org_id, kind, service::parse_id(kind, id)?)
         .await?;
     let columns =
-        AnalysisColumns::of_agent(&state.store, org_id, &batch.agent_id.to_string(), true).await?;
+        AnalysisColumns::of_agent(store, org_id, &batch.agent_id.to_string(), true).await?;
     let export = BatchExport {
-        store: state.store.clone(),
+        store: store.clone(),
         batch_id: batch.id,
         columns,
     };
@@ -864,9 +867,10 @@ pub async fn export(
         (status = 404, body = MessageBody),
     ))]
 async fn export_batch(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    export(&state, caller.org_id, BatchKind::Batch, &id).await
+    export(&store, &batches, caller.org_id, BatchKind::Batch, &id).await
 }

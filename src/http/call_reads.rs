@@ -7,6 +7,7 @@ use super::csv_download::{CsvExport, csv_export};
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiQuery, flag, trimmed};
 use crate::calls::tool_call_view::ToolCallView;
+use crate::domain::clock::SharedClock;
 use crate::domain::clock::display_duration;
 use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
@@ -634,18 +635,18 @@ impl CallFilterQuery {
 
 /// One page of calls and the counts for `filter`, as the list answers it.
 pub async fn call_list(
-    state: &AppState,
+    store: &Store,
+    clock: &SharedClock,
     org_id: OrgId,
     filter: &CallFilter,
     page: PageRequest,
 ) -> ApiResult<CallList> {
-    let (rows, counts) = state
-        .store
+    let (rows, counts) = store
         .list_calls_counted(org_id, filter, i64::from(page.limit), page.offset())
         .await?;
-    let now = state.clock.now();
+    let now = clock.now();
     let ids: Vec<CallId> = rows.iter().map(|row| row.id).collect();
-    let analyses = state.store.analyses_of(org_id, &ids).await?;
+    let analyses = store.analyses_of(org_id, &ids).await?;
     Ok(CallList {
         rows: rows
             .into_iter()
@@ -673,13 +674,16 @@ pub async fn call_list(
     params(PageRequest, CallFilterQuery),
     responses((status = 200, body = CallList), (status = 400, body = MessageBody)))]
 async fn list_calls(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     caller: Caller,
     ApiQuery(page): ApiQuery<PageRequest>,
     ApiQuery(query): ApiQuery<CallFilterQuery>,
 ) -> ApiResult<Json<CallList>> {
-    let filter = query.into_filter(state.clock.now())?;
-    Ok(Json(call_list(&state, caller.org_id, &filter, page).await?))
+    let filter = query.into_filter(clock.now())?;
+    Ok(Json(
+        call_list(&store, &clock, caller.org_id, &filter, page).await?,
+    ))
 }
 
 fn call_not_found(id: &str) -> ApiError {
@@ -701,28 +705,28 @@ fn stored_json(id: CallId, column: &'static str, text: &str) -> StoreResult<Valu
     params(("callId" = String, Path, description = "Call id")),
     responses((status = 200, body = CallDetailView), (status = 404, body = MessageBody)))]
 async fn get_call(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     caller: Caller,
     Path(call_id): Path<String>,
 ) -> ApiResult<Json<CallDetailView>> {
     let id = parse_call_id(&call_id)?;
     let org = caller.org_id;
-    let detail = state
-        .store
+    let detail = store
         .call_detail(org, id)
         .await?
         .ok_or_else(|| call_not_found(&call_id))?;
     let (turns, events, analysis, tool_calls) = tokio::try_join!(
-        state.store.call_turns(org, id),
-        state.store.call_events(id),
-        state.store.analysis(org, id),
-        state.store.tool_calls(id),
+        store.call_turns(org, id),
+        store.call_events(id),
+        store.analysis(org, id),
+        store.tool_calls(id),
     )?;
     let from_number = detail.call.from_number.clone();
     let retry_of = detail.call.retry_of.map(|id| id.to_string());
     let answered_at = detail.call.answered_at.map(iso);
     let ended_at = detail.call.ended_at.map(iso);
-    let mut call = CallRowView::from_row(detail.call, state.clock.now());
+    let mut call = CallRowView::from_row(detail.call, clock.now());
     // The call row and its analysis are read apart, so an analysis stored
     // in between would pair a done analysis with the template summary it
     // replaced; a done analysis' summary is the call's summary.
@@ -785,21 +789,20 @@ async fn get_call(
     params(("callId" = String, Path, description = "Call id")),
     responses((status = 200, body = TranscriptView), (status = 404, body = MessageBody)))]
 async fn get_call_transcript(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     caller: Caller,
     Path(call_id): Path<String>,
 ) -> ApiResult<Json<TranscriptView>> {
     let id = parse_call_id(&call_id)?;
     let org = caller.org_id;
-    let transcript_text = state
-        .store
+    let transcript_text = store
         .call_transcript_text(org, id)
         .await?
         .ok_or_else(|| call_not_found(&call_id))?;
     let (turns, analysis, tool_calls) = tokio::try_join!(
-        state.store.call_turns(org, id),
-        state.store.analysis(org, id),
-        state.store.tool_calls(id),
+        store.call_turns(org, id),
+        store.analysis(org, id),
+        store.tool_calls(id),
     )?;
     Ok(Json(TranscriptView {
         analysis: analysis.as_ref().map(AnalysisView::from_row).transpose()?,
@@ -830,18 +833,17 @@ async fn get_call_transcript(
     ),
     responses((status = 200, body = ListEnvelope<TurnRowView>), (status = 400, body = MessageBody), (status = 404, body = MessageBody)))]
 async fn list_call_turns(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     caller: Caller,
     Path(call_id): Path<String>,
     ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<ListEnvelope<TurnRowView>>> {
     let id = parse_call_id(&call_id)?;
     let org = caller.org_id;
-    if !state.store.call_exists(org, id).await? {
+    if !store.call_exists(org, id).await? {
         return Err(call_not_found(&call_id));
     }
-    let (rows, total) = state
-        .store
+    let (rows, total) = store
         .call_turns_page(org, id, i64::from(page.limit), page.offset())
         .await?;
     let rows = rows
@@ -967,19 +969,20 @@ impl CsvExport for CallExport {
         (status = 400, body = MessageBody),
     ))]
 async fn export_calls_csv(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     caller: Caller,
     ApiQuery(query): ApiQuery<CallFilterQuery>,
 ) -> ApiResult<Response> {
-    let filter = query.into_filter(state.clock.now())?;
+    let filter = query.into_filter(clock.now())?;
     let analysis = match filter.agent_id.as_deref() {
         Some(agent_id) => {
-            Some(AnalysisColumns::of_agent(&state.store, caller.org_id, agent_id, false).await?)
+            Some(AnalysisColumns::of_agent(&store, caller.org_id, agent_id, false).await?)
         }
         None => None,
     };
     let export = CallExport {
-        store: state.store.clone(),
+        store: store.clone(),
         org_id: caller.org_id,
         filter,
         analysis,

@@ -6,12 +6,18 @@ use super::agents::AgentView;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
+use crate::calls::ledger::StoreLedger;
+use crate::calls::media_stream::CallEngine;
 use crate::calls::placement::{self, CallSource, CallTarget};
+use crate::calls::service::CallService;
 use crate::calls::test_call::TestCallError;
+use crate::cluster::service::ClusterService;
 use crate::domain::PhoneNumber;
+use crate::domain::clock::SharedClock;
 use crate::domain::ids::CallId;
 use crate::domain::text::{Line, Variables};
 use crate::http::state::AppState;
+use crate::store::Store;
 use crate::webhooks::subscriptions::{self, RedeliverError};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -19,6 +25,7 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::HashSet;
+use std::sync::Arc;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -75,15 +82,14 @@ pub struct PlacedCall {
     responses((status = 201, body = PlacedCall), (status = 400, body = MessageBody), (status = 402, body = MessageBody),
         (status = 403, body = MessageBody), (status = 404, body = MessageBody)))]
 async fn place_call(
-    State(state): State<AppState>,
+    State(calls): State<CallService>,
     caller: Caller,
     ApiJson(body): ApiJson<PlaceCallBody>,
 ) -> ApiResult<(StatusCode, Json<PlacedCall>)> {
     let phone =
         PhoneNumber::parse(&body.to).map_err(|e| ApiError::BadRequest(format!("to {e}")))?;
     let agent_id = placement::agent_id(&body.agent_id)?;
-    let plan = state
-        .calls
+    let plan = calls
         .plan(caller.org_id, agent_id, body.from_number.as_deref())
         .await?;
     let (variables, email) = body
@@ -91,8 +97,7 @@ async fn place_call(
         .map(Variables::into_parts)
         .unwrap_or_default();
     let name = placement::target_name(&variables, body.name.map(Line::into_string));
-    let placed = state
-        .calls
+    let placed = calls
         .place(
             &plan,
             vec![CallTarget {
@@ -163,15 +168,14 @@ impl From<TestCallError> for ApiError {
     responses((status = 201, body = TestCallResponse), (status = 400, body = MessageBody), (status = 402, body = MessageBody),
         (status = 403, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
 async fn test_call(
-    State(state): State<AppState>,
+    State(calls): State<CallService>,
     caller: Caller,
     Path(agent_id): Path<String>,
     ApiJson(body): ApiJson<TestCallBody>,
 ) -> ApiResult<(StatusCode, Json<TestCallResponse>)> {
     let phone = PhoneNumber::parse(&body.phone_number)
         .map_err(|e| ApiError::BadRequest(format!("phoneNumber {e}")))?;
-    let (call_id, plan) = state
-        .calls
+    let (call_id, plan) = calls
         .place_test_call(caller.org_id, &agent_id, phone, body.variables)
         .await?;
     Ok((
@@ -230,7 +234,7 @@ pub struct AlertResponse {
     responses((status = 200, body = AlertResponse), (status = 400, body = MessageBody), (status = 402, body = MessageBody),
         (status = 403, body = MessageBody), (status = 404, body = MessageBody)))]
 async fn alert(
-    State(state): State<AppState>,
+    State(calls): State<CallService>,
     caller: Caller,
     ApiJson(body): ApiJson<AlertBody>,
 ) -> ApiResult<Json<AlertResponse>> {
@@ -281,11 +285,10 @@ async fn alert(
         ));
     }
     let agent_id = placement::agent_id(&body.agent_id)?;
-    let plan = state
-        .calls
+    let plan = calls
         .plan(caller.org_id, agent_id, body.from_number.as_deref())
         .await?;
-    let placed = state.calls.place(&plan, targets, CallSource::Alert).await?;
+    let placed = calls.place(&plan, targets, CallSource::Alert).await?;
     let dialed = placed.len();
     Ok(Json(AlertResponse {
         message: format!("Alert queued: {dialed} call(s), {skipped} number(s) skipped"),
@@ -306,25 +309,24 @@ async fn alert(
     params(("callId" = String, Path, description = "Call id")),
     responses((status = 200, body = MessageBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
 async fn cancel_call(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
+    State(engine): State<CallEngine>,
+    State(ledger): State<Arc<StoreLedger>>,
+    State(cluster): State<ClusterService>,
     caller: Caller,
     Path(call_id): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
     let not_found = || ApiError::NotFound(format!("Call {call_id} not found"));
     let id: CallId = call_id.parse().map_err(|_| not_found())?;
     let org = caller.org_id;
-    let status = state
-        .store
-        .call_status(org, id)
-        .await?
-        .ok_or_else(not_found)?;
+    let status = store.call_status(org, id).await?.ok_or_else(not_found)?;
     if CallStatus::parse(&status).is_some_and(CallStatus::is_terminal) {
         return Err(ApiError::conflict(format!(
             "Call {call_id} has already ended ({status})"
         )));
     }
-    match state
-        .engine
+    match engine
         .cancel(org.into(), id.into())
         .await
         .map_err(|e| ApiError::Internal(e.into()))?
@@ -333,7 +335,7 @@ async fn cancel_call(
         CancelOutcome::HangingUp => Ok(MessageBody::json("Call is being hung up")),
         CancelOutcome::NotFound
             if matches!(
-                state.cluster.forward_cancel(id, &org.to_string()).await?,
+                cluster.forward_cancel(id, &org.to_string()).await?,
                 crate::cluster::call_orders::Forwarded::ToOwner(_)
             ) =>
         {
@@ -347,10 +349,9 @@ async fn cancel_call(
                 status: CallStatus::Canceled,
                 ended_reason: EndedReason::Canceled,
                 answered_at: None,
-                ended_at: state.clock.now().timestamp_millis(),
+                ended_at: clock.now().timestamp_millis(),
             };
-            state
-                .ledger
+            ledger
                 .finish(end)
                 .await
                 .map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
@@ -390,15 +391,16 @@ pub struct RedeliveredEvent {
     params(("callId" = String, Path, description = "Call id")),
     responses((status = 200, body = RedeliverBody), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
 async fn redeliver_webhook(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     caller: Caller,
     Path(call_id): Path<String>,
 ) -> ApiResult<Json<RedeliverBody>> {
     let queued = subscriptions::redeliver_call(
-        &state.store,
+        &store,
         caller.org_id,
         &call_id,
-        state.clock.now().timestamp_millis(),
+        clock.now().timestamp_millis(),
     )
     .await
     .map_err(|e| match e {

@@ -10,12 +10,15 @@ use super::batches::{
 use super::call_reads::{CallList, CallListStats, CallRowView};
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, ApiQuery};
+use crate::batches::service::BatchService;
 use crate::batches::service::{self, BatchError, NewBatchInput};
 use crate::batches::student_sheet::{MAX_SHEET_ROWS, SheetError, StudentSheet};
 use crate::batches::{BatchAction, BatchKind, BatchStatus};
+use crate::domain::clock::SharedClock;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::text::Line;
 use crate::http::state::AppState;
+use crate::store::Store;
 use axum::Json;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
@@ -77,17 +80,17 @@ pub struct CreateCampaignBody {
 #[utoipa::path(post, path = "/api/campaigns", tag = "campaigns", request_body = CreateCampaignBody,
     responses((status = 201, body = BatchView), (status = 400, body = MessageBody), (status = 404, body = MessageBody)))]
 async fn create_campaign(
-    State(state): State<AppState>,
+    State(clock): State<SharedClock>,
+    State(batches): State<BatchService>,
     caller: Caller,
     ApiJson(body): ApiJson<CreateCampaignBody>,
 ) -> ApiResult<(StatusCode, Json<BatchView>)> {
     let scheduled = body
         .scheduled_start_at
         .as_deref()
-        .map(|raw| service::parse_schedule(raw, state.clock.now()))
+        .map(|raw| service::parse_schedule(raw, clock.now()))
         .transpose()?;
-    let row = state
-        .batches
+    let row = batches
         .create(
             caller.org_id,
             BatchKind::Campaign,
@@ -101,7 +104,7 @@ async fn create_campaign(
         .await?;
     Ok((
         StatusCode::CREATED,
-        Json(batch_http::view(&state, row).await?),
+        Json(batch_http::view(&batches, row).await?),
     ))
 }
 
@@ -110,12 +113,13 @@ async fn create_campaign(
     params(PageRequest),
     responses((status = 200, body = ListEnvelope<BatchView>), (status = 400, body = MessageBody)))]
 async fn list_campaigns(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(batches): State<BatchService>,
     caller: Caller,
     ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<ListEnvelope<BatchView>>> {
     Ok(Json(
-        batch_http::list(&state, caller.org_id, BatchKind::Campaign, page).await?,
+        batch_http::list(&store, &batches, caller.org_id, BatchKind::Campaign, page).await?,
     ))
 }
 
@@ -124,19 +128,18 @@ async fn list_campaigns(
     params(("campaignId" = String, Path, description = "Campaign id")),
     responses((status = 200, body = BatchView), (status = 404, body = MessageBody)))]
 async fn get_campaign(
-    State(state): State<AppState>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<BatchView>> {
-    let row = state
-        .batches
+    let row = batches
         .load(
             caller.org_id,
             BatchKind::Campaign,
             service::parse_id(BatchKind::Campaign, &id)?,
         )
         .await?;
-    Ok(Json(batch_http::view(&state, row).await?))
+    Ok(Json(batch_http::view(&batches, row).await?))
 }
 
 /// Rename a campaign, or change its schedule before it starts.
@@ -145,12 +148,12 @@ async fn get_campaign(
     responses((status = 200, body = BatchView), (status = 400, body = MessageBody), (status = 404, body = MessageBody),
         (status = 409, body = MessageBody)))]
 async fn update_campaign(
-    State(state): State<AppState>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<UpdateBatchBody>,
 ) -> ApiResult<Json<BatchView>> {
-    batch_http::patch(&state, caller.org_id, BatchKind::Campaign, &id, body).await
+    batch_http::patch(&batches, caller.org_id, BatchKind::Campaign, &id, body).await
 }
 
 /// Delete a campaign that is not running.
@@ -158,11 +161,11 @@ async fn update_campaign(
     params(("campaignId" = String, Path, description = "Campaign id")),
     responses((status = 204), (status = 404, body = MessageBody), (status = 409, body = MessageBody)))]
 async fn delete_campaign(
-    State(state): State<AppState>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    batch_http::remove(&state, caller.org_id, BatchKind::Campaign, &id).await
+    batch_http::remove(&batches, caller.org_id, BatchKind::Campaign, &id).await
 }
 
 transition_route!(
@@ -280,13 +283,13 @@ fn bad_multipart(e: impl std::fmt::Display) -> ApiError {
     responses((status = 200, body = UploadReport), (status = 400, body = MessageBody), (status = 404, body = MessageBody),
         (status = 409, body = MessageBody), (status = 413, body = MessageBody)))]
 async fn upload_students(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<Json<UploadReport>> {
-    let campaign = state
-        .batches
+    let campaign = batches
         .load(
             caller.org_id,
             BatchKind::Campaign,
@@ -300,12 +303,7 @@ async fn upload_students(
         )));
     }
     let mut multipart = multipart.map_err(bad_multipart)?;
-    let seen: HashSet<String> = state
-        .store
-        .batch_phones(campaign.id)
-        .await?
-        .into_iter()
-        .collect();
+    let seen: HashSet<String> = store.batch_phones(campaign.id).await?.into_iter().collect();
     let mut sheet = StudentSheet::new(seen, MAX_LISTED_REJECTIONS);
     let mut found = false;
     while let Some(mut field) = multipart.next_field().await.map_err(bad_multipart)? {
@@ -345,8 +343,7 @@ async fn upload_students(
     // The whole file was read before anything is appended, so a refused
     // file (over the row limit, a bad header) stores nothing; a bad row,
     // whatever is wrong with it, is only left out and reported.
-    state
-        .batches
+    batches
         .append_checked(BatchKind::Campaign, &campaign, sheet.into_items())
         .await
         .map_err(|err| match err {
@@ -372,14 +369,24 @@ async fn upload_students(
     ),
     responses((status = 200, body = ListEnvelope<ItemView>), (status = 400, body = MessageBody), (status = 404, body = MessageBody)))]
 async fn campaign_students(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
     ApiQuery(page): ApiQuery<PageRequest>,
     ApiQuery(query): ApiQuery<ItemsQuery>,
 ) -> ApiResult<Json<ListEnvelope<ItemView>>> {
     Ok(Json(
-        batch_http::items(&state, caller.org_id, BatchKind::Campaign, &id, page, query).await?,
+        batch_http::items(
+            &store,
+            &batches,
+            caller.org_id,
+            BatchKind::Campaign,
+            &id,
+            page,
+            query,
+        )
+        .await?,
     ))
 }
 
@@ -391,25 +398,25 @@ async fn campaign_students(
     ),
     responses((status = 200, body = CallList), (status = 400, body = MessageBody), (status = 404, body = MessageBody)))]
 async fn campaign_calls(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
     ApiQuery(page): ApiQuery<PageRequest>,
 ) -> ApiResult<Json<CallList>> {
     let org = caller.org_id;
-    let campaign = state
-        .batches
+    let campaign = batches
         .load(
             org,
             BatchKind::Campaign,
             service::parse_id(BatchKind::Campaign, &id)?,
         )
         .await?;
-    let (rows, counts) = state
-        .store
+    let (rows, counts) = store
         .campaign_calls(org, campaign.id, i64::from(page.limit), page.offset())
         .await?;
-    let now = state.clock.now();
+    let now = clock.now();
     Ok(Json(CallList {
         rows: rows
             .into_iter()
@@ -436,9 +443,10 @@ async fn campaign_calls(
         (status = 404, body = MessageBody),
     ))]
 async fn export_campaign(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(batches): State<BatchService>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    batch_http::export(&state, caller.org_id, BatchKind::Campaign, &id).await
+    batch_http::export(&store, &batches, caller.org_id, BatchKind::Campaign, &id).await
 }

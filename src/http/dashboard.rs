@@ -7,9 +7,11 @@ use super::auth::Caller;
 use super::call_reads::{CallRowView, call_list};
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiQuery;
+use crate::domain::clock::SharedClock;
 use crate::domain::clock::{IST, ist_day, ist_month_key};
 use crate::domain::page::PageRequest;
 use crate::http::state::AppState;
+use crate::store::Store;
 use crate::store::{CallAggregateRow, CallFilter, CallGrouping};
 use axum::Json;
 use axum::extract::State;
@@ -153,24 +155,25 @@ pub struct DashboardOverview {
 #[utoipa::path(get, path = "/api/dashboard/overview", tag = "dashboard",
     responses((status = 200, body = DashboardOverview)))]
 async fn dashboard_overview(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     caller: Caller,
 ) -> ApiResult<Json<DashboardOverview>> {
     let org_id = caller.org_id;
-    let now = state.clock.now();
+    let now = clock.now();
     let today = ist_day(now);
     let month_start = ist_midnight(today.with_day(1).unwrap_or(today));
     let month = ist_month_key(now);
     let (org, totals, per_status, minutes) = tokio::try_join!(
-        state.store.org(org_id),
-        state.store.call_aggregates(
+        store.org(org_id),
+        store.call_aggregates(
             org_id,
             month_start.timestamp_millis(),
             ist_midnight(today).timestamp_millis(),
             CallGrouping::Total,
         ),
-        state.store.call_status_counts(org_id, None),
-        state.store.minutes_used(org_id, &month),
+        store.call_status_counts(org_id, None),
+        store.minutes_used(org_id, &month),
     )?;
     let org = org.ok_or_else(|| ApiError::NotFound("Workspace not found".into()))?;
     let totals = totals.into_iter().next().unwrap_or_default();
@@ -229,17 +232,17 @@ pub struct CallVolume {
     params(CallVolumeQuery),
     responses((status = 200, body = CallVolume), (status = 400, body = MessageBody)))]
 async fn call_volume(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     caller: Caller,
     ApiQuery(query): ApiQuery<CallVolumeQuery>,
 ) -> ApiResult<Json<CallVolume>> {
     let DayWindow(days) = query.days;
-    let today = ist_day(state.clock.now());
+    let today = ist_day(clock.now());
     let first = today
         .checked_sub_days(Days::new(u64::from(days - 1)))
         .unwrap_or(today);
-    let rows = state
-        .store
+    let rows = store
         .calls_per_ist_day(caller.org_id, ist_midnight(first).timestamp_millis())
         .await?;
     let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
@@ -290,10 +293,10 @@ pub struct StatusBreakdown {
 #[utoipa::path(get, path = "/api/dashboard/status-breakdown", tag = "dashboard",
     responses((status = 200, body = StatusBreakdown)))]
 async fn status_breakdown(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     caller: Caller,
 ) -> ApiResult<Json<StatusBreakdown>> {
-    let per_status = state.store.call_status_counts(caller.org_id, None).await?;
+    let per_status = store.call_status_counts(caller.org_id, None).await?;
     let statuses: Vec<StatusCount> = CallStatus::ALL
         .iter()
         .map(|status| StatusCount {
@@ -323,14 +326,15 @@ pub struct RecentCalls {
 #[utoipa::path(get, path = "/api/dashboard/recent-calls", tag = "dashboard",
     responses((status = 200, body = RecentCalls)))]
 async fn recent_calls(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     caller: Caller,
 ) -> ApiResult<Json<RecentCalls>> {
     let page = PageRequest {
         page: 1,
         limit: RECENT_CALLS,
     };
-    let list = call_list(&state, caller.org_id, &CallFilter::default(), page).await?;
+    let list = call_list(&store, &clock, caller.org_id, &CallFilter::default(), page).await?;
     Ok(Json(RecentCalls { rows: list.rows }))
 }
 
@@ -437,19 +441,19 @@ pub struct AnalyticsOverview {
     params(AnalyticsQuery),
     responses((status = 200, body = AnalyticsOverview), (status = 400, body = MessageBody)))]
 async fn analytics_overview(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     caller: Caller,
     ApiQuery(query): ApiQuery<AnalyticsQuery>,
 ) -> ApiResult<Json<AnalyticsOverview>> {
     let DayWindow(days) = query.days;
-    let today = ist_day(state.clock.now());
+    let today = ist_day(clock.now());
     let first = today
         .checked_sub_days(Days::new(u64::from(days - 1)))
         .unwrap_or(today);
     let since = ist_midnight(first).timestamp_millis();
     let today_ms = ist_midnight(today).timestamp_millis();
     let org_id = caller.org_id;
-    let store = &state.store;
     let (totals, agents, providers, reasons) = tokio::try_join!(
         store.call_aggregates(org_id, since, today_ms, CallGrouping::Total),
         store.call_aggregates(org_id, since, today_ms, CallGrouping::Agent),
@@ -569,20 +573,18 @@ pub struct AnalysisOverview {
     params(AnalyticsQuery),
     responses((status = 200, body = AnalysisOverview), (status = 400, body = MessageBody)))]
 async fn analysis_outcomes(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     caller: Caller,
     ApiQuery(query): ApiQuery<AnalyticsQuery>,
 ) -> ApiResult<Json<AnalysisOverview>> {
     let DayWindow(days) = query.days;
-    let today = ist_day(state.clock.now());
+    let today = ist_day(clock.now());
     let first = today
         .checked_sub_days(Days::new(u64::from(days - 1)))
         .unwrap_or(today);
     let since = ist_midnight(first).timestamp_millis();
-    let rows = state
-        .store
-        .analysis_per_agent_day(caller.org_id, since)
-        .await?;
+    let rows = store.analysis_per_agent_day(caller.org_id, since).await?;
     let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
     let mut totals = AnalysisOutcomes::default();
     let mut by_agent: Vec<AgentAnalysisOutcomes> = Vec::new();

@@ -2,7 +2,11 @@
 //! load) and `/readyz` (it can take work: not draining, and the database
 //! answers).
 
+use crate::calls::media_stream::CallEngine;
+use crate::cluster::node_status::NodeStatus;
+use crate::domain::NodeId;
 use crate::http::state::AppState;
+use crate::store::Store;
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
@@ -10,6 +14,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use serde::Serialize;
 use serde_json::{Value, json};
+use std::sync::Arc;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -64,8 +69,12 @@ pub struct NodeHealth {
     tag = "health",
     responses((status = 200, description = "The process is up; this node's load", body = HealthView))
 )]
-async fn healthz(State(state): State<AppState>) -> Json<HealthView> {
-    let shutting_down = state.engine.is_draining();
+async fn healthz(
+    State(engine): State<CallEngine>,
+    State(node_id): State<NodeId>,
+    State(node_status): State<Arc<NodeStatus>>,
+) -> Json<HealthView> {
+    let shutting_down = engine.is_draining();
     let status = if shutting_down {
         HealthStatus::Draining
     } else {
@@ -74,27 +83,30 @@ async fn healthz(State(state): State<AppState>) -> Json<HealthView> {
     Json(HealthView {
         status,
         node: NodeHealth {
-            id: state.node_id.to_string(),
-            live_calls: u64::try_from(state.engine.live_calls()).unwrap_or(u64::MAX),
-            draining: shutting_down || state.node_status.is_draining(),
-            overloaded: state.node_status.is_overloaded(),
-            cpu_percent: state.node_status.cpu_permille() as f64 / 10.0,
+            id: node_id.to_string(),
+            live_calls: u64::try_from(engine.live_calls()).unwrap_or(u64::MAX),
+            draining: shutting_down || node_status.is_draining(),
+            overloaded: node_status.is_overloaded(),
+            cpu_percent: node_status.cpu_permille() as f64 / 10.0,
         },
     })
 }
 
 /// 503 while draining, so a load balancer stops sending new work here.
-async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
-    if state.engine.is_draining() {
+async fn readyz(
+    State(store): State<Store>,
+    State(engine): State<CallEngine>,
+) -> (StatusCode, Json<Value>) {
+    if engine.is_draining() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             Json(json!({ "status": "draining", "message": "shutting down" })),
         );
     }
-    match state.store.ping().await {
+    match store.ping().await {
         Ok(()) => (
             StatusCode::OK,
-            Json(json!({ "status": "ready", "database": state.store.dialect() })),
+            Json(json!({ "status": "ready", "database": store.dialect() })),
         ),
         Err(err) => {
             tracing::warn!(error = %err, "readiness check failed");

@@ -6,16 +6,22 @@
 //! Anything else is closed without touching a call.
 
 use super::extract::ApiQuery;
+use crate::calls::media_stream::CallEngine;
 use crate::calls::media_stream::{AxumTransport, MediaStream};
+use crate::domain::clock::SharedClock;
 use crate::http::state::AppState;
 use axum::Router;
 use axum::extract::ws::{WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{FromRef, FromRequestParts, Path, RawQuery};
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
+use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 use voxline_actors::conversation::transport::{MediaTransport, TransportMessage};
+use voxline_actors::media_token::{MediaTokens, UsedTokens};
 use voxline_media::carrier::{CarrierCodec, CarrierKind, InboundEvent, StreamStart};
 
 /// Read buffer of a carrier's media websocket.
@@ -30,6 +36,40 @@ pub fn router() -> Router<AppState> {
         .route("/media/{carrier}/{token}", get(media_socket_with_token))
 }
 
+/// What accepting a media socket uses: the token checks and the engine that
+/// takes the stream. Extracted from the state's parts, so the socket task
+/// owns only these, not the whole service.
+struct MediaGate {
+    /// Time source for the token's expiry.
+    clock: SharedClock,
+    /// Verifies the per-call token.
+    tokens: MediaTokens,
+    /// Tokens already used, so a token attaches one stream only.
+    used: Arc<UsedTokens>,
+    /// Hands the stream to the call's actor.
+    engine: CallEngine,
+}
+
+impl<S> FromRequestParts<S> for MediaGate
+where
+    S: Send + Sync,
+    SharedClock: FromRef<S>,
+    MediaTokens: FromRef<S>,
+    Arc<UsedTokens>: FromRef<S>,
+    CallEngine: FromRef<S>,
+{
+    type Rejection = Infallible;
+
+    async fn from_request_parts(_parts: &mut Parts, state: &S) -> Result<Self, Infallible> {
+        Ok(Self {
+            clock: SharedClock::from_ref(state),
+            tokens: MediaTokens::from_ref(state),
+            used: Arc::<UsedTokens>::from_ref(state),
+            engine: CallEngine::from_ref(state),
+        })
+    }
+}
+
 /// The media socket's query: the per-call token when the carrier cannot put
 /// it in the path (the codec also reads carrier parameters from the raw query).
 #[derive(Debug, Default, Deserialize)]
@@ -39,26 +79,26 @@ struct MediaQuery {
 }
 
 async fn media_socket(
-    state: State<AppState>,
+    gate: MediaGate,
     Path(carrier): Path<String>,
     query: RawQuery,
     ApiQuery(media): ApiQuery<MediaQuery>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    upgrade(state, carrier, media.token, query, ws)
+    upgrade(gate, carrier, media.token, query, ws)
 }
 
 async fn media_socket_with_token(
-    state: State<AppState>,
+    gate: MediaGate,
     Path((carrier, token)): Path<(String, String)>,
     query: RawQuery,
     ws: WebSocketUpgrade,
 ) -> Response {
-    upgrade(state, carrier, Some(token), query, ws)
+    upgrade(gate, carrier, Some(token), query, ws)
 }
 
 fn upgrade(
-    State(state): State<AppState>,
+    gate: MediaGate,
     carrier: String,
     token: Option<String>,
     RawQuery(query): RawQuery,
@@ -77,11 +117,11 @@ fn upgrade(
     // carrier messages are a few hundred bytes each, so a small buffer saves that per frame
     // and its memory per call (it still grows for a larger message).
     ws.read_buffer_size(MEDIA_READ_BUFFER)
-        .on_upgrade(move |socket| accept(state, codec, token, socket))
+        .on_upgrade(move |socket| accept(gate, codec, token, socket))
 }
 
 async fn accept(
-    state: AppState,
+    gate: MediaGate,
     mut codec: CarrierCodec,
     token: Option<String>,
     socket: WebSocket,
@@ -101,8 +141,8 @@ async fn accept(
         }
     };
     let token = token.or_else(|| start.custom_parameter("token").map(str::to_string));
-    let now = state.clock.now().timestamp();
-    let call_id = match token.as_deref().map(|t| state.media_tokens.verify(t, now)) {
+    let now = gate.clock.now().timestamp();
+    let call_id = match token.as_deref().map(|t| gate.tokens.verify(t, now)) {
         Some(Ok(call_id)) => call_id,
         Some(Err(err)) => {
             tracing::warn!(error = %err, "media stream refused");
@@ -114,7 +154,7 @@ async fn accept(
             return;
         }
     };
-    if !state.claim_media_token(token.as_deref().unwrap_or_default(), now) {
+    if !gate.used.claim(token.as_deref().unwrap_or_default(), now) {
         tracing::warn!(call = %call_id, "media token reused");
         transport.reject("media token already used").await;
         return;
@@ -124,7 +164,7 @@ async fn accept(
         transport,
         start: *start,
     };
-    if let Err(returned) = state.engine.attach_media(call_id, stream) {
+    if let Err(returned) = gate.engine.attach_media(call_id, stream) {
         tracing::info!(call = %call_id, "media stream for a call that is not live; closing");
         if let Some(mut stream) = returned {
             stream.transport.reject("call has ended").await;

@@ -14,11 +14,15 @@ use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiQuery;
 use crate::calls::recording_link::{LinkSigner, recording_link};
+use crate::config::Settings;
+use crate::domain::clock::SharedClock;
 use crate::domain::{CallId, OrgId};
 use crate::http::state::AppState;
 use crate::recordings::RecordingStore;
 use crate::recordings::serve::{self, ServeRecordingError};
+use crate::secrets::server_secret::ServerSecret;
 use crate::store::RecordingFileRow;
+use crate::store::Store;
 use axum::Json;
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
@@ -27,6 +31,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -182,8 +187,8 @@ fn parse_call_id(id: &str) -> ApiResult<CallId> {
 
 /// The base of links to this service: the configured public URL, else the
 /// host the client reached.
-fn public_base(state: &AppState, headers: &HeaderMap) -> String {
-    if let Some(url) = &state.settings.public_url {
+fn public_base(settings: &Settings, headers: &HeaderMap) -> String {
+    if let Some(url) = &settings.public_url {
         return url.clone();
     }
     let host = headers
@@ -199,8 +204,14 @@ fn public_base(state: &AppState, headers: &HeaderMap) -> String {
     responses((status = 200, body = RecordingUrlView),
         (status = 400, description = "format is not wav or ogg", body = MessageBody),
         (status = 404, description = "No such call, or its recording is not kept in the asked format", body = MessageBody)))]
+// One extractor per state part the link needs (store, clock, public URL,
+// signing secret) besides the request's own four.
+#[allow(clippy::too_many_arguments)]
 async fn recording_url(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
+    State(settings): State<Arc<Settings>>,
+    State(secret): State<ServerSecret>,
     caller: Caller,
     Path(call_id): Path<String>,
     ApiQuery(query): ApiQuery<RecordingFormatQuery>,
@@ -208,12 +219,12 @@ async fn recording_url(
 ) -> ApiResult<Json<RecordingUrlView>> {
     let id = parse_call_id(&call_id)?;
     let org = caller.org_id;
-    if !state.store.call_exists(org, id).await? {
+    if !store.call_exists(org, id).await? {
         return Err(call_not_found(&call_id));
     }
-    let base = public_base(&state, &headers);
-    let now = state.clock.now().timestamp();
-    let Some(file) = state.store.recording_file(org, id).await? else {
+    let base = public_base(&settings, &headers);
+    let now = clock.now().timestamp();
+    let Some(file) = store.recording_file(org, id).await? else {
         return Ok(Json(RecordingUrlView {
             url: None,
             call_id: id.to_string(),
@@ -228,7 +239,7 @@ async fn recording_url(
         None => file.format.clone(),
     };
     Ok(Json(RecordingUrlView {
-        url: Some(recording_link(&state.secret, &base, org, id, &format, now)),
+        url: Some(recording_link(&secret, &base, org, id, &format, now)),
         call_id: id.to_string(),
         formats: file.formats().into_iter().map(str::to_string).collect(),
     }))
@@ -246,7 +257,8 @@ async fn recording_url(
         (status = 404, description = "No such call, no recording, or none in the asked format (the message lists the formats kept)", body = MessageBody),
         (status = 416, body = MessageBody)))]
 async fn recording_audio(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(recordings): State<RecordingStore>,
     caller: Caller,
     Path(call_id): Path<String>,
     ApiQuery(query): ApiQuery<RecordingFormatQuery>,
@@ -254,16 +266,15 @@ async fn recording_audio(
 ) -> ApiResult<Response> {
     let id = parse_call_id(&call_id)?;
     let org = caller.org_id;
-    if !state.store.call_exists(org, id).await? {
+    if !store.call_exists(org, id).await? {
         return Err(call_not_found(&call_id));
     }
-    let file = state
-        .store
+    let file = store
         .recording_file(org, id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("Call {call_id} has no recording")))?;
     let format = choose_format(&call_id, &file, query.format, headers.get(header::ACCEPT))?;
-    let mut response = serve_recording(&state.recordings, &file, &format, &headers).await?;
+    let mut response = serve_recording(&recordings, &file, &format, &headers).await?;
     response
         .headers_mut()
         .insert(header::VARY, HeaderValue::from_static("accept"));
@@ -279,7 +290,10 @@ struct LinkQuery {
 
 /// `GET /recordings/{orgId}/{callId}.{format}?expires=…&signature=…`.
 async fn signed_recording(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
+    State(secret): State<ServerSecret>,
+    State(recordings): State<RecordingStore>,
     Path((org_id, file)): Path<(String, String)>,
     query: Result<Query<LinkQuery>, QueryRejection>,
     headers: HeaderMap,
@@ -292,12 +306,12 @@ async fn signed_recording(
     let (call_id, format) = file
         .rsplit_once('.')
         .ok_or_else(|| ApiError::NotFound(format!("Cannot GET /recordings/{org_id}/{file}")))?;
-    if !LinkSigner::new(&state.secret).verify(&org_id, call_id, link.expires, &link.signature) {
+    if !LinkSigner::new(&secret).verify(&org_id, call_id, link.expires, &link.signature) {
         return Err(ApiError::Forbidden(
             "Recording link signature is invalid".into(),
         ));
     }
-    if state.clock.now().timestamp() > link.expires {
+    if clock.now().timestamp() > link.expires {
         return Err(ApiError::Forbidden("Recording link has expired".into()));
     }
     let no_recording = || ApiError::NotFound(format!("Call {call_id} has no recording"));
@@ -305,15 +319,14 @@ async fn signed_recording(
     let (Ok(org), Ok(id)) = (org_id.parse::<OrgId>(), call_id.parse::<CallId>()) else {
         return Err(no_recording());
     };
-    let recording = state
-        .store
+    let recording = store
         .recording_file(org, id)
         .await?
         .ok_or_else(no_recording)?;
     if recording.object_key_for(format).is_none() {
         return Err(no_such_format(call_id, format, &recording));
     }
-    serve_recording(&state.recordings, &recording, format, &headers).await
+    serve_recording(&recordings, &recording, format, &headers).await
 }
 
 /// Serves `recording` in `format` (or the part `Range` asks for) through the

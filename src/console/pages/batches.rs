@@ -1061,9 +1061,15 @@ async fn export(
     Path(id): Path<String>,
 ) -> Result<Response, ConsoleError> {
     let row = load(&state, user.org_id, &id).await?;
-    crate::http::batches::export(&state, user.org_id, kind_of(&row), &id)
-        .await
-        .map_err(|err| ConsoleError::Internal(err.to_string()))
+    crate::http::batches::export(
+        &state.store,
+        &state.batches,
+        user.org_id,
+        kind_of(&row),
+        &id,
+    )
+    .await
+    .map_err(|err| ConsoleError::Internal(err.to_string()))
 }
 
 #[cfg(test)]

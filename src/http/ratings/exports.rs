@@ -3,6 +3,7 @@
 //! is the pager both (and the analytics) read through.
 
 use super::query::{RatingFilterQuery, optional_bound, parse_agent};
+use crate::config::Settings;
 use crate::domain::CallId;
 use crate::domain::OrgId;
 use crate::http::MessageBody;
@@ -10,16 +11,17 @@ use crate::http::auth::Caller;
 use crate::http::csv_download::{CsvExport, csv_export};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiQuery};
-use crate::http::state::AppState;
 use crate::postcall::ratings::export::{EXPORT_HEADER, EXPORT_PAGE_ROWS, export_record};
 use crate::postcall::ratings::sheets::{SheetTarget, append_rows, valid_spreadsheet_id};
 use crate::secrets::credentials::CredentialCipher;
+use crate::secrets::server_secret::ServerSecret;
 use crate::store::{RatingFilter, RatingRow, Store, StoreError, StoreResult};
 use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::Value;
+use std::sync::Arc;
 use utoipa::ToSchema;
 
 /// Body of `POST /api/ratings/export-sheet`.
@@ -109,13 +111,13 @@ impl CsvExport for RatingsExport {
     responses((status = 200, description = "text/csv attachment", content_type = "text/csv"),
         (status = 400, body = MessageBody)))]
 pub(super) async fn export_all(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     caller: Caller,
     ApiQuery(query): ApiQuery<RatingFilterQuery>,
 ) -> ApiResult<Response> {
     let filter = query.into_filter("all")?;
     let export = RatingsExport {
-        store: state.store.clone(),
+        store: store.clone(),
         org_id: caller.org_id,
         filter,
     };
@@ -123,11 +125,15 @@ pub(super) async fn export_all(
 }
 
 /// The workspace's stored Google token, if it has one.
-async fn stored_google_token(state: &AppState, org_id: OrgId) -> ApiResult<Option<String>> {
-    let Some((nonce, sealed)) = state.store.credential(org_id, "google").await? else {
+async fn stored_google_token(
+    store: &Store,
+    secret: &ServerSecret,
+    org_id: OrgId,
+) -> ApiResult<Option<String>> {
+    let Some((nonce, sealed)) = store.credential(org_id, "google").await? else {
         return Ok(None);
     };
-    let plain = CredentialCipher::new(&state.secret)
+    let plain = CredentialCipher::new(secret)
         .open(&nonce, &sealed)
         .map_err(|e| anyhow::anyhow!("google credential: {e}"))?;
     let value: Value =
@@ -146,7 +152,9 @@ async fn stored_google_token(state: &AppState, org_id: OrgId) -> ApiResult<Optio
     responses((status = 200, body = MessageBody), (status = 400, body = MessageBody),
         (status = 502, body = MessageBody)))]
 pub(super) async fn export_sheet(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(settings): State<Arc<Settings>>,
+    State(secret): State<ServerSecret>,
     caller: Caller,
     ApiJson(body): ApiJson<ExportSheetRequest>,
 ) -> ApiResult<Json<MessageBody>> {
@@ -182,7 +190,7 @@ pub(super) async fn export_sheet(
         .filter(|t| !t.is_empty())
     {
         Some(token) => token.to_string(),
-        None => stored_google_token(&state, org).await?.ok_or_else(|| {
+        None => stored_google_token(&store, &secret, org).await?.ok_or_else(|| {
             ApiError::BadRequest(
                 "accessToken is required: pass it in the body or store a google workspace credential ({\"accessToken\": …})".into(),
             )
@@ -199,7 +207,7 @@ pub(super) async fn export_sheet(
     // Every record is read before the first append, so a corrupt row
     // refuses the push instead of leaving half of it in the sheet.
     let mut pages: Vec<Vec<Vec<String>>> = Vec::new();
-    each_rating(&state.store, org, &filter, |rows| {
+    each_rating(&store, org, &filter, |rows| {
         pages.push(rows.iter().map(export_record).collect::<StoreResult<_>>()?);
         Ok(())
     })
@@ -225,7 +233,7 @@ pub(super) async fn export_sheet(
         values.extend(page);
         append_rows(
             &http,
-            &state.settings.ratings.sheets_base_url,
+            &settings.ratings.sheets_base_url,
             &token,
             &target,
             values,

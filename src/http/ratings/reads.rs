@@ -9,7 +9,7 @@ use crate::http::MessageBody;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiQuery;
-use crate::http::state::AppState;
+use crate::store::Store;
 use crate::store::{RatingRow, StoreResult, decode_json};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -96,14 +96,13 @@ pub struct PhoneRatings {
     params(PageRequest, RatingFilterQuery),
     responses((status = 200, body = ListEnvelope<RatingView>), (status = 400, body = MessageBody)))]
 pub(super) async fn list_ratings(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     caller: Caller,
     ApiQuery(page): ApiQuery<PageRequest>,
     ApiQuery(query): ApiQuery<RatingFilterQuery>,
 ) -> ApiResult<Json<ListEnvelope<RatingView>>> {
     let filter = query.into_filter("done")?;
-    let (rows, total) = state
-        .store
+    let (rows, total) = store
         .list_ratings(caller.org_id, &filter, i64::from(page.limit), page.offset())
         .await?;
     Ok(Json(ListEnvelope::new(
@@ -122,13 +121,13 @@ pub(super) async fn list_ratings(
     params(("callId" = String, Path, description = "Call id")),
     responses((status = 200, body = RatingView), (status = 404, body = MessageBody)))]
 pub(super) async fn get_rating(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     caller: Caller,
     Path(raw): Path<String>,
 ) -> ApiResult<Response> {
     let call_id = call_id_param(&raw)?;
     let org = caller.org_id;
-    match state.store.rating(org, call_id).await? {
+    match store.rating(org, call_id).await? {
         Some(row) if row.status == "pending" => {
             let body = serde_json::json!({
                 "message": format!("Rating for call {call_id} is not ready yet: it is being scored; retry in a few seconds"),
@@ -142,7 +141,7 @@ pub(super) async fn get_rating(
             Ok(response)
         }
         Some(row) => Ok(Json(RatingView::from_row(row)?).into_response()),
-        None if state.store.call_status(org, call_id).await?.is_some() => {
+        None if store.call_status(org, call_id).await?.is_some() => {
             Err(ApiError::NotFound(format!(
                 "Call {call_id} has no rating: only completed calls in which the callee spoke are rated (POST /api/ratings/{call_id}/rate-now scores it anyway)"
             )))
@@ -160,7 +159,7 @@ pub(super) async fn get_rating(
         RatingStatusQuery),
     responses((status = 200, body = PhoneRatings), (status = 400, body = MessageBody)))]
 pub(super) async fn ratings_by_phone(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     caller: Caller,
     Path(raw): Path<String>,
     ApiQuery(query): ApiQuery<RatingStatusQuery>,
@@ -168,8 +167,7 @@ pub(super) async fn ratings_by_phone(
     let phone =
         PhoneNumber::parse(&raw).map_err(|e| ApiError::BadRequest(format!("phone {raw:?} {e}")))?;
     let status = parse_status(query.status.as_deref(), "done")?;
-    let rows = state
-        .store
+    let rows = store
         .ratings_by_phone(caller.org_id, phone.as_str(), &status)
         .await?;
     Ok(Json(PhoneRatings {

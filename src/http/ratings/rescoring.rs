@@ -4,14 +4,16 @@
 
 use super::query::{call_id_param, optional_bound, parse_agent};
 use crate::domain::CallId;
+use crate::domain::clock::SharedClock;
 use crate::http::MessageBody;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiJson;
-use crate::http::state::AppState;
 use crate::postcall::ratings::regenerate::RescoreError;
 use crate::postcall::ratings::template::effective_template;
+use crate::postcall::service::PostcallService;
 use crate::store::RatingFilter;
+use crate::store::Store;
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
@@ -64,13 +66,14 @@ impl From<RescoreError> for ApiError {
     responses((status = 200, body = MessageBody), (status = 404, body = MessageBody),
         (status = 409, body = MessageBody), (status = 502, body = MessageBody)))]
 pub(super) async fn rate_now(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(postcall): State<PostcallService>,
     caller: Caller,
     Path(raw): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
     let call_id = call_id_param(&raw)?;
     let org = caller.org_id;
-    match state.store.rating(org, call_id).await? {
+    match store.rating(org, call_id).await? {
         Some(row) if row.status == "done" => {
             return Ok(MessageBody::json(format!(
                 "Call {call_id} is already rated (overall {}); use regenerate to score it again",
@@ -78,9 +81,9 @@ pub(super) async fn rate_now(
             )));
         }
         Some(_) => {}
-        None => state.postcall.check_rateable(org, call_id).await?,
+        None => postcall.check_rateable(org, call_id).await?,
     }
-    let overall = state.postcall.rate_synchronously(org, call_id).await?;
+    let overall = postcall.rate_synchronously(org, call_id).await?;
     Ok(MessageBody::json(format!(
         "Rated call {call_id}: overall {overall}"
     )))
@@ -93,12 +96,12 @@ pub(super) async fn rate_now(
     responses((status = 200, body = MessageBody), (status = 404, body = MessageBody),
         (status = 502, body = MessageBody)))]
 pub(super) async fn regenerate(
-    State(state): State<AppState>,
+    State(postcall): State<PostcallService>,
     caller: Caller,
     Path(raw): Path<String>,
 ) -> ApiResult<Json<MessageBody>> {
     let call_id = call_id_param(&raw)?;
-    let overall = state.postcall.regenerate(caller.org_id, call_id).await?;
+    let overall = postcall.regenerate(caller.org_id, call_id).await?;
     Ok(MessageBody::json(format!(
         "Regenerated the scorecard of call {call_id}: overall {overall}"
     )))
@@ -110,12 +113,13 @@ pub(super) async fn regenerate(
     request_body = BulkRegenerateRequest,
     responses((status = 200, body = QueuedBody), (status = 400, body = MessageBody)))]
 pub(super) async fn bulk_regenerate(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     caller: Caller,
     ApiJson(body): ApiJson<BulkRegenerateRequest>,
 ) -> ApiResult<Json<QueuedBody>> {
     let org = caller.org_id;
-    let now = state.clock.now().timestamp_millis();
+    let now = clock.now().timestamp_millis();
     let queued = if let Some(ids) = &body.call_ids {
         if body.agent_id.is_some() || body.from.is_some() || body.to.is_some() {
             return Err(ApiError::BadRequest(
@@ -134,7 +138,7 @@ pub(super) async fn bulk_regenerate(
                 .map_err(|_| ApiError::BadRequest(format!("callIds[{i}] is not a call id")))?;
             parsed.push(id);
         }
-        state.store.requeue_rating_ids(org, &parsed, now).await?
+        store.requeue_rating_ids(org, &parsed, now).await?
     } else {
         let filter = RatingFilter {
             status: "all".into(),
@@ -149,7 +153,7 @@ pub(super) async fn bulk_regenerate(
                 "give callIds, or at least one of agentId, from and to".into(),
             ));
         }
-        state.store.requeue_ratings(org, &filter, now).await?
+        store.requeue_ratings(org, &filter, now).await?
     };
     Ok(Json(QueuedBody {
         message: format!("Queued {queued} rating(s) for re-scoring"),
@@ -163,15 +167,15 @@ pub(super) async fn bulk_regenerate(
 #[utoipa::path(post, path = "/api/ratings/reload", tag = "ratings",
     responses((status = 200, body = QueuedBody)))]
 pub(super) async fn reload(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     caller: Caller,
 ) -> ApiResult<Json<QueuedBody>> {
     let org = caller.org_id;
     let mut own = 0;
     let mut default = 0;
-    for agent_id in state.store.rated_agent_ids(org).await? {
-        let spec = state
-            .store
+    for agent_id in store.rated_agent_ids(org).await? {
+        let spec = store
             .agent(org, agent_id)
             .await?
             .map(|a| a.spec())
@@ -183,14 +187,14 @@ pub(super) async fn reload(
             own += 1;
         }
     }
-    let now = state.clock.now().timestamp_millis();
+    let now = clock.now().timestamp_millis();
     let mut queued = 0;
     for status in ["pending", "failed"] {
         let filter = RatingFilter {
             status: status.into(),
             ..RatingFilter::default()
         };
-        queued += state.store.requeue_ratings(org, &filter, now).await?;
+        queued += store.requeue_ratings(org, &filter, now).await?;
     }
     Ok(Json(QueuedBody {
         message: format!(

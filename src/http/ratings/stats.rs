@@ -8,7 +8,7 @@ use crate::http::MessageBody;
 use crate::http::auth::Caller;
 use crate::http::error::ApiResult;
 use crate::http::extract::ApiQuery;
-use crate::http::state::AppState;
+use crate::store::Store;
 use crate::store::{RatingFilter, decode_json};
 use axum::Json;
 use axum::extract::State;
@@ -112,10 +112,10 @@ fn round2(x: f64) -> f64 {
 #[utoipa::path(get, path = "/api/ratings/stats", tag = "ratings",
     responses((status = 200, body = RatingStats)))]
 pub(super) async fn rating_stats(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     caller: Caller,
 ) -> ApiResult<Json<RatingStats>> {
-    let (counts, agents) = state.store.rating_stats(caller.org_id).await?;
+    let (counts, agents) = store.rating_stats(caller.org_id).await?;
     Ok(Json(RatingStats {
         total: counts.total,
         pending: counts.pending,
@@ -140,7 +140,7 @@ pub(super) async fn rating_stats(
     params(RatingFilterQuery),
     responses((status = 200, body = RatingAnalytics), (status = 400, body = MessageBody)))]
 pub(super) async fn rating_analytics(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     caller: Caller,
     ApiQuery(query): ApiQuery<RatingFilterQuery>,
 ) -> ApiResult<Json<RatingAnalytics>> {
@@ -151,7 +151,7 @@ pub(super) async fn rating_analytics(
     let mut overall = Distribution::new("overall");
     let mut columns: Vec<Distribution> = Vec::new();
     let mut total = 0;
-    each_rating(&state.store, caller.org_id, &filter, |rows| {
+    each_rating(&store, caller.org_id, &filter, |rows| {
         for row in rows {
             total += 1;
             if let Some(o) = row.overall {
