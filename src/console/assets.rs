@@ -2,7 +2,6 @@
 //! serve` needs nothing beside it. Vendored: htmx 2.0.10 and uPlot 1.6.32
 //! (both MIT); ours: `console.css` and `console.js`.
 
-use crate::http::state::AppState;
 use axum::Router;
 use axum::extract::Path;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -44,8 +43,8 @@ const ASSETS: &[Asset] = &[
     },
 ];
 
-/// `GET /assets/{name}`.
-pub fn routes() -> Router<AppState> {
+/// `GET /assets/{name}`; the files need no state, so any router takes them.
+pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new().route("/assets/{name}", get(serve))
 }
 

@@ -36,7 +36,10 @@ use super::MAX_FORM_BODY;
 use super::error::ConsoleError;
 use super::origin::{Origin, Site};
 use super::session;
-use crate::http::state::AppState;
+use crate::config::Settings;
+use crate::domain::clock::SharedClock;
+use crate::secrets::server_secret::ServerSecret;
+use crate::store::Store;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
@@ -110,7 +113,14 @@ pub async fn refuse_cross_site(
 /// Lets safe methods through; for the others requires a live session and its
 /// CSRF token, and hands the session on to the handler. Signing in needs the
 /// sign-in form's pre-session token instead.
-pub async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn require_token(
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
+    State(secret): State<ServerSecret>,
+    State(settings): State<Arc<Settings>>,
+    req: Request,
+    next: Next,
+) -> Response {
     if is_safe(req.method()) {
         return next.run(req).await;
     }
@@ -120,12 +130,13 @@ pub async fn require_token(State(state): State<AppState>, req: Request, next: Ne
             Ok(found) => found,
             Err(err) => return err.into_response(),
         };
-        if !PreSession::valid(&state, &parts.headers, given.as_deref()) {
+        let secure = session::secure_cookies(&settings);
+        if !PreSession::valid(&secret, &clock, secure, &parts.headers, given.as_deref()) {
             return refused(&parts);
         }
         return next.run(Request::from_parts(parts, body)).await;
     }
-    let user = match session::lookup(&parts.headers, &state).await {
+    let user = match session::lookup(&parts.headers, &store, &clock).await {
         Ok(Some(user)) => user,
         Ok(None) => return ConsoleError::not_signed_in(&parts).into_response(),
         Err(err) => return ConsoleError::Store(err).into_response(),
@@ -185,13 +196,19 @@ pub struct PreSession {
 impl PreSession {
     /// The token of a sign-in form rendered now. It keeps the nonce of the
     /// request's cookie when there is one, so two open sign-in tabs (or a
-    /// form shown again after a wrong password) both stay valid.
-    pub fn issue(state: &AppState, headers: &HeaderMap) -> Self {
-        let nonce = nonce_in(headers, session::secure_cookies(state))
+    /// form shown again after a wrong password) both stay valid. `secure`:
+    /// whether cookies are `Secure` ([`session::secure_cookies`]).
+    pub fn issue(
+        secret: &ServerSecret,
+        clock: &SharedClock,
+        secure: bool,
+        headers: &HeaderMap,
+    ) -> Self {
+        let nonce = nonce_in(headers, secure)
             .map(str::to_string)
             .unwrap_or_else(session::new_token);
-        let issued = state.clock.now().timestamp_millis().to_string();
-        let tag = signer(state).sign(&[nonce.as_bytes(), b".", issued.as_bytes()]);
+        let issued = clock.now().timestamp_millis().to_string();
+        let tag = signer(secret).sign(&[nonce.as_bytes(), b".", issued.as_bytes()]);
         let field = format!("{issued}.{}", URL_SAFE_NO_PAD.encode(tag));
         Self { nonce, field }
     }
@@ -227,9 +244,16 @@ impl PreSession {
     }
 
     /// Whether `given` is a field this server issued for the nonce in the
-    /// request's cookie, less than [`SIGN_IN_TTL`] ago.
-    pub fn valid(state: &AppState, headers: &HeaderMap, given: Option<&str>) -> bool {
-        let Some(nonce) = nonce_in(headers, session::secure_cookies(state)) else {
+    /// request's cookie, less than [`SIGN_IN_TTL`] ago. `secure` as for
+    /// [`PreSession::issue`].
+    pub fn valid(
+        secret: &ServerSecret,
+        clock: &SharedClock,
+        secure: bool,
+        headers: &HeaderMap,
+        given: Option<&str>,
+    ) -> bool {
+        let Some(nonce) = nonce_in(headers, secure) else {
             return false;
         };
         let Some((issued, tag)) = given.and_then(|g| g.split_once('.')) else {
@@ -239,14 +263,10 @@ impl PreSession {
             return false;
         };
         let ttl = i64::try_from(SIGN_IN_TTL.as_millis()).unwrap_or(i64::MAX);
-        let age = state
-            .clock
-            .now()
-            .timestamp_millis()
-            .saturating_sub(issued_ms);
+        let age = clock.now().timestamp_millis().saturating_sub(issued_ms);
         // A little negative age is another node's clock running ahead.
         (-60_000..ttl).contains(&age)
-            && signer(state).verify(&[nonce.as_bytes(), b".", issued.as_bytes()], &tag)
+            && signer(secret).verify(&[nonce.as_bytes(), b".", issued.as_bytes()], &tag)
     }
 }
 
@@ -269,8 +289,8 @@ fn nonce_in(headers: &HeaderMap, secure: bool) -> Option<&str> {
     })
 }
 
-fn signer(state: &AppState) -> Signer {
-    Signer::derived(SIGN_IN_PURPOSE, &state.secret)
+fn signer(secret: &ServerSecret) -> Signer {
+    Signer::derived(SIGN_IN_PURPOSE, secret)
 }
 
 /// Compares without stopping at the first difference, so the time taken

@@ -5,10 +5,11 @@
 //! applies to open sessions on their next request.
 
 use super::error::ConsoleError;
+use crate::config::Settings;
+use crate::domain::clock::SharedClock;
 use crate::domain::{OrgId, Role, UserId};
-use crate::http::state::AppState;
-use crate::store::StoreError;
-use axum::extract::FromRequestParts;
+use crate::store::{Store, StoreError};
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, header};
 use base64::Engine;
@@ -62,18 +63,22 @@ impl ConsoleUser {
     }
 }
 
-impl FromRequestParts<AppState> for ConsoleUser {
+impl<S> FromRequestParts<S> for ConsoleUser
+where
+    S: Send + Sync,
+    Store: FromRef<S>,
+    SharedClock: FromRef<S>,
+{
     type Rejection = ConsoleError;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         // The CSRF check already looked the session up for unsafe methods.
         if let Some(user) = parts.extensions.get::<ConsoleUser>() {
             return Ok(user.clone());
         }
-        match lookup(&parts.headers, state).await? {
+        let store = Store::from_ref(state);
+        let clock = SharedClock::from_ref(state);
+        match lookup(&parts.headers, &store, &clock).await? {
             Some(user) => Ok(user),
             None => Err(ConsoleError::not_signed_in(parts)),
         }
@@ -83,14 +88,15 @@ impl FromRequestParts<AppState> for ConsoleUser {
 /// The person whose live session the request's cookie names, if any.
 pub async fn lookup(
     headers: &HeaderMap,
-    state: &AppState,
+    store: &Store,
+    clock: &SharedClock,
 ) -> Result<Option<ConsoleUser>, StoreError> {
     let Some(token) = token_from_cookies(headers) else {
         return Ok(None);
     };
     let token_hash = hash_token(token);
-    let now = state.clock.now().timestamp_millis();
-    let row = state.store.console_session(&token_hash, now).await?;
+    let now = clock.now().timestamp_millis();
+    let row = store.console_session(&token_hash, now).await?;
     Ok(row.map(|r| ConsoleUser {
         user_id: r.user_id,
         org_id: r.org_id,
@@ -156,8 +162,13 @@ pub fn clear_cookie(secure: bool) -> HeaderValue {
 }
 
 /// Whether cookies must be `Secure`: the service's public URL is https.
-pub fn secure_cookies(state: &AppState) -> bool {
-    state.public_url.starts_with("https://")
+/// Only a configured public URL can be: without one the public URL is the
+/// bound address, which this server serves over plain http.
+pub fn secure_cookies(settings: &Settings) -> bool {
+    settings
+        .public_url
+        .as_deref()
+        .is_some_and(|url| url.starts_with("https://"))
 }
 
 #[cfg(test)]

@@ -10,11 +10,15 @@ use super::error::ConsoleError;
 use super::render::render;
 use super::session::{self, ConsoleUser};
 use crate::access::password;
+use crate::config::Settings;
 use crate::domain::Password;
+use crate::domain::clock::SharedClock;
 use crate::http::state::AppState;
+use crate::secrets::server_secret::ServerSecret;
+use crate::store::Store;
 use crate::store::users::NewSession;
 use askama::Template;
-use axum::extract::{ConnectInfo, FromRequestParts, Query, State};
+use axum::extract::{ConnectInfo, FromRef, FromRequestParts, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{AppendHeaders, IntoResponse, Redirect, Response};
@@ -105,24 +109,53 @@ struct SignInPage {
     csrf: String,
 }
 
+/// What the sign-in form's pre-session token is made with: the secret its
+/// tag is keyed from, the clock it is dated by (sign-in's own clock too),
+/// and the settings that say whether its cookie is `Secure`. An extractor,
+/// so the sign-in handlers take the three as one argument.
+struct FormKeys {
+    secret: ServerSecret,
+    clock: SharedClock,
+    settings: Arc<Settings>,
+}
+
+impl<S> FromRequestParts<S> for FormKeys
+where
+    S: Send + Sync,
+    ServerSecret: FromRef<S>,
+    SharedClock: FromRef<S>,
+    Arc<Settings>: FromRef<S>,
+{
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(_: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self {
+            secret: ServerSecret::from_ref(state),
+            clock: SharedClock::from_ref(state),
+            settings: Arc::<Settings>::from_ref(state),
+        })
+    }
+}
+
 /// The sign-in form with a pre-session token: the page, and the cookie
 /// its `_csrf` field is bound to.
 fn sign_in_form(
-    state: &AppState,
+    keys: &FormKeys,
     headers: &HeaderMap,
     status: StatusCode,
     error: Option<String>,
     email: String,
     next: String,
 ) -> Result<Response, ConsoleError> {
-    let token = PreSession::issue(state, headers);
+    let secure = session::secure_cookies(&keys.settings);
+    let token = PreSession::issue(&keys.secret, &keys.clock, secure, headers);
     let page = render(&SignInPage {
         error,
         email,
         next,
         csrf: token.field().to_string(),
     })?;
-    let cookie = token.cookie(session::secure_cookies(state));
+    let cookie = token.cookie(secure);
     Ok((status, [(header::SET_COOKIE, cookie)], page).into_response())
 }
 
@@ -141,15 +174,19 @@ fn safe_next(next: Option<&str>) -> String {
 }
 
 async fn sign_in_page(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    keys: FormKeys,
     headers: HeaderMap,
     Query(q): Query<NextQuery>,
 ) -> Result<Response, ConsoleError> {
     let next = safe_next(q.next.as_deref());
-    if session::lookup(&headers, &state).await?.is_some() {
+    if session::lookup(&headers, &store, &keys.clock)
+        .await?
+        .is_some()
+    {
         return Ok(Redirect::to(&next).into_response());
     }
-    sign_in_form(&state, &headers, StatusCode::OK, None, String::new(), next)
+    sign_in_form(&keys, &headers, StatusCode::OK, None, String::new(), next)
 }
 
 #[derive(Debug, Deserialize)]
@@ -164,13 +201,14 @@ struct SignInForm {
 /// Signs a person in. The form's pre-session token and origin were checked
 /// before this runs (`csrf`), so a page elsewhere never gets here.
 async fn sign_in(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    keys: FormKeys,
     Extension(throttle): Extension<Arc<SignInThrottle>>,
     ClientAddr(client): ClientAddr,
     headers: HeaderMap,
     Form(form): Form<SignInForm>,
 ) -> Result<Response, ConsoleError> {
-    let now = state.clock.now().timestamp_millis();
+    let now = keys.clock.now().timestamp_millis();
     let email = form.email.trim().to_lowercase();
     let next = safe_next(form.next.as_deref());
     let email_key = format!("email:{email}");
@@ -188,7 +226,7 @@ async fn sign_in(
             "Too many failed sign-ins. Try again in {minutes} minute(s)."
         )));
     }
-    let found = state.store.user_credentials(&email).await?;
+    let found = store.user_credentials(&email).await?;
     let stored = found
         .as_ref()
         .map(|u| u.password_hash.clone())
@@ -204,7 +242,7 @@ async fn sign_in(
             throttle.record(k, now);
         }
         return sign_in_form(
-            &state,
+            &keys,
             &headers,
             StatusCode::UNAUTHORIZED,
             Some("That email and password do not match.".into()),
@@ -217,8 +255,7 @@ async fn sign_in(
     let token_hash = session::hash_token(&token);
     let csrf = session::new_token();
     let ttl = i64::try_from(session::SESSION_TTL.as_millis()).unwrap_or(i64::MAX);
-    state
-        .store
+    store
         .insert_console_session(&NewSession {
             token_hash: &token_hash,
             user_id: user.id,
@@ -227,7 +264,7 @@ async fn sign_in(
             expires_at: now.saturating_add(ttl),
         })
         .await?;
-    let secure = session::secure_cookies(&state);
+    let secure = session::secure_cookies(&keys.settings);
     Ok((
         StatusCode::SEE_OTHER,
         // The pre-session cookie served its one form: dropped with the sign-in.
@@ -241,15 +278,14 @@ async fn sign_in(
 }
 
 async fn sign_out(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
+    State(settings): State<Arc<Settings>>,
     user: ConsoleUser,
 ) -> Result<Response, ConsoleError> {
-    let now = state.clock.now().timestamp_millis();
-    state
-        .store
-        .revoke_console_session(&user.token_hash, now)
-        .await?;
-    let cookie = session::clear_cookie(session::secure_cookies(&state));
+    let now = clock.now().timestamp_millis();
+    store.revoke_console_session(&user.token_hash, now).await?;
+    let cookie = session::clear_cookie(session::secure_cookies(&settings));
     Ok(([(header::SET_COOKIE, cookie)], Redirect::to("/sign-in")).into_response())
 }
 
@@ -281,7 +317,8 @@ struct PasswordForm {
 }
 
 async fn change_password(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     Form(form): Form<PasswordForm>,
 ) -> Result<Response, ConsoleError> {
@@ -291,8 +328,7 @@ async fn change_password(
         current_error: None,
         new_error: None,
     };
-    let stored = state
-        .store
+    let stored = store
         .user_password_hash(user.user_id)
         .await?
         .ok_or(ConsoleError::NotFound)?;
@@ -315,9 +351,8 @@ async fn change_password(
         .await
         .map_err(|e| ConsoleError::Internal(e.to_string()))?
         .map_err(|e| ConsoleError::Internal(e.to_string()))?;
-    let now = state.clock.now().timestamp_millis();
-    state
-        .store
+    let now = clock.now().timestamp_millis();
+    store
         .set_user_password(user.user_id, &hash, Some(&user.token_hash), now)
         .await?;
     page.changed = true;

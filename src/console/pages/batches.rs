@@ -4,18 +4,18 @@
 //! events, its actions (start, pause, resume, stop, retry, schedule) and its
 //! CSV export. Every step goes through `batches::service`, as the API does.
 
-use crate::batches::service::{self, BatchError, NewBatchInput};
+use crate::batches::service::{self, BatchError, BatchService, NewBatchInput};
 use crate::batches::student_sheet::{ReadSheet, RejectedRow, SheetError, StudentSheet};
 use crate::batches::{BatchAction, BatchKind, BatchStatus, Progress};
 use crate::calls::placement::PlacementError;
 use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render, session};
 use crate::domain::agent::AgentStatus;
-use crate::domain::clock::iso;
+use crate::domain::clock::{SharedClock, iso};
 use crate::domain::text::{self, Lines};
 use crate::domain::{BatchId, OrgId, Role};
 use crate::http::state::AppState;
-use crate::store::StoreError;
 use crate::store::batches::{BatchRow, ItemRow};
+use crate::store::{Store, StoreError};
 use askama::Template;
 use axum::Router;
 use axum::extract::multipart::{Multipart, MultipartError};
@@ -98,10 +98,9 @@ fn parse_kind(raw: &str) -> Option<BatchKind> {
 
 /// The batch `raw` names in the person's workspace, of either kind; any
 /// other text, or another workspace's batch, is a 404.
-async fn load(state: &AppState, org_id: OrgId, raw: &str) -> Result<BatchRow, ConsoleError> {
+async fn load(store: &Store, org_id: OrgId, raw: &str) -> Result<BatchRow, ConsoleError> {
     let id: BatchId = raw.parse().map_err(|_| ConsoleError::NotFound)?;
-    state
-        .store
+    store
         .batch_by_id(id)
         .await?
         .filter(|row| row.org_id == org_id)
@@ -184,7 +183,8 @@ fn page_number(raw: Option<&str>) -> i64 {
 }
 
 async fn list_page(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(batches): State<BatchService>,
     user: ConsoleUser,
     Query(query): Query<ListQuery>,
 ) -> Result<Html<String>, ConsoleError> {
@@ -194,8 +194,7 @@ async fn list_page(
         .and_then(parse_kind)
         .unwrap_or(BatchKind::Batch);
     let page = page_number(query.page.as_deref());
-    let (rows, total) = state
-        .store
+    let (rows, total) = store
         .list_batches(
             user.org_id,
             kind.as_str(),
@@ -205,7 +204,7 @@ async fn list_page(
         .await?;
     let mut lines = Vec::with_capacity(rows.len());
     for row in rows {
-        let progress = state.batches.progress(row.id).await?;
+        let progress = batches.progress(row.id).await?;
         lines.push(BatchLine::new(row, progress));
     }
     render(&ListPage {
@@ -281,9 +280,8 @@ struct FieldsFragment {
 }
 
 /// The workspace's agents a batch may use (not deleted), by name.
-async fn agent_choices(state: &AppState, org_id: OrgId) -> Result<Vec<AgentChoice>, ConsoleError> {
-    let mut agents: Vec<AgentChoice> = state
-        .store
+async fn agent_choices(store: &Store, org_id: OrgId) -> Result<Vec<AgentChoice>, ConsoleError> {
+    let mut agents: Vec<AgentChoice> = store
         .agents(org_id)
         .await?
         .into_iter()
@@ -306,7 +304,7 @@ struct NewQuery {
 }
 
 async fn new_page(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     user: ConsoleUser,
     Query(query): Query<NewQuery>,
 ) -> Result<Html<String>, ConsoleError> {
@@ -318,7 +316,7 @@ async fn new_page(
         .unwrap_or(BatchKind::Batch);
     render(&NewPage {
         chrome: Chrome::new(&user, Nav::Batches),
-        agents: agent_choices(&state, user.org_id).await?,
+        agents: agent_choices(&store, user.org_id).await?,
         values: FormValues {
             kind: kind.as_str().to_string(),
             ..FormValues::default()
@@ -561,13 +559,13 @@ fn place_create_error(err: BatchError, errors: &mut FieldErrors) -> Result<(), C
 
 /// The form's fields again, with the reasons beside them (422).
 async fn refused_form(
-    state: &AppState,
+    store: &Store,
     org_id: OrgId,
     errors: FieldErrors,
     values: FormValues,
 ) -> Result<Response, ConsoleError> {
     let fragment = FieldsFragment {
-        agents: agent_choices(state, org_id).await?,
+        agents: agent_choices(store, org_id).await?,
         values,
         errors,
     };
@@ -579,14 +577,16 @@ async fn refused_form(
 /// when a field or the file is refused: the fields come back with the
 /// reasons beside them (422).
 async fn create(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
+    State(batches): State<BatchService>,
     user: ConsoleUser,
     multipart: Multipart,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Member)?;
     let form = read_upload(multipart).await?;
     let mut errors = FieldErrors::default();
-    let checked = check_fields(&form.values, state.clock.now(), &mut errors);
+    let checked = check_fields(&form.values, clock.now(), &mut errors);
     let sheet = match form.sheet {
         None => {
             errors.file = Some("Choose a CSV file with name and phone columns.".into());
@@ -606,13 +606,12 @@ async fn create(
         Some(Ok(sheet)) => Some(sheet),
     };
     let (Some(checked), Some(sheet)) = (checked, sheet) else {
-        return refused_form(&state, user.org_id, errors, form.values).await;
+        return refused_form(&store, user.org_id, errors, form.values).await;
     };
     if errors.any() {
-        return refused_form(&state, user.org_id, errors, form.values).await;
+        return refused_form(&store, user.org_id, errors, form.values).await;
     }
-    let created = state
-        .batches
+    let created = batches
         .create(
             user.org_id,
             checked.kind,
@@ -628,11 +627,10 @@ async fn create(
         Ok(batch) => batch,
         Err(err) => {
             place_create_error(err, &mut errors)?;
-            return refused_form(&state, user.org_id, errors, form.values).await;
+            return refused_form(&store, user.org_id, errors, form.values).await;
         }
     };
-    state
-        .batches
+    batches
         .append_checked(checked.kind, &batch, sheet.into_items())
         .await?;
     let location = format!("/batches/{}", batch.id);
@@ -783,17 +781,17 @@ struct PageQuery {
 }
 
 async fn batch_page(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(batches): State<BatchService>,
     user: ConsoleUser,
     Path(id): Path<String>,
     Query(query): Query<PageQuery>,
 ) -> Result<Html<String>, ConsoleError> {
-    let row = load(&state, user.org_id, &id).await?;
-    let progress = state.batches.progress(row.id).await?;
+    let row = load(&store, user.org_id, &id).await?;
+    let progress = batches.progress(row.id).await?;
     let status = BatchStatus::from_stored(&row.status);
     let page = page_number(query.page.as_deref());
-    let (items, total) = state
-        .store
+    let (items, total) = store
         .batch_items_page(row.id, None, PAGE_ROWS, (page - 1) * PAGE_ROWS)
         .await?;
     let fragment = ProgressFragment {
@@ -820,7 +818,12 @@ async fn batch_page(
 
 /// Where a live stream is.
 struct LiveCursor {
-    state: AppState,
+    /// Where the batch and the session are read.
+    store: Store,
+    /// Dates the session lookups.
+    clock: SharedClock,
+    /// Counts the batch's progress.
+    batches: BatchService,
     /// The request's cookie header, to look the session up again.
     cookies: HeaderMap,
     org_id: OrgId,
@@ -847,7 +850,7 @@ async fn next_event(mut cursor: LiveCursor) -> Option<(Result<Event, Infallible>
         cursor.first = false;
         cursor.polls = cursor.polls.wrapping_add(1);
         if cursor.polls.is_multiple_of(SESSION_CHECK_EVERY) {
-            match session::lookup(&cursor.cookies, &cursor.state).await {
+            match session::lookup(&cursor.cookies, &cursor.store, &cursor.clock).await {
                 Ok(Some(user)) if user.org_id == cursor.org_id => {
                     cursor.can_act = user.can(Role::Member);
                 }
@@ -860,7 +863,7 @@ async fn next_event(mut cursor: LiveCursor) -> Option<(Result<Event, Infallible>
                 }
             }
         }
-        let row = match cursor.state.store.batch_by_id(cursor.id).await {
+        let row = match cursor.store.batch_by_id(cursor.id).await {
             Ok(Some(row)) if row.org_id == cursor.org_id => row,
             Ok(_) => return None,
             Err(err) => {
@@ -868,7 +871,7 @@ async fn next_event(mut cursor: LiveCursor) -> Option<(Result<Event, Infallible>
                 return None;
             }
         };
-        let progress = match cursor.state.batches.progress(row.id).await {
+        let progress = match cursor.batches.progress(row.id).await {
             Ok(p) => p,
             Err(err) => {
                 tracing::warn!(batch = %cursor.id, error = %err, "batch live view stopped");
@@ -917,13 +920,15 @@ struct EventsQuery {
 
 /// `GET /batches/{id}/events`: the live panel as server-sent events.
 async fn events(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
+    State(batches): State<BatchService>,
     user: ConsoleUser,
     Path(id): Path<String>,
     Query(query): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ConsoleError> {
-    let row = load(&state, user.org_id, &id).await?;
+    let row = load(&store, user.org_id, &id).await?;
     let mut cookies = HeaderMap::new();
     if let Some(cookie) = headers.get(header::COOKIE) {
         cookies.insert(header::COOKIE, cookie.clone());
@@ -934,7 +939,9 @@ async fn events(
         org_id: user.org_id,
         id: row.id,
         can_act: user.can(Role::Member),
-        state,
+        store,
+        clock,
+        batches,
         last: query
             .seen
             .as_deref()
@@ -981,7 +988,8 @@ fn refusal(err: BatchError) -> Result<Response, ConsoleError> {
 /// status). A batch that was finished and runs again reloads the page, so
 /// its live view starts again.
 async fn act(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(batches): State<BatchService>,
     user: ConsoleUser,
     Path((id, verb)): Path<(String, String)>,
 ) -> Result<Response, ConsoleError> {
@@ -994,9 +1002,9 @@ async fn act(
         "retry" => BatchAction::Retry,
         _ => return Err(ConsoleError::NotFound),
     };
-    let row = load(&state, user.org_id, &id).await?;
+    let row = load(&store, user.org_id, &id).await?;
     let was_finished = is_finished(BatchStatus::from_stored(&row.status));
-    match state.batches.act(kind_of(&row), &row, action).await {
+    match batches.act(kind_of(&row), &row, action).await {
         Ok(message) => {
             let mut response = flash(StatusCode::OK, true, message)?;
             if was_finished {
@@ -1022,24 +1030,25 @@ struct ScheduleForm {
 /// `POST /batches/{id}/schedule`: sets (or with `clear`, removes) the
 /// automatic start of a batch that has not started; the page reloads.
 async fn schedule(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
+    State(batches): State<BatchService>,
     user: ConsoleUser,
     Path(id): Path<String>,
     Form(form): Form<ScheduleForm>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Member)?;
-    let row = load(&state, user.org_id, &id).await?;
+    let row = load(&store, user.org_id, &id).await?;
     let change = if form.clear.is_some() {
         None
     } else {
         let raw = form.scheduled_start_at.unwrap_or_default();
-        match parse_local_schedule(&raw, state.clock.now()) {
+        match parse_local_schedule(&raw, clock.now()) {
             Ok(at) => Some(at.to_rfc3339()),
             Err(message) => return flash(StatusCode::UNPROCESSABLE_ENTITY, false, message),
         }
     };
-    match state
-        .batches
+    match batches
         .update(kind_of(&row), &row, None, Some(change))
         .await
     {
@@ -1056,20 +1065,15 @@ async fn schedule(
 
 /// `GET /batches/{id}/export`: the API's streamed CSV export of the batch.
 async fn export(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(batches): State<BatchService>,
     user: ConsoleUser,
     Path(id): Path<String>,
 ) -> Result<Response, ConsoleError> {
-    let row = load(&state, user.org_id, &id).await?;
-    crate::http::batches::export(
-        &state.store,
-        &state.batches,
-        user.org_id,
-        kind_of(&row),
-        &id,
-    )
-    .await
-    .map_err(|err| ConsoleError::Internal(err.to_string()))
+    let row = load(&store, user.org_id, &id).await?;
+    crate::http::batches::export(&store, &batches, user.org_id, kind_of(&row), &id)
+        .await
+        .map_err(|err| ConsoleError::Internal(err.to_string()))
 }
 
 #[cfg(test)]

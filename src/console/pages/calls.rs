@@ -15,10 +15,12 @@ use crate::console::error::ConsoleError;
 use crate::console::render::render;
 use crate::console::session::ConsoleUser;
 use crate::domain::Role;
+use crate::domain::clock::SharedClock;
 use crate::domain::{CallId, OrgId};
 use crate::http::state::AppState;
+use crate::recordings::RecordingStore;
 use crate::recordings::serve::{ServeRecordingError, serve_recording};
-use crate::store::{CallReadRow, StoreError};
+use crate::store::{CallReadRow, Store, StoreError};
 use askama::Template;
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};
@@ -148,12 +150,11 @@ impl CallsPage {
 /// The agents of a workspace as select options, `selected` marked; an id
 /// that is no agent still shows (as itself), so the filter stays visible.
 async fn agent_options(
-    state: &AppState,
+    store: &Store,
     org_id: OrgId,
     selected: &str,
 ) -> Result<Vec<SelectOption>, ConsoleError> {
-    let mut options: Vec<SelectOption> = state
-        .store
+    let mut options: Vec<SelectOption> = store
         .agents(org_id)
         .await?
         .iter()
@@ -173,13 +174,13 @@ async fn agent_options(
 
 /// The newest batches and campaigns as select options.
 async fn batch_options(
-    state: &AppState,
+    store: &Store,
     org_id: OrgId,
     selected: &str,
 ) -> Result<Vec<SelectOption>, ConsoleError> {
     let mut options = Vec::new();
     for kind in ["batch", "campaign"] {
-        let (rows, _) = state.store.list_batches(org_id, kind, 50, 0).await?;
+        let (rows, _) = store.list_batches(org_id, kind, 50, 0).await?;
         options.extend(rows.into_iter().map(|batch| {
             let id = batch.id.to_string();
             let chosen = id == selected;
@@ -195,16 +196,17 @@ async fn batch_options(
 /// `GET /calls`: the list with every filter, paged; a bad filter is shown at
 /// its field with a 422.
 async fn list_page(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ConsoleError> {
     let form = CallsForm::from_query(query.as_deref().unwrap_or_default());
-    let now = state.clock.now();
+    let now = clock.now();
     let org_id = user.org_id;
     let (agents, batches) = tokio::try_join!(
-        agent_options(&state, org_id, &form.agent),
-        batch_options(&state, org_id, &form.batch),
+        agent_options(&store, org_id, &form.agent),
+        batch_options(&store, org_id, &form.batch),
     )?;
     let statuses = CallStatus::ALL
         .iter()
@@ -239,8 +241,7 @@ async fn list_page(
             return Ok((StatusCode::UNPROCESSABLE_ENTITY, render(&page)?).into_response());
         }
     };
-    let (rows, counts) = state
-        .store
+    let (rows, counts) = store
         .list_calls_counted(
             org_id,
             &request.filter,
@@ -342,20 +343,21 @@ pub struct DeliveriesFragment {
 
 /// The live fragment of a call now.
 async fn live_fragment(
-    state: &AppState,
+    store: &Store,
+    clock: &SharedClock,
     org_id: OrgId,
     id: CallId,
 ) -> Result<Option<LiveFragment>, ConsoleError> {
-    let Some(detail) = state.store.call_detail(org_id, id).await? else {
+    let Some(detail) = store.call_detail(org_id, id).await? else {
         return Ok(None);
     };
-    let turns = state.store.call_turns(org_id, id).await?;
+    let turns = store.call_turns(org_id, id).await?;
     let call = &detail.call;
     let finished = CallStatus::parse(&call.status).is_some_and(CallStatus::is_terminal);
     let since = call.answered_at.unwrap_or(call.created_at);
     let end = call
         .ended_at
-        .unwrap_or_else(|| state.clock.now().timestamp_millis());
+        .unwrap_or_else(|| clock.now().timestamp_millis());
     Ok(Some(LiveFragment {
         id: id.to_string(),
         status: status_label(&call.status),
@@ -368,13 +370,13 @@ async fn live_fragment(
 
 /// `GET /calls/{id}`: the finished call's page, or its live view while it runs.
 async fn call_page(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     Path(raw_id): Path<String>,
 ) -> Result<Response, ConsoleError> {
     let id = call_id(&raw_id)?;
     let org = user.org_id;
-    let store = &state.store;
     let detail = store
         .call_detail(org, id)
         .await?
@@ -388,12 +390,12 @@ async fn call_page(
         store.recording_file(org, id),
         store.call_delivery_log(org, id),
     )?;
-    let now_ms = state.clock.now().timestamp_millis();
+    let now_ms = clock.now().timestamp_millis();
     let finished = CallStatus::parse(&detail.call.status).is_some_and(CallStatus::is_terminal);
     let live_html = if finished {
         None
     } else {
-        live_fragment(&state, org, id)
+        live_fragment(&store, &clock, org, id)
             .await?
             .map(|fragment| fragment.render())
             .transpose()?
@@ -432,20 +434,21 @@ async fn call_page(
 /// `GET /calls/{id}/events`: the live fragment each time the call's status
 /// or turns change (polled), then a `done` event (the finished fragment) when it has ended.
 async fn live_events(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     Path(raw_id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ConsoleError> {
     let id = call_id(&raw_id)?;
     let org = user.org_id;
-    if !state.store.call_exists(org, id).await? {
+    if !store.call_exists(org, id).await? {
         return Err(ConsoleError::NotFound);
     }
     let started = tokio::time::Instant::now();
-    // (last html sent, done)
+    // ((store, clock), last html sent, done)
     let stream = futures::stream::unfold(
-        (state, None::<String>, false),
-        move |(state, last, done)| async move {
+        ((store, clock), None::<String>, false),
+        move |(parts, last, done)| async move {
             if done {
                 return None;
             }
@@ -453,7 +456,8 @@ async fn live_events(
                 if last.is_some() {
                     tokio::time::sleep(LIVE_POLL).await;
                 }
-                let fragment = match live_fragment(&state, org, id).await {
+                let (store, clock) = &parts;
+                let fragment = match live_fragment(store, clock, org, id).await {
                     Ok(Some(fragment)) => fragment,
                     Ok(None) => return None,
                     Err(err) => {
@@ -471,14 +475,14 @@ async fn live_events(
                 };
                 if finished {
                     let event = Event::default().event("done").data(html);
-                    return Some((Ok(event), (state, None, true)));
+                    return Some((Ok(event), (parts, None, true)));
                 }
                 if started.elapsed() > LIVE_MAX {
                     return None;
                 }
                 if last.as_deref() != Some(html.as_str()) {
                     let event = Event::default().data(html.clone());
-                    return Some((Ok(event), (state, Some(html), false)));
+                    return Some((Ok(event), (parts, Some(html), false)));
                 }
             }
         },
@@ -489,26 +493,19 @@ async fn live_events(
 /// `GET /calls/{id}/recording`: the recording for the player, to a signed-in
 /// person of the call's workspace (any role), honouring `Range`.
 async fn recording(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(recordings): State<RecordingStore>,
     user: ConsoleUser,
     Path(raw_id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ConsoleError> {
     let id = call_id(&raw_id)?;
-    let file = state
-        .store
+    let file = store
         .recording_file(user.org_id, id)
         .await?
         .ok_or(ConsoleError::NotFound)?;
     let format = file.format.clone();
-    match serve_recording(
-        &state.recordings,
-        &file,
-        &format,
-        headers.get(header::RANGE),
-    )
-    .await
-    {
+    match serve_recording(&recordings, &file, &format, headers.get(header::RANGE)).await {
         Ok(mut response) => {
             // Private: the audio is the workspace's, never a shared cache's.
             response.headers_mut().insert(
@@ -530,7 +527,8 @@ async fn recording(
 /// `POST /calls/{id}/redeliver`: queue every event of an ended call again
 /// (the API's redelivery, same store operation); admins and owners only.
 async fn redeliver(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     Path(raw_id): Path<String>,
     headers: HeaderMap,
@@ -538,8 +536,7 @@ async fn redeliver(
     user.require(Role::Admin)?;
     let id = call_id(&raw_id)?;
     let org = user.org_id;
-    let status = state
-        .store
+    let status = store
         .call_status(org, id)
         .await?
         .ok_or(ConsoleError::NotFound)?;
@@ -548,14 +545,13 @@ async fn redeliver(
             "The call has not ended yet; its events are sent when it does".into(),
         ));
     }
-    let queued = state
-        .store
-        .redeliver_call_events(org, id, state.clock.now().timestamp_millis())
+    let queued = store
+        .redeliver_call_events(org, id, clock.now().timestamp_millis())
         .await?;
     if headers.get("hx-request").is_none() {
         return Ok(Redirect::to(&format!("/calls/{id}")).into_response());
     }
-    let rows = state.store.call_delivery_log(org, id).await?;
+    let rows = store.call_delivery_log(org, id).await?;
     let parts: Vec<String> = queued
         .iter()
         .map(|q| format!("{} for {} subscription(s)", q.event, q.subscriptions))

@@ -4,11 +4,14 @@
 //! the caps, revoke. The same operations as `voxline admin key`.
 
 use super::timestamps::{utc_minute, utc_minute_or_never};
+use crate::access::rate_limit::RateLimiter;
 use crate::admin::ops::{self, KeyLimitsError};
 use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render};
+use crate::domain::clock::SharedClock;
 use crate::domain::text::Line;
 use crate::domain::{ApiKeyId, Role};
 use crate::http::state::AppState;
+use crate::store::Store;
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -16,6 +19,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
 use serde::Deserialize;
+use std::sync::Arc;
 
 /// Most characters a key's name may have.
 pub const MAX_KEY_NAME_CHARS: usize = 100;
@@ -137,12 +141,21 @@ impl KeysPage {
     }
 }
 
+/// What the list of keys is read with: the limiter whose buffered counts
+/// go to the store first, the store, and the clock that says which day and
+/// month the usage is of.
+struct KeyReads<'a> {
+    limiter: &'a RateLimiter,
+    store: &'a Store,
+    clock: &'a SharedClock,
+}
+
 /// The workspace's keys, newest first, as lines of the list.
-async fn key_lines(state: &AppState, user: &ConsoleUser) -> Result<Vec<KeyLine>, ConsoleError> {
+async fn key_lines(reads: &KeyReads<'_>, user: &ConsoleUser) -> Result<Vec<KeyLine>, ConsoleError> {
     // Buffered counts and last-used times go to the store first (on SQLite
     // the limiter keeps them in memory between flushes), so the page is current.
-    state.limiter.flush().await?;
-    let listed = ops::keys_with_usage(&state.store, user.org_id, state.clock.now()).await?;
+    reads.limiter.flush().await?;
+    let listed = ops::keys_with_usage(reads.store, user.org_id, reads.clock.now()).await?;
     Ok(listed
         .into_iter()
         .map(|k| KeyLine {
@@ -162,10 +175,10 @@ async fn key_lines(state: &AppState, user: &ConsoleUser) -> Result<Vec<KeyLine>,
 }
 
 /// A page with nothing typed and nothing to report.
-async fn blank_page(state: &AppState, user: &ConsoleUser) -> Result<KeysPage, ConsoleError> {
+async fn blank_page(reads: &KeyReads<'_>, user: &ConsoleUser) -> Result<KeysPage, ConsoleError> {
     Ok(KeysPage {
         chrome: Chrome::new(user, Nav::Keys),
-        keys: key_lines(state, user).await?,
+        keys: key_lines(reads, user).await?,
         created: None,
         notice: None,
         name: String::new(),
@@ -190,12 +203,19 @@ fn notice_text(done: Option<&str>) -> Option<String> {
 }
 
 async fn keys_page(
-    State(state): State<AppState>,
+    State(limiter): State<Arc<RateLimiter>>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     Query(q): Query<NoticeQuery>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Admin)?;
-    let mut page = blank_page(&state, &user).await?;
+    let reads = KeyReads {
+        limiter: &limiter,
+        store: &store,
+        clock: &clock,
+    };
+    let mut page = blank_page(&reads, &user).await?;
     page.notice = notice_text(q.done.as_deref());
     Ok(render(&page)?.into_response())
 }
@@ -207,11 +227,18 @@ struct CreateForm {
 }
 
 async fn create_key(
-    State(state): State<AppState>,
+    State(limiter): State<Arc<RateLimiter>>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     Form(form): Form<CreateForm>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Admin)?;
+    let reads = KeyReads {
+        limiter: &limiter,
+        store: &store,
+        clock: &clock,
+    };
     let name = match Line::<MAX_KEY_NAME_CHARS>::parse(&form.name) {
         Ok(name) if !name.is_empty() => name,
         refused => {
@@ -219,15 +246,15 @@ async fn create_key(
                 Err(e) => format!("Name {e}"),
                 Ok(_) => "Name is required: say what will use the key".to_string(),
             };
-            let mut page = blank_page(&state, &user).await?;
+            let mut page = blank_page(&reads, &user).await?;
             page.name = form.name;
             page.name_error = Some(why);
             return Ok((StatusCode::UNPROCESSABLE_ENTITY, render(&page)?).into_response());
         }
     };
-    let key = ops::create_key(&state.store, user.org_id, &name, state.clock.now()).await?;
+    let key = ops::create_key(&store, user.org_id, &name, clock.now()).await?;
     tracing::info!(key = %key.id, by = %user.user_id, "API key created in the console");
-    let mut page = blank_page(&state, &user).await?;
+    let mut page = blank_page(&reads, &user).await?;
     page.created = Some(CreatedKey {
         name: name.into_string(),
         key: key.key,
@@ -241,10 +268,9 @@ async fn create_key(
 }
 
 /// The key `id` names if it belongs to the person's workspace.
-async fn own_key(state: &AppState, user: &ConsoleUser, id: &str) -> Result<ApiKeyId, ConsoleError> {
+async fn own_key(store: &Store, user: &ConsoleUser, id: &str) -> Result<ApiKeyId, ConsoleError> {
     let id: ApiKeyId = id.parse().map_err(|_| ConsoleError::NotFound)?;
-    state
-        .store
+    store
         .api_key(id)
         .await?
         .filter(|k| k.org_id == user.org_id)
@@ -253,15 +279,15 @@ async fn own_key(state: &AppState, user: &ConsoleUser, id: &str) -> Result<ApiKe
 }
 
 async fn revoke_key(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     Path(id): Path<String>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Admin)?;
-    let id = own_key(&state, &user, &id).await?;
-    state
-        .store
-        .revoke_api_key(id, state.clock.now().timestamp_millis())
+    let id = own_key(&store, &user, &id).await?;
+    store
+        .revoke_api_key(id, clock.now().timestamp_millis())
         .await?;
     tracing::info!(key = %id, by = %user.user_id, "API key revoked in the console");
     Ok(Redirect::to("/keys?done=revoked").into_response())
@@ -285,16 +311,23 @@ fn parse_cap(raw: &str) -> Result<i64, String> {
 }
 
 async fn set_limits(
-    State(state): State<AppState>,
+    State(limiter): State<Arc<RateLimiter>>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     Path(id): Path<String>,
     Form(form): Form<LimitsForm>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Admin)?;
-    let id = own_key(&state, &user, &id).await?;
+    let id = own_key(&store, &user, &id).await?;
     let (daily, monthly) = (parse_cap(&form.daily), parse_cap(&form.monthly));
     let (Ok(daily), Ok(monthly)) = (&daily, &monthly) else {
-        let mut page = blank_page(&state, &user).await?;
+        let reads = KeyReads {
+            limiter: &limiter,
+            store: &store,
+            clock: &clock,
+        };
+        let mut page = blank_page(&reads, &user).await?;
         page.limits = LimitsDraft {
             key_id: id.to_string(),
             daily: form.daily,
@@ -304,19 +337,13 @@ async fn set_limits(
         };
         return Ok((StatusCode::UNPROCESSABLE_ENTITY, render(&page)?).into_response());
     };
-    ops::set_key_limits(
-        &state.store,
-        Some(user.org_id),
-        id,
-        Some(*daily),
-        Some(*monthly),
-    )
-    .await
-    .map_err(|e| match e {
-        KeyLimitsError::NotFound(_) => ConsoleError::NotFound,
-        KeyLimitsError::Negative => ConsoleError::BadRequest(format!("Caps {e}")),
-        KeyLimitsError::Store(store) => ConsoleError::Store(store),
-    })?;
+    ops::set_key_limits(&store, Some(user.org_id), id, Some(*daily), Some(*monthly))
+        .await
+        .map_err(|e| match e {
+            KeyLimitsError::NotFound(_) => ConsoleError::NotFound,
+            KeyLimitsError::Negative => ConsoleError::BadRequest(format!("Caps {e}")),
+            KeyLimitsError::Store(store) => ConsoleError::Store(store),
+        })?;
     Ok(Redirect::to("/keys?done=limits").into_response())
 }
 

@@ -11,9 +11,9 @@ use crate::console::error::ConsoleError;
 use crate::console::render::render;
 use crate::console::session::ConsoleUser;
 use crate::domain::Paise;
-use crate::domain::clock::ist_day;
+use crate::domain::clock::{SharedClock, ist_day};
 use crate::http::state::AppState;
-use crate::store::{CallDayStatusRow, CallFilter};
+use crate::store::{CallDayStatusRow, CallFilter, Store};
 use askama::Template;
 use axum::Router;
 use axum::extract::{RawQuery, State};
@@ -269,12 +269,13 @@ pub struct OverviewPage {
 
 /// `GET /`: the overview for the range the query picks.
 async fn overview(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ConsoleError> {
     let form = RangeForm::from_query(query.as_deref().unwrap_or_default());
-    let now = state.clock.now();
+    let now = clock.now();
     let today = ist_day(now);
     let (range, error) = match form.parse(today) {
         Ok(range) => (range, None),
@@ -288,7 +289,6 @@ async fn overview(
     let org_id = user.org_id;
     let since = ist_midnight_ms(range.first);
     let until = range.last.succ_opt().map_or(i64::MAX, ist_midnight_ms);
-    let store = &state.store;
     let every_call = CallFilter::default();
     let (rows, analyses, org, live_counts, recent) = tokio::try_join!(
         store.calls_per_ist_day_and_status(org_id, since, until),

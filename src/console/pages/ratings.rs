@@ -3,7 +3,7 @@
 //! scorecards with the API's filters, regenerate one, and the CSV export
 //! streamed by the same code as `GET /api/ratings/export-all`.
 
-use crate::agents::service::AgentError;
+use crate::agents::service::{AgentError, AgentService};
 use crate::console::chrome::{Chrome, Nav};
 use crate::console::error::ConsoleError;
 use crate::console::pages::agents::shown_time;
@@ -18,7 +18,8 @@ use crate::http::state::AppState;
 use crate::postcall::ratings::filter::{FilterError, RatingFilterText};
 use crate::postcall::ratings::regenerate::RescoreError;
 use crate::postcall::ratings::template::effective_template;
-use crate::store::{RatingRow, StoreResult, decode_json};
+use crate::postcall::service::PostcallService;
+use crate::store::{RatingRow, Store, StoreResult, decode_json};
 use askama::Template;
 use axum::Router;
 use axum::extract::{Form, Path, Query, State};
@@ -205,12 +206,12 @@ struct ScorecardFragment {
 }
 
 async fn ratings(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     user: ConsoleUser,
     Query(query): Query<FilterQuery>,
 ) -> Result<Response, ConsoleError> {
     let org = user.org_id;
-    let agents = state.store.agents(org).await?;
+    let agents = store.agents(org).await?;
     let mut templates = Vec::with_capacity(agents.len());
     let mut choices = Vec::with_capacity(agents.len());
     let chosen = query.agent_id.as_deref().unwrap_or_default();
@@ -242,10 +243,7 @@ async fn ratings(
     let (rows, total, filter_error) = match query.text().parse("done") {
         Ok(filter) => {
             let offset = (page - 1).saturating_mul(PAGE_ROWS);
-            let (rows, total) = state
-                .store
-                .list_ratings(org, &filter, PAGE_ROWS, offset)
-                .await?;
+            let (rows, total) = store.list_ratings(org, &filter, PAGE_ROWS, offset).await?;
             (rows, total, None)
         }
         Err(err) => (Vec::new(), 0, Some(err.0)),
@@ -284,13 +282,13 @@ async fn ratings(
 }
 
 async fn export(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     user: ConsoleUser,
     Query(query): Query<FilterQuery>,
 ) -> Result<Response, ConsoleError> {
     let filter = query.text().parse("all")?;
     let export = RatingsExport {
-        store: state.store.clone(),
+        store,
         org_id: user.org_id,
         filter,
     };
@@ -298,14 +296,15 @@ async fn export(
 }
 
 async fn regenerate(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(postcall): State<PostcallService>,
     user: ConsoleUser,
     Path(raw): Path<String>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Member)?;
     let call_id: CallId = raw.parse().map_err(|_| ConsoleError::NotFound)?;
     let org = user.org_id;
-    let (notice, status) = match state.postcall.regenerate(org, call_id).await {
+    let (notice, status) = match postcall.regenerate(org, call_id).await {
         Ok(overall) => (format!("Regenerated: overall {overall:.1}"), StatusCode::OK),
         Err(RescoreError::Store(err)) => return Err(ConsoleError::Store(err)),
         Err(RescoreError::CallNotFound(_) | RescoreError::NoRating(_)) => {
@@ -313,8 +312,7 @@ async fn regenerate(
         }
         Err(err) => (err.to_string(), StatusCode::OK),
     };
-    let row = state
-        .store
+    let row = store
         .rating(org, call_id)
         .await?
         .ok_or(ConsoleError::NotFound)?;
@@ -352,11 +350,11 @@ fn with_spares(mut columns: Vec<ColumnInput>) -> Vec<ColumnInput> {
 }
 
 async fn template_form(
-    State(state): State<AppState>,
+    State(agents): State<AgentService>,
     user: ConsoleUser,
     Path(agent_id): Path<String>,
 ) -> Result<Html<String>, ConsoleError> {
-    let row = state.agents.load_live(user.org_id, &agent_id).await?;
+    let row = agents.load_live(user.org_id, &agent_id).await?;
     let spec = row.spec()?;
     let own = spec
         .rating_template
@@ -412,13 +410,13 @@ fn template_patch(columns: &[ColumnInput], use_default: bool) -> Value {
 }
 
 async fn save_template(
-    State(state): State<AppState>,
+    State(agents): State<AgentService>,
     user: ConsoleUser,
     Path(agent_id): Path<String>,
     Form(pairs): Form<Vec<(String, String)>>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Member)?;
-    let row = state.agents.load_live(user.org_id, &agent_id).await?;
+    let row = agents.load_live(user.org_id, &agent_id).await?;
     let spec = row.spec()?;
     let columns = posted_columns(&pairs);
     let use_default = pairs.iter().any(|(k, _)| k == "useDefault");
@@ -439,7 +437,7 @@ async fn save_template(
         Ok(input) => input,
         Err(err) => return refused(format!("{}: {}", err.path(), err.inner()), columns),
     };
-    match state.agents.update(user.org_id, &agent_id, input).await {
+    match agents.update(user.org_id, &agent_id, input).await {
         Ok(_) => Ok(Redirect::to("/ratings").into_response()),
         Err(AgentError::Spec(err)) => refused(err.to_string(), columns),
         Err(err) => Err(err.into()),

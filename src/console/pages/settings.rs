@@ -6,9 +6,12 @@
 use super::timestamps::utc_minute;
 use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render};
 use crate::domain::Role;
+use crate::domain::clock::SharedClock;
 use crate::http::state::AppState;
 use crate::secrets::credentials::{CredentialCipher, CredentialKind};
+use crate::secrets::server_secret::ServerSecret;
 use crate::secrets::workspace_credentials::{self, StoreCredentialError};
+use crate::store::Store;
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -111,12 +114,13 @@ fn inputs_for(kind: CredentialKind, typed: &HashMap<String, String>) -> Vec<Fiel
 /// The page for `user`, with `refused` (a vendor, what was typed, why)
 /// shown at that vendor's form.
 async fn page_for(
-    state: &AppState,
+    store: &Store,
+    secret: &ServerSecret,
     user: &ConsoleUser,
     refused: Option<(CredentialKind, &HashMap<String, String>, String)>,
 ) -> Result<SettingsPage, ConsoleError> {
-    let cipher = CredentialCipher::new(&state.secret);
-    let stored = workspace_credentials::summaries(&state.store, &cipher, user.org_id).await?;
+    let cipher = CredentialCipher::new(secret);
+    let stored = workspace_credentials::summaries(store, &cipher, user.org_id).await?;
     let empty = HashMap::new();
     let vendors = CredentialKind::ALL
         .into_iter()
@@ -156,12 +160,13 @@ struct SavedQuery {
 }
 
 async fn settings_page(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(secret): State<ServerSecret>,
     user: ConsoleUser,
     Query(q): Query<SavedQuery>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Admin)?;
-    let mut page = page_for(&state, &user, None).await?;
+    let mut page = page_for(&store, &secret, &user, None).await?;
     // Only a known vendor's name goes on the page.
     page.notice = match (q.saved, q.removed) {
         (Some(k), _) => k
@@ -209,18 +214,21 @@ fn credential_json(
 
 /// The settings page answered 422 with `why` at `kind`'s form.
 async fn refused(
-    state: &AppState,
+    store: &Store,
+    secret: &ServerSecret,
     user: &ConsoleUser,
     kind: CredentialKind,
     typed: &HashMap<String, String>,
     why: String,
 ) -> Result<Response, ConsoleError> {
-    let page = page_for(state, user, Some((kind, typed, why))).await?;
+    let page = page_for(store, secret, user, Some((kind, typed, why))).await?;
     Ok((StatusCode::UNPROCESSABLE_ENTITY, render(&page)?).into_response())
 }
 
 async fn save_credential(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(secret): State<ServerSecret>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     Path(kind): Path<String>,
     Form(typed): Form<HashMap<String, String>>,
@@ -229,16 +237,16 @@ async fn save_credential(
     let kind: CredentialKind = kind.parse().map_err(|_| ConsoleError::NotFound)?;
     let value = match credential_json(kind, &typed) {
         Ok(value) => value,
-        Err(why) => return refused(&state, &user, kind, &typed, why).await,
+        Err(why) => return refused(&store, &secret, &user, kind, &typed, why).await,
     };
-    let cipher = CredentialCipher::new(&state.secret);
+    let cipher = CredentialCipher::new(&secret);
     let saved = workspace_credentials::store_credential(
-        &state.store,
+        &store,
         &cipher,
         user.org_id,
         kind,
         &value,
-        state.clock.now().timestamp_millis(),
+        clock.now().timestamp_millis(),
     )
     .await;
     match saved {
@@ -247,20 +255,20 @@ async fn save_credential(
             Ok(Redirect::to(&format!("/settings?saved={kind}")).into_response())
         }
         Err(StoreCredentialError::Invalid(why)) => {
-            refused(&state, &user, kind, &typed, why.to_string()).await
+            refused(&store, &secret, &user, kind, &typed, why.to_string()).await
         }
         Err(StoreCredentialError::Store(e)) => Err(e.into()),
     }
 }
 
 async fn remove_credential(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     user: ConsoleUser,
     Path(kind): Path<String>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Admin)?;
     let kind: CredentialKind = kind.parse().map_err(|_| ConsoleError::NotFound)?;
-    if !workspace_credentials::remove_credential(&state.store, user.org_id, kind).await? {
+    if !workspace_credentials::remove_credential(&store, user.org_id, kind).await? {
         return Err(ConsoleError::NotFound);
     }
     tracing::info!(kind = %kind, by = %user.user_id, "credential removed in the console");

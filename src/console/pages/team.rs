@@ -6,8 +6,10 @@
 use super::timestamps::utc_minute;
 use crate::admin::people::{self, PeopleError};
 use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render};
+use crate::domain::clock::SharedClock;
 use crate::domain::{Email, Role};
 use crate::http::state::AppState;
+use crate::store::Store;
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
@@ -65,9 +67,8 @@ struct TeamPage {
 }
 
 /// The page for `user` with nothing typed.
-async fn page_for(state: &AppState, user: &ConsoleUser) -> Result<TeamPage, ConsoleError> {
-    let people = state
-        .store
+async fn page_for(store: &Store, user: &ConsoleUser) -> Result<TeamPage, ConsoleError> {
+    let people = store
         .users(user.org_id)
         .await?
         .into_iter()
@@ -108,12 +109,12 @@ fn notice_text(done: Option<&str>) -> Option<String> {
 }
 
 async fn team_page(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     user: ConsoleUser,
     Query(q): Query<NoticeQuery>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Owner)?;
-    let mut page = page_for(&state, &user).await?;
+    let mut page = page_for(&store, &user).await?;
     page.notice = notice_text(q.done.as_deref());
     Ok(render(&page)?.into_response())
 }
@@ -127,7 +128,8 @@ struct AddForm {
 }
 
 async fn add_person(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     Form(form): Form<AddForm>,
 ) -> Result<Response, ConsoleError> {
@@ -144,25 +146,25 @@ async fn add_person(
         .map_err(|e| ConsoleError::BadRequest(format!("Role {e}")))?;
     let email = match Email::parse(&form.email) {
         Ok(email) => email,
-        Err(e) => return refused(page_for(&state, &user).await?, format!("Email {e}")),
+        Err(e) => return refused(page_for(&store, &user).await?, format!("Email {e}")),
     };
     let added = people::add_person(
-        &state.store,
+        &store,
         user.org_id,
         &email,
         role,
-        state.clock.now().timestamp_millis(),
+        clock.now().timestamp_millis(),
     )
     .await;
     let added = match added {
         Ok(added) => added,
         Err(e @ PeopleError::EmailTaken(_)) => {
-            return refused(page_for(&state, &user).await?, e.to_string());
+            return refused(page_for(&store, &user).await?, e.to_string());
         }
         Err(other) => return Err(people_error(other)),
     };
     tracing::info!(person = %added.person.id, role = %role, by = %user.user_id, "person added in the console");
-    let mut page = page_for(&state, &user).await?;
+    let mut page = page_for(&store, &user).await?;
     page.added = Some(AddedLine {
         email: added.person.email,
         role: added.person.role.as_str(),
@@ -186,13 +188,13 @@ fn people_error(err: PeopleError) -> ConsoleError {
 
 /// The team page with `err` at its top, answered 409, for a refused change.
 async fn refused_change(
-    state: &AppState,
+    store: &Store,
     user: &ConsoleUser,
     err: PeopleError,
 ) -> Result<Response, ConsoleError> {
     match err {
         PeopleError::LastOwner | PeopleError::Yourself => {
-            let mut page = page_for(state, user).await?;
+            let mut page = page_for(store, user).await?;
             page.error = Some(format!("Not changed: {err}."));
             Ok((StatusCode::CONFLICT, render(&page)?).into_response())
         }
@@ -207,7 +209,7 @@ struct RoleForm {
 }
 
 async fn change_role(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     user: ConsoleUser,
     Path(id): Path<String>,
     Form(form): Form<RoleForm>,
@@ -217,33 +219,33 @@ async fn change_role(
         .role
         .parse()
         .map_err(|e| ConsoleError::BadRequest(format!("Role {e}")))?;
-    let person = people::person(&state.store, user.org_id, &id)
+    let person = people::person(&store, user.org_id, &id)
         .await
         .map_err(people_error)?;
-    match people::change_role(&state.store, user.org_id, person.id, role).await {
+    match people::change_role(&store, user.org_id, person.id, role).await {
         Ok(()) => {
             tracing::info!(person = %person.id, role = %role, by = %user.user_id, "role changed in the console");
             Ok(Redirect::to("/team?done=role").into_response())
         }
-        Err(err) => refused_change(&state, &user, err).await,
+        Err(err) => refused_change(&store, &user, err).await,
     }
 }
 
 async fn remove_person(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     user: ConsoleUser,
     Path(id): Path<String>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Owner)?;
-    let person = people::person(&state.store, user.org_id, &id)
+    let person = people::person(&store, user.org_id, &id)
         .await
         .map_err(people_error)?;
-    match people::remove_person(&state.store, user.org_id, person.id, Some(user.user_id)).await {
+    match people::remove_person(&store, user.org_id, person.id, Some(user.user_id)).await {
         Ok(()) => {
             tracing::info!(person = %person.id, by = %user.user_id, "person removed in the console");
             Ok(Redirect::to("/team?done=removed").into_response())
         }
-        Err(err) => refused_change(&state, &user, err).await,
+        Err(err) => refused_change(&store, &user, err).await,
     }
 }
 

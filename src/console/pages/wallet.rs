@@ -6,11 +6,11 @@
 use crate::admin::ops;
 use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render};
 use crate::domain::agent::TELEPHONY_PROVIDERS;
-use crate::domain::clock::{iso, ist_month_key};
+use crate::domain::clock::{SharedClock, iso, ist_month_key};
 use crate::domain::{Paise, PhoneNumber, Role};
 use crate::http::state::AppState;
-use crate::store::StoreError;
 use crate::store::{NumberRow, WalletTxRow};
+use crate::store::{Store, StoreError};
 use askama::Template;
 use axum::Router;
 use axum::extract::{Form, Query, State};
@@ -150,27 +150,25 @@ struct WalletQuery {
 
 /// Everything the page shows, with the add-number form as given.
 async fn page_of(
-    state: &AppState,
+    store: &Store,
+    clock: &SharedClock,
     user: &ConsoleUser,
     page: i64,
     added: bool,
     form: NumberForm,
     errors: NumberErrors,
 ) -> Result<WalletPage, ConsoleError> {
-    let org = state
-        .store
+    let org = store
         .org(user.org_id)
         .await?
         .ok_or(ConsoleError::NotFound)?;
-    let minutes_used = state
-        .store
-        .minutes_used(user.org_id, &ist_month_key(state.clock.now()))
+    let minutes_used = store
+        .minutes_used(user.org_id, &ist_month_key(clock.now()))
         .await?;
-    let (ledger, total) = state
-        .store
+    let (ledger, total) = store
         .wallet_transactions(user.org_id, PAGE_ROWS, (page - 1) * PAGE_ROWS)
         .await?;
-    let numbers = state.store.numbers(user.org_id).await?;
+    let numbers = store.numbers(user.org_id).await?;
     Ok(WalletPage {
         chrome: Chrome::new(user, Nav::Wallet),
         balance: rupees(org.wallet_paise),
@@ -190,7 +188,8 @@ async fn page_of(
 }
 
 async fn wallet_page(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     Query(query): Query<WalletQuery>,
 ) -> Result<Html<String>, ConsoleError> {
@@ -205,7 +204,18 @@ async fn wallet_page(
         provider: "sim".into(),
         ..NumberForm::default()
     };
-    render(&page_of(&state, &user, page, added, form, NumberErrors::default()).await?)
+    render(
+        &page_of(
+            &store,
+            &clock,
+            &user,
+            page,
+            added,
+            form,
+            NumberErrors::default(),
+        )
+        .await?,
+    )
 }
 
 /// Rupees as typed (`500`, `499.50`) into paise; empty means the default rent.
@@ -239,7 +249,8 @@ fn parse_rent(raw: &str) -> Result<Option<Paise>, String> {
 /// `POST /wallet/numbers` (admin): rents a number; the first month counts
 /// as paid, as with the admin CLI.
 async fn add_number(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     Form(form): Form<NumberForm>,
 ) -> Result<Response, ConsoleError> {
@@ -256,13 +267,13 @@ async fn add_number(
         .ok();
     if let (Some(phone), Some(rent), None) = (phone, rent, &errors.provider) {
         let added = ops::add_number(
-            &state.store,
+            &store,
             user.org_id,
             phone.as_str(),
             &form.provider,
             form.is_default.is_some(),
             rent,
-            state.clock.now(),
+            clock.now(),
         )
         .await;
         match added {
@@ -273,7 +284,7 @@ async fn add_number(
             Err(err) => return Err(err.into()),
         }
     }
-    let page = page_of(&state, &user, 1, false, form, errors).await?;
+    let page = page_of(&store, &clock, &user, 1, false, form, errors).await?;
     Ok((StatusCode::UNPROCESSABLE_ENTITY, render(&page)?).into_response())
 }
 

@@ -5,10 +5,12 @@
 //! same service as `voxline admin webhook` and the API's redeliver.
 
 use super::timestamps::{utc_minute, utc_minute_or_never};
+use crate::config::Settings;
 use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render};
 use crate::domain::Role;
+use crate::domain::clock::SharedClock;
 use crate::http::state::AppState;
-use crate::store::{DeliveryLogFilter, StoreResult, decode_json};
+use crate::store::{DeliveryLogFilter, Store, StoreResult, decode_json};
 use crate::webhooks::subscriptions::{
     self, DEFAULT_EVENTS, EVENT_KINDS, RedeliverError, SubscriptionError,
 };
@@ -20,6 +22,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
 use serde::Deserialize;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Most deliveries the log shows at once.
@@ -152,12 +155,13 @@ fn default_choices() -> Vec<EventChoice> {
 
 /// The page for `user` with the log narrowed by `query`, nothing typed.
 async fn page_for(
-    state: &AppState,
+    store: &Store,
+    clock: &SharedClock,
     user: &ConsoleUser,
     query: &LogQuery,
 ) -> Result<WebhooksPage, ConsoleError> {
-    let now_ms = state.clock.now().timestamp_millis();
-    let rows = state.store.all_webhooks(user.org_id).await?;
+    let now_ms = clock.now().timestamp_millis();
+    let rows = store.all_webhooks(user.org_id).await?;
     let subscription = query
         .subscription
         .as_deref()
@@ -165,8 +169,7 @@ async fn page_for(
         .and_then(|s| rows.iter().find(|w| w.id.to_string() == s))
         .map(|w| w.id);
     let only_failed = query.failed.as_deref().is_some_and(|f| !f.is_empty());
-    let deliveries = state
-        .store
+    let deliveries = store
         .delivery_log(
             user.org_id,
             DeliveryLogFilter {
@@ -244,12 +247,13 @@ fn notice_text(done: Option<&str>) -> Option<String> {
 }
 
 async fn webhooks_page(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     Query(query): Query<LogQuery>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Admin)?;
-    Ok(render(&page_for(&state, &user, &query).await?)?.into_response())
+    Ok(render(&page_for(&store, &clock, &user, &query).await?)?.into_response())
 }
 
 /// A page with a secret on it: kept out of every cache.
@@ -258,7 +262,9 @@ fn secret_answer(page: &WebhooksPage) -> Result<Response, ConsoleError> {
 }
 
 async fn add_subscription(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
+    State(settings): State<Arc<Settings>>,
     user: ConsoleUser,
     body: Bytes,
 ) -> Result<Response, ConsoleError> {
@@ -286,7 +292,7 @@ async fn add_subscription(
         page.events_error = events_error;
         Ok::<_, ConsoleError>((StatusCode::UNPROCESSABLE_ENTITY, render(&page)?).into_response())
     };
-    let page = page_for(&state, &user, &LogQuery::default()).await?;
+    let page = page_for(&store, &clock, &user, &LogQuery::default()).await?;
     if url.trim().is_empty() {
         return refused(page, Some("URL is required".into()), None);
     }
@@ -294,12 +300,12 @@ async fn add_subscription(
         return refused(page, None, Some("Choose at least one event".into()));
     }
     let added = subscriptions::add(
-        &state.store,
+        &store,
         user.org_id,
         &url,
         &events,
-        &state.settings.webhook_allow_hosts,
-        state.clock.now().timestamp_millis(),
+        &settings.webhook_allow_hosts,
+        clock.now().timestamp_millis(),
     )
     .await;
     let added = match added {
@@ -311,7 +317,7 @@ async fn add_subscription(
         Err(other) => return refused(page, Some(format!("URL {other}")), None),
     };
     tracing::info!(webhook = %added.id, by = %user.user_id, "webhook subscription added in the console");
-    let mut page = page_for(&state, &user, &LogQuery::default()).await?;
+    let mut page = page_for(&store, &clock, &user, &LogQuery::default()).await?;
     page.shown = Some(ShownSecret {
         url: added.url,
         secret: added.secret,
@@ -322,11 +328,11 @@ async fn add_subscription(
 
 /// The subscription `id` names if it is in the person's workspace.
 async fn own_subscription(
-    state: &AppState,
+    store: &Store,
     user: &ConsoleUser,
     id: &str,
 ) -> Result<crate::store::WebhookRow, ConsoleError> {
-    subscriptions::in_workspace(&state.store, user.org_id, id)
+    subscriptions::in_workspace(store, user.org_id, id)
         .await
         .map_err(|e| match e {
             SubscriptionError::Store(store) => ConsoleError::Store(store),
@@ -335,43 +341,43 @@ async fn own_subscription(
 }
 
 async fn enable(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     user: ConsoleUser,
     Path(id): Path<String>,
 ) -> Result<Response, ConsoleError> {
-    set_active(&state, &user, &id, true).await
+    set_active(&store, &user, &id, true).await
 }
 
 async fn disable(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     user: ConsoleUser,
     Path(id): Path<String>,
 ) -> Result<Response, ConsoleError> {
-    set_active(&state, &user, &id, false).await
+    set_active(&store, &user, &id, false).await
 }
 
 /// Turns deliveries to one of the workspace's endpoints on or off.
 async fn set_active(
-    state: &AppState,
+    store: &Store,
     user: &ConsoleUser,
     id: &str,
     active: bool,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Admin)?;
-    let row = own_subscription(state, user, id).await?;
-    state.store.set_webhook_active(row.id, active).await?;
+    let row = own_subscription(store, user, id).await?;
+    store.set_webhook_active(row.id, active).await?;
     let done = if active { "enabled" } else { "disabled" };
     Ok(Redirect::to(&format!("/webhooks?done={done}")).into_response())
 }
 
 async fn delete(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     user: ConsoleUser,
     Path(id): Path<String>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Admin)?;
-    let row = own_subscription(&state, &user, &id).await?;
-    state.store.delete_webhook(row.id).await?;
+    let row = own_subscription(&store, &user, &id).await?;
+    store.delete_webhook(row.id).await?;
     tracing::info!(webhook = %row.id, by = %user.user_id, "webhook subscription deleted in the console");
     Ok(Redirect::to("/webhooks?done=deleted").into_response())
 }
@@ -383,33 +389,30 @@ struct RotateForm {
 }
 
 async fn rotate(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     Path(id): Path<String>,
     Form(form): Form<RotateForm>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Admin)?;
-    let row = own_subscription(&state, &user, &id).await?;
+    let row = own_subscription(&store, &user, &id).await?;
     // Only the offered overlaps: the form is a select.
     let overlap: Duration = OVERLAPS
         .iter()
         .find(|(value, _)| *value == form.overlap)
         .and_then(|(value, _)| humantime::parse_duration(value).ok())
         .ok_or_else(|| ConsoleError::BadRequest("Choose one of the offered overlaps.".into()))?;
-    let rotated = subscriptions::rotate_secret(
-        &state.store,
-        row.id,
-        overlap,
-        state.clock.now().timestamp_millis(),
-    )
-    .await
-    .map_err(|e| match e {
-        SubscriptionError::Store(store) => ConsoleError::Store(store),
-        SubscriptionError::NotFound(_) => ConsoleError::NotFound,
-        other => ConsoleError::BadRequest(other.to_string()),
-    })?;
+    let rotated =
+        subscriptions::rotate_secret(&store, row.id, overlap, clock.now().timestamp_millis())
+            .await
+            .map_err(|e| match e {
+                SubscriptionError::Store(store) => ConsoleError::Store(store),
+                SubscriptionError::NotFound(_) => ConsoleError::NotFound,
+                other => ConsoleError::BadRequest(other.to_string()),
+            })?;
     tracing::info!(webhook = %row.id, by = %user.user_id, "webhook secret rotated in the console");
-    let mut page = page_for(&state, &user, &LogQuery::default()).await?;
+    let mut page = page_for(&store, &clock, &user, &LogQuery::default()).await?;
     page.shown = Some(ShownSecret {
         url: row.url,
         secret: rotated.secret,
@@ -425,16 +428,17 @@ struct RedeliverForm {
 }
 
 async fn redeliver(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
     user: ConsoleUser,
     Form(form): Form<RedeliverForm>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Admin)?;
     subscriptions::redeliver_call(
-        &state.store,
+        &store,
         user.org_id,
         &form.call_id,
-        state.clock.now().timestamp_millis(),
+        clock.now().timestamp_millis(),
     )
     .await
     .map_err(|e| match e {

@@ -8,7 +8,8 @@ pub mod form;
 
 use self::form::{AgentForm, SectionView, spec_refusal};
 use crate::agents::chat::{ChatError, ChatTurn};
-use crate::agents::service::AgentError;
+use crate::agents::service::{AgentError, AgentService};
+use crate::calls::service::CallService;
 use crate::calls::test_call::TestCallError;
 use crate::console::chrome::{Chrome, Nav};
 use crate::console::error::ConsoleError;
@@ -18,7 +19,7 @@ use crate::domain::Role;
 use crate::domain::clock::IST;
 use crate::domain::{ChatSessionId, OrgId, PhoneNumber};
 use crate::http::state::AppState;
-use crate::store::AgentRow;
+use crate::store::{AgentRow, Store};
 use askama::Template;
 use axum::Router;
 use axum::extract::{Form, Path, State};
@@ -166,19 +167,14 @@ struct ChatFragment {
     chat: ChatCard,
 }
 
-async fn list(
-    State(state): State<AppState>,
-    user: ConsoleUser,
-) -> Result<Html<String>, ConsoleError> {
-    let rows = state
-        .store
+async fn list(State(store): State<Store>, user: ConsoleUser) -> Result<Html<String>, ConsoleError> {
+    let rows = store
         .agents(user.org_id)
         .await?
         .iter()
         .map(AgentItem::from_row)
         .collect::<Result<Vec<_>, _>>()?;
-    let deleted = state
-        .store
+    let deleted = store
         .deleted_agents(user.org_id)
         .await?
         .iter()
@@ -227,7 +223,7 @@ async fn new_form(user: ConsoleUser) -> Result<Html<String>, ConsoleError> {
 }
 
 async fn create(
-    State(state): State<AppState>,
+    State(agents): State<AgentService>,
     user: ConsoleUser,
     Form(pairs): Form<Vec<(String, String)>>,
 ) -> Result<Response, ConsoleError> {
@@ -240,7 +236,7 @@ async fn create(
             return refused(&form_page(&user, None, &form));
         }
     };
-    match state.agents.create(user.org_id, input).await {
+    match agents.create(user.org_id, input).await {
         Ok(_) => Ok(Redirect::to("/agents").into_response()),
         Err(AgentError::Spec(err)) => {
             form.refuse(spec_refusal(&err));
@@ -260,23 +256,23 @@ fn urlencode(raw: &str) -> String {
 }
 
 async fn edit_form(
-    State(state): State<AppState>,
+    State(agents): State<AgentService>,
     user: ConsoleUser,
     Path(id): Path<String>,
 ) -> Result<Html<String>, ConsoleError> {
-    let row = state.agents.load_live(user.org_id, &id).await?;
+    let row = agents.load_live(user.org_id, &id).await?;
     let form = AgentForm::from_spec(&row.spec()?);
     render(&form_page(&user, Some(AgentItem::from_row(&row)?), &form))
 }
 
 async fn update(
-    State(state): State<AppState>,
+    State(agents): State<AgentService>,
     user: ConsoleUser,
     Path(id): Path<String>,
     Form(pairs): Form<Vec<(String, String)>>,
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Member)?;
-    let row = state.agents.load_live(user.org_id, &id).await?;
+    let row = agents.load_live(user.org_id, &id).await?;
     let agent = AgentItem::from_row(&row)?;
     let mut form = AgentForm::from_pairs(&pairs);
     let input = match form.to_input() {
@@ -286,7 +282,7 @@ async fn update(
             return refused(&form_page(&user, Some(agent), &form));
         }
     };
-    match state.agents.update(user.org_id, &id, input).await {
+    match agents.update(user.org_id, &id, input).await {
         Ok(_) => Ok(Redirect::to("/agents").into_response()),
         Err(AgentError::Spec(err)) => {
             form.refuse(spec_refusal(&err));
@@ -298,11 +294,11 @@ async fn update(
 
 /// The row of an agent after a lifecycle change, deleted ones included.
 async fn row_after(
-    state: &AppState,
+    agents: &AgentService,
     user: &ConsoleUser,
     id: &str,
 ) -> Result<Html<String>, ConsoleError> {
-    let row = state.agents.load_any(user.org_id, id).await?;
+    let row = agents.load_any(user.org_id, id).await?;
     render(&AgentRowFragment {
         row: AgentItem::from_row(&row)?,
         can_edit: true,
@@ -310,43 +306,43 @@ async fn row_after(
 }
 
 async fn delete(
-    State(state): State<AppState>,
+    State(agents): State<AgentService>,
     user: ConsoleUser,
     Path(id): Path<String>,
 ) -> Result<Html<String>, ConsoleError> {
     user.require(Role::Member)?;
-    state.agents.delete(user.org_id, &id).await?;
-    row_after(&state, &user, &id).await
+    agents.delete(user.org_id, &id).await?;
+    row_after(&agents, &user, &id).await
 }
 
 async fn restore(
-    State(state): State<AppState>,
+    State(agents): State<AgentService>,
     user: ConsoleUser,
     Path(id): Path<String>,
 ) -> Result<Html<String>, ConsoleError> {
     user.require(Role::Member)?;
-    state.agents.restore(user.org_id, &id).await?;
-    row_after(&state, &user, &id).await
+    agents.restore(user.org_id, &id).await?;
+    row_after(&agents, &user, &id).await
 }
 
 async fn activate(
-    State(state): State<AppState>,
+    State(agents): State<AgentService>,
     user: ConsoleUser,
     Path(id): Path<String>,
 ) -> Result<Html<String>, ConsoleError> {
     user.require(Role::Member)?;
-    state.agents.activate(user.org_id, &id).await?;
-    row_after(&state, &user, &id).await
+    agents.activate(user.org_id, &id).await?;
+    row_after(&agents, &user, &id).await
 }
 
 async fn deactivate(
-    State(state): State<AppState>,
+    State(agents): State<AgentService>,
     user: ConsoleUser,
     Path(id): Path<String>,
 ) -> Result<Html<String>, ConsoleError> {
     user.require(Role::Member)?;
-    state.agents.deactivate(user.org_id, &id).await?;
-    row_after(&state, &user, &id).await
+    agents.deactivate(user.org_id, &id).await?;
+    row_after(&agents, &user, &id).await
 }
 
 /// The test-call form.
@@ -361,7 +357,7 @@ fn is_htmx(headers: &HeaderMap) -> bool {
 }
 
 async fn test_call(
-    State(state): State<AppState>,
+    State(calls): State<CallService>,
     user: ConsoleUser,
     headers: HeaderMap,
     Path(id): Path<String>,
@@ -375,11 +371,7 @@ async fn test_call(
     };
     let placed = match PhoneNumber::parse(body.phone_number.trim()) {
         Err(err) => Err(format!("phoneNumber {err}")),
-        Ok(phone) => match state
-            .calls
-            .place_test_call(user.org_id, &id, phone, None)
-            .await
-        {
+        Ok(phone) => match calls.place_test_call(user.org_id, &id, phone, None).await {
             Ok((call_id, _)) => Ok(call_id),
             Err(TestCallError::Placement(crate::calls::placement::PlacementError::Store(err))) => {
                 return Err(ConsoleError::Store(err));
@@ -426,11 +418,11 @@ struct ChatForm {
 
 /// The turns of a stored session as the card shows them (tool traffic left out).
 async fn chat_lines(
-    state: &AppState,
+    store: &Store,
     org: OrgId,
     session: ChatSessionId,
 ) -> Result<Vec<ChatLine>, ConsoleError> {
-    let Some(row) = state.store.chat_session(org, session).await? else {
+    let Some(row) = store.chat_session(org, session).await? else {
         return Ok(Vec::new());
     };
     let messages: Vec<ChatMessage> =
@@ -452,7 +444,8 @@ async fn chat_lines(
 }
 
 async fn chat(
-    State(state): State<AppState>,
+    State(store): State<Store>,
+    State(agents): State<AgentService>,
     user: ConsoleUser,
     Path(id): Path<String>,
     Form(body): Form<ChatForm>,
@@ -469,11 +462,11 @@ async fn chat(
         session_id: session_id.clone().unwrap_or_default(),
         ..ChatCard::default()
     };
-    let status = match state.agents.chat(user.org_id, &id, turn).await {
+    let status = match agents.chat(user.org_id, &id, turn).await {
         Ok(answer) => {
             card.session_id = answer.session_id.to_string();
             card.ended = answer.ended;
-            card.lines = chat_lines(&state, user.org_id, answer.session_id).await?;
+            card.lines = chat_lines(&store, user.org_id, answer.session_id).await?;
             StatusCode::OK
         }
         Err(ChatError::Store(err)) => return Err(ConsoleError::Store(err)),
@@ -483,7 +476,7 @@ async fn chat(
         Err(ChatError::Agent(AgentError::NotFound(_))) => return Err(ConsoleError::NotFound),
         Err(err) => {
             if let Some(session) = session_id.and_then(|raw| raw.parse().ok()) {
-                card.lines = chat_lines(&state, user.org_id, session).await?;
+                card.lines = chat_lines(&store, user.org_id, session).await?;
             }
             card.error = Some(err.to_string());
             StatusCode::UNPROCESSABLE_ENTITY
