@@ -45,9 +45,4 @@ impl CallService {
             ring_seconds,
         }
     }
-
-    /// The engine, for the rooms that report on its live calls.
-    pub fn engine(&self) -> &CallEngine {
-        &self.engine
-    }
 }

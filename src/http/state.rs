@@ -72,13 +72,6 @@ pub struct AppInner {
     pub cluster: crate::cluster::service::ClusterService,
 }
 
-impl AppInner {
-    /// Marks a media token used; false when it was used before.
-    pub fn claim_media_token(&self, token: &str, now_unix: i64) -> bool {
-        self.used_tokens.claim(token, now_unix)
-    }
-}
-
 impl AppState {
     /// Wraps the parts.
     pub fn new(inner: AppInner) -> Self {
