@@ -19,6 +19,7 @@ pub mod console;
 pub mod domain;
 pub mod egress;
 pub mod http;
+pub mod inbound;
 pub mod loadgen;
 pub mod postcall;
 pub mod providers;

@@ -53,11 +53,13 @@ pub enum EndedReason {
     NodeLost,
     /// The call's agent was paused or deleted before the call could be dialed.
     AgentUnavailable,
+    /// An inbound caller held for a slot gave up, or waited the number's `queueSeconds`.
+    QueueTimeout,
 }
 
 impl EndedReason {
     /// Every reason, in declaration order.
-    pub const ALL: [EndedReason; 20] = [
+    pub const ALL: [EndedReason; 21] = [
         EndedReason::CallerHangup,
         EndedReason::AgentHangup,
         EndedReason::MaxDuration,
@@ -78,6 +80,7 @@ impl EndedReason {
         EndedReason::ServiceShutdown,
         EndedReason::NodeLost,
         EndedReason::AgentUnavailable,
+        EndedReason::QueueTimeout,
     ];
 
     /// The wire value (`caller-hangup`, `asr-error`, …).
@@ -103,6 +106,7 @@ impl EndedReason {
             EndedReason::ServiceShutdown => "service-shutdown",
             EndedReason::NodeLost => "node-lost",
             EndedReason::AgentUnavailable => "agent-unavailable",
+            EndedReason::QueueTimeout => "queue-timeout",
         }
     }
 

@@ -45,6 +45,30 @@ pub enum AdminCommand {
     /// One node.
     #[command(subcommand)]
     Node(NodeCommand),
+    /// The simulated world: ring a workspace's number as a carrier would.
+    #[command(subcommand)]
+    Sim(SimCommand),
+}
+
+/// `admin sim …`
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// Ring a workspace number through the Twilio inbound webhook and media
+    /// stream, exactly as Twilio would, and play a caller script on the call.
+    Call {
+        /// The workspace number to ring (E.164); a sim or twilio number.
+        #[arg(long)]
+        to: String,
+        /// The caller's number.
+        #[arg(long, default_value = "+919800000001")]
+        from: String,
+        /// The caller's lines as a JSON array (the sim callee's script steps).
+        #[arg(long)]
+        script: Option<String>,
+        /// The server's base URL as carriers reach it (its public URL).
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        server: String,
+    },
 }
 
 /// `admin user …`
@@ -256,6 +280,31 @@ pub enum NumberCommand {
         /// Monthly rent in paise (default 0 for sim, 50,000 otherwise).
         #[arg(long)]
         rent_paise: Option<i64>,
+    },
+    /// Put an agent on a number and set how it answers calls (as
+    /// `PATCH /api/numbers/{id}` does); options not given keep their value.
+    Inbound {
+        /// Workspace id.
+        #[arg(long)]
+        org: String,
+        /// The number's id, as `GET /api/numbers` shows it.
+        #[arg(long)]
+        number: String,
+        /// The agent that answers (`none` takes it off).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Answer calls (`true`) or not (`false`).
+        #[arg(long)]
+        enabled: Option<bool>,
+        /// `reject` or `queue`: what a caller gets when every slot is taken.
+        #[arg(long)]
+        when_busy: Option<String>,
+        /// Seconds a held caller waits for a slot (5 to 600).
+        #[arg(long)]
+        queue_seconds: Option<i64>,
+        /// What a held caller hears (empty restores the default).
+        #[arg(long)]
+        hold_message: Option<String>,
     },
 }
 
@@ -681,6 +730,53 @@ async fn execute(
                 "monthlyRentPaise": n.monthly_rent_paise, "renewsAt": iso(n.renews_at)}),
             )
         }
+        AdminCommand::Number(NumberCommand::Inbound {
+            org,
+            number,
+            agent,
+            enabled,
+            when_busy,
+            queue_seconds,
+            hold_message,
+        }) => {
+            let org_id = require_org(store, &org).await?;
+            let change = crate::inbound::routing::RoutingChange {
+                agent_id: agent.map(|a| (a != "none").then_some(a)),
+                enabled,
+                when_busy: when_busy
+                    .map(|w| w.parse())
+                    .transpose()
+                    .map_err(|e| anyhow!("--when-busy {e}"))?,
+                queue_seconds: queue_seconds
+                    .map(crate::domain::inbound::queue_seconds)
+                    .transpose()
+                    .map_err(|e| anyhow!("--queue-seconds {e}"))?,
+                hold_message: hold_message
+                    .map(|raw| {
+                        crate::domain::text::parse(
+                            &raw,
+                            crate::domain::text::Lines::Many,
+                            crate::domain::inbound::MAX_HOLD_MESSAGE_CHARS,
+                        )
+                        .map(|text| (!text.is_empty()).then_some(text))
+                    })
+                    .transpose()
+                    .map_err(|e| anyhow!("--hold-message {e}"))?,
+            };
+            let n = crate::inbound::routing::set_routing(store, org_id, &number, change).await?;
+            let inbound = n.inbound();
+            Ok(
+                json!({"id": n.id, "phone": n.phone, "inboundAgentId": n.inbound_agent_id,
+                "inbound": {"enabled": inbound.enabled, "whenBusy": inbound.when_busy,
+                    "queueSeconds": inbound.queue_seconds, "holdMessage": inbound.hold_message()}}),
+            )
+        }
+        AdminCommand::Sim(SimCommand::Call {
+            to,
+            from,
+            script,
+            server,
+        }) => super::sim_call::call(store, settings, &to, &from, script.as_deref(), &server).await,
         AdminCommand::Credential(CredentialCommand::Set {
             org,
             kind,

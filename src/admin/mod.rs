@@ -5,3 +5,4 @@ pub mod bootstrap;
 pub mod cli;
 pub mod ops;
 pub mod people;
+pub mod sim_call;

@@ -93,16 +93,12 @@ impl Server {
         )
         .await
         .context("opening the database")?;
-        // Nodes sharing a database share the signing secret, so a media token
-        // or recording link signed by one verifies on the others.
-        let secret = match (&settings.storage.secret, store.is_shared()) {
-            (None, true) => {
-                let fresh = String::from_utf8(settings.storage.load_secret()?)
-                    .context("the data directory's secret is not text")?;
-                store.shared_secret(&fresh).await?.into_bytes()
-            }
-            _ => settings.storage.load_secret()?,
-        };
+        let secret = crate::secrets::server_secret::ServerSecret::resolve(
+            &store,
+            settings.storage.secret.is_some(),
+            || Ok(settings.storage.load_secret()?),
+        )
+        .await?;
         let bootstrapped = if settings.no_bootstrap {
             None
         } else {
@@ -205,6 +201,15 @@ impl Server {
             bus: bus.clone(),
             node_status: node_status.clone(),
         });
+        let inbound = crate::inbound::service::InboundService::new(
+            calls.clone(),
+            &secret,
+            media_tokens.clone(),
+            format!("{ws_base}/media"),
+            settings.public_url.clone(),
+            public_url.clone(),
+            settings.webhook_allow_hosts.clone(),
+        );
         let state = AppState::new(AppInner {
             store,
             clock,
@@ -231,6 +236,7 @@ impl Server {
             calls,
             batches,
             cluster,
+            inbound,
         });
         let (ended, requeued) = state.calls.recover_after_restart().await?;
         if ended > 0 || requeued > 0 {
@@ -314,6 +320,18 @@ impl Server {
                 let cluster = state.cluster.clone();
                 let stop = stop.clone();
                 async move { cluster.run_call_orders(stop).await }
+            });
+            // Held inbound callers who hung up stop holding the workspace's slots.
+            spawn_every(&tasks, Duration::from_secs(1), &stop, {
+                let inbound = state.inbound.clone();
+                move || {
+                    let inbound = inbound.clone();
+                    async move {
+                        if inbound.holds_callers() {
+                            inbound.sweep_held().await;
+                        }
+                    }
+                }
             });
             // Twice per heartbeat, so a dead peer's calls end soon after its lease.
             spawn_every(&tasks, settings.node.heartbeat / 2, &stop, {

@@ -67,6 +67,7 @@ pub fn job_for(
             .and_then(|v| v.as_str())
             .map(str::to_string),
         detect_machine: spec.voicemail.detect,
+        inbound: None,
     }
 }
 

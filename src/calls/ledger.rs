@@ -10,6 +10,9 @@ use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus, LedgerError};
 use voxline_actors::ids::{CallId as EngineCallId, OrgId as EngineOrgId};
 
+/// The `source` of calls a person placed to one of the workspace's numbers.
+pub const INBOUND_SOURCE: &str = "inbound";
+
 /// Persists what the engine reports.
 pub struct StoreLedger {
     store: Store,
@@ -93,7 +96,9 @@ impl CallLedger for StoreLedger {
         let policy = &spec.retry_policy;
         let retry = policy.retry_on.iter().any(|s| s == end.status.as_str())
             && done.attempt < i64::from(policy.max_attempts)
-            && end.ended_reason != EndedReason::Canceled;
+            && end.ended_reason != EndedReason::Canceled
+            // A missed inbound call is the caller's to repeat, not ours to dial.
+            && done.source != INBOUND_SOURCE;
         if retry {
             let not_before = end.ended_at + i64::from(policy.retry_after_seconds) * 1000;
             let now_ms = self.clock.now().timestamp_millis();

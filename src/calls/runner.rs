@@ -422,6 +422,10 @@ impl ConversationRunner for CallRunner {
             self.end_of_turn.is_some(),
         );
         config.end_of_turn = self.end_of_turn.clone();
+        if job.inbound.is_some() {
+            // A person who called us is no answering machine.
+            config.voicemail.detect = false;
+        }
         // A recognizer that transcribes each utterance whole (a Whisper server) answers only
         // once it has decoded all of it: on a busy machine that is seconds, not the 3 s a
         // streaming one needs for its last words, so it gets as long as any vendor answer.

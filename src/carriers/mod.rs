@@ -10,6 +10,7 @@
 pub mod callback_request;
 pub mod callbacks;
 pub mod exotel;
+pub mod inbound;
 pub mod plivo;
 pub mod rest_carrier;
 pub mod store_wiring;
@@ -379,6 +380,46 @@ pub fn xml_escape(text: &str) -> String {
             c => out.push(c),
         }
     }
+    out
+}
+
+/// Reads back text [`xml_escape`] wrote (and the numeric character references
+/// a carrier's XML may hold).
+pub fn xml_unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let Some(end) = tail.find(';') else {
+            out.push_str(tail);
+            return out;
+        };
+        let entity = &tail[1..end];
+        let decoded = match entity {
+            "amp" => Some('&'),
+            "lt" => Some('<'),
+            "gt" => Some('>'),
+            "quot" => Some('"'),
+            "apos" => Some('\''),
+            _ => entity
+                .strip_prefix("#x")
+                .and_then(|hex| u32::from_str_radix(hex, 16).ok())
+                .or_else(|| entity.strip_prefix('#').and_then(|dec| dec.parse().ok()))
+                .and_then(char::from_u32),
+        };
+        match decoded {
+            Some(ch) => {
+                out.push(ch);
+                rest = &tail[end + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
     out
 }
 

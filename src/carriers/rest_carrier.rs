@@ -188,6 +188,14 @@ impl<A: CarrierApi> Carrier for RestCarrier<A> {
         Ok(())
     }
 
+    fn adopt(&self, carrier_call_id: &str, org_id: &str, time_limit_seconds: u32) {
+        self.calls.insert(
+            carrier_call_id,
+            org_id,
+            call_lifetime(0, time_limit_seconds),
+        );
+    }
+
     async fn transfer(&self, req: TransferRequest) -> Result<(), CarrierError> {
         self.transfer_call(&req).await?;
         self.calls.mark_transferred(&req.carrier_call_id);

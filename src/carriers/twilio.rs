@@ -58,6 +58,33 @@ impl TwilioAccount {
     }
 }
 
+/// TwiML that declines a ringing call without answering it (so nobody is
+/// billed): `<Reject reason="busy">` when `busy`, else `<Reject>` (`rejected`).
+pub fn reject_twiml(busy: bool) -> String {
+    let reason = if busy { " reason=\"busy\"" } else { "" };
+    format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Reject{reason}/></Response>")
+}
+
+/// TwiML that keeps a caller on hold: `say` (when given), a pause of
+/// `pause_seconds`, then a `<Redirect>` that asks `poll_url` what next.
+pub fn hold_twiml(say: Option<&str>, pause_seconds: u32, poll_url: &str) -> String {
+    let say = say
+        .map(|text| format!("<Say>{}</Say>", xml_escape(text)))
+        .unwrap_or_default();
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response>{say}<Pause length=\"{pause_seconds}\"/><Redirect method=\"POST\">{}</Redirect></Response>",
+        xml_escape(poll_url)
+    )
+}
+
+/// TwiML that answers, says `text` and hangs up.
+pub fn say_and_hang_up_twiml(text: &str) -> String {
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Say>{}</Say><Hangup/></Response>",
+        xml_escape(text)
+    )
+}
+
 /// The TwiML that bridges the answered call to our media websocket.
 ///
 /// `<Stream>` ignores query strings, so the token travels as a `<Parameter>`
@@ -332,7 +359,7 @@ pub fn url_port_variants(url: &str) -> Vec<String> {
 
 /// Checks that a status callback (or a transferred call's leg report, signed the
 /// same way) was sent by the Twilio account in `credential`: `X-Twilio-Signature`.
-pub(super) fn verify_callback(
+pub(crate) fn verify_callback(
     request: &CallbackRequest,
     credential: &serde_json::Value,
 ) -> Result<(), CarriersError> {

@@ -51,6 +51,7 @@ pub mod analysis;
 pub mod clock;
 pub mod email;
 pub mod ids;
+pub mod inbound;
 pub mod money;
 pub mod node;
 pub mod page;

@@ -1,4 +1,4 @@
-//! `/api/numbers`, `/api/wallet`, `/api/balances`, `/api/recordings`.
+//! `/api/wallet`, `/api/balances`, `/api/recordings`.
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
@@ -20,61 +20,10 @@ use utoipa_axum::routes;
 /// The account routes.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(list_numbers))
         .routes(routes!(get_wallet))
         .routes(routes!(list_wallet_transactions))
         .routes(routes!(get_balances))
         .routes(routes!(list_recordings))
-}
-
-/// A phone number the workspace rents.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct NumberView {
-    /// Number id.
-    pub id: String,
-    /// E.164.
-    pub phone: String,
-    /// Carrier.
-    pub provider: String,
-    /// active or suspended.
-    pub status: String,
-    /// Default caller ID.
-    pub is_default: bool,
-    /// Monthly rent.
-    pub monthly_rent_paise: i64,
-    /// First rented.
-    pub rented_at: String,
-    /// Next renewal from the wallet.
-    pub renews_at: String,
-}
-
-/// `{rows}` of numbers.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct NumberList {
-    /// The numbers.
-    pub rows: Vec<NumberView>,
-}
-
-/// List the workspace's phone numbers.
-#[utoipa::path(get, path = "/api/numbers", tag = "numbers", responses((status = 200, body = NumberList)))]
-async fn list_numbers(State(store): State<Store>, caller: Caller) -> ApiResult<Json<NumberList>> {
-    let rows = store.numbers(caller.org_id).await?;
-    Ok(Json(NumberList {
-        rows: rows
-            .into_iter()
-            .map(|n| NumberView {
-                id: n.id.to_string(),
-                phone: n.phone,
-                provider: n.provider,
-                status: n.status,
-                is_default: n.is_default,
-                monthly_rent_paise: n.monthly_rent_paise.get(),
-                rented_at: iso(n.rented_at),
-                renews_at: iso(n.renews_at),
-            })
-            .collect(),
-    }))
 }
 
 /// The wallet balance.

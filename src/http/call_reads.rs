@@ -10,6 +10,7 @@ use crate::calls::tool_call_view::ToolCallView;
 use crate::domain::clock::SharedClock;
 use crate::domain::clock::display_duration;
 use crate::domain::clock::iso;
+use crate::domain::inbound::CallDirection;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::text::{Line, optional_line};
 use crate::domain::{AgentId, CallId, OrgId};
@@ -43,7 +44,7 @@ pub const DEEP_SEARCH_MIN_CHARS: usize = 3;
 
 /// The CSV export's columns, in order; an export filtered to one agent
 /// appends that agent's [`AnalysisColumns`].
-pub const EXPORT_COLUMNS: [&str; 11] = [
+pub const EXPORT_COLUMNS: [&str; 12] = [
     "id",
     "name",
     "phone",
@@ -52,6 +53,7 @@ pub const EXPORT_COLUMNS: [&str; 11] = [
     "duration_seconds",
     "cost_paise",
     "provider",
+    "direction",
     "ended_reason",
     "created_at",
     "summary",
@@ -259,6 +261,11 @@ pub struct CallRowView {
     pub status: String,
     /// Telephony provider.
     pub provider: String,
+    /// `outbound` (we dialed) or `inbound` (the person called one of the workspace's numbers).
+    pub direction: CallDirection,
+    /// On inbound calls, the workspace number the caller dialed; `phone` is the caller's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to_number: Option<String>,
     /// Display time relative to now, such as `5 minutes ago`.
     pub started_at: String,
     /// Post-call summary.
@@ -317,6 +324,8 @@ impl CallRowView {
             duration: display_duration(row.duration_seconds),
             status: display_status(&row.status).to_string(),
             provider: row.provider,
+            direction: row.direction,
+            to_number: row.to_number,
             started_at: relative_time(row.created_at, now.timestamp_millis()),
             summary: row.summary,
             calendar_status: row.calendar_status,
@@ -542,6 +551,10 @@ pub struct CallFilterQuery {
     /// export filtered so also has the agent's analysis columns.
     #[serde(default, rename = "agentId", deserialize_with = "trimmed")]
     pub agent_id: Option<String>,
+    /// `outbound` or `inbound`: calls that went that way.
+    #[serde(default)]
+    #[param(value_type = Option<CallDirection>, inline)]
+    pub direction: Option<CallDirection>,
 }
 
 /// The `success` filter's values.
@@ -625,6 +638,7 @@ impl CallFilterQuery {
             agent_id: self
                 .agent_id
                 .map(|raw| raw.parse::<AgentId>().map_or(raw, |id| id.to_string())),
+            direction: self.direction,
             // The API has no batch or date filter; the console's list does.
             batch_id: None,
             created_from_ms: None,
@@ -896,6 +910,7 @@ fn export_record(
         row.duration_seconds.to_string(),
         row.cost_paise.to_string(),
         row.provider.clone(),
+        row.direction.as_str().to_string(),
         row.ended_reason.clone().unwrap_or_default(),
         iso(row.created_at),
         row.summary.clone(),
@@ -1096,6 +1111,8 @@ mod tests {
             target_name: "Asha".into(),
             email: None,
             from_number: "+91".into(),
+            direction: CallDirection::Outbound,
+            to_number: None,
             provider: "sim".into(),
             status: "completed".into(),
             ended_reason: None,
@@ -1126,8 +1143,8 @@ mod tests {
         let text = String::from_utf8(chunk.to_vec()).unwrap();
         assert_eq!(
             text,
-            "id,name,phone,agent,status,duration_seconds,cost_paise,provider,ended_reason,created_at,summary\n\
-             0190f2c4-8b7a-7c3d-9e1f-2a3b4c5d6e7f,Asha,+919876543210,\"Agent, \"\"Smith\"\"\",completed,61,200,sim,,1970-01-01T00:00:00.000Z,\"line one\nline two\"\n"
+            "id,name,phone,agent,status,duration_seconds,cost_paise,provider,direction,ended_reason,created_at,summary\n\
+             0190f2c4-8b7a-7c3d-9e1f-2a3b4c5d6e7f,Asha,+919876543210,\"Agent, \"\"Smith\"\"\",completed,61,200,sim,outbound,,1970-01-01T00:00:00.000Z,\"line one\nline two\"\n"
         );
     }
 }

@@ -16,6 +16,7 @@ pub mod error;
 pub mod extract;
 mod health;
 pub mod media;
+pub mod numbers;
 pub mod openapi;
 pub mod ratings;
 pub mod recordings;
@@ -62,6 +63,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(agents::router())
         .merge(agent_text::router())
         .merge(account::router())
+        .merge(numbers::router())
         .merge(call_reads::router())
         .merge(dashboard::router())
         .merge(calls::router())
@@ -107,6 +109,9 @@ pub fn router(state: AppState) -> Router {
                     .is_some()
                     .then(|| Arc::new(state.cluster.clone()) as Arc<dyn StatusForwarder>),
             ),
+        )))
+        .merge(crate::carriers::inbound::router(Arc::new(
+            state.inbound.clone(),
         )))
         .merge(recordings::public_router())
         .merge(openapi::router(doc))

@@ -70,6 +70,8 @@ pub struct AppInner {
     pub batches: crate::batches::service::BatchService,
     /// This node's cluster work: heartbeat, dispatcher, call orders, reaper.
     pub cluster: crate::cluster::service::ClusterService,
+    /// Answering the workspace's numbers.
+    pub inbound: crate::inbound::service::InboundService,
 }
 
 impl AppState {
@@ -110,6 +112,7 @@ macro_rules! state_parts {
 
 state_parts! {
     MediaTokens => |s| s.media_tokens.clone();
+    crate::inbound::service::InboundService => |s| s.inbound.clone();
     Arc<UsedTokens> => |s| s.used_tokens.clone();
     Arc<Settings> => |s| s.settings.clone();
     crate::secrets::server_secret::ServerSecret => |s| s.secret.clone();

@@ -1,6 +1,8 @@
 //! The server secret: the key every signature this server makes (media
 //! tokens, recording links, credential encryption) is derived from.
 
+use crate::store::Store;
+use anyhow::Context as _;
 use std::sync::Arc;
 
 /// The server's signing secret; cheap to clone, never printed.
@@ -11,6 +13,24 @@ impl ServerSecret {
     /// Wraps the secret's bytes.
     pub fn new(bytes: Vec<u8>) -> Self {
         Self(bytes.into())
+    }
+
+    /// The secret this server signs with: the configured one (`configured`
+    /// true, read by `load`), else the data directory's (also read by `load`).
+    /// Nodes sharing a database share one secret (the first node's), so a
+    /// media token or recording link signed by one verifies on the others; the
+    /// admin CLI reads it the same way to sign as the server.
+    pub async fn resolve(
+        store: &Store,
+        configured: bool,
+        load: impl FnOnce() -> anyhow::Result<Vec<u8>>,
+    ) -> anyhow::Result<Vec<u8>> {
+        if configured || !store.is_shared() {
+            return load();
+        }
+        let fresh =
+            String::from_utf8(load()?).context("the data directory's secret is not text")?;
+        Ok(store.shared_secret(&fresh).await?.into_bytes())
     }
 }
 

@@ -24,6 +24,7 @@ pub use filter::CallFilter;
 pub use fixtures::CallFixture;
 pub use pages::CallCounts;
 
+use crate::domain::inbound::CallDirection;
 use crate::domain::{BatchId, CallId, Paise};
 
 /// The columns of a call that list rows and exports show.
@@ -42,8 +43,12 @@ pub struct CallReadRow {
     pub target_name: String,
     /// Email of the person called, when known.
     pub email: Option<String>,
-    /// Caller ID.
+    /// Caller ID: ours on outbound calls, the caller's on inbound ones.
     pub from_number: String,
+    /// Which way the call went.
+    pub direction: CallDirection,
+    /// The workspace number an inbound caller dialed.
+    pub to_number: Option<String>,
     /// Telephony provider.
     pub provider: String,
     /// Raw status.
@@ -89,7 +94,7 @@ pub struct CallReadRow {
 }
 /// The list columns, for `SELECT` from `calls c`.
 const ROW_COLUMNS: &str = "c.id, c.agent_id, c.agent_name, c.phone, c.target_name, c.email, c.from_number,
-    c.provider, c.status, c.ended_reason, c.attempt, c.retry_of, c.batch_id, c.campaign_id,
+    c.direction, c.to_number, c.provider, c.status, c.ended_reason, c.attempt, c.retry_of, c.batch_id, c.campaign_id,
     c.campaign_name, c.duration_seconds, c.cost_paise, c.summary, c.created_at, c.answered_at, c.ended_at,
     c.calendar_status, c.calendar_event_url, c.calendar_error, c.transferred_to, c.transferred_at,
     c.transfer_status, c.transfer_duration_seconds";

@@ -575,12 +575,12 @@ impl Store {
     pub async fn release_queued_calls(&self, org_id: Option<OrgId>) -> StoreResult<u64> {
         let n = with_pool!(self, pool => {
             match org_id {
-                Some(org) => sqlx::query("UPDATE calls SET dispatched = FALSE WHERE status = 'queued' AND org_id = $1")
+                Some(org) => sqlx::query("UPDATE calls SET dispatched = FALSE WHERE status = 'queued' AND direction = 'outbound' AND org_id = $1")
                     .bind(org)
                     .execute(pool)
                     .await?
                     .rows_affected(),
-                None => sqlx::query("UPDATE calls SET dispatched = FALSE WHERE status = 'queued'")
+                None => sqlx::query("UPDATE calls SET dispatched = FALSE WHERE status = 'queued' AND direction = 'outbound'")
                     .execute(pool)
                     .await?
                     .rows_affected(),

@@ -14,6 +14,8 @@ pub mod calls;
 mod campaigns;
 pub mod change_marker;
 pub mod chat;
+pub mod inbound_callers;
+pub mod inbound_calls;
 pub mod keys;
 pub mod leased_jobs;
 pub mod marked_cache;

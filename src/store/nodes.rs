@@ -227,7 +227,8 @@ impl Store {
             sqlx::query_as::<_, (CallId, String, Option<i64>, Option<i64>, Option<i64>)>(
                 "SELECT c.id, c.status, c.answered_at, c.last_seen_at,
                    (SELECT MAX(t.created_at) FROM call_turns t WHERE t.call_id = c.id)
-                 FROM calls c WHERE c.status IN ('ringing', 'in-progress')
+                 FROM calls c WHERE (c.status IN ('ringing', 'in-progress')
+                     OR (c.status = 'queued' AND c.direction = 'inbound'))
                    AND (c.node_id = $1 OR ($1 IS NULL AND c.node_id IS NULL))",
             )
             .bind(node)
@@ -243,12 +244,15 @@ impl Store {
     }
 
     /// Hands the queued calls a node had claimed (and not dialed yet) back
-    /// to every node's dispatcher; None: those claimed by no node.
+    /// to every node's dispatcher; None: those claimed by no node. Inbound
+    /// callers holding for a slot are never handed on: nobody dials a caller
+    /// (they are among [`Store::live_calls_of_node`] and end with the node).
     pub async fn release_queued_calls_of_node(&self, node: Option<&NodeId>) -> StoreResult<u64> {
         let n = with_pool!(self, pool => {
             sqlx::query(
                 "UPDATE calls SET dispatched = FALSE, node_id = NULL
-                 WHERE status = 'queued' AND (node_id = $1 OR ($1 IS NULL AND node_id IS NULL))",
+                 WHERE status = 'queued' AND direction = 'outbound'
+                   AND (node_id = $1 OR ($1 IS NULL AND node_id IS NULL))",
             )
             .bind(node)
             .execute(pool)

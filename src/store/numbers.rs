@@ -1,8 +1,14 @@
 //! Rented phone numbers and their monthly renewal from the wallet.
 
 use super::{Store, StoreResult, conflict_or, with_pool};
-use crate::domain::{NumberId, OrgId, Paise, WalletTxId};
+use crate::domain::inbound::{InboundSettings, WhenBusy};
+use crate::domain::{AgentId, NumberId, OrgId, Paise, WalletTxId};
 use crate::store::BeginWrite;
+use sqlx::AssertSqlSafe;
+
+/// The columns a [`NumberRow`] reads, in its order.
+const NUMBER_COLUMNS: &str = "id, org_id, phone, provider, status, is_default, monthly_rent_paise, rented_at, renews_at,
+     inbound_agent_id, inbound_enabled, inbound_when_busy, inbound_queue_seconds, inbound_hold_message";
 
 /// A rented number as stored.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -25,6 +31,37 @@ pub struct NumberRow {
     pub rented_at: i64,
     /// Next renewal, Unix ms.
     pub renews_at: i64,
+    /// The agent that answers calls to the number.
+    pub inbound_agent_id: Option<AgentId>,
+    /// Whether the number answers calls.
+    pub inbound_enabled: bool,
+    /// What a caller gets when the workspace's slots are full.
+    pub inbound_when_busy: WhenBusy,
+    /// How long a held caller waits for a slot.
+    pub inbound_queue_seconds: i64,
+    /// What a held caller hears (`None`: the default message).
+    pub inbound_hold_message: Option<String>,
+}
+
+impl NumberRow {
+    /// The number's inbound settings.
+    pub fn inbound(&self) -> InboundSettings {
+        InboundSettings {
+            enabled: self.inbound_enabled,
+            when_busy: self.inbound_when_busy,
+            queue_seconds: u32::try_from(self.inbound_queue_seconds).unwrap_or(60),
+            hold_message: self.inbound_hold_message.clone(),
+        }
+    }
+}
+
+/// A number's new inbound routing, written whole.
+#[derive(Debug, Clone)]
+pub struct InboundRouting {
+    /// The agent that answers, or none.
+    pub agent_id: Option<AgentId>,
+    /// The settings.
+    pub settings: InboundSettings,
 }
 
 /// Fields of a newly rented number.
@@ -96,16 +133,20 @@ impl Store {
             monthly_rent_paise: n.monthly_rent_paise,
             rented_at: n.now_ms,
             renews_at: n.renews_at,
+            inbound_agent_id: None,
+            inbound_enabled: false,
+            inbound_when_busy: WhenBusy::Reject,
+            inbound_queue_seconds: i64::from(InboundSettings::default().queue_seconds),
+            inbound_hold_message: None,
         })
     }
 
     /// A workspace's numbers, default first.
     pub async fn numbers(&self, org_id: OrgId) -> StoreResult<Vec<NumberRow>> {
         let rows = with_pool!(self, pool => {
-            sqlx::query_as::<_, NumberRow>(
-                "SELECT id, org_id, phone, provider, status, is_default, monthly_rent_paise, rented_at, renews_at
-                 FROM phone_numbers WHERE org_id = $1 ORDER BY is_default DESC, created_at, id",
-            )
+            sqlx::query_as::<_, NumberRow>(AssertSqlSafe(format!(
+                "SELECT {NUMBER_COLUMNS} FROM phone_numbers WHERE org_id = $1 ORDER BY is_default DESC, created_at, id"
+            )))
             .bind(org_id)
             .fetch_all(pool)
             .await?
@@ -116,10 +157,9 @@ impl Store {
     /// Numbers whose renewal date has come, active or suspended.
     pub async fn numbers_due(&self, now_ms: i64) -> StoreResult<Vec<NumberRow>> {
         let rows = with_pool!(self, pool => {
-            sqlx::query_as::<_, NumberRow>(
-                "SELECT id, org_id, phone, provider, status, is_default, monthly_rent_paise, rented_at, renews_at
-                 FROM phone_numbers WHERE renews_at <= $1 ORDER BY renews_at LIMIT 500",
-            )
+            sqlx::query_as::<_, NumberRow>(AssertSqlSafe(format!(
+                "SELECT {NUMBER_COLUMNS} FROM phone_numbers WHERE renews_at <= $1 ORDER BY renews_at LIMIT 500"
+            )))
             .bind(now_ms)
             .fetch_all(pool)
             .await?
@@ -188,5 +228,82 @@ impl Store {
             }
         });
         Ok(outcome)
+    }
+
+    /// The rented number `phone` (E.164), whichever workspace rents it: where
+    /// a carrier's inbound webhook finds the number it rang.
+    pub async fn number_by_phone(&self, phone: &str) -> StoreResult<Option<NumberRow>> {
+        let row = with_pool!(self, pool => {
+            sqlx::query_as::<_, NumberRow>(AssertSqlSafe(format!(
+                "SELECT {NUMBER_COLUMNS} FROM phone_numbers WHERE phone = $1"
+            )))
+            .bind(phone)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row)
+    }
+
+    /// One of a workspace's numbers.
+    pub async fn number(&self, org_id: OrgId, id: NumberId) -> StoreResult<Option<NumberRow>> {
+        let row = with_pool!(self, pool => {
+            sqlx::query_as::<_, NumberRow>(AssertSqlSafe(format!(
+                "SELECT {NUMBER_COLUMNS} FROM phone_numbers WHERE id = $1 AND org_id = $2"
+            )))
+            .bind(id)
+            .bind(org_id)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row)
+    }
+
+    /// The workspace's numbers whose calls `agent_id` answers.
+    pub async fn numbers_answered_by(
+        &self,
+        org_id: OrgId,
+        agent_id: AgentId,
+    ) -> StoreResult<Vec<NumberRow>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, NumberRow>(AssertSqlSafe(format!(
+                "SELECT {NUMBER_COLUMNS} FROM phone_numbers WHERE org_id = $1 AND inbound_agent_id = $2
+                 ORDER BY created_at, id"
+            )))
+            .bind(org_id)
+            .bind(agent_id)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Writes a number's inbound routing; `None` when the workspace has no such number.
+    pub async fn set_inbound_routing(
+        &self,
+        org_id: OrgId,
+        id: NumberId,
+        routing: &InboundRouting,
+    ) -> StoreResult<Option<NumberRow>> {
+        let changed = with_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE phone_numbers SET inbound_agent_id = $1, inbound_enabled = $2, inbound_when_busy = $3,
+                   inbound_queue_seconds = $4, inbound_hold_message = $5
+                 WHERE id = $6 AND org_id = $7",
+            )
+            .bind(routing.agent_id)
+            .bind(routing.settings.enabled)
+            .bind(routing.settings.when_busy)
+            .bind(i64::from(routing.settings.queue_seconds))
+            .bind(routing.settings.hold_message.as_deref())
+            .bind(id)
+            .bind(org_id)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        if changed == 0 {
+            return Ok(None);
+        }
+        self.number(org_id, id).await
     }
 }

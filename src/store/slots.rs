@@ -105,7 +105,16 @@ impl Store {
         .fetch_all(&mut *tx)
         .await
         .map(strip_order)?;
-        let free = (concurrency.max(1) - taken).max(0);
+        // Inbound callers holding for a slot (on any node) come before every
+        // queued outbound call: their nodes claim the slots as they free.
+        let holding: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM calls WHERE org_id = $1 AND status = 'queued'
+               AND direction = 'inbound' AND NOT holds_slot",
+        )
+        .bind(org_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let free = (concurrency.max(1) - taken - holding).max(0);
         let nodes = nodes.max(1);
         let concurrency = concurrency.max(1);
         let part = match share {

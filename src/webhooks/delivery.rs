@@ -197,6 +197,10 @@ impl DeliveryJobs {
             "createdAt": iso(d.created_at),
             "callId": call.id,
             "status": call.status,
+            "direction": call.direction,
+            "phone": call.phone,
+            "fromNumber": call.from_number,
+            "toNumber": call.to_number,
             "durationSeconds": call.duration_seconds,
             "transcript": turns.iter().map(|t| json!({
                 "speaker": t.speaker,

@@ -51,6 +51,14 @@ pub struct CallCompletedEvent {
     pub call_id: String,
     /// Raw terminal status: completed, failed, no-answer, busy, canceled or voicemail.
     pub status: String,
+    /// `outbound` or `inbound`.
+    pub direction: crate::domain::inbound::CallDirection,
+    /// The person's number: the number dialed, or the inbound caller's.
+    pub phone: String,
+    /// Caller ID: ours on outbound calls, the caller's on inbound ones.
+    pub from_number: String,
+    /// On inbound calls, the workspace number the caller dialed.
+    pub to_number: Option<String>,
     /// Billed talk time in seconds.
     pub duration_seconds: i64,
     /// Every turn in order.

@@ -129,6 +129,12 @@ pub trait Carrier: Send + Sync + 'static {
     /// Hangs up a call; a call that already ended is not an error.
     async fn hangup(&self, carrier_call_id: &str) -> Result<(), CarrierError>;
 
+    /// Takes on a call a person placed to a number of `org_id`, which the carrier has
+    /// already answered: remembers whose account it is on, so that [`Carrier::hangup`]
+    /// and [`Carrier::transfer`] can act on it for at most `time_limit_seconds` and a
+    /// margin. Carriers that keep nothing per call need not do anything.
+    fn adopt(&self, _carrier_call_id: &str, _org_id: &str, _time_limit_seconds: u32) {}
+
     /// Bridges an answered call's callee to another number, ending our media stream. The
     /// carrier later reports the bridged leg to [`TransferRequest::leg_status_url`] (the sim
     /// carrier to its [`TransferLegSink`](crate::sim::carrier::TransferLegSink)). Carriers

@@ -195,6 +195,7 @@ mod tests {
             sim_script: None,
             sim_fault: None,
             detect_machine: false,
+            inbound: None,
         }
     }
 

@@ -217,6 +217,26 @@ impl<M: Send + 'static> Actor for CallActor<M> {
                     return Ok(());
                 };
                 state.carrier = Some(Arc::clone(&carrier));
+                if let Some(leg) = state.job.inbound.clone() {
+                    // The person called us and the carrier has answered: nothing to dial.
+                    carrier.adopt(
+                        &leg.carrier_call_id,
+                        &state.job.org_id.to_string(),
+                        state.job.max_duration_seconds,
+                    );
+                    if let Err(err) = state
+                        .shared
+                        .config
+                        .ledger
+                        .carrier_call_id(state.job.call_id, &leg.carrier_call_id)
+                        .await
+                    {
+                        tracing::warn!(call = %state.job.call_id, error = %err, "could not record carrier id");
+                    }
+                    state.carrier_call_id = Some(leg.carrier_call_id);
+                    state.answered(&myself).await;
+                    return Ok(());
+                }
                 let config = &state.shared.config;
                 let now = state.shared.now_ms();
                 let ring = u64::from(state.job.ring_timeout_seconds);

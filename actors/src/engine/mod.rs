@@ -149,6 +149,37 @@ pub struct CallJob {
     pub sim_fault: Option<String>,
     /// The agent wants answering machines detected (asks the carrier too).
     pub detect_machine: bool,
+    /// Set when the person called us: the carrier already answered, so the
+    /// call actor adopts the carrier's call instead of dialing.
+    pub inbound: Option<InboundLeg>,
+}
+
+/// The carrier's side of a call a person placed to one of the workspace's numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundLeg {
+    /// The carrier's id of the call (Twilio's `CallSid`, …), for hang-up and transfer.
+    pub carrier_call_id: String,
+}
+
+/// What a workspace's org actor did with an inbound call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// A slot was free (or the store gave one): the call actor runs and waits for media.
+    Started,
+    /// Every slot is taken: the caller is to hear busy.
+    Busy,
+    /// Every slot is taken: the caller holds, first in line for the next free
+    /// slot; the call starts then, or ends `queue-timeout` when the wait is over.
+    Holding,
+}
+
+/// What an inbound call does when every slot of its workspace is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InboundWait {
+    /// Answer busy.
+    Reject,
+    /// Hold for a slot, at most this long.
+    Hold(Duration),
 }
 
 /// How a call ended, as the engine reports it to the ledger.
@@ -384,6 +415,21 @@ impl<M: Send + 'static> Engine<M> {
     /// Ids of the batches a workspace is currently pulling from, in turn order.
     pub async fn fed_batches(&self, org_id: OrgId) -> Result<Vec<BatchId>, EngineError> {
         ractor::call!(self.root, RootMsg::FedBatches, org_id)
+            .map_err(|e| EngineError::Stopped(e.to_string()))
+    }
+
+    /// Starts an inbound call at once if its workspace has a free slot (or it
+    /// bypasses the slots: the store counted them on a shared database);
+    /// otherwise answers [`Admission::Busy`], or holds it ahead of every queued
+    /// outbound call for at most the [`InboundWait::Hold`] given.
+    pub async fn admit(&self, job: CallJob, wait: InboundWait) -> Result<Admission, EngineError> {
+        ractor::call!(self.root, RootMsg::Admit, job, wait)
+            .map_err(|e| EngineError::Stopped(e.to_string()))
+    }
+
+    /// Whether an inbound call is holding for a slot of its workspace.
+    pub async fn is_holding(&self, org_id: OrgId, call_id: CallId) -> Result<bool, EngineError> {
+        ractor::call!(self.root, RootMsg::IsHolding, org_id, call_id)
             .map_err(|e| EngineError::Stopped(e.to_string()))
     }
 

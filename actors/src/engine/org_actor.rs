@@ -9,7 +9,8 @@
 use super::batch_actor::{BatchActor, BatchMsg};
 use super::call_actor::{CallActor, CallMsg};
 use super::{
-    BatchRegistration, CallEnd, CallJob, CallStatus, CancelOutcome, EngineShared, OrgSnapshot,
+    Admission, BatchRegistration, CallEnd, CallJob, CallStatus, CancelOutcome, EngineShared,
+    InboundWait, OrgSnapshot,
 };
 use crate::ended_reason::EndedReason;
 use crate::ids::{BatchId, CallId, OrgId};
@@ -25,6 +26,13 @@ const BATCH_PULL_TIMEOUT_MS: u64 = 10_000;
 pub(crate) enum OrgMsg {
     /// Start the call when a slot is free, else queue it.
     Enqueue(CallJob),
+    /// Start an inbound call now if a slot is free (or it bypasses them),
+    /// else answer busy or hold it; never queued behind outbound calls.
+    Admit(CallJob, InboundWait, RpcReplyPort<Admission>),
+    /// Whether an inbound call is holding for a slot.
+    IsHolding(CallId, RpcReplyPort<bool>),
+    /// A held inbound call's wait is over: it ends `queue-timeout` unless it started.
+    HoldOver(CallId),
     /// Cancel a queued or live call.
     Cancel(CallId, RpcReplyPort<CancelOutcome>),
     /// Current slot usage.
@@ -62,6 +70,8 @@ pub(crate) struct OrgState<M: Send + 'static> {
     shared: Arc<EngineShared<M>>,
     concurrency: u32,
     queue: VecDeque<CallJob>,
+    /// Inbound callers holding for a slot, first come first served, before `queue`.
+    holding: VecDeque<CallJob>,
     running: HashMap<ActorId, Running>,
     /// Batches being fed, next turn first.
     batches: VecDeque<FedBatch>,
@@ -113,7 +123,7 @@ impl<M: Send + 'static> OrgState<M> {
             return;
         }
         while self.slots_used() < self.concurrency as usize {
-            let job = match self.queue.pop_front() {
+            let job = match self.holding.pop_front().or_else(|| self.queue.pop_front()) {
                 Some(job) => job,
                 None => match self.next_batch_call().await {
                     Some(job) => job,
@@ -191,6 +201,7 @@ impl<M: Send + 'static> Actor for OrgActor<M> {
             shared,
             concurrency: 1,
             queue: VecDeque::new(),
+            holding: VecDeque::new(),
             running: HashMap::new(),
             batches: VecDeque::new(),
         })
@@ -212,11 +223,58 @@ impl<M: Send + 'static> Actor for OrgActor<M> {
                 }
                 state.pump(&myself).await;
             }
+            OrgMsg::Admit(job, wait, reply) => {
+                state.concurrency = job.org_concurrency.max(1);
+                let free = job.bypass_slots || state.slots_used() < state.concurrency as usize;
+                let admission = match wait {
+                    _ if state.shared.starts_held() => Admission::Busy,
+                    // Earlier holders go first.
+                    _ if free && (job.bypass_slots || state.holding.is_empty()) => {
+                        state.start(&myself, job).await;
+                        Admission::Started
+                    }
+                    InboundWait::Reject => Admission::Busy,
+                    InboundWait::Hold(limit) => {
+                        let call_id = job.call_id;
+                        state.holding.push_back(job);
+                        let me = myself.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(limit).await;
+                            let _ = me.send_message(OrgMsg::HoldOver(call_id));
+                        });
+                        Admission::Holding
+                    }
+                };
+                let _ = reply.send(admission);
+                state.pump(&myself).await;
+            }
+            OrgMsg::IsHolding(call_id, reply) => {
+                let _ = reply.send(state.holding.iter().any(|j| j.call_id == call_id));
+            }
+            OrgMsg::HoldOver(call_id) => {
+                if let Some(pos) = state.holding.iter().position(|j| j.call_id == call_id) {
+                    state.holding.remove(pos);
+                    let end = CallEnd {
+                        call_id,
+                        status: CallStatus::Busy,
+                        ended_reason: EndedReason::QueueTimeout,
+                        answered_at: None,
+                        ended_at: state.shared.now_ms(),
+                    };
+                    if let Err(err) = state.shared.config.ledger.finish(end).await {
+                        tracing::error!(call = %call_id, error = %err, "could not record a held call's end");
+                    }
+                }
+            }
             OrgMsg::Cancel(call_id, reply) => {
-                let outcome = if let Some(pos) =
-                    state.queue.iter().position(|j| j.call_id == call_id)
-                {
-                    state.queue.remove(pos);
+                let in_queue = state.queue.iter().position(|j| j.call_id == call_id);
+                let holding = state.holding.iter().position(|j| j.call_id == call_id);
+                let queued = match (in_queue, holding) {
+                    (Some(pos), _) => state.queue.remove(pos),
+                    (None, Some(pos)) => state.holding.remove(pos),
+                    (None, None) => None,
+                };
+                let outcome = if queued.is_some() {
                     let end = CallEnd {
                         call_id,
                         status: CallStatus::Canceled,
@@ -243,7 +301,7 @@ impl<M: Send + 'static> Actor for OrgActor<M> {
                 let _ = reply.send(OrgSnapshot {
                     active: state.running.len() - bypassing,
                     bypassing,
-                    queued: state.queue.len(),
+                    queued: state.queue.len() + state.holding.len(),
                 });
             }
             OrgMsg::FeedBatch(registration) => {

@@ -2,7 +2,9 @@
 //! outlives their failures.
 
 use super::org_actor::{OrgActor, OrgMsg};
-use super::{BatchRegistration, CallJob, CancelOutcome, EngineShared, OrgSnapshot};
+use super::{
+    Admission, BatchRegistration, CallJob, CancelOutcome, EngineShared, InboundWait, OrgSnapshot,
+};
 use crate::ids::{BatchId, CallId, OrgId};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use std::collections::HashMap;
@@ -13,6 +15,10 @@ use std::sync::Arc;
 pub(crate) enum RootMsg {
     /// Route a call to its org actor.
     Enqueue(CallJob),
+    /// Route an inbound call to its org actor, which answers whether it started.
+    Admit(CallJob, InboundWait, RpcReplyPort<Admission>),
+    /// Whether an inbound call of an org is holding for a slot.
+    IsHolding(OrgId, CallId, RpcReplyPort<bool>),
     /// Cancel a call of an org.
     Cancel(OrgId, CallId, RpcReplyPort<CancelOutcome>),
     /// Slot usage of an org.
@@ -88,6 +94,17 @@ impl<M: Send + 'static> Actor for RootActor<M> {
                 let org = state.org(&myself, job.org_id).await?;
                 org.send_message(OrgMsg::Enqueue(job))?;
             }
+            RootMsg::Admit(job, wait, reply) => {
+                let org = state.org(&myself, job.org_id).await?;
+                // The org actor answers the caller's port itself, so the root never waits on it.
+                org.send_message(OrgMsg::Admit(job, wait, reply))?;
+            }
+            RootMsg::IsHolding(org_id, call_id, reply) => match state.orgs.get(&org_id) {
+                Some(org) => org.send_message(OrgMsg::IsHolding(call_id, reply))?,
+                None => {
+                    let _ = reply.send(false);
+                }
+            },
             RootMsg::Cancel(org_id, call_id, reply) => match state.orgs.get(&org_id) {
                 Some(org) => {
                     let outcome = ractor::call!(org, OrgMsg::Cancel, call_id)

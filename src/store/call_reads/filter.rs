@@ -4,6 +4,7 @@
 //! full-text index. The statement around it is the reader's.
 
 use crate::domain::OrgId;
+use crate::domain::inbound::CallDirection;
 use crate::store::{Db, Store};
 use sqlx::QueryBuilder;
 /// SQLite's trigram index answers substrings of this many characters or more.
@@ -27,6 +28,8 @@ pub struct CallFilter {
     pub agent_id: Option<String>,
     /// Keep calls of this batch (its id as calls store it).
     pub batch_id: Option<String>,
+    /// Keep calls that went this way.
+    pub direction: Option<CallDirection>,
     /// Keep calls created at or after this Unix ms.
     pub created_from_ms: Option<i64>,
     /// Keep calls created before this Unix ms.
@@ -41,6 +44,7 @@ impl CallFilter {
             && self.analysis_status.is_none()
             && self.agent_id.is_none()
             && self.batch_id.is_none()
+            && self.direction.is_none()
             && self.created_from_ms.is_none()
             && self.created_before_ms.is_none()
     }
@@ -190,6 +194,10 @@ impl Store {
         }
         if let Some(batch_id) = &filter.batch_id {
             sql.push(" AND c.batch_id = ").push_bind(batch_id.as_str());
+        }
+        if let Some(direction) = filter.direction {
+            sql.push(" AND c.direction = ")
+                .push_bind(direction.as_str());
         }
         if let Some(from) = filter.created_from_ms {
             sql.push(" AND c.created_at >= ").push_bind(from);

@@ -709,7 +709,7 @@ async fn csv_export_streams_every_matching_call() {
         .expect(200);
     assert_eq!(
         empty.text,
-        "id,name,phone,agent,status,duration_seconds,cost_paise,provider,ended_reason,created_at,summary\n"
+        "id,name,phone,agent,status,duration_seconds,cost_paise,provider,direction,ended_reason,created_at,summary\n"
     );
     let bad = app
         .get(&a.key, "/api/calls/export.csv?status=done")

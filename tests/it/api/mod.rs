@@ -22,6 +22,7 @@ mod cluster_leased_jobs;
 mod cluster_nodes;
 mod drain;
 mod errors;
+mod inbound;
 mod limits;
 mod nodes;
 mod openapi;

@@ -99,7 +99,8 @@ async fn openapi_document_describes_every_route() {
             "provider",
             "success",
             "analysisStatus",
-            "agentId"
+            "agentId",
+            "direction"
         ]
     );
     let limit = paths["/api/calls"]["get"]["parameters"]

@@ -261,6 +261,7 @@ impl CallsForm {
                 analysis_status,
                 agent_id,
                 batch_id,
+                direction: None,
                 created_from_ms: from.map(ist_midnight_ms),
                 created_before_ms: to.and_then(|day| day.succ_opt()).map(ist_midnight_ms),
             },

@@ -1,0 +1,481 @@
+//! Carriers' inbound entry points: `POST /carrier/{provider}/inbound`, the URL a
+//! workspace sets as its number's voice (answer) URL in the carrier's console.
+//!
+//! The request is read the carrier's way (which number rang, who calls, the
+//! carrier's id of the call), checked against the signature of the account the
+//! number belongs to, and answered in the carrier's own form: a media stream to
+//! `/media/{carrier}` carrying the call's signed single-use token, or a polite
+//! refusal. What to answer is the service's decision ([`InboundHost::ring`]);
+//! this room only speaks the carriers' protocols. A refusal is never a 5xx: a
+//! carrier that gets one plays its own error message to the caller.
+//!
+//! `sim` numbers ring through the same route in Twilio's protocol, signed with
+//! the workspace's sim account ([`sim_account`]), which is what
+//! `voxline admin sim call` and `voxline loadgen --inbound` send.
+
+use super::callback_request::{CallbackRequest, field, unverifiable};
+use super::{CarrierKind, CarriersError, twilio};
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{OriginalUri, Path, State};
+use axum::http::{HeaderMap, Method, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use std::sync::Arc;
+use voxline_actors::signing::Signer;
+
+/// The path segment of the inbound route, after `/carrier/{provider}/`.
+pub const INBOUND_SEGMENT: &str = "inbound";
+
+/// Which protocol an inbound webhook speaks: a real carrier's, or the sim's
+/// (Twilio's protocol, signed with the workspace's sim account).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InboundCarrier {
+    /// The simulated carrier.
+    Sim,
+    /// One of the five real carriers.
+    Real(CarrierKind),
+}
+
+impl InboundCarrier {
+    /// Reads the route's provider segment.
+    pub fn parse(provider: &str) -> Option<Self> {
+        if provider == "sim" {
+            return Some(Self::Sim);
+        }
+        CarrierKind::parse(provider).map(Self::Real)
+    }
+
+    /// The provider name numbers are stored with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sim => "sim",
+            Self::Real(kind) => kind.as_str(),
+        }
+    }
+
+    /// The media endpoint's carrier segment (`/media/{segment}`): the sim streams as Twilio.
+    pub fn media_segment(self) -> &'static str {
+        match self {
+            Self::Sim => CarrierKind::Twilio.as_str(),
+            Self::Real(kind) => kind.as_str(),
+        }
+    }
+}
+
+/// A call ringing one of our numbers, as the carrier's webhook described it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundRing {
+    /// Whose protocol.
+    pub carrier: InboundCarrier,
+    /// The carrier's id of the call (Twilio's `CallSid`).
+    pub carrier_call_id: String,
+    /// The number that rang, as the carrier wrote it.
+    pub to: String,
+    /// The caller's number, as the carrier wrote it (may be withheld).
+    pub from: String,
+    /// The sim only: the caller's script (`SimScript`, a JSON array), so the sim
+    /// ASR hears the lines the caller says, as `simScript` does on outbound sim calls.
+    pub sim_script: Option<serde_json::Value>,
+}
+
+/// The form field in which the sim phone sends its caller's script.
+pub const SIM_SCRIPT_FIELD: &str = "SimScript";
+
+/// Why a ringing call is not answered by an agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// No workspace rents the number, or not on this carrier.
+    UnknownNumber,
+    /// The number does not take calls now: inbound off, suspended, no agent
+    /// or an inactive one, an empty wallet or a spent minute quota.
+    Unavailable,
+    /// Every slot of the workspace is taken and the number rejects when busy.
+    Busy,
+    /// The workspace blocked the caller.
+    Blocked,
+    /// The caller placed the workspace's hourly cap of calls already.
+    CallerCap,
+    /// The workspace's routing URL refused the call.
+    Routed,
+    /// A held caller's wait is over (`queueSeconds`) with no slot free, or the
+    /// held call ended otherwise.
+    WaitOver,
+}
+
+impl Refusal {
+    /// The metric label and log word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::UnknownNumber => "unknown-number",
+            Self::Unavailable => "unavailable",
+            Self::Busy => "busy",
+            Self::Blocked => "blocked",
+            Self::CallerCap => "caller-cap",
+            Self::Routed => "routing-rejected",
+            Self::WaitOver => "wait-over",
+        }
+    }
+}
+
+/// What to tell the carrier about a ringing call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InboundAnswer {
+    /// Stream the call's audio to our media endpoint.
+    Connect {
+        /// Our call id.
+        call_id: String,
+        /// The websocket URL of `/media/{carrier}`.
+        media_url: String,
+        /// The call's signed single-use media token.
+        token: String,
+    },
+    /// Every slot is taken: keep the caller on hold and ask again at `poll_url`.
+    Hold {
+        /// Said to the caller before the pause, when it is time to say it again.
+        say: Option<String>,
+        /// Where the carrier asks again (absolute: the node that holds the caller).
+        poll_url: String,
+    },
+    /// Do not connect the caller.
+    Refuse(Refusal),
+}
+
+/// Seconds a held caller waits between two asks: how soon they are connected
+/// once a slot frees.
+pub const HOLD_POLL_SECONDS: u32 = 1;
+
+/// The path segment of a held caller's poll, after `/carrier/{provider}/inbound/`.
+pub const HOLD_SEGMENT: &str = "hold";
+
+/// The URL where a held call's carrier asks again: the `round`-th ask.
+pub fn hold_poll_url(
+    public_base: &str,
+    carrier: InboundCarrier,
+    call_id: &str,
+    round: u32,
+) -> String {
+    format!(
+        "{}/carrier/{}/{INBOUND_SEGMENT}/{HOLD_SEGMENT}/{call_id}?round={round}",
+        public_base.trim_end_matches('/'),
+        carrier.as_str()
+    )
+}
+
+/// What the inbound route needs from the service.
+#[async_trait]
+pub trait InboundHost: Send + Sync + 'static {
+    /// The public base URL carriers call, or `None` to rebuild it from the
+    /// request's `Host` header (what the carrier signed).
+    fn public_base_url(&self) -> Option<String>;
+
+    /// The decrypted credential that signs webhooks for the number `to` on
+    /// `carrier` (the sim's: [`sim_account`]); `None` when no workspace rents
+    /// that number on that carrier, or its account is not configured.
+    async fn number_credential(
+        &self,
+        carrier: InboundCarrier,
+        to: &str,
+    ) -> Option<serde_json::Value>;
+
+    /// Decides what happens to a verified ringing call (and starts it when it is answered).
+    async fn ring(&self, ring: InboundRing) -> InboundAnswer;
+
+    /// The credential that signs webhooks of our call `call_id` on `carrier`
+    /// (that call's number's account); `None` when there is no such call.
+    async fn call_credential(
+        &self,
+        carrier: InboundCarrier,
+        call_id: &str,
+    ) -> Option<serde_json::Value>;
+
+    /// What a held caller's `round`-th ask gets: connected once a slot is theirs,
+    /// held again, or let go.
+    async fn poll_hold(&self, carrier: InboundCarrier, call_id: &str, round: u32) -> InboundAnswer;
+}
+
+/// The Twilio-shaped account of a workspace's sim numbers: its `accountSid`
+/// and `authToken` are derived from the server's secret, so the server, the
+/// admin CLI and the load generator (which hold the secret) sign alike and
+/// nobody else can ring a sim number.
+pub fn sim_account(secret: &[u8], org_id: &str) -> serde_json::Value {
+    let key = Signer::sha256(secret).sign(&[b"voxline-sim-twilio-account:", org_id.as_bytes()]);
+    let hex = hex::encode(key);
+    serde_json::json!({
+        "accountSid": format!("AC{}", &hex[..32]),
+        "authToken": &hex[32..],
+    })
+}
+
+/// Reads a ringing call from a Twilio (or sim) Voice URL request: `CallSid`,
+/// `To`, `From`, and `AccountSid`, which must be the number's account.
+fn twilio_ring(
+    carrier: InboundCarrier,
+    request: &CallbackRequest,
+) -> Result<(InboundRing, String), CarriersError> {
+    let fields = request.fields();
+    let required = |name: &str| {
+        field(&fields, name)
+            .ok_or_else(|| CarriersError::BadCallback(format!("inbound webhook lacks {name}")))
+    };
+    let ring = InboundRing {
+        carrier,
+        carrier_call_id: required("CallSid")?,
+        to: required("To")?,
+        // A withheld caller ID arrives as a word ("Anonymous"), not a number.
+        from: field(&fields, "From").unwrap_or_else(|| "anonymous".to_string()),
+        sim_script: match carrier {
+            InboundCarrier::Sim => fields
+                .iter()
+                .find(|(name, _)| name == SIM_SCRIPT_FIELD)
+                .map(|(_, raw)| {
+                    serde_json::from_str(raw).map_err(|e| {
+                        CarriersError::BadCallback(format!("{SIM_SCRIPT_FIELD} is not JSON: {e}"))
+                    })
+                })
+                .transpose()?,
+            InboundCarrier::Real(_) => None,
+        },
+    };
+    Ok((ring, required("AccountSid")?))
+}
+
+/// What a carrier said about a ringing call, read and verified.
+async fn verified_ring(
+    host: &dyn InboundHost,
+    carrier: InboundCarrier,
+    request: &CallbackRequest,
+) -> Result<Option<InboundRing>, CarriersError> {
+    match carrier {
+        InboundCarrier::Sim | InboundCarrier::Real(CarrierKind::Twilio) => {
+            let (ring, account_sid) = twilio_ring(carrier, request)?;
+            let Some(credential) = host.number_credential(carrier, &ring.to).await else {
+                return Ok(None);
+            };
+            let account = twilio::TwilioAccount::from_credential(&credential)?;
+            twilio::verify_callback(request, &credential)?;
+            if account.account_sid != account_sid {
+                return Err(unverifiable("AccountSid is not the number's account"));
+            }
+            Ok(Some(ring))
+        }
+        InboundCarrier::Real(kind) => Err(CarriersError::Unsupported {
+            kind,
+            what: "answer inbound calls",
+            reason: "this carrier's inbound webhook is not served yet",
+        }),
+    }
+}
+
+/// What a caller hears before a refusal that is not a busy signal.
+pub const UNAVAILABLE_MESSAGE: &str =
+    "Sorry, this number is not taking calls right now. Please try again later. Goodbye.";
+
+/// What a held caller hears when the wait is over without a free line.
+pub const WAIT_OVER_MESSAGE: &str =
+    "Sorry, all our lines are still busy. Please call again later. Goodbye.";
+
+/// The TwiML answering an inbound call's Voice URL request: `<Connect><Stream>`
+/// with the call's media token, as for outbound calls; `<Reject reason="busy">`
+/// when every slot is taken; `<Reject>` for a number nobody rents here or a
+/// refused caller (never answered, so nobody is billed); a short `<Say>` and
+/// `<Hangup>` when the number exists but takes no calls now.
+pub fn twilio_answer(answer: &InboundAnswer) -> String {
+    match answer {
+        InboundAnswer::Connect {
+            call_id,
+            media_url,
+            token,
+        } => twilio::connect_twiml(media_url, token, call_id),
+        InboundAnswer::Refuse(Refusal::Busy) => twilio::reject_twiml(true),
+        InboundAnswer::Refuse(
+            Refusal::UnknownNumber | Refusal::Blocked | Refusal::CallerCap | Refusal::Routed,
+        ) => twilio::reject_twiml(false),
+        InboundAnswer::Refuse(Refusal::Unavailable) => {
+            twilio::say_and_hang_up_twiml(UNAVAILABLE_MESSAGE)
+        }
+        InboundAnswer::Refuse(Refusal::WaitOver) => {
+            twilio::say_and_hang_up_twiml(WAIT_OVER_MESSAGE)
+        }
+        InboundAnswer::Hold { say, poll_url } => {
+            twilio::hold_twiml(say.as_deref(), HOLD_POLL_SECONDS, poll_url)
+        }
+    }
+}
+
+/// The carrier's form of an answer.
+fn render(carrier: InboundCarrier, answer: &InboundAnswer) -> Response {
+    match carrier {
+        InboundCarrier::Sim | InboundCarrier::Real(CarrierKind::Twilio) => {
+            xml(twilio_answer(answer))
+        }
+        // Not reached until the other carriers are served: `verified_ring` refuses them first.
+        InboundCarrier::Real(_) => xml(twilio_answer(answer)),
+    }
+}
+
+fn xml(body: String) -> Response {
+    ([(header::CONTENT_TYPE, "application/xml")], body).into_response()
+}
+
+/// The handler of `POST /carrier/{provider}/inbound`: 200 with the carrier's
+/// answer (a stream, or a polite refusal for a number nobody can answer); 403
+/// for a request the number's account did not sign; 400 for one that cannot be
+/// read; 404 for a provider we do not serve.
+pub async fn inbound_webhook(
+    host: &dyn InboundHost,
+    provider: &str,
+    request: CallbackRequest,
+) -> Response {
+    let Some(carrier) = InboundCarrier::parse(provider) else {
+        return CarriersError::UnknownProvider(provider.to_string()).into_response();
+    };
+    match verified_ring(host, carrier, &request).await {
+        Ok(Some(ring)) => {
+            let answer = host.ring(ring.clone()).await;
+            if let InboundAnswer::Refuse(refusal) = &answer {
+                metrics::counter!("voxline_inbound_refusals_total", "reason" => refusal.as_str())
+                    .increment(1);
+                tracing::info!(provider, to = %ring.to, from = %ring.from, reason = refusal.as_str(), "inbound call refused");
+            }
+            render(carrier, &answer)
+        }
+        Ok(None) => {
+            metrics::counter!("voxline_inbound_refusals_total", "reason" => Refusal::UnknownNumber.as_str())
+                .increment(1);
+            tracing::info!(
+                provider,
+                "inbound call to a number no workspace rents here; refused"
+            );
+            render(carrier, &InboundAnswer::Refuse(Refusal::UnknownNumber))
+        }
+        Err(err) => {
+            tracing::warn!(provider, error = %err, "inbound webhook refused");
+            err.into_response()
+        }
+    }
+}
+
+/// The inbound route over an [`InboundHost`], mergeable into any router.
+pub fn router<S>(host: Arc<dyn InboundHost>) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    Router::new()
+        .route(
+            &format!("/carrier/{{provider}}/{INBOUND_SEGMENT}"),
+            post(inbound_route),
+        )
+        .route(
+            &format!("/carrier/{{provider}}/{INBOUND_SEGMENT}/{HOLD_SEGMENT}/{{call_id}}"),
+            post(hold_route),
+        )
+        .with_state(host)
+}
+
+async fn inbound_route(
+    State(host): State<Arc<dyn InboundHost>>,
+    Path(provider): Path<String>,
+    OriginalUri(uri): OriginalUri,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let request = CallbackRequest::new(
+        host.public_base_url().as_deref(),
+        method,
+        &uri,
+        headers,
+        body,
+    );
+    inbound_webhook(host.as_ref(), &provider, request).await
+}
+
+/// The handler of a held caller's ask, `POST /carrier/{provider}/inbound/hold/{callId}`:
+/// checked against the signature of the call's number's account, then answered
+/// with the stream, more hold, or a goodbye; 403 when unsigned, 404 for a
+/// provider we do not serve.
+pub async fn hold_webhook(
+    host: &dyn InboundHost,
+    provider: &str,
+    call_id: &str,
+    request: CallbackRequest,
+) -> Response {
+    let Some(carrier) = InboundCarrier::parse(provider) else {
+        return CarriersError::UnknownProvider(provider.to_string()).into_response();
+    };
+    let verified = async {
+        let credential = host
+            .call_credential(carrier, call_id)
+            .await
+            .ok_or_else(|| unverifiable("callback cannot be verified"))?;
+        match carrier {
+            InboundCarrier::Sim | InboundCarrier::Real(CarrierKind::Twilio) => {
+                twilio::verify_callback(&request, &credential)
+            }
+            InboundCarrier::Real(kind) => Err(CarriersError::Unsupported {
+                kind,
+                what: "hold inbound callers",
+                reason: "this carrier's inbound webhook is not served yet",
+            }),
+        }
+    };
+    if let Err(err) = verified.await {
+        tracing::warn!(provider, call = call_id, error = %err, "hold poll refused");
+        return err.into_response();
+    }
+    let round = request
+        .query_param("round")
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(1);
+    let answer = host.poll_hold(carrier, call_id, round).await;
+    render(carrier, &answer)
+}
+
+async fn hold_route(
+    State(host): State<Arc<dyn InboundHost>>,
+    Path((provider, call_id)): Path<(String, String)>,
+    OriginalUri(uri): OriginalUri,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let request = CallbackRequest::new(
+        host.public_base_url().as_deref(),
+        method,
+        &uri,
+        headers,
+        body,
+    );
+    hold_webhook(host.as_ref(), &provider, &call_id, request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sim_account_is_the_workspaces_own_and_twilio_shaped() {
+        let a = sim_account(b"secret", "org-a");
+        let b = sim_account(b"secret", "org-b");
+        assert_ne!(a, b);
+        assert_eq!(a, sim_account(b"secret", "org-a"));
+        assert_ne!(a, sim_account(b"other", "org-a"));
+        let account = twilio::TwilioAccount::from_credential(&a).unwrap();
+        assert!(account.account_sid.starts_with("AC"));
+        assert_eq!(account.account_sid.len(), 34);
+        assert_eq!(account.auth_token.len(), 32);
+    }
+
+    #[test]
+    fn providers_parse_with_the_sim_streaming_as_twilio() {
+        assert_eq!(InboundCarrier::parse("sim"), Some(InboundCarrier::Sim));
+        assert_eq!(
+            InboundCarrier::parse("plivo"),
+            Some(InboundCarrier::Real(CarrierKind::Plivo))
+        );
+        assert_eq!(InboundCarrier::parse("skype"), None);
+        assert_eq!(InboundCarrier::Sim.media_segment(), "twilio");
+    }
+}

@@ -1,0 +1,418 @@
+//! `/api/numbers`: the workspace's rented numbers and, per number, the agent
+//! that answers it and what a caller gets when every slot is taken.
+
+use super::MessageBody;
+use super::auth::Caller;
+use super::batches::present;
+use super::error::{ApiError, ApiResult};
+use super::extract::{ApiJson, ApiQuery};
+use crate::config::Settings;
+use crate::domain::PhoneNumber;
+use crate::domain::clock::{SharedClock, iso};
+use crate::domain::inbound::{self, MAX_HOLD_MESSAGE_CHARS, WhenBusy};
+use crate::domain::page::{ListEnvelope, PageRequest};
+use crate::domain::text::{self, Lines};
+use crate::egress;
+use crate::http::state::AppState;
+use crate::inbound::routing::{RoutingChange, RoutingError, set_routing};
+use crate::store::{NumberRow, Store};
+use crate::webhooks::subscriptions::new_secret;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// The numbers routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_numbers))
+        .routes(routes!(get_number, patch_number))
+        .routes(routes!(list_blocked_callers, block_caller))
+        .routes(routes!(unblock_caller))
+        .routes(routes!(get_inbound_settings, patch_inbound_settings))
+}
+
+/// A number's inbound settings.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InboundView {
+    /// Whether the number answers calls.
+    pub enabled: bool,
+    /// What a caller gets when every slot of the workspace is taken.
+    pub when_busy: WhenBusy,
+    /// How long a held caller waits for a slot (`whenBusy: queue`).
+    pub queue_seconds: u32,
+    /// What a held caller hears.
+    pub hold_message: String,
+}
+
+/// A phone number the workspace rents.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NumberView {
+    /// Number id.
+    pub id: String,
+    /// E.164.
+    pub phone: String,
+    /// Carrier.
+    pub provider: String,
+    /// active or suspended.
+    pub status: String,
+    /// Default caller ID.
+    pub is_default: bool,
+    /// Monthly rent.
+    pub monthly_rent_paise: i64,
+    /// First rented.
+    pub rented_at: String,
+    /// Next renewal from the wallet.
+    pub renews_at: String,
+    /// The agent that answers calls to the number, if any.
+    pub inbound_agent_id: Option<String>,
+    /// Inbound calling.
+    pub inbound: InboundView,
+}
+
+impl NumberView {
+    /// The view of a stored number.
+    pub fn from_row(n: NumberRow) -> Self {
+        let inbound = n.inbound();
+        Self {
+            id: n.id.to_string(),
+            inbound_agent_id: n.inbound_agent_id.map(|a| a.to_string()),
+            inbound: InboundView {
+                enabled: inbound.enabled,
+                when_busy: inbound.when_busy,
+                queue_seconds: inbound.queue_seconds,
+                hold_message: inbound.hold_message().to_string(),
+            },
+            phone: n.phone,
+            provider: n.provider,
+            status: n.status,
+            is_default: n.is_default,
+            monthly_rent_paise: n.monthly_rent_paise.get(),
+            rented_at: iso(n.rented_at),
+            renews_at: iso(n.renews_at),
+        }
+    }
+}
+
+/// `{rows}` of numbers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NumberList {
+    /// The numbers.
+    pub rows: Vec<NumberView>,
+}
+
+/// List the workspace's phone numbers.
+#[utoipa::path(get, path = "/api/numbers", tag = "numbers", responses((status = 200, body = NumberList)))]
+async fn list_numbers(State(store): State<Store>, caller: Caller) -> ApiResult<Json<NumberList>> {
+    let rows = store.numbers(caller.org_id).await?;
+    Ok(Json(NumberList {
+        rows: rows.into_iter().map(NumberView::from_row).collect(),
+    }))
+}
+
+/// Read one of the workspace's numbers.
+#[utoipa::path(get, path = "/api/numbers/{numberId}", tag = "numbers",
+    params(("numberId" = String, Path, description = "Number id")),
+    responses((status = 200, body = NumberView), (status = 404, body = MessageBody)))]
+async fn get_number(
+    State(store): State<Store>,
+    caller: Caller,
+    Path(number_id): Path<String>,
+) -> ApiResult<Json<NumberView>> {
+    let not_found = || ApiError::NotFound(format!("Number {number_id} not found"));
+    let id = number_id.parse().map_err(|_| not_found())?;
+    let row = store
+        .number(caller.org_id, id)
+        .await?
+        .ok_or_else(not_found)?;
+    Ok(Json(NumberView::from_row(row)))
+}
+
+/// `inbound` of a number's `PATCH` body; absent fields keep their value.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InboundInput {
+    /// Answer calls to the number (needs `inboundAgentId`).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// `reject` answers busy when every slot is taken; `queue` holds the caller.
+    #[serde(default)]
+    pub when_busy: Option<WhenBusy>,
+    /// Seconds a held caller waits for a slot, 5 to 600.
+    #[serde(default)]
+    #[schema(minimum = 5, maximum = 600)]
+    pub queue_seconds: Option<i64>,
+    /// What a held caller hears; null restores the default.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, max_length = 500)]
+    pub hold_message: Option<Option<String>>,
+}
+
+/// `PATCH /api/numbers/{numberId}` body.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NumberPatch {
+    /// The agent that answers calls to the number; null takes it off.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub inbound_agent_id: Option<Option<String>>,
+    /// Inbound calling settings.
+    #[serde(default)]
+    pub inbound: Option<InboundInput>,
+}
+
+impl NumberPatch {
+    /// The change it asks for, its values parsed.
+    fn into_change(self) -> Result<RoutingChange, ApiError> {
+        let inbound = self.inbound.unwrap_or_default();
+        let queue_seconds = inbound
+            .queue_seconds
+            .map(inbound::queue_seconds)
+            .transpose()
+            .map_err(|e| ApiError::BadRequest(format!("inbound.queueSeconds {e}")))?;
+        let hold_message = match inbound.hold_message {
+            None => None,
+            Some(None) => Some(None),
+            Some(Some(raw)) => {
+                let text = text::parse(&raw, Lines::Many, MAX_HOLD_MESSAGE_CHARS)
+                    .map_err(|e| ApiError::BadRequest(format!("inbound.holdMessage {e}")))?;
+                Some((!text.is_empty()).then_some(text))
+            }
+        };
+        Ok(RoutingChange {
+            agent_id: self.inbound_agent_id,
+            enabled: inbound.enabled,
+            when_busy: inbound.when_busy,
+            queue_seconds,
+            hold_message,
+        })
+    }
+}
+
+impl From<RoutingError> for ApiError {
+    fn from(err: RoutingError) -> Self {
+        match err {
+            RoutingError::NumberNotFound(_) => Self::NotFound(err.to_string()),
+            RoutingError::AgentNotFound(_) | RoutingError::EnabledWithoutAgent => {
+                Self::BadRequest(err.to_string())
+            }
+            RoutingError::Store(e) => Self::Store(e),
+        }
+    }
+}
+
+/// Put an agent on a number and set how it answers calls.
+#[utoipa::path(patch, path = "/api/numbers/{numberId}", tag = "numbers", request_body = NumberPatch,
+    params(("numberId" = String, Path, description = "Number id")),
+    responses((status = 200, body = NumberView), (status = 400, body = MessageBody), (status = 404, body = MessageBody)))]
+async fn patch_number(
+    State(store): State<Store>,
+    caller: Caller,
+    Path(number_id): Path<String>,
+    ApiJson(patch): ApiJson<NumberPatch>,
+) -> ApiResult<Json<NumberView>> {
+    let change = patch.into_change()?;
+    let row = set_routing(&store, caller.org_id, &number_id, change).await?;
+    Ok(Json(NumberView::from_row(row)))
+}
+
+/// A caller the workspace refuses.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockedCallerView {
+    /// The caller's number, E.164.
+    pub phone: String,
+    /// Why.
+    pub reason: String,
+    /// When blocked, ISO 8601.
+    pub created_at: String,
+}
+
+impl BlockedCallerView {
+    fn from_row(row: crate::store::inbound_callers::BlockedCallerRow) -> Self {
+        Self {
+            phone: row.phone,
+            reason: row.reason,
+            created_at: iso(row.created_at),
+        }
+    }
+}
+
+/// `POST /api/numbers/blocked-callers` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlockCallerInput {
+    /// The caller's number, E.164.
+    pub phone: String,
+    /// Why (optional, up to 200 characters).
+    #[serde(default)]
+    #[schema(max_length = 200)]
+    pub reason: Option<String>,
+}
+
+/// Callers the workspace refuses, newest first.
+#[utoipa::path(get, path = "/api/numbers/blocked-callers", tag = "numbers",
+    params(PageRequest),
+    responses((status = 200, body = ListEnvelope<BlockedCallerView>)))]
+async fn list_blocked_callers(
+    State(store): State<Store>,
+    caller: Caller,
+    ApiQuery(page): ApiQuery<PageRequest>,
+) -> ApiResult<Json<ListEnvelope<BlockedCallerView>>> {
+    let (rows, total) = store
+        .blocked_callers(caller.org_id, i64::from(page.limit), page.offset())
+        .await?;
+    let rows = rows.into_iter().map(BlockedCallerView::from_row).collect();
+    Ok(Json(ListEnvelope::new(rows, total, page)))
+}
+
+/// Refuse a caller on every number of the workspace (its call is rejected unanswered).
+#[utoipa::path(post, path = "/api/numbers/blocked-callers", tag = "numbers", request_body = BlockCallerInput,
+    responses((status = 201, body = BlockedCallerView), (status = 400, body = MessageBody)))]
+async fn block_caller(
+    State(store): State<Store>,
+    State(clock): State<SharedClock>,
+    caller: Caller,
+    ApiJson(input): ApiJson<BlockCallerInput>,
+) -> ApiResult<(StatusCode, Json<BlockedCallerView>)> {
+    let phone =
+        PhoneNumber::parse(&input.phone).map_err(|e| ApiError::BadRequest(format!("phone {e}")))?;
+    let reason = text::parse(input.reason.as_deref().unwrap_or_default(), Lines::One, 200)
+        .map_err(|e| ApiError::BadRequest(format!("reason {e}")))?;
+    let row = store
+        .block_caller(
+            caller.org_id,
+            phone.as_str(),
+            &reason,
+            clock.now().timestamp_millis(),
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(BlockedCallerView::from_row(row))))
+}
+
+/// Let a blocked caller through again.
+#[utoipa::path(delete, path = "/api/numbers/blocked-callers/{phone}", tag = "numbers",
+    params(("phone" = String, Path, description = "The caller's number, E.164")),
+    responses((status = 204, description = "Unblocked"), (status = 404, body = MessageBody)))]
+async fn unblock_caller(
+    State(store): State<Store>,
+    caller: Caller,
+    Path(phone): Path<String>,
+) -> ApiResult<StatusCode> {
+    let not_found = || ApiError::NotFound(format!("Caller {phone} is not blocked"));
+    let parsed = PhoneNumber::parse(&phone).map_err(|_| not_found())?;
+    if store.unblock_caller(caller.org_id, parsed.as_str()).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(not_found())
+    }
+}
+
+/// The workspace's inbound rules that are not a number's.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InboundSettingsView {
+    /// Calls one caller may place to the workspace's numbers in an hour; 0: no cap.
+    pub caller_hourly_cap: i64,
+    /// Asked for each ringing call which agent answers and with which
+    /// variables (a signed POST of `{to, from, carrier, knownCaller}`, 2 s).
+    pub routing_url: Option<String>,
+    /// The secret routing requests are signed with (`x-service-signature`),
+    /// shown only in the answer that first set a routing URL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing_secret: Option<String>,
+}
+
+/// `PATCH /api/numbers/inbound-settings` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InboundSettingsInput {
+    /// Calls one caller may place in an hour, 0 to 1,000; 0: no cap.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1000)]
+    pub caller_hourly_cap: Option<i64>,
+    /// The routing URL (http or https, not a private address); null removes it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub routing_url: Option<Option<String>>,
+}
+
+/// Longest routing URL.
+const MAX_ROUTING_URL_CHARS: usize = 2_000;
+
+/// Largest per-caller hourly cap.
+const MAX_CALLER_HOURLY_CAP: i64 = 1_000;
+
+/// The workspace's inbound rules as stored (the secret not shown).
+async fn inbound_settings(
+    store: &Store,
+    org_id: crate::domain::OrgId,
+) -> ApiResult<InboundSettingsView> {
+    Ok(InboundSettingsView {
+        caller_hourly_cap: store.inbound_caller_hourly_cap(org_id).await?,
+        routing_url: store.inbound_routing(org_id).await?.map(|(url, _)| url),
+        routing_secret: None,
+    })
+}
+
+/// Read the workspace's inbound rules.
+#[utoipa::path(get, path = "/api/numbers/inbound-settings", tag = "numbers",
+    responses((status = 200, body = InboundSettingsView)))]
+async fn get_inbound_settings(
+    State(store): State<Store>,
+    caller: Caller,
+) -> ApiResult<Json<InboundSettingsView>> {
+    Ok(Json(inbound_settings(&store, caller.org_id).await?))
+}
+
+/// Change the workspace's inbound rules; absent fields keep their value.
+#[utoipa::path(patch, path = "/api/numbers/inbound-settings", tag = "numbers", request_body = InboundSettingsInput,
+    responses((status = 200, body = InboundSettingsView), (status = 400, body = MessageBody)))]
+async fn patch_inbound_settings(
+    State(store): State<Store>,
+    State(settings): State<Arc<Settings>>,
+    caller: Caller,
+    ApiJson(input): ApiJson<InboundSettingsInput>,
+) -> ApiResult<Json<InboundSettingsView>> {
+    if let Some(cap) = input.caller_hourly_cap
+        && !(0..=MAX_CALLER_HOURLY_CAP).contains(&cap)
+    {
+        return Err(ApiError::BadRequest(format!(
+            "callerHourlyCap must be between 0 and {MAX_CALLER_HOURLY_CAP}, not {cap}"
+        )));
+    }
+    let routing_url = match input.routing_url {
+        Some(Some(raw)) => {
+            let url = text::parse(&raw, Lines::One, MAX_ROUTING_URL_CHARS)
+                .map_err(|e| ApiError::BadRequest(format!("routingUrl {e}")))?;
+            egress::check_url_for_storage(&url, &settings.webhook_allow_hosts)
+                .await
+                .map_err(|e| ApiError::BadRequest(format!("routingUrl is refused: {e}")))?;
+            Some(Some(url))
+        }
+        other => other,
+    };
+    if let Some(cap) = input.caller_hourly_cap {
+        store
+            .set_inbound_caller_hourly_cap(caller.org_id, cap)
+            .await?;
+    }
+    let mut fresh_secret = None;
+    if let Some(url) = routing_url {
+        let (secret, fresh) = store
+            .set_inbound_routing_url(caller.org_id, url.as_deref(), &new_secret())
+            .await?;
+        if fresh && url.is_some() {
+            fresh_secret = Some(secret);
+        }
+    }
+    let mut view = inbound_settings(&store, caller.org_id).await?;
+    view.routing_secret = fresh_secret;
+    Ok(Json(view))
+}
