@@ -695,6 +695,10 @@ pub struct AgentSpec {
     pub announcement: AnnouncementConfig,
     /// Bundled per-minute rate in paise.
     pub per_minute_rate_paise: i64,
+    /// Per-minute rate in paise of the calls the agent answers (inbound);
+    /// null: the same as `perMinuteRatePaise`.
+    #[serde(default)]
+    pub inbound_per_minute_rate_paise: Option<i64>,
     /// What the agent can do during the call; none means only hanging up (`endCall`).
     #[serde(default)]
     pub tools: Vec<AgentTool>,
@@ -880,6 +884,12 @@ impl AgentSpec {
         }
     }
 
+    /// The per-minute rate of the calls the agent answers.
+    pub fn inbound_rate_paise(&self) -> i64 {
+        self.inbound_per_minute_rate_paise
+            .unwrap_or(self.per_minute_rate_paise)
+    }
+
     /// Whether calls of this agent bypass the concurrency slots (announcements do).
     pub fn bypasses_slots(&self) -> bool {
         self.conversation_engine == ConversationEngine::Announcement
@@ -910,6 +920,7 @@ impl AgentSpec {
             keypad: None,
             announcement: AnnouncementConfig::default(),
             per_minute_rate_paise: DEFAULT_RATE_PAISE,
+            inbound_per_minute_rate_paise: None,
             tools: Vec::new(),
             max_tokens: DEFAULT_MAX_TOKENS,
             interruption_ms: DEFAULT_INTERRUPTION_MS,
@@ -1032,6 +1043,9 @@ impl AgentSpec {
             10,
         )?;
         within("perMinuteRatePaise", self.per_minute_rate_paise, 0, 100_000)?;
+        if let Some(rate) = self.inbound_per_minute_rate_paise {
+            within("inboundPerMinuteRatePaise", rate, 0, 100_000)?;
+        }
         if let Some(template) = &self.rating_template
             && template.columns.iter().any(|c| c.name.trim().is_empty())
         {
@@ -1224,6 +1238,10 @@ pub struct AgentInput {
     /// See [`AgentSpec::per_minute_rate_paise`]; the bounds are those `validate` holds it to.
     #[schema(minimum = 0, maximum = 100_000)]
     pub per_minute_rate_paise: Option<i64>,
+    /// See [`AgentSpec::inbound_per_minute_rate_paise`]; null: the outbound rate.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>, minimum = 0, maximum = 100_000)]
+    pub inbound_per_minute_rate_paise: Option<Option<i64>>,
     /// See [`AgentSpec::tools`]; replaces the whole list.
     pub tools: Option<Vec<AgentTool>>,
     /// See [`AgentSpec::tool_limits`]; fields left out take their defaults.
@@ -1323,6 +1341,7 @@ impl AgentInput {
             keypad,
             announcement,
             per_minute_rate_paise,
+            inbound_per_minute_rate_paise,
             tool_limits,
             max_tokens,
             temperature

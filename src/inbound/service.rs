@@ -207,7 +207,7 @@ impl InboundService {
             batch_id: None,
             campaign_id: None,
             campaign_name: None,
-            rate_paise: Paise(spec.per_minute_rate_paise),
+            rate_paise: Paise(spec.inbound_rate_paise()),
             not_before: now_ms,
             dispatched: true,
             now_ms,
@@ -417,6 +417,10 @@ impl InboundService {
                 None => crate::domain::inbound::DEFAULT_HOLD_MESSAGE.to_string(),
             };
             return Ok(hold(Some(message)));
+        }
+        // The org actor may have started the call between the two asks above.
+        if engine.is_live(call_id.into()) {
+            return Ok(self.connect(carrier, call_id));
         }
         // A shared database: this node claims a slot in the store for its held caller.
         let held = self.store_held.lock().remove(&call_id);

@@ -36,6 +36,10 @@ pub struct LoadgenArgs {
     /// How calls are placed.
     #[arg(long, value_enum, default_value_t = PlaceMode::TestCall)]
     pub mode: PlaceMode,
+    /// Every call is a caller ringing the load number (`--mode inbound`): the signed
+    /// inbound webhook, then the media stream, as Twilio delivers a call.
+    #[arg(long, conflicts_with = "mode")]
+    pub inbound: bool,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,

@@ -7,6 +7,7 @@ use super::LoadgenOutput;
 use super::args::LoadgenArgs;
 use super::backlog::Backlog;
 use super::fleet::{Api, Fleet, PlaceMode, callee_number};
+use super::inbound::{self, InboundLine};
 use super::metrics::{
     self, CallObservation, StepMetrics, StepSummary, TargetCalls, ToolCallSeen, ToolsSummary,
     TurnBudget, UsageSample,
@@ -78,6 +79,8 @@ pub(super) struct LoadRun {
     pub(super) backlog: Option<Arc<Backlog>>,
     /// The load function and where its calls are read (`--tool-latency-ms`).
     pub(super) tools: Option<ToolRun>,
+    /// What inbound callers ring (`--inbound`, `--mode mixed`).
+    pub(super) inbound: Option<InboundLine>,
 }
 
 /// The function tool of a run (`--tool-latency-ms`).
@@ -370,6 +373,22 @@ impl LoadRun {
                 }
             }
             remaining -= held.len() as u64;
+            let rung = match self.mode {
+                PlaceMode::Inbound => true,
+                PlaceMode::Mixed => turn % 2 == 1,
+                _ => false,
+            };
+            if rung {
+                turn += 1;
+                live.in_flight.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(Arc::clone(&self).ring_and_watch(
+                    deadline,
+                    Arc::clone(&live),
+                    observed.clone(),
+                    held,
+                ));
+                continue;
+            }
             // Round-robin over the targets, one placement request each.
             let target = turn % self.target_count();
             turn += 1;
@@ -383,9 +402,14 @@ impl LoadRun {
             let live = Arc::clone(&live);
             let observed = observed.clone();
             tokio::spawn(async move {
+                // Mixed runs dial their outbound half through `POST /api/calls`.
+                let mode = match run.mode {
+                    PlaceMode::Mixed => PlaceMode::Calls,
+                    mode => mode,
+                };
                 match run
                     .target(target)
-                    .place(run.mode, &run.agent_id, &numbers, &run.variables)
+                    .place(mode, &run.agent_id, &numbers, &run.variables)
                     .await
                 {
                     Ok(ids) => {
@@ -546,6 +570,51 @@ impl LoadRun {
             failure_of(&call, report.as_ref(), self.fleet.is_some())
         };
         call.greeting_missing = greeting_missing(&call, report.as_ref(), self.fleet.is_some());
+        if call.failure.is_some() {
+            live.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        live.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let _ = observed.send(call);
+    }
+
+    /// Rings the load number as one inbound caller, follows the call to its end
+    /// and reports what was seen.
+    async fn ring_and_watch(
+        self: Arc<Self>,
+        deadline: Instant,
+        live: Arc<Live>,
+        observed: mpsc::UnboundedSender<CallObservation>,
+        _permits: Vec<OwnedSemaphorePermit>,
+    ) {
+        let (Some(line), Some(fleet)) = (&self.inbound, &self.fleet) else {
+            live.in_flight.fetch_sub(1, Ordering::Relaxed);
+            not_placed(
+                &observed,
+                &live,
+                1,
+                "inbound calls need the in-process fleet",
+            );
+            return;
+        };
+        let caller = callee_number(self.next_number.fetch_add(1, Ordering::Relaxed));
+        let outcome = line.call(fleet, caller).await;
+        let mut call = CallObservation::default();
+        inbound::observe(&outcome, &mut call);
+        if let Some(call_id) = &outcome.call_id {
+            let settle = Instant::now() + Duration::from_secs(20);
+            if let Some(detail) = self.await_terminal(0, call_id, settle).await {
+                fill_from_detail(&mut call, &detail, outcome.report.is_none());
+            }
+        }
+        call.live_at_end = Instant::now() > deadline && outcome.report.is_some();
+        call.failure = match &outcome.refused {
+            Some(reason) => Some(reason.clone()),
+            None => failure_of(&call, outcome.report.as_ref(), true),
+        };
+        call.greeting_missing = greeting_missing(&call, outcome.report.as_ref(), true);
+        if call.answered {
+            live.answered.fetch_add(1, Ordering::Relaxed);
+        }
         if call.failure.is_some() {
             live.failed.fetch_add(1, Ordering::Relaxed);
         }

@@ -56,6 +56,24 @@ impl Fleet {
         self.active.load(Ordering::Relaxed)
     }
 
+    /// The runtime the callees run on (their CPU is told apart from the server's).
+    pub fn runtime(&self) -> &Handle {
+        &self.runtime
+    }
+
+    /// The voice the callees speak in (`None`: the synthetic one).
+    pub fn voice(&self) -> Option<CalleeVoice> {
+        self.voice.clone()
+    }
+
+    /// Counts a caller of the fleet's own (an inbound call) on the line until `f` is done.
+    pub async fn on_line<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        self.active.fetch_add(1, Ordering::Relaxed);
+        let out = f.await;
+        self.active.fetch_sub(1, Ordering::Relaxed);
+        out
+    }
+
     /// The sim carrier's launcher: plays each answered call on the fleet runtime.
     pub fn launcher(self: &Arc<Self>) -> CalleeLauncher {
         let fleet = Arc::clone(self);
@@ -125,7 +143,7 @@ impl Fleet {
 }
 
 /// A stable per-call voice seed (FNV-1a of the call id).
-fn seed_for(call_id: &str) -> u64 {
+pub fn seed_for(call_id: &str) -> u64 {
     call_id.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
     })
@@ -148,6 +166,11 @@ pub enum PlaceMode {
     Alert,
     /// `POST /api/batches`, items, then start; the server paces dialing.
     Batch,
+    /// Callers ring the workspace's number through the Twilio-protocol inbound webhook
+    /// and talk on the media stream it answers (in-process server only).
+    Inbound,
+    /// Inbound and outbound (`calls`) in turn, half each.
+    Mixed,
 }
 
 impl PlaceMode {
@@ -158,6 +181,8 @@ impl PlaceMode {
             Self::Calls => "calls",
             Self::Alert => "alert",
             Self::Batch => "batch",
+            Self::Inbound => "inbound",
+            Self::Mixed => "mixed",
         }
     }
 }
@@ -243,6 +268,12 @@ impl Api {
             .await
     }
 
+    /// `PATCH path` with a JSON body.
+    pub async fn patch(&self, path: &str, body: &Value) -> Result<Value, ApiFailure> {
+        self.send(self.http.patch(format!("{}{path}", self.base)).json(body))
+            .await
+    }
+
     /// `GET path`.
     pub async fn get(&self, path: &str) -> Result<Value, ApiFailure> {
         self.send(self.http.get(format!("{}{path}", self.base)))
@@ -322,6 +353,10 @@ impl Api {
                     })
                     .collect()
             }
+            PlaceMode::Inbound | PlaceMode::Mixed => Err(ApiFailure::Status {
+                status: 0,
+                message: "inbound calls are rung, not placed through the API".to_owned(),
+            }),
             PlaceMode::Batch => {
                 let batch = self
                     .post(

@@ -131,6 +131,8 @@ pub struct CallObservation {
     pub final_status: Option<String>,
     /// Answer → first agent audio.
     pub greeting_latency: Option<Duration>,
+    /// Inbound calls: the carrier's webhook sent → the agent's first audio at the caller.
+    pub answer_latency: Option<Duration>,
     /// Caller end of speech → first agent audio, per turn.
     pub turn_latencies: Vec<Duration>,
     /// The engine's own share of each turn as the server measured it.
@@ -199,6 +201,8 @@ pub struct StepMetrics {
     pub greeting_missing: BTreeMap<String, u64>,
     /// Greeting latency.
     pub greeting: LatencyHistogram,
+    /// Inbound calls' webhook → first agent audio.
+    pub answer: LatencyHistogram,
     /// Turn latency.
     pub turn: LatencyHistogram,
     /// Turn latency minus the designed budget, measured at the callee.
@@ -244,6 +248,9 @@ impl StepMetrics {
         self.live_at_end += u64::from(call.live_at_end);
         if let Some(reason) = &call.greeting_missing {
             *self.greeting_missing.entry(reason.clone()).or_default() += 1;
+        }
+        if let Some(answer) = call.answer_latency {
+            self.answer.record(answer);
         }
         if let Some(greeting) = call.greeting_latency {
             self.greeting.record(greeting);
@@ -433,6 +440,9 @@ pub struct StepSummary {
     pub greeting_missing: BTreeMap<String, u64>,
     /// Answer → first agent audio.
     pub greeting_latency: Option<Percentiles>,
+    /// Inbound calls: the carrier's webhook sent → the agent's first audio at the caller.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer_latency: Option<Percentiles>,
     /// Caller end of speech → first agent audio.
     pub turn_latency: Option<Percentiles>,
     /// Turn latency minus the designed budget, at the callee.
@@ -538,6 +548,7 @@ impl StepSummary {
             live_at_end: metrics.live_at_end,
             greeting_missing: metrics.greeting_missing.clone(),
             greeting_latency: metrics.greeting.percentiles(),
+            answer_latency: metrics.answer.percentiles(),
             turn_latency: metrics.turn.percentiles(),
             engine_share: metrics.engine_share.percentiles(),
             server_engine_overhead: metrics.server_engine_overhead.percentiles(),

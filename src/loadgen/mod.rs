@@ -16,6 +16,7 @@ pub mod turn_counts;
 mod args;
 mod backlog;
 mod driver;
+mod inbound;
 mod observation;
 mod report;
 mod setup;

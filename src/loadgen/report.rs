@@ -54,6 +54,10 @@ fn print_step(step: &StepSummary) {
         println!("  no greeting latency: {count} × {reason}");
     }
     latency("greeting latency", &step.greeting_latency);
+    latency(
+        "answer latency (inbound: webhook → first agent audio)",
+        &step.answer_latency,
+    );
     latency("turn latency", &step.turn_latency);
     latency("engine share (callee)", &step.engine_share);
     latency("engine overhead (server)", &step.server_engine_overhead);

@@ -8,6 +8,7 @@ use super::args::LoadgenArgs;
 use super::backlog::{self, Backlog};
 use super::driver::{LoadRun, ToolRun, drive};
 use super::fleet::{self, Api, Fleet};
+use super::inbound::InboundLine;
 use super::metrics::TurnBudget;
 use super::tools::{self, ToolServer};
 use crate::access::api_key::GeneratedKey;
@@ -185,12 +186,26 @@ pub async fn run_with_fleet_runtime(
         )),
         _ => None,
     };
+    let mode = if args.inbound {
+        fleet::PlaceMode::Inbound
+    } else {
+        args.mode
+    };
+    let inbound = match (mode, &server, org) {
+        (fleet::PlaceMode::Inbound | fleet::PlaceMode::Mixed, Some(server), Some(org)) => {
+            Some(inbound_line(server, &api, org, &agent_id, &variables).await?)
+        }
+        (fleet::PlaceMode::Inbound | fleet::PlaceMode::Mixed, _, _) => anyhow::bail!(
+            "--inbound and --mode mixed ring the in-process server's number; they cannot be used with --target"
+        ),
+        _ => None,
+    };
     let run = Arc::new(LoadRun {
         api,
         other_targets,
         agent_id,
         variables,
-        mode: args.mode,
+        mode,
         fleet,
         answered_rx: Mutex::new(answered_rx),
         probe,
@@ -205,6 +220,7 @@ pub async fn run_with_fleet_runtime(
             line: tool_line,
             store: tool_store,
         }),
+        inbound,
     });
     let driver = {
         let run = Arc::clone(&run);
@@ -223,6 +239,45 @@ pub async fn run_with_fleet_runtime(
         let _ = std::fs::remove_dir_all(dir);
     }
     Ok(output)
+}
+
+/// Puts the load agent on the load workspace's number (inbound on, busy callers
+/// rejected) and returns what its callers ring, signed with the workspace's sim account.
+async fn inbound_line(
+    server: &Server,
+    api: &Api,
+    org: OrgId,
+    agent_id: &str,
+    variables: &Value,
+) -> anyhow::Result<InboundLine> {
+    let numbers = api
+        .get("/api/numbers")
+        .await
+        .context("reading the load number")?;
+    let number = &numbers["rows"][0];
+    let (id, phone) = number["id"]
+        .as_str()
+        .zip(number["phone"].as_str())
+        .context("the load workspace has no number")?;
+    api.patch(
+        &format!("/api/numbers/{id}"),
+        &serde_json::json!({"inboundAgentId": agent_id, "inbound": {"enabled": true, "whenBusy": "reject"}}),
+    )
+    .await
+    .context("putting the load agent on the load number")?;
+    let script = variables.get("simScript").cloned();
+    let steps = crate::calls::sim_callee::script_steps(&script);
+    Ok(InboundLine {
+        server: server.base_url(),
+        phone: phone.to_owned(),
+        account: crate::carriers::inbound::sim_account(&server.state().secret, &org.to_string()),
+        script,
+        steps,
+        http: reqwest::Client::builder()
+            .pool_max_idle_per_host(256)
+            .build()
+            .context("the callers' HTTP client")?,
+    })
 }
 
 /// The first of `apis` and the rest.

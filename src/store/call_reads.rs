@@ -93,7 +93,7 @@ pub struct CallReadRow {
     pub transfer_duration_seconds: Option<i64>,
 }
 /// The list columns, for `SELECT` from `calls c`.
-const ROW_COLUMNS: &str = "c.id, c.agent_id, c.agent_name, c.phone, c.target_name, c.email, c.from_number,
+pub(super) const ROW_COLUMNS: &str = "c.id, c.agent_id, c.agent_name, c.phone, c.target_name, c.email, c.from_number,
     c.direction, c.to_number, c.provider, c.status, c.ended_reason, c.attempt, c.retry_of, c.batch_id, c.campaign_id,
     c.campaign_name, c.duration_seconds, c.cost_paise, c.summary, c.created_at, c.answered_at, c.ended_at,
     c.calendar_status, c.calendar_event_url, c.calendar_error, c.transferred_to, c.transferred_at,

@@ -1,8 +1,10 @@
 //! Campaign reads that go beyond the batch tables: the campaign's calls in the
 //! call list's row shape. Campaigns themselves live in `batches` (kind `campaign`).
 
+use super::call_reads::ROW_COLUMNS;
 use super::{CallCounts, CallReadRow, Store, StoreResult, with_pool};
 use crate::domain::{CampaignId, OrgId};
+use sqlx::AssertSqlSafe;
 
 impl Store {
     /// One page of a campaign's calls (every attempt), newest first, with counts.
@@ -14,15 +16,11 @@ impl Store {
         offset: i64,
     ) -> StoreResult<(Vec<CallReadRow>, CallCounts)> {
         let (rows, counts) = with_pool!(self, pool => {
-            let rows = sqlx::query_as::<_, CallReadRow>(
-                "SELECT c.id, c.agent_id, c.agent_name, c.phone, c.target_name, c.email, c.from_number,
-                   c.provider, c.status, c.ended_reason, c.attempt, c.retry_of, c.batch_id, c.campaign_id,
-                   c.campaign_name, c.duration_seconds, c.cost_paise, c.summary, c.created_at, c.answered_at, c.ended_at,
-                   c.calendar_status, c.calendar_event_url, c.calendar_error, c.transferred_to,
-                   c.transferred_at, c.transfer_status, c.transfer_duration_seconds
-                 FROM calls c WHERE c.campaign_id = $1 AND c.org_id = $2
-                 ORDER BY c.created_at DESC, c.id DESC LIMIT $3 OFFSET $4",
-            )
+            // The list rows' columns, as every call read takes them.
+            let rows = sqlx::query_as::<_, CallReadRow>(AssertSqlSafe(format!(
+                "SELECT {ROW_COLUMNS} FROM calls c WHERE c.campaign_id = $1 AND c.org_id = $2
+                 ORDER BY c.created_at DESC, c.id DESC LIMIT $3 OFFSET $4"
+            )))
             .bind(campaign_id)
             .bind(org_id)
             .bind(limit)

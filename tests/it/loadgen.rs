@@ -58,6 +58,58 @@ fn loadgen_runs_three_calls_in_process_and_counts_them() {
     );
 }
 
+#[test]
+fn loadgen_rings_the_number_as_inbound_callers_and_reports_the_answer_latency() {
+    let summary = run_loadgen(&[
+        "--inbound",
+        "--calls",
+        "3",
+        "--concurrency",
+        "3",
+        "--duration",
+        "60",
+        "--script",
+        r#"["Yes, I have a question.", "Thank you, goodbye!"]"#,
+    ]);
+    assert_eq!(summary["mode"], "inbound", "{summary:#}");
+    assert_eq!(summary["answered"], 3, "{summary:#}");
+    assert_eq!(summary["ended"], 3, "{summary:#}");
+    assert_eq!(summary["failed"], 0, "{summary:#}");
+    assert_eq!(summary["answerLatency"]["count"], 3, "{summary:#}");
+    assert_eq!(summary["turnLatency"]["count"], 6, "{summary:#}");
+    // The callers run on the fleet's threads, so their frames are the callee's measure.
+    assert!(
+        summary["frames"]["frames"].as_u64().unwrap_or(0) > 0,
+        "{summary:#}"
+    );
+}
+
+#[test]
+fn loadgen_mixed_mode_rings_and_dials_half_each() {
+    let summary = run_loadgen(&[
+        "--mode",
+        "mixed",
+        "--calls",
+        "4",
+        "--concurrency",
+        "4",
+        "--duration",
+        "60",
+        "--sim-answer-ms",
+        "100",
+        "--script",
+        r#"["Yes, I have a minute.", "Thank you, goodbye!"]"#,
+    ]);
+    assert_eq!(summary["mode"], "mixed", "{summary:#}");
+    assert_eq!(summary["answered"], 4, "{summary:#}");
+    assert_eq!(summary["failed"], 0, "{summary:#}");
+    assert_eq!(
+        summary["answerLatency"]["count"], 2,
+        "half were inbound: {summary:#}"
+    );
+    assert_eq!(summary["greetingLatency"]["count"], 4, "{summary:#}");
+}
+
 /// Calls still talking when `--duration` runs out are hung up and reported as live at
 /// the end, not failed, and each still has its greeting measured (the callee's report
 /// used to be lost when the watcher stopped waiting, so most had none).

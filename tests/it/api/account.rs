@@ -220,6 +220,8 @@ async fn numbers_list_is_scoped_and_shaped() {
         keys,
         vec![
             "id",
+            "inbound",
+            "inboundAgentId",
             "isDefault",
             "monthlyRentPaise",
             "phone",

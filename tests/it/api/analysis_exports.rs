@@ -17,7 +17,7 @@ const ANSWERS: &[&str] = &[
 ];
 
 /// The call export's columns without analysis columns.
-const CALL_COLUMNS: [&str; 11] = [
+const CALL_COLUMNS: [&str; 12] = [
     "id",
     "name",
     "phone",
@@ -26,6 +26,7 @@ const CALL_COLUMNS: [&str; 11] = [
     "duration_seconds",
     "cost_paise",
     "provider",
+    "direction",
     "ended_reason",
     "created_at",
     "summary",

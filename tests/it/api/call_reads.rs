@@ -202,6 +202,7 @@ async fn call_list_rows_have_the_spec_shape_newest_first() {
         "duration": "2m 05s",
         "status": "Completed",
         "provider": "sim",
+        "direction": "outbound",
         "startedAt": "5 minutes ago",
         "summary": "Asha will attend the interview.",
         "calendarStatus": null,
@@ -649,6 +650,7 @@ async fn csv_export_streams_every_matching_call() {
             "duration_seconds",
             "cost_paise",
             "provider",
+            "direction",
             "ended_reason",
             "created_at",
             "summary"
@@ -678,9 +680,10 @@ async fn csv_export_streams_every_matching_call() {
     assert_eq!(&quoted[5], "7");
     assert_eq!(&quoted[6], "14");
     assert_eq!(&quoted[7], "sim");
-    assert_eq!(&quoted[8], "agent-hangup");
-    assert_eq!(&quoted[9], "2026-03-15T05:59:57.000Z");
-    assert_eq!(&quoted[10], "line one\nline two");
+    assert_eq!(&quoted[8], "outbound");
+    assert_eq!(&quoted[9], "agent-hangup");
+    assert_eq!(&quoted[10], "2026-03-15T05:59:57.000Z");
+    assert_eq!(&quoted[11], "line one\nline two");
 
     // The list's filters apply.
     let failed = app

@@ -563,3 +563,155 @@ async fn place(app: &TestApp, ws: &Workspace, agent: &str, n: usize, script: Val
         .expect("callId")
         .to_string()
 }
+
+/// A call's ended reason, answer and end times (Unix ms) and billed seconds.
+type EndedCall = (Option<String>, Option<i64>, Option<i64>, i64);
+
+#[tokio::test]
+#[ignore = "needs VOXLINE_TEST_DATABASE_URL"]
+async fn inbound_calls_spread_over_3_nodes_keep_the_slots_exact_and_end_node_lost_on_a_kill_9() {
+    use voxline::carriers::inbound::sim_account;
+    use voxline::inbound::sim_phone::{self, Ring};
+    use voxline_actors::sim::callee::{CalleeOptions, parse_sim_script};
+
+    const SLOTS: i64 = 6;
+    let mut app = TestApp::spawn().await;
+    let ws = app.calling_workspace("Inbound cluster", SLOTS).await;
+    let agent = app
+        .create_agent(
+            &ws.key,
+            json!({"name": "Desk", "welcomeMessage": "Hello.", "prompt": "Be brief.", "silenceTimeoutSeconds": 20}),
+        )
+        .await;
+    let numbers = app.get(&ws.key, "/api/numbers").await.expect(200);
+    let number_id = numbers.body["rows"][0]["id"].as_str().unwrap().to_string();
+    let phone = numbers.body["rows"][0]["phone"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.patch(
+        &ws.key,
+        &format!("/api/numbers/{number_id}"),
+        json!({"inboundAgentId": agent["id"], "inbound": {"enabled": true, "whenBusy": "reject"}}),
+    )
+    .await
+    .expect(200);
+    let mut cluster = Cluster::start(&mut app, 3).await;
+    // The nodes are started with one configured secret (`ServeProcess`'s `--secret`).
+    let account = sim_account(b"test-secret", &ws.org_id.to_string());
+    let lines: Vec<String> = (0..12)
+        .map(|i| format!("Let me tell you about point {i}."))
+        .collect();
+    let script = json!(lines);
+    // Twelve callers at once, their webhooks spread over the three nodes.
+    let rings: Vec<_> = (0..12)
+        .map(|i| {
+            let ring = Ring {
+                server: cluster.nodes[i % 3].base.clone(),
+                provider: "sim".into(),
+                account: account.clone(),
+                to: phone.clone(),
+                from: format!("+9197100{i:05}"),
+                call_sid: sim_phone::new_call_sid(),
+                sim_script: Some(script.clone()),
+            };
+            let script = script.clone();
+            tokio::spawn(async move {
+                let http = reqwest::Client::new();
+                let (answer, _) = sim_phone::ring(&http, &ring).await.expect("answered");
+                let connected = answer.call_id().is_some();
+                let talk = tokio::spawn(async move {
+                    let steps = parse_sim_script(&script).unwrap();
+                    sim_phone::talk(&answer, &ring.call_sid, steps, CalleeOptions::default()).await
+                });
+                (connected, talk)
+            })
+        })
+        .collect();
+    let mut talks = Vec::new();
+    let mut connected = 0;
+    for ring in rings {
+        let (ok, talk) = ring.await.expect("ring");
+        connected += i64::from(ok);
+        talks.push(talk);
+    }
+    assert_eq!(
+        connected, SLOTS,
+        "exactly the slots were answered; the others heard busy"
+    );
+    let org = ws.org_id.to_string();
+    let live = eventually(
+        Duration::from_secs(10),
+        "the answered calls to be live",
+        || async {
+            let live = cluster.live_by_node(&org).await;
+            (live.values().sum::<i64>() == SLOTS).then_some(live)
+        },
+    )
+    .await;
+    assert!(
+        live.len() >= 2,
+        "the calls were answered by several nodes: {live:?}"
+    );
+    let busy: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM calls WHERE org_id = $1 AND direction = 'inbound' AND status = 'busy'",
+    )
+    .bind(&org)
+    .fetch_one(&cluster.pool)
+    .await
+    .expect("busy calls");
+    assert_eq!(
+        busy,
+        12 - SLOTS,
+        "each refused caller is a busy inbound call"
+    );
+
+    // kill -9 a node with live inbound calls: they end node-lost, billed to their last sign of life.
+    let (dead, _) = live
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .expect("a node with calls");
+    let dead = dead.clone();
+    let index: usize = dead
+        .trim_start_matches("node-")
+        .parse()
+        .expect("node index");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    cluster.nodes[index].child.start_kill().expect("kill -9");
+    let _ = cluster.nodes[index]
+        .exit_within(Duration::from_secs(10))
+        .await;
+    let killed_at = chrono::Utc::now().timestamp_millis();
+    let lost: Vec<EndedCall> = eventually(
+        LEASE + Duration::from_secs(10),
+        "the dead node's inbound calls to end",
+        || async {
+            let rows: Vec<EndedCall> = sqlx::query_as(
+                "SELECT ended_reason, answered_at, ended_at, duration_seconds FROM calls
+                 WHERE org_id = $1 AND node_id = $2 AND direction = 'inbound' AND status <> 'busy'",
+            )
+            .bind(&org)
+            .bind(&dead)
+            .fetch_all(&cluster.pool)
+            .await
+            .expect("the dead node's calls");
+            rows.iter().all(|r| r.0.is_some()).then_some(rows)
+        },
+    )
+    .await;
+    assert!(!lost.is_empty());
+    for (reason, answered, ended, duration) in &lost {
+        assert_eq!(reason.as_deref(), Some("node-lost"));
+        let (answered, ended) = (answered.expect("answered"), ended.expect("ended"));
+        assert!(
+            ended <= killed_at + 1_000,
+            "billed to the last sign of life, not the recovery"
+        );
+        assert_eq!(*duration, (ended - answered) / 1000);
+    }
+    // The survivors' callers need not finish their scripts: stopping the nodes ends them.
+    for talk in talks {
+        talk.abort();
+    }
+    cluster.stop().await;
+}

@@ -31,6 +31,7 @@ async fn answering_workspace(
                 "welcomeMessage": "Hello, you called the clinic. Your number is {callerNumber}.",
                 "prompt": "Answer briefly.",
                 "silenceTimeoutSeconds": 3,
+                "inboundPerMinuteRatePaise": 150,
             }),
         )
         .await;
@@ -87,6 +88,19 @@ async fn a_number_is_put_on_an_agent_and_its_settings_are_checked() {
             json!({"name": "Theirs", "welcomeMessage": "Hi.", "prompt": "x"}),
         )
         .await;
+    let refused = app
+        .patch(
+            &ws.key,
+            &format!("/api/agents/{agent_id}"),
+            json!({"inboundPerMinuteRatePaise": -1}),
+        )
+        .await
+        .expect(400);
+    assert!(
+        refused.message().contains("inboundPerMinuteRatePaise"),
+        "{}",
+        refused.message()
+    );
     let numbers = app.get(&ws.key, "/api/numbers").await.expect(200);
     let number = &numbers.body["rows"][0];
     assert_eq!(number["inboundAgentId"], Value::Null);
@@ -227,7 +241,13 @@ async fn a_caller_reaches_the_numbers_agent_and_the_call_is_recorded_as_inbound(
         "the welcome says the caller's number: {transcript}"
     );
     assert!(transcript.contains("book an appointment"), "{transcript}");
-    assert!(call["costPaise"].as_i64().unwrap() > 0, "billed: {call}");
+    // Billed per started minute at the agent's inbound rate.
+    let minutes = (call["durationSeconds"].as_i64().unwrap() + 59) / 60;
+    assert_eq!(
+        call["costPaise"].as_i64().unwrap(),
+        150 * minutes.max(1),
+        "{call}"
+    );
 
     let analysed = eventually(Duration::from_secs(20), "the analysis", || async {
         let call = detail(&app, &ws, &call_id).await;
@@ -820,4 +840,106 @@ async fn a_slow_routing_url_falls_back_to_the_numbers_agent_and_one_can_reject()
         .await
         .expect(200);
     assert_eq!(cleared.body["routingUrl"], Value::Null);
+}
+
+/// Calls of the workspace holding a slot now (ringing or talking).
+async fn live_count(app: &TestApp, ws: &Workspace) -> i64 {
+    let page = app
+        .get(&ws.key, "/api/calls?status=ringing,in-progress&limit=1")
+        .await
+        .expect(200);
+    page.body["stats"]["total"].as_i64().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn inbound_and_outbound_calls_share_the_slots_exactly() {
+    const SLOTS: i64 = 100;
+    const EACH: usize = 150;
+    let app = TestApp::spawn().await;
+    let (ws, agent_id, number_id, phone) = answering_workspace(&app, "Shared slots", SLOTS).await;
+    hold_when_busy(&app, &ws, &number_id, 300).await;
+    let script = json!(["Bye."]);
+    // The largest number of calls holding a slot, read every 50 ms until told to stop.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = tokio::spawn({
+        let (base, key, stop) = (app.base.clone(), ws.key.clone(), stop.clone());
+        async move {
+            let http = reqwest::Client::new();
+            let mut max_live = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let page: Value = http
+                    .get(format!(
+                        "{base}/api/calls?status=ringing,in-progress&limit=1"
+                    ))
+                    .bearer_auth(&key)
+                    .send()
+                    .await
+                    .expect("list")
+                    .json()
+                    .await
+                    .expect("json");
+                max_live = max_live.max(page["stats"]["total"].as_i64().unwrap_or_default());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            max_live
+        }
+    });
+    // 150 outbound calls queue behind the slots (numbers ending 00-79 answer and talk)…
+    for i in 0..EACH {
+        app.post(
+            &ws.key,
+            "/api/calls",
+            json!({"agentId": agent_id, "to": format!("+91984{:05}{:02}", i, i % 80),
+                "variables": {"simScript": script}}),
+        )
+        .await
+        .expect(201);
+    }
+    // …while 150 callers ring the number at once, held when no slot is free.
+    let callers: Vec<_> = (0..EACH)
+        .map(|i| {
+            let mut ring = sim_ring(&app, &ws, &phone, Some(script.clone()));
+            ring.from = format!("+9197000{i:05}");
+            tokio::spawn(async move {
+                let http = reqwest::Client::new();
+                let (answer, _) = sim_phone::ring(&http, &ring).await.expect("answered");
+                let steps = parse_sim_script(&json!(["Bye."])).unwrap();
+                let report =
+                    sim_phone::talk(&answer, &ring.call_sid, steps, CalleeOptions::default()).await;
+                report.is_some_and(|r| r.connected)
+            })
+        })
+        .collect();
+    let mut connected = 0;
+    for caller in callers {
+        if caller.await.expect("caller") {
+            connected += 1;
+        }
+    }
+    assert_eq!(
+        connected, EACH,
+        "every held caller was connected in the end"
+    );
+    eventually(Duration::from_secs(120), "every call to end", || async {
+        let page = app
+            .get(
+                &ws.key,
+                "/api/calls?status=completed,no-answer,failed,busy&limit=1",
+            )
+            .await
+            .expect(200);
+        (page.body["stats"]["total"].as_i64() == Some(2 * EACH as i64)).then_some(())
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let max_live = watcher.await.expect("watcher");
+    assert!(
+        max_live <= SLOTS,
+        "saw {max_live} live calls with {SLOTS} slots"
+    );
+    assert!(
+        max_live >= SLOTS / 2,
+        "the slots were used: at most {max_live} live"
+    );
+    assert_eq!(live_count(&app, &ws).await, 0);
 }
