@@ -168,3 +168,14 @@ pub(super) fn require_our_sig(
 pub(super) fn required(fields: &[(String, String)], name: &str) -> Result<String, CarriersError> {
     field(fields, name).ok_or_else(|| CarriersError::BadCallback(format!("missing {name}")))
 }
+
+/// A phone number as a carrier wrote it, in E.164: Plivo, Vonage and Exotel
+/// leave the `+` off (`918035740188`), which our numbers are stored with.
+pub(super) fn carrier_phone(raw: &str) -> String {
+    let trimmed = raw.trim();
+    if !trimmed.is_empty() && trimmed.chars().all(|c| c.is_ascii_digit()) {
+        format!("+{trimmed}")
+    } else {
+        trimmed.to_string()
+    }
+}

@@ -14,7 +14,7 @@
 //! `voxline admin sim call` and `voxline loadgen --inbound` send.
 
 use super::callback_request::{CallbackRequest, field, unverifiable};
-use super::{CarrierKind, CarriersError, twilio};
+use super::{CarrierKind, CarriersError, plivo, twilio};
 use async_trait::async_trait;
 use axum::Router;
 use axum::body::Bytes;
@@ -260,6 +260,20 @@ async fn verified_ring(
             }
             Ok(Some(ring))
         }
+        InboundCarrier::Real(CarrierKind::Plivo) => {
+            let call = plivo::parse_inbound(&request.fields())?;
+            let Some(credential) = host.number_credential(carrier, &call.to).await else {
+                return Ok(None);
+            };
+            plivo::verify_callback(request, &credential)?;
+            Ok(Some(InboundRing {
+                carrier,
+                carrier_call_id: call.call_uuid,
+                to: call.to,
+                from: call.from,
+                sim_script: None,
+            }))
+        }
         InboundCarrier::Real(kind) => Err(CarriersError::Unsupported {
             kind,
             what: "answer inbound calls",
@@ -304,12 +318,36 @@ pub fn twilio_answer(answer: &InboundAnswer) -> String {
     }
 }
 
+/// The Plivo XML answering an inbound call's Answer URL request, with the
+/// same choices as [`twilio_answer`]: `<Stream>` carrying the media token in
+/// its path (as for outbound calls), `<Hangup reason="busy"/>`,
+/// `<Hangup reason="rejected"/>`, or `<Speak>` and `<Hangup/>`.
+pub fn plivo_answer(answer: &InboundAnswer) -> String {
+    match answer {
+        InboundAnswer::Connect {
+            media_url, token, ..
+        } => plivo::stream_xml(media_url, token),
+        InboundAnswer::Refuse(Refusal::Busy) => plivo::reject_xml(true),
+        InboundAnswer::Refuse(
+            Refusal::UnknownNumber | Refusal::Blocked | Refusal::CallerCap | Refusal::Routed,
+        ) => plivo::reject_xml(false),
+        InboundAnswer::Refuse(Refusal::Unavailable) => {
+            plivo::speak_and_hang_up_xml(UNAVAILABLE_MESSAGE)
+        }
+        InboundAnswer::Refuse(Refusal::WaitOver) => plivo::speak_and_hang_up_xml(WAIT_OVER_MESSAGE),
+        InboundAnswer::Hold { say, poll_url } => {
+            plivo::hold_xml(say.as_deref(), HOLD_POLL_SECONDS, poll_url)
+        }
+    }
+}
+
 /// The carrier's form of an answer.
 fn render(carrier: InboundCarrier, answer: &InboundAnswer) -> Response {
     match carrier {
         InboundCarrier::Sim | InboundCarrier::Real(CarrierKind::Twilio) => {
             xml(twilio_answer(answer))
         }
+        InboundCarrier::Real(CarrierKind::Plivo) => xml(plivo_answer(answer)),
         // Not reached until the other carriers are served: `verified_ring` refuses them first.
         InboundCarrier::Real(_) => xml(twilio_answer(answer)),
     }
@@ -413,6 +451,9 @@ pub async fn hold_webhook(
         match carrier {
             InboundCarrier::Sim | InboundCarrier::Real(CarrierKind::Twilio) => {
                 twilio::verify_callback(&request, &credential)
+            }
+            InboundCarrier::Real(CarrierKind::Plivo) => {
+                plivo::verify_callback(&request, &credential)
             }
             InboundCarrier::Real(kind) => Err(CarriersError::Unsupported {
                 kind,
