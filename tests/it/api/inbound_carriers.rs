@@ -201,3 +201,103 @@ async fn a_plivo_number_answers_its_signed_answer_url_with_a_stream() {
         "{xml}"
     );
 }
+
+// ---------------------------------------------------------------- Vonage
+
+const VONAGE_PHONE: &str = "+918035740102";
+const VONAGE_SECRET: &str = "vonage-signature-secret";
+
+/// A signed-webhook JWT as Vonage makes one: HS256 keyed by the signature
+/// secret, issued now, with the body's SHA-256 as `payload_hash`.
+fn vonage_jwt(secret: &str, body: &[u8]) -> String {
+    use sha2::Digest as _;
+    let claims = json!({
+        "iat": chrono::Utc::now().timestamp(),
+        "jti": uuid::Uuid::new_v4().to_string(),
+        "iss": "Vonage",
+        "payload_hash": hex::encode(sha2::Sha256::digest(body)),
+        "application_id": "app-inbound",
+    });
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+    )
+    .expect("jwt")
+}
+
+/// Posts Vonage's answer webhook (answer_method POST, JSON) for a call from
+/// CALLER to `to` (numbers without `+`), signed with `secret`.
+async fn vonage_ring(app: &TestApp, to: &str, secret: &str) -> (u16, Value) {
+    let body = json!({
+        "from": CALLER.trim_start_matches('+'),
+        "to": to.trim_start_matches('+'),
+        "uuid": uuid::Uuid::new_v4().simple().to_string(),
+        "conversation_uuid": format!("CON-{}", uuid::Uuid::new_v4()),
+        "region_url": "https://api-ap-3.vonage.com",
+    })
+    .to_string();
+    let resp = reqwest::Client::new()
+        .post(format!("{}/carrier/vonage/inbound", app.base))
+        .header(
+            "Authorization",
+            format!("Bearer {}", vonage_jwt(secret, body.as_bytes())),
+        )
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("the answer webhook answers");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vonage_number_answers_its_signed_answer_webhook_with_an_ncco() {
+    let app = TestApp::spawn().await;
+    let (ws, number_id, _vonage) = carrier_workspace(
+        &app,
+        CarrierKind::Vonage,
+        VONAGE_PHONE,
+        json!({"applicationId": "app-inbound", "privateKey": crate::carriers::VONAGE_PRIVATE_KEY,
+            "signatureSecret": VONAGE_SECRET}),
+    )
+    .await;
+
+    let (status, _) = vonage_ring(&app, VONAGE_PHONE, "not-the-secret").await;
+    assert_eq!(status, 403, "a forged signature");
+
+    let (status, ncco) = vonage_ring(&app, VONAGE_PHONE, VONAGE_SECRET).await;
+    assert_eq!(status, 200, "{ncco}");
+    assert_eq!(ncco[0]["action"], "connect", "{ncco}");
+    let endpoint = &ncco[0]["endpoint"][0];
+    assert_eq!(endpoint["type"], "websocket");
+    assert_eq!(endpoint["content-type"], "audio/l16;rate=16000");
+    let url = endpoint["uri"].as_str().expect("uri");
+    assert!(url.ends_with("/media/vonage"), "{url}");
+    let token = endpoint["headers"]["token"].as_str().expect("token");
+    let call_id = call_of(token);
+    assert_eq!(endpoint["headers"]["callId"], call_id.as_str());
+    let leg = Leg::connect(Kind::Vonage, url, token, "vonage-stream-1".into()).await;
+    let call = whole_inbound_call(&app, &ws, leg, &call_id).await;
+    assert_eq!(call["provider"], "vonage", "{call}");
+    assert_eq!(call["toNumber"], VONAGE_PHONE, "{call}");
+
+    // An unknown number and a disabled one: a short message, and the call ends.
+    for disabled in [false, true] {
+        let to = if disabled {
+            disable(&app, &ws, &number_id).await;
+            VONAGE_PHONE
+        } else {
+            "+918035799998"
+        };
+        let (status, ncco) = vonage_ring(&app, to, VONAGE_SECRET).await;
+        assert_eq!(status, 200, "{ncco}");
+        assert_eq!(ncco.as_array().map(Vec::len), Some(1), "{ncco}");
+        assert_eq!(ncco[0]["action"], "talk", "{ncco}");
+    }
+}
