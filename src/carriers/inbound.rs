@@ -14,7 +14,7 @@
 //! `voxline admin sim call` and `voxline loadgen --inbound` send.
 
 use super::callback_request::{CallbackRequest, field, unverifiable};
-use super::{CarrierKind, CarriersError, callback_sig, plivo, twilio, vonage, with_sig};
+use super::{CarrierKind, CarriersError, callback_sig, exotel, plivo, twilio, vonage, with_sig};
 use async_trait::async_trait;
 use axum::Router;
 use axum::body::Bytes;
@@ -53,6 +53,13 @@ impl InboundCarrier {
             Self::Sim => "sim",
             Self::Real(kind) => kind.as_str(),
         }
+    }
+
+    /// Whether the carrier can keep a caller on hold and ask us again: Exotel's
+    /// Voicebot applet takes one answer and cannot come back to us, so a
+    /// number that queues when busy answers busy there instead.
+    pub fn can_hold(self) -> bool {
+        !matches!(self, Self::Real(CarrierKind::Exotel))
     }
 
     /// The media endpoint's carrier segment (`/media/{segment}`): the sim streams as Twilio.
@@ -276,6 +283,21 @@ async fn verified_ring(
             };
             Ok(Some((ring, credential)))
         }
+        InboundCarrier::Real(CarrierKind::Exotel) => {
+            let call = exotel::parse_inbound(request)?;
+            let Some(credential) = host.number_credential(carrier, &call.to).await else {
+                return Ok(None);
+            };
+            exotel::verify_inbound(request, &credential, &call.to)?;
+            let ring = InboundRing {
+                carrier,
+                carrier_call_id: call.call_sid,
+                to: call.to,
+                from: call.from,
+                sim_script: None,
+            };
+            Ok(Some((ring, credential)))
+        }
         InboundCarrier::Real(CarrierKind::Vonage) => {
             let call = vonage::parse_inbound(&vonage::inbound_fields(request))?;
             let Some(credential) = host.number_credential(carrier, &call.to).await else {
@@ -384,6 +406,20 @@ pub fn vonage_answer(answer: &InboundAnswer, sig_key: Option<&str>) -> serde_jso
     }
 }
 
+/// The Voicebot URL's answer on Exotel: the stream, or no stream (the flow's
+/// next applet plays the goodbye). Exotel cannot hold a caller: the applet
+/// takes one answer and there is no redirect back to us, so a `queue` number
+/// whose slots are all taken answers busy there.
+pub fn exotel_answer(answer: &InboundAnswer) -> serde_json::Value {
+    match answer {
+        InboundAnswer::Connect {
+            media_url, token, ..
+        } => exotel::stream_answer(media_url, token),
+        InboundAnswer::Refuse(refusal) => exotel::refusal_answer(refusal.as_str()),
+        InboundAnswer::Hold { .. } => exotel::refusal_answer(Refusal::Busy.as_str()),
+    }
+}
+
 /// What a caller hears where the carrier plays no busy tone.
 pub const BUSY_MESSAGE: &str = "Sorry, all our lines are busy. Please call again later. Goodbye.";
 
@@ -406,6 +442,9 @@ fn render(
             xml(twilio_answer(answer))
         }
         InboundCarrier::Real(CarrierKind::Plivo) => xml(plivo_answer(answer)),
+        InboundCarrier::Real(CarrierKind::Exotel) => {
+            axum::Json(exotel_answer(answer)).into_response()
+        }
         InboundCarrier::Real(CarrierKind::Vonage) => {
             let key = credential.and_then(|c| vonage::sig_key(c).ok());
             axum::Json(vonage_answer(answer, key.as_deref())).into_response()

@@ -9,7 +9,7 @@
 use crate::support::{FakeCarrier, Kind, Leg, TestApp, Workspace, eventually};
 use serde_json::{Value, json};
 use std::time::Duration;
-use voxline::carriers::{CarrierKind, plivo};
+use voxline::carriers::{CarrierKind, callback_request, plivo};
 
 const CALLER: &str = "+919845012399";
 
@@ -300,4 +300,72 @@ async fn a_vonage_number_answers_its_signed_answer_webhook_with_an_ncco() {
         assert_eq!(ncco.as_array().map(Vec::len), Some(1), "{ncco}");
         assert_eq!(ncco[0]["action"], "talk", "{ncco}");
     }
+}
+
+// ---------------------------------------------------------------- Exotel
+
+const EXOTEL_PHONE: &str = "+918035740103";
+const EXOTEL_TOKEN: &str = "exotel-api-token";
+
+/// Exotel's Voicebot applet asking its URL for the stream of a call from
+/// CALLER to `to` (a GET with the call in the query, numbers in Exotel's
+/// national form), at the URL the customer pasted, signed with `token`.
+async fn exotel_ring(app: &TestApp, to: &str, token: &str) -> (u16, Value) {
+    let national = |e164: &str| format!("0{}", e164.trim_start_matches("+91"));
+    let query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("CallSid", &uuid::Uuid::new_v4().simple().to_string())
+        .append_pair("CallFrom", &national(CALLER))
+        .append_pair("CallTo", &national(to))
+        .append_pair("From", &national(CALLER))
+        .append_pair("To", &national(to))
+        .append_pair("Direction", "incoming")
+        .append_pair("sig", &callback_request::inbound_sig(token, to))
+        .finish();
+    let resp = reqwest::Client::new()
+        .get(format!("{}/carrier/exotel/inbound?{query}", app.base))
+        .send()
+        .await
+        .expect("the voicebot URL answers");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exotel_number_answers_its_signed_voicebot_url_with_a_stream() {
+    let app = TestApp::spawn().await;
+    let (ws, number_id, _exotel) = carrier_workspace(
+        &app,
+        CarrierKind::Exotel,
+        EXOTEL_PHONE,
+        json!({"accountSid": "exo-acct", "apiKey": "exo-key", "apiToken": EXOTEL_TOKEN}),
+    )
+    .await;
+
+    let (status, _) = exotel_ring(&app, EXOTEL_PHONE, "not-the-token").await;
+    assert_eq!(status, 403, "a forged sig");
+
+    let (status, answer) = exotel_ring(&app, EXOTEL_PHONE, EXOTEL_TOKEN).await;
+    assert_eq!(status, 200, "{answer}");
+    let url = answer["url"].as_str().expect("a stream URL");
+    assert!(url.contains("/media/exotel/"), "{url}");
+    let token = url.rsplit('/').next().expect("token").to_string();
+    let call_id = call_of(&token);
+    let leg = Leg::connect(Kind::Exotel, url, &token, "exotel-stream-1".into()).await;
+    let call = whole_inbound_call(&app, &ws, leg, &call_id).await;
+    assert_eq!(call["provider"], "exotel", "{call}");
+    assert_eq!(call["toNumber"], EXOTEL_PHONE, "{call}");
+
+    // No stream for an unknown or a disabled number: the flow's next applet says goodbye.
+    let (status, answer) = exotel_ring(&app, "+918035799997", EXOTEL_TOKEN).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["url"], Value::Null, "{answer}");
+    disable(&app, &ws, &number_id).await;
+    let (status, answer) = exotel_ring(&app, EXOTEL_PHONE, EXOTEL_TOKEN).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["url"], Value::Null, "{answer}");
+    assert_eq!(answer["refused"], "unavailable", "{answer}");
 }
