@@ -5,6 +5,7 @@ use super::{CarriersError, verify_callback_sig, verify_transfer_callback_sig};
 use crate::domain::text::{self, Lines};
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, Uri};
+use voxline_actors::signing::Signer;
 
 /// One callback request as the carrier sent it.
 #[derive(Debug, Clone)]
@@ -167,4 +168,46 @@ pub(super) fn require_our_sig(
 /// A required callback field, or a `BadCallback` naming it.
 pub(super) fn required(fields: &[(String, String)], name: &str) -> Result<String, CarriersError> {
     field(fields, name).ok_or_else(|| CarriersError::BadCallback(format!("missing {name}")))
+}
+
+/// A phone number as a carrier wrote it, in E.164: Plivo, Vonage and Exotel
+/// leave the `+` off (`918035740188`), which our numbers are stored with.
+pub(super) fn carrier_phone(raw: &str) -> String {
+    let trimmed = raw.trim();
+    if !trimmed.is_empty() && trimmed.chars().all(|c| c.is_ascii_digit()) {
+        format!("+{trimmed}")
+    } else {
+        trimmed.to_string()
+    }
+}
+
+/// Prefixed to the number in [`inbound_sig`], so it is never a valid tag of
+/// anything else signed with the same account secret.
+const INBOUND_PURPOSE: &[u8] = b"voxline/carrier-inbound/v1\0";
+
+/// Our signature of a number's inbound URL, for carriers that sign nothing on
+/// that request (Exotel) or only when the account opts in (Vonage): keyed by the
+/// workspace's carrier secret over the number in E.164, so the URL the customer
+/// pastes rings only that number and only while the secret is unchanged.
+pub fn inbound_sig(key: &str, number: &str) -> String {
+    Signer::sha256(key).sign_hex(&[INBOUND_PURPOSE, number.as_bytes()])
+}
+
+/// The inbound URL a customer pastes for `number` on a carrier that needs our `sig`.
+pub fn inbound_url(inbound_base: &str, key: &str, number: &str) -> String {
+    let query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("sig", &inbound_sig(key, number))
+        .finish();
+    format!("{inbound_base}?{query}")
+}
+
+/// Checks our `sig` of `number` (see [`inbound_sig`]) in the request's URL.
+pub(super) fn require_inbound_sig(
+    request: &CallbackRequest,
+    key: &str,
+    number: &str,
+) -> Result<(), CarriersError> {
+    require_sig(request, |sig| {
+        Signer::sha256(key).verify_hex(&[INBOUND_PURPOSE, number.as_bytes()], sig)
+    })
 }

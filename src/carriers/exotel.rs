@@ -7,7 +7,9 @@
 //!
 //! Exotel calls cannot be transferred (see [`TRANSFER_REFUSAL`]).
 
-use super::callback_request::{CallbackRequest, OurSig, field, require_our_sig};
+use super::callback_request::{
+    CallbackRequest, OurSig, carrier_phone, field, require_inbound_sig, require_our_sig,
+};
 use super::rest_carrier::{AccountClient, CarrierApi, RestCarrier};
 use super::{CarrierKind, CarriersError, callback_sig, optional_field, required_field, with_sig};
 use async_trait::async_trait;
@@ -229,5 +231,124 @@ pub(super) fn cannot_transfer() -> CarriersError {
         kind: CarrierKind::Exotel,
         what: "transfer calls",
         reason: TRANSFER_REFUSAL,
+    }
+}
+
+/// A call ringing one of our Exophones, read from the Voicebot applet's URL
+/// request (a GET whose query carries the call, as Exotel's applet URLs do).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExotelInboundCall {
+    /// Exotel's `CallSid`.
+    pub call_sid: String,
+    /// The Exophone that rang, in E.164.
+    pub to: String,
+    /// The caller, in E.164 when it is a number; `anonymous` when withheld.
+    pub from: String,
+}
+
+/// A number as Exotel writes it, in E.164: Exotel's Indian accounts write
+/// numbers in the national form (`09845012399`, `08035740103`), others
+/// without the `+`.
+fn exotel_phone(raw: &str) -> String {
+    let trimmed = raw.trim();
+    match trimmed.strip_prefix('0') {
+        Some(national) if !national.is_empty() && national.chars().all(|c| c.is_ascii_digit()) => {
+            format!("+91{national}")
+        }
+        _ => carrier_phone(trimmed),
+    }
+}
+
+/// The first of `names` present in the query.
+fn query_field(request: &CallbackRequest, names: &[&str]) -> Option<String> {
+    names.iter().find_map(|name| request.query_param(name))
+}
+
+/// Reads the Voicebot applet's URL request: `CallSid`, and the numbers as
+/// `From`/`To` (or `CallFrom`/`CallTo`, as Exotel's applets also name them).
+pub fn parse_inbound(request: &CallbackRequest) -> Result<ExotelInboundCall, CarriersError> {
+    let required = |names: &[&str]| {
+        query_field(request, names).ok_or_else(|| {
+            CarriersError::BadCallback(format!("voicebot URL request lacks {}", names[0]))
+        })
+    };
+    Ok(ExotelInboundCall {
+        call_sid: required(&["CallSid"])?,
+        to: exotel_phone(&required(&["To", "CallTo"])?),
+        from: query_field(request, &["From", "CallFrom"])
+            .filter(|from| !from.is_empty())
+            .map_or_else(|| "anonymous".to_string(), |from| exotel_phone(&from)),
+    })
+}
+
+/// Checks our `sig` over `number` in the Voicebot URL: Exotel signs nothing on
+/// this request, so the URL the customer pastes carries it, keyed by the
+/// workspace's API token.
+pub(super) fn verify_inbound(
+    request: &CallbackRequest,
+    credential: &serde_json::Value,
+    number: &str,
+) -> Result<(), CarriersError> {
+    let account = ExotelAccount::from_credential(credential)?;
+    require_inbound_sig(request, &account.api_token, number)
+}
+
+/// The Voicebot URL's answer naming the stream: `{"url": "wss://…/media/exotel/{token}"}`.
+pub fn stream_answer(media_url: &str, media_token: &str) -> serde_json::Value {
+    serde_json::json!({
+        "url": format!("{}/{}", media_url.trim_end_matches('/'), media_token),
+    })
+}
+
+/// The Voicebot URL's answer for a call we do not take: no stream URL, so the
+/// applet fails over to the flow's next applet (where the customer puts a
+/// goodbye and a hang-up); `reason` says why, for the flow's logs.
+pub fn refusal_answer(reason: &str) -> serde_json::Value {
+    serde_json::json!({ "url": null, "refused": reason })
+}
+
+#[cfg(test)]
+mod inbound_tests {
+    use super::*;
+    use axum::http::{HeaderMap, Uri};
+
+    fn request(query: &str) -> CallbackRequest {
+        let uri: Uri = format!("/carrier/exotel/inbound?{query}").parse().unwrap();
+        CallbackRequest::new(
+            Some("https://v.example"),
+            Method::GET,
+            &uri,
+            HeaderMap::new(),
+            Default::default(),
+        )
+    }
+
+    #[test]
+    fn a_voicebot_url_request_reads_either_spelling() {
+        let call =
+            parse_inbound(&request("CallSid=c1&From=09845012399&To=%2B918035740103")).unwrap();
+        assert_eq!(call.call_sid, "c1");
+        assert_eq!(call.to, "+918035740103");
+        let call = parse_inbound(&request(
+            "CallSid=c1&CallFrom=919845012399&CallTo=918035740103",
+        ))
+        .unwrap();
+        assert_eq!(call.from, "+919845012399");
+        assert!(parse_inbound(&request("From=1")).is_err());
+    }
+
+    #[test]
+    fn the_url_is_signed_over_the_number_with_the_api_token() {
+        let credential = serde_json::json!({"accountSid": "a", "apiKey": "k", "apiToken": "t"});
+        let sig = super::super::callback_request::inbound_sig("t", "+918035740103");
+        let signed = request(&format!("CallSid=c&To=918035740103&sig={sig}"));
+        assert!(verify_inbound(&signed, &credential, "+918035740103").is_ok());
+        assert!(verify_inbound(&signed, &credential, "+918035740104").is_err());
+        assert!(verify_inbound(&request("CallSid=c"), &credential, "+918035740103").is_err());
+        assert_eq!(
+            stream_answer("wss://v.example/media/exotel", "tok")["url"],
+            "wss://v.example/media/exotel/tok"
+        );
+        assert_eq!(refusal_answer("busy")["url"], serde_json::Value::Null);
     }
 }

@@ -14,7 +14,7 @@
 //! `voxline admin sim call` and `voxline loadgen --inbound` send.
 
 use super::callback_request::{CallbackRequest, field, unverifiable};
-use super::{CarrierKind, CarriersError, twilio};
+use super::{CarrierKind, CarriersError, callback_sig, exotel, plivo, twilio, vonage, with_sig};
 use async_trait::async_trait;
 use axum::Router;
 use axum::body::Bytes;
@@ -53,6 +53,13 @@ impl InboundCarrier {
             Self::Sim => "sim",
             Self::Real(kind) => kind.as_str(),
         }
+    }
+
+    /// Whether the carrier can keep a caller on hold and ask us again: Exotel's
+    /// Voicebot applet takes one answer and cannot come back to us, so a
+    /// number that queues when busy answers busy there instead.
+    pub fn can_hold(self) -> bool {
+        !matches!(self, Self::Real(CarrierKind::Exotel))
     }
 
     /// The media endpoint's carrier segment (`/media/{segment}`): the sim streams as Twilio.
@@ -241,12 +248,13 @@ fn twilio_ring(
     Ok((ring, required("AccountSid")?))
 }
 
-/// What a carrier said about a ringing call, read and verified.
+/// What a carrier said about a ringing call, read and verified, with the
+/// credential of the number's account (some answers are signed with it).
 async fn verified_ring(
     host: &dyn InboundHost,
     carrier: InboundCarrier,
     request: &CallbackRequest,
-) -> Result<Option<InboundRing>, CarriersError> {
+) -> Result<Option<(InboundRing, serde_json::Value)>, CarriersError> {
     match carrier {
         InboundCarrier::Sim | InboundCarrier::Real(CarrierKind::Twilio) => {
             let (ring, account_sid) = twilio_ring(carrier, request)?;
@@ -258,7 +266,52 @@ async fn verified_ring(
             if account.account_sid != account_sid {
                 return Err(unverifiable("AccountSid is not the number's account"));
             }
-            Ok(Some(ring))
+            Ok(Some((ring, credential)))
+        }
+        InboundCarrier::Real(CarrierKind::Plivo) => {
+            let call = plivo::parse_inbound(&request.fields())?;
+            let Some(credential) = host.number_credential(carrier, &call.to).await else {
+                return Ok(None);
+            };
+            plivo::verify_callback(request, &credential)?;
+            let ring = InboundRing {
+                carrier,
+                carrier_call_id: call.call_uuid,
+                to: call.to,
+                from: call.from,
+                sim_script: None,
+            };
+            Ok(Some((ring, credential)))
+        }
+        InboundCarrier::Real(CarrierKind::Exotel) => {
+            let call = exotel::parse_inbound(request)?;
+            let Some(credential) = host.number_credential(carrier, &call.to).await else {
+                return Ok(None);
+            };
+            exotel::verify_inbound(request, &credential, &call.to)?;
+            let ring = InboundRing {
+                carrier,
+                carrier_call_id: call.call_sid,
+                to: call.to,
+                from: call.from,
+                sim_script: None,
+            };
+            Ok(Some((ring, credential)))
+        }
+        InboundCarrier::Real(CarrierKind::Vonage) => {
+            let call = vonage::parse_inbound(&vonage::inbound_fields(request))?;
+            let Some(credential) = host.number_credential(carrier, &call.to).await else {
+                return Ok(None);
+            };
+            vonage::verify_inbound(request, &credential, &call.to)?;
+            let ring = InboundRing {
+                carrier,
+                carrier_call_id: call.uuid,
+                to: call.to,
+                from: call.from,
+                sim_script: None,
+            };
+            Ok(Some((ring, credential)))
         }
         InboundCarrier::Real(kind) => Err(CarriersError::Unsupported {
             kind,
@@ -304,11 +357,97 @@ pub fn twilio_answer(answer: &InboundAnswer) -> String {
     }
 }
 
-/// The carrier's form of an answer.
-fn render(carrier: InboundCarrier, answer: &InboundAnswer) -> Response {
+/// The Plivo XML answering an inbound call's Answer URL request, with the
+/// same choices as [`twilio_answer`]: `<Stream>` carrying the media token in
+/// its path (as for outbound calls), `<Hangup reason="busy"/>`,
+/// `<Hangup reason="rejected"/>`, or `<Speak>` and `<Hangup/>`.
+pub fn plivo_answer(answer: &InboundAnswer) -> String {
+    match answer {
+        InboundAnswer::Connect {
+            media_url, token, ..
+        } => plivo::stream_xml(media_url, token),
+        InboundAnswer::Refuse(Refusal::Busy) => plivo::reject_xml(true),
+        InboundAnswer::Refuse(
+            Refusal::UnknownNumber | Refusal::Blocked | Refusal::CallerCap | Refusal::Routed,
+        ) => plivo::reject_xml(false),
+        InboundAnswer::Refuse(Refusal::Unavailable) => {
+            plivo::speak_and_hang_up_xml(UNAVAILABLE_MESSAGE)
+        }
+        InboundAnswer::Refuse(Refusal::WaitOver) => plivo::speak_and_hang_up_xml(WAIT_OVER_MESSAGE),
+        InboundAnswer::Hold { say, poll_url } => {
+            plivo::hold_xml(say.as_deref(), HOLD_POLL_SECONDS, poll_url)
+        }
+    }
+}
+
+/// The NCCO answering a Vonage answer (or hold `notify`) webhook: `connect`
+/// to our websocket as for outbound calls; a short `talk` for every refusal
+/// (Vonage cannot refuse from the answer webhook, the call ends after it);
+/// `talk` and `notify` to the poll URL, signed with our `sig` keyed by `sig_key`
+/// (the application's key), for a held caller.
+pub fn vonage_answer(answer: &InboundAnswer, sig_key: Option<&str>) -> serde_json::Value {
+    match answer {
+        InboundAnswer::Connect {
+            call_id,
+            media_url,
+            token,
+        } => vonage::connect_ncco(media_url, token, call_id),
+        InboundAnswer::Refuse(Refusal::Busy) => vonage::talk_ncco(BUSY_MESSAGE),
+        InboundAnswer::Refuse(Refusal::WaitOver) => vonage::talk_ncco(WAIT_OVER_MESSAGE),
+        InboundAnswer::Refuse(_) => vonage::talk_ncco(UNAVAILABLE_MESSAGE),
+        InboundAnswer::Hold { say, poll_url } => {
+            let signed = match (sig_key, hold_call_id(poll_url)) {
+                (Some(key), Some(call_id)) => with_sig(poll_url, &callback_sig(key, call_id)),
+                // Without the account's key the poll could not be verified: let the caller go.
+                _ => return vonage::talk_ncco(BUSY_MESSAGE),
+            };
+            vonage::hold_ncco(say.as_deref(), HOLD_POLL_SECONDS, &signed)
+        }
+    }
+}
+
+/// The Voicebot URL's answer on Exotel: the stream, or no stream (the flow's
+/// next applet plays the goodbye). Exotel cannot hold a caller: the applet
+/// takes one answer and there is no redirect back to us, so a `queue` number
+/// whose slots are all taken answers busy there.
+pub fn exotel_answer(answer: &InboundAnswer) -> serde_json::Value {
+    match answer {
+        InboundAnswer::Connect {
+            media_url, token, ..
+        } => exotel::stream_answer(media_url, token),
+        InboundAnswer::Refuse(refusal) => exotel::refusal_answer(refusal.as_str()),
+        InboundAnswer::Hold { .. } => exotel::refusal_answer(Refusal::Busy.as_str()),
+    }
+}
+
+/// What a caller hears where the carrier plays no busy tone.
+pub const BUSY_MESSAGE: &str = "Sorry, all our lines are busy. Please call again later. Goodbye.";
+
+/// Our call id in a [`hold_poll_url`].
+fn hold_call_id(poll_url: &str) -> Option<&str> {
+    let path = poll_url.split('?').next()?;
+    let (_, call_id) = path.rsplit_once(&format!("/{HOLD_SEGMENT}/"))?;
+    Some(call_id)
+}
+
+/// The carrier's form of an answer; `credential` is the number's account's,
+/// when known (Vonage signs its hold poll URL with it).
+fn render(
+    carrier: InboundCarrier,
+    answer: &InboundAnswer,
+    credential: Option<&serde_json::Value>,
+) -> Response {
     match carrier {
         InboundCarrier::Sim | InboundCarrier::Real(CarrierKind::Twilio) => {
             xml(twilio_answer(answer))
+        }
+        InboundCarrier::Real(CarrierKind::Plivo) => xml(plivo_answer(answer)),
+        InboundCarrier::Real(CarrierKind::Exotel) => {
+            axum::Json(exotel_answer(answer)).into_response()
+        }
+        InboundCarrier::Real(CarrierKind::Vonage) => {
+            let key = credential.and_then(|c| vonage::sig_key(c).ok());
+            axum::Json(vonage_answer(answer, key.as_deref())).into_response()
         }
         // Not reached until the other carriers are served: `verified_ring` refuses them first.
         InboundCarrier::Real(_) => xml(twilio_answer(answer)),
@@ -332,14 +471,14 @@ pub async fn inbound_webhook(
         return CarriersError::UnknownProvider(provider.to_string()).into_response();
     };
     match verified_ring(host, carrier, &request).await {
-        Ok(Some(ring)) => {
+        Ok(Some((ring, credential))) => {
             let answer = host.ring(ring.clone()).await;
             if let InboundAnswer::Refuse(refusal) = &answer {
                 metrics::counter!("voxline_inbound_refusals_total", "reason" => refusal.as_str())
                     .increment(1);
                 tracing::info!(provider, to = %ring.to, from = %ring.from, reason = refusal.as_str(), "inbound call refused");
             }
-            render(carrier, &answer)
+            render(carrier, &answer, Some(&credential))
         }
         Ok(None) => {
             metrics::counter!("voxline_inbound_refusals_total", "reason" => Refusal::UnknownNumber.as_str())
@@ -348,7 +487,11 @@ pub async fn inbound_webhook(
                 provider,
                 "inbound call to a number no workspace rents here; refused"
             );
-            render(carrier, &InboundAnswer::Refuse(Refusal::UnknownNumber))
+            render(
+                carrier,
+                &InboundAnswer::Refuse(Refusal::UnknownNumber),
+                None,
+            )
         }
         Err(err) => {
             tracing::warn!(provider, error = %err, "inbound webhook refused");
@@ -365,7 +508,8 @@ where
     Router::new()
         .route(
             &format!("/carrier/{{provider}}/{INBOUND_SEGMENT}"),
-            post(inbound_route),
+            // GET for the carriers whose answer webhook may be a GET (Vonage, Exotel).
+            post(inbound_route).get(inbound_route),
         )
         .route(
             &format!("/carrier/{{provider}}/{INBOUND_SEGMENT}/{HOLD_SEGMENT}/{{call_id}}"),
@@ -411,8 +555,14 @@ pub async fn hold_webhook(
             .await
             .ok_or_else(|| unverifiable("callback cannot be verified"))?;
         match carrier {
+            InboundCarrier::Real(CarrierKind::Vonage) => {
+                vonage::verify_hold(&request, &credential, call_id)
+            }
             InboundCarrier::Sim | InboundCarrier::Real(CarrierKind::Twilio) => {
                 twilio::verify_callback(&request, &credential)
+            }
+            InboundCarrier::Real(CarrierKind::Plivo) => {
+                plivo::verify_callback(&request, &credential)
             }
             InboundCarrier::Real(kind) => Err(CarriersError::Unsupported {
                 kind,
@@ -420,17 +570,21 @@ pub async fn hold_webhook(
                 reason: "this carrier's inbound webhook is not served yet",
             }),
         }
+        .map(|()| credential)
     };
-    if let Err(err) = verified.await {
-        tracing::warn!(provider, call = call_id, error = %err, "hold poll refused");
-        return err.into_response();
-    }
+    let credential = match verified.await {
+        Ok(credential) => credential,
+        Err(err) => {
+            tracing::warn!(provider, call = call_id, error = %err, "hold poll refused");
+            return err.into_response();
+        }
+    };
     let round = request
         .query_param("round")
         .and_then(|r| r.parse().ok())
         .unwrap_or(1);
     let answer = host.poll_hold(carrier, call_id, round).await;
-    render(carrier, &answer)
+    render(carrier, &answer, Some(&credential))
 }
 
 async fn hold_route(
@@ -477,5 +631,28 @@ mod tests {
         );
         assert_eq!(InboundCarrier::parse("skype"), None);
         assert_eq!(InboundCarrier::Sim.media_segment(), "twilio");
+    }
+
+    #[test]
+    fn a_vonage_hold_polls_a_signed_url_and_refusals_talk() {
+        let poll = hold_poll_url(
+            "https://v.example",
+            InboundCarrier::Real(CarrierKind::Vonage),
+            "c-1",
+            2,
+        );
+        assert_eq!(hold_call_id(&poll), Some("c-1"));
+        let hold = InboundAnswer::Hold {
+            say: Some("Please hold.".into()),
+            poll_url: poll.clone(),
+        };
+        let ncco = vonage_answer(&hold, Some("key"));
+        let url = ncco[1]["eventUrl"][0].as_str().unwrap();
+        assert!(url.starts_with(&poll), "{url}");
+        assert!(url.contains(&callback_sig("key", "c-1")), "{url}");
+        assert_eq!(vonage_answer(&hold, None)[0]["text"], BUSY_MESSAGE);
+        let refused = vonage_answer(&InboundAnswer::Refuse(Refusal::UnknownNumber), None);
+        assert_eq!(refused[0]["action"], "talk");
+        assert!(plivo_answer(&InboundAnswer::Refuse(Refusal::Busy)).contains("busy"));
     }
 }

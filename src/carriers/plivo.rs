@@ -4,7 +4,9 @@
 //! `/carrier/plivo/transfer/{callId}`, which answers a `<Dial>` to the person),
 //! and verify `X-Plivo-Signature-V3` on its callbacks.
 
-use super::callback_request::{CallbackRequest, field, required, seconds, unverifiable};
+use super::callback_request::{
+    CallbackRequest, carrier_phone, field, required, seconds, unverifiable,
+};
 use super::rest_carrier::{AccountClient, CarrierApi, RestCarrier, json_id};
 use super::{
     CarrierKind, CarriersError, TRANSFER_STATUS_SEGMENT, base_url, required_field, with_params,
@@ -430,4 +432,130 @@ pub(super) fn parse_leg(
         map_leg_status(&status),
         seconds(field(fields, "DialBLegDuration")),
     ))
+}
+
+/// A call ringing one of our Plivo numbers, read from its Answer URL request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlivoInboundCall {
+    /// Plivo's `CallUUID`.
+    pub call_uuid: String,
+    /// The number that rang, in E.164 (Plivo leaves the `+` off).
+    pub to: String,
+    /// The caller, in E.164 when it is a number; `anonymous` when withheld.
+    pub from: String,
+}
+
+/// Reads the Answer URL request of an incoming call (`CallUUID`, `From`, `To`;
+/// `Direction` is `inbound`). An outbound call's answer never reaches this
+/// route, so a request saying `outbound` was not made for it.
+pub fn parse_inbound(fields: &[(String, String)]) -> Result<PlivoInboundCall, CarriersError> {
+    if let Some(direction) = field(fields, "Direction")
+        && !direction.eq_ignore_ascii_case("inbound")
+    {
+        return Err(CarriersError::BadCallback(format!(
+            "answer URL request for a {direction} call"
+        )));
+    }
+    Ok(PlivoInboundCall {
+        call_uuid: required(fields, "CallUUID")?,
+        to: carrier_phone(&required(fields, "To")?),
+        from: field(fields, "From")
+            .filter(|from| !from.is_empty())
+            .map_or_else(|| "anonymous".to_string(), |from| carrier_phone(&from)),
+    })
+}
+
+/// Plivo XML refusing a call before it is answered: `<Hangup reason="busy"/>`
+/// (the caller hears a busy tone) or `<Hangup reason="rejected"/>`.
+pub fn reject_xml(busy: bool) -> String {
+    let reason = if busy { "busy" } else { "rejected" };
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Hangup reason=\"{reason}\"/></Response>"
+    )
+}
+
+/// Plivo XML that says `text` and hangs up.
+pub fn speak_and_hang_up_xml(text: &str) -> String {
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Speak>{}</Speak><Hangup/></Response>",
+        xml_escape(text)
+    )
+}
+
+/// Plivo XML that keeps a caller on hold: an optional `<Speak>`, a `<Wait>` of
+/// `wait_seconds`, then `<Redirect>` (POST, signed like the Answer URL) to
+/// `poll_url`, where we answer again.
+pub fn hold_xml(say: Option<&str>, wait_seconds: u32, poll_url: &str) -> String {
+    let speak = say
+        .map(|text| format!("<Speak>{}</Speak>", xml_escape(text)))
+        .unwrap_or_default();
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response>{speak}<Wait length=\"{wait_seconds}\"/><Redirect method=\"POST\">{}</Redirect></Response>",
+        xml_escape(poll_url)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn an_incoming_calls_answer_request_reads_in_e164() {
+        let call = parse_inbound(&pairs(&[
+            ("CallUUID", "9a1b"),
+            ("From", "919845012399"),
+            ("To", "918035740188"),
+            ("Direction", "inbound"),
+            ("CallStatus", "ringing"),
+        ]))
+        .unwrap();
+        assert_eq!(call.call_uuid, "9a1b");
+        assert_eq!(call.to, "+918035740188");
+        assert_eq!(call.from, "+919845012399");
+        let withheld = parse_inbound(&pairs(&[("CallUUID", "u"), ("To", "+9180")])).unwrap();
+        assert_eq!(withheld.from, "anonymous");
+        assert!(parse_inbound(&pairs(&[("To", "9180")])).is_err());
+        assert!(
+            parse_inbound(&pairs(&[
+                ("CallUUID", "u"),
+                ("To", "9180"),
+                ("Direction", "outbound")
+            ]))
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn refusals_and_hold_are_plivo_xml() {
+        assert!(reject_xml(true).contains("<Hangup reason=\"busy\"/>"));
+        assert!(reject_xml(false).contains("<Hangup reason=\"rejected\"/>"));
+        let bye = speak_and_hang_up_xml("Sorry & goodbye.");
+        assert!(
+            bye.contains("<Speak>Sorry &amp; goodbye.</Speak><Hangup/>"),
+            "{bye}"
+        );
+        let hold = hold_xml(Some("Please hold."), 1, "https://v.example/p?a=1&round=2");
+        assert!(
+            hold.contains(
+                "<Speak>Please hold.</Speak><Wait length=\"1\"/><Redirect method=\"POST\">https://v.example/p?a=1&amp;round=2</Redirect>"
+            ),
+            "{hold}"
+        );
+        assert!(!hold_xml(None, 1, "u").contains("<Speak>"));
+    }
+
+    #[test]
+    fn an_answer_url_request_verifies_with_the_accounts_token() {
+        let url = "https://v.example/carrier/plivo/inbound";
+        let params = pairs(&[("CallUUID", "u"), ("To", "9180")]);
+        let sig = signature_v3("tok", "POST", url, &params, "n1");
+        assert!(verify_v3("tok", "POST", url, &params, "n1", &sig));
+        assert!(!verify_v3("other", "POST", url, &params, "n1", &sig));
+    }
 }

@@ -9,7 +9,8 @@
 //! `sig` keyed by the application's private key.
 
 use super::callback_request::{
-    CallbackRequest, OurSig, field, require_our_sig, required, seconds, unverifiable,
+    CallbackRequest, OurSig, carrier_phone, field, require_inbound_sig, require_our_sig, required,
+    seconds, unverifiable,
 };
 use super::rest_carrier::{AccountClient, CarrierApi, RestCarrier};
 use super::{
@@ -435,4 +436,161 @@ pub(super) fn parse_leg(
         return Ok(None);
     }
     Ok(map_leg_status(&status).map(|status| (status, seconds(field(fields, "duration")))))
+}
+
+/// A call ringing one of our Vonage numbers, read from its answer webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VonageInboundCall {
+    /// Vonage's call (leg) `uuid`, which the Voice API hangs up.
+    pub uuid: String,
+    /// The number that rang, in E.164 (Vonage leaves the `+` off).
+    pub to: String,
+    /// The caller, in E.164 when it is a number; `anonymous` when withheld.
+    pub from: String,
+}
+
+/// Reads the answer webhook of an incoming call: `uuid`, `from`, `to` (and
+/// `conversation_uuid`), from the JSON body of a POST or the query of a GET.
+pub fn parse_inbound(fields: &[(String, String)]) -> Result<VonageInboundCall, CarriersError> {
+    Ok(VonageInboundCall {
+        uuid: required(fields, "uuid")?,
+        to: carrier_phone(&required(fields, "to")?),
+        from: field(fields, "from")
+            .filter(|from| !from.is_empty())
+            .map_or_else(|| "anonymous".to_string(), |from| carrier_phone(&from)),
+    })
+}
+
+/// The answer webhook's fields: the JSON body of a POST, else the URL's query (GET).
+pub fn inbound_fields(request: &CallbackRequest) -> Vec<(String, String)> {
+    if request.method == Method::GET {
+        let query = request.url.split_once('?').map_or("", |(_, q)| q);
+        form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect()
+    } else {
+        request.fields()
+    }
+}
+
+/// Checks that an answer webhook for `number` came from the Vonage application
+/// in `credential`: the signed-webhook JWT when the account opted in
+/// (`signatureSecret`), else our own `sig` over the number in the answer URL
+/// the customer pasted (Vonage signs nothing else).
+pub(super) fn verify_inbound(
+    request: &CallbackRequest,
+    credential: &serde_json::Value,
+    number: &str,
+) -> Result<(), CarriersError> {
+    let account = VonageAccount::from_credential(credential)?;
+    if account.signature_secret.is_some() {
+        verify_signed_request(&account, request)
+    } else {
+        require_inbound_sig(request, &account.private_key_pem, number)
+    }
+}
+
+/// Checks a held caller's `notify` webhook for our call `call_id`: our `sig`
+/// (which [`hold_ncco`]'s caller put in the poll URL) and, when enabled, the
+/// signed-webhook JWT.
+pub(super) fn verify_hold(
+    request: &CallbackRequest,
+    credential: &serde_json::Value,
+    call_id: &str,
+) -> Result<(), CarriersError> {
+    verify_callback(call_id, request, credential, OurSig::Status)
+}
+
+/// The key our `sig`s of this application are made with (its private key).
+pub fn sig_key(credential: &serde_json::Value) -> Result<String, CarriersError> {
+    Ok(VonageAccount::from_credential(credential)?.private_key_pem)
+}
+
+/// The NCCO that streams an incoming call to our media endpoint, as outbound
+/// calls' `connect` does: L16 at 16 kHz, the media token and call id in the
+/// websocket's headers (Vonage sends them in its first text frame).
+pub fn connect_ncco(media_url: &str, media_token: &str, call_id: &str) -> serde_json::Value {
+    serde_json::json!([{
+        "action": "connect",
+        "endpoint": [{
+            "type": "websocket",
+            "uri": media_url,
+            "content-type": STREAM_CONTENT_TYPE,
+            "headers": { "token": media_token, "callId": call_id },
+        }],
+    }])
+}
+
+/// The NCCO that says `text` and, having nothing after it, ends the call.
+/// Vonage has no way to refuse a call from its answer webhook: the call is
+/// answered when an NCCO is served, so a refusal is a short message.
+pub fn talk_ncco(text: &str) -> serde_json::Value {
+    serde_json::json!([{ "action": "talk", "text": text }])
+}
+
+/// The NCCO that keeps a caller on hold: the hold message (or an SSML pause
+/// of `pause_seconds` when there is none to say), then a `notify` to
+/// `poll_url`, whose answer is the next NCCO (Vonage replaces the current
+/// one with a `notify` webhook's NCCO answer).
+pub fn hold_ncco(say: Option<&str>, pause_seconds: u32, poll_url: &str) -> serde_json::Value {
+    let text = match say {
+        Some(say) => say.to_string(),
+        None => format!("<speak><break time=\"{pause_seconds}s\"/></speak>"),
+    };
+    serde_json::json!([
+        { "action": "talk", "text": text },
+        {
+            "action": "notify",
+            "payload": { "hold": true },
+            "eventUrl": [poll_url],
+            "eventMethod": "POST",
+        },
+    ])
+}
+
+#[cfg(test)]
+mod inbound_tests {
+    use super::*;
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn an_answer_webhook_reads_in_e164() {
+        let call = parse_inbound(&pairs(&[
+            ("uuid", "63f61863"),
+            ("conversation_uuid", "CON-f972836a"),
+            ("from", "919845012399"),
+            ("to", "918035740188"),
+        ]))
+        .unwrap();
+        assert_eq!(call.uuid, "63f61863");
+        assert_eq!(call.to, "+918035740188");
+        assert_eq!(call.from, "+919845012399");
+        assert!(parse_inbound(&pairs(&[("to", "9180")])).is_err());
+    }
+
+    #[test]
+    fn nccos_connect_say_and_hold() {
+        let connect = connect_ncco("wss://v.example/media/vonage", "tok", "c1");
+        assert_eq!(connect[0]["action"], "connect");
+        assert_eq!(
+            connect[0]["endpoint"][0]["content-type"],
+            "audio/l16;rate=16000"
+        );
+        assert_eq!(connect[0]["endpoint"][0]["headers"]["token"], "tok");
+        assert_eq!(talk_ncco("Bye.")[0]["text"], "Bye.");
+        let hold = hold_ncco(None, 1, "https://v.example/p");
+        assert!(
+            hold[0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("break time=\"1s\"")
+        );
+        assert_eq!(hold[1]["action"], "notify");
+        assert_eq!(hold[1]["eventUrl"][0], "https://v.example/p");
+    }
 }

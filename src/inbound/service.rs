@@ -238,7 +238,9 @@ impl InboundService {
         let hold = Duration::from_secs(u64::from(settings.queue_seconds));
         let wait = match settings.when_busy {
             WhenBusy::Reject => InboundWait::Reject,
-            WhenBusy::Queue => InboundWait::Hold(hold),
+            WhenBusy::Queue if ring.carrier.can_hold() => InboundWait::Hold(hold),
+            // A carrier that cannot hold a caller gets a busy answer.
+            WhenBusy::Queue => InboundWait::Reject,
         };
         let admission = match (slot, wait) {
             (InboundSlot::Full, InboundWait::Reject) => Admission::Busy,

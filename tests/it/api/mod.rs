@@ -23,6 +23,7 @@ mod cluster_nodes;
 mod drain;
 mod errors;
 mod inbound;
+mod inbound_carriers;
 mod limits;
 mod nodes;
 mod openapi;

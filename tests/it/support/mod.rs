@@ -7,6 +7,7 @@
 mod app;
 mod fake_carrier;
 mod log_capture;
+mod media_leg;
 mod postgres;
 mod reply;
 mod serve;
@@ -14,6 +15,7 @@ mod serve;
 pub use app::{TestApp, Workspace};
 pub use fake_carrier::{Answer, CarrierRequest, FakeCarrier};
 pub use log_capture::logs;
+pub use media_leg::{Kind, Leg, WAIT};
 pub use postgres::PG_ENV;
 pub use reply::{Reply, reply};
 pub use serve::ServeProcess;
