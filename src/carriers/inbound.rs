@@ -202,6 +202,51 @@ pub trait InboundHost: Send + Sync + 'static {
     async fn poll_hold(&self, carrier: InboundCarrier, call_id: &str, round: u32) -> InboundAnswer;
 }
 
+/// The URL a workspace sets as `number`'s voice (answer) URL in its carrier's
+/// console: `{public_base}/carrier/{provider}/inbound`, carrying our `sig` of the
+/// number where the carrier signs nothing we can check (Exotel always; Vonage
+/// without signed webhooks), keyed by the workspace's `credential`. `None` for a
+/// carrier whose inbound calls are not served, or a signed URL without its credential.
+pub fn inbound_url_for(
+    public_base: &str,
+    provider: &str,
+    number: &str,
+    credential: Option<&serde_json::Value>,
+) -> Option<String> {
+    let carrier = InboundCarrier::parse(provider)?;
+    let base = format!(
+        "{}/carrier/{}/{INBOUND_SEGMENT}",
+        public_base.trim_end_matches('/'),
+        carrier.as_str()
+    );
+    match carrier {
+        InboundCarrier::Sim | InboundCarrier::Real(CarrierKind::Twilio | CarrierKind::Plivo) => {
+            Some(base)
+        }
+        InboundCarrier::Real(CarrierKind::Exotel) => {
+            let account = super::ExotelAccount::from_credential(credential?).ok()?;
+            Some(super::callback_request::inbound_url(
+                &base,
+                &account.api_token,
+                number,
+            ))
+        }
+        InboundCarrier::Real(CarrierKind::Vonage) => {
+            let account = super::VonageAccount::from_credential(credential?).ok()?;
+            if account.signature_secret.is_some() {
+                Some(base)
+            } else {
+                Some(super::callback_request::inbound_url(
+                    &base,
+                    &account.private_key_pem,
+                    number,
+                ))
+            }
+        }
+        InboundCarrier::Real(CarrierKind::Telnyx) => None,
+    }
+}
+
 /// The Twilio-shaped account of a workspace's sim numbers: its `accountSid`
 /// and `authToken` are derived from the server's secret, so the server, the
 /// admin CLI and the load generator (which hold the secret) sign alike and

@@ -15,6 +15,7 @@ use crate::domain::text::{self, Lines};
 use crate::egress;
 use crate::http::state::AppState;
 use crate::inbound::routing::{RoutingChange, RoutingError, set_routing};
+use crate::inbound::service::InboundService;
 use crate::store::{NumberRow, Store};
 use crate::webhooks::subscriptions::new_secret;
 use axum::Json;
@@ -72,15 +73,20 @@ pub struct NumberView {
     pub renews_at: String,
     /// The agent that answers calls to the number, if any.
     pub inbound_agent_id: Option<String>,
+    /// What to set as the number's voice (answer) URL in the carrier's console
+    /// (with our signature where the carrier signs nothing); null where the
+    /// carrier's inbound calls are not served, or its credential is not set.
+    pub inbound_url: Option<String>,
     /// Inbound calling.
     pub inbound: InboundView,
 }
 
 impl NumberView {
-    /// The view of a stored number.
-    pub fn from_row(n: NumberRow) -> Self {
+    /// The view of a stored number, with its console URL.
+    pub fn from_row(n: NumberRow, inbound_url: Option<String>) -> Self {
         let inbound = n.inbound();
         Self {
+            inbound_url,
             id: n.id.to_string(),
             inbound_agent_id: n.inbound_agent_id.map(|a| a.to_string()),
             inbound: InboundView {
@@ -109,11 +115,17 @@ pub struct NumberList {
 
 /// List the workspace's phone numbers.
 #[utoipa::path(get, path = "/api/numbers", tag = "numbers", responses((status = 200, body = NumberList)))]
-async fn list_numbers(State(store): State<Store>, caller: Caller) -> ApiResult<Json<NumberList>> {
-    let rows = store.numbers(caller.org_id).await?;
-    Ok(Json(NumberList {
-        rows: rows.into_iter().map(NumberView::from_row).collect(),
-    }))
+async fn list_numbers(
+    State(store): State<Store>,
+    State(inbound): State<InboundService>,
+    caller: Caller,
+) -> ApiResult<Json<NumberList>> {
+    let mut views = Vec::new();
+    for row in store.numbers(caller.org_id).await? {
+        let url = inbound.inbound_url(&row).await;
+        views.push(NumberView::from_row(row, url));
+    }
+    Ok(Json(NumberList { rows: views }))
 }
 
 /// Read one of the workspace's numbers.
@@ -122,6 +134,7 @@ async fn list_numbers(State(store): State<Store>, caller: Caller) -> ApiResult<J
     responses((status = 200, body = NumberView), (status = 404, body = MessageBody)))]
 async fn get_number(
     State(store): State<Store>,
+    State(inbound): State<InboundService>,
     caller: Caller,
     Path(number_id): Path<String>,
 ) -> ApiResult<Json<NumberView>> {
@@ -131,7 +144,8 @@ async fn get_number(
         .number(caller.org_id, id)
         .await?
         .ok_or_else(not_found)?;
-    Ok(Json(NumberView::from_row(row)))
+    let url = inbound.inbound_url(&row).await;
+    Ok(Json(NumberView::from_row(row, url)))
 }
 
 /// `inbound` of a number's `PATCH` body; absent fields keep their value.
@@ -213,13 +227,15 @@ impl From<RoutingError> for ApiError {
     responses((status = 200, body = NumberView), (status = 400, body = MessageBody), (status = 404, body = MessageBody)))]
 async fn patch_number(
     State(store): State<Store>,
+    State(inbound): State<InboundService>,
     caller: Caller,
     Path(number_id): Path<String>,
     ApiJson(patch): ApiJson<NumberPatch>,
 ) -> ApiResult<Json<NumberView>> {
     let change = patch.into_change()?;
     let row = set_routing(&store, caller.org_id, &number_id, change).await?;
-    Ok(Json(NumberView::from_row(row)))
+    let url = inbound.inbound_url(&row).await;
+    Ok(Json(NumberView::from_row(row, url)))
 }
 
 /// A caller the workspace refuses.

@@ -362,6 +362,22 @@ impl InboundService {
         }
     }
 
+    /// The URL the workspace sets as `number`'s voice URL in its carrier's console
+    /// (see [`crate::carriers::inbound::inbound_url_for`]).
+    pub async fn inbound_url(&self, number: &NumberRow) -> Option<String> {
+        let base = self.public_url.as_deref().unwrap_or(&self.node_url);
+        let credential = match number.provider.as_str() {
+            "exotel" | "vonage" => self.credentials.load(number.org_id, &number.provider).await,
+            _ => None,
+        };
+        crate::carriers::inbound::inbound_url_for(
+            base,
+            &number.provider,
+            &number.phone,
+            credential.as_ref(),
+        )
+    }
+
     /// Shared database: ends the held callers whose wait is over but who did
     /// not ask again (they hung up), so their rows stop holding outbound calls back.
     pub async fn sweep_held(&self) {

@@ -222,6 +222,7 @@ async fn numbers_list_is_scoped_and_shaped() {
             "id",
             "inbound",
             "inboundAgentId",
+            "inboundUrl",
             "isDefault",
             "monthlyRentPaise",
             "phone",

@@ -104,6 +104,11 @@ async fn a_number_is_put_on_an_agent_and_its_settings_are_checked() {
     let numbers = app.get(&ws.key, "/api/numbers").await.expect(200);
     let number = &numbers.body["rows"][0];
     assert_eq!(number["inboundAgentId"], Value::Null);
+    assert_eq!(
+        number["inboundUrl"],
+        format!("{}/carrier/sim/inbound", app.base),
+        "the URL to set in the carrier's console"
+    );
     assert_eq!(number["inbound"]["enabled"], false);
     assert_eq!(number["inbound"]["whenBusy"], "reject");
     let path = format!("/api/numbers/{}", number["id"].as_str().unwrap());
