@@ -9,12 +9,12 @@ use super::extract::{ApiJson, ApiQuery};
 use crate::config::Settings;
 use crate::domain::PhoneNumber;
 use crate::domain::clock::{SharedClock, iso};
-use crate::domain::inbound::{self, MAX_HOLD_MESSAGE_CHARS, WhenBusy};
+use crate::domain::inbound::{self, WhenBusy};
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::text::{self, Lines};
 use crate::egress;
 use crate::http::state::AppState;
-use crate::inbound::routing::{RoutingChange, RoutingError, set_routing};
+use crate::inbound::routing::{RoutingChange, RoutingError, parse_hold_message, set_routing};
 use crate::store::{NumberRow, Store};
 use crate::webhooks::subscriptions::new_secret;
 use axum::Json;
@@ -179,11 +179,10 @@ impl NumberPatch {
         let hold_message = match inbound.hold_message {
             None => None,
             Some(None) => Some(None),
-            Some(Some(raw)) => {
-                let text = text::parse(&raw, Lines::Many, MAX_HOLD_MESSAGE_CHARS)
-                    .map_err(|e| ApiError::BadRequest(format!("inbound.holdMessage {e}")))?;
-                Some((!text.is_empty()).then_some(text))
-            }
+            Some(Some(raw)) => Some(
+                parse_hold_message(&raw)
+                    .map_err(|e| ApiError::BadRequest(format!("inbound.holdMessage {e}")))?,
+            ),
         };
         Ok(RoutingChange {
             agent_id: self.inbound_agent_id,

@@ -4,6 +4,7 @@ pub mod agents;
 pub mod batches;
 pub mod calls;
 pub mod keys;
+pub mod numbers;
 pub mod overview;
 pub mod ratings;
 pub mod settings;
@@ -24,6 +25,7 @@ pub fn routes() -> Router<AppState> {
         .merge(ratings::routes())
         .merge(batches::routes())
         .merge(wallet::routes())
+        .merge(numbers::routes())
         .merge(keys::routes())
         .merge(webhooks::routes())
         .merge(settings::routes())
