@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod batches;
 pub mod calls;
+pub mod inbound_rules;
 pub mod keys;
 pub mod numbers;
 pub mod overview;
@@ -26,6 +27,7 @@ pub fn routes() -> Router<AppState> {
         .merge(batches::routes())
         .merge(wallet::routes())
         .merge(numbers::routes())
+        .merge(inbound_rules::routes())
         .merge(keys::routes())
         .merge(webhooks::routes())
         .merge(settings::routes())

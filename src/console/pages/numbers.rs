@@ -3,7 +3,7 @@
 //! them through `inbound::routing::set_routing`, the rules the API keeps.
 //! The wallet page lists the numbers and links here.
 
-use super::agents::AgentItem;
+use super::agents::{AgentChoice, agent_choices};
 use super::wallet::rupees;
 use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render};
 use crate::domain::Role;
@@ -26,29 +26,6 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/numbers/{id}", get(number_page))
         .route("/numbers/{id}/inbound", post(save_inbound))
-}
-
-/// An agent the form offers.
-pub struct AgentChoice {
-    /// Agent id.
-    pub id: String,
-    /// Its name.
-    pub name: String,
-}
-
-/// The workspace's agents that can answer a number (not deleted), newest first.
-pub async fn agent_choices(store: &Store, org_id: OrgId) -> Result<Vec<AgentChoice>, ConsoleError> {
-    store
-        .agents(org_id)
-        .await?
-        .iter()
-        .map(|row| {
-            AgentItem::from_row(row).map(|a| AgentChoice {
-                id: a.id,
-                name: a.name,
-            })
-        })
-        .collect()
 }
 
 /// The inbound form as typed, or as stored when the page opens.

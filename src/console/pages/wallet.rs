@@ -3,7 +3,7 @@
 //! may rent a number here, through the same operation as
 //! `voxline admin number add`.
 
-use super::numbers::{AgentChoice, agent_choices};
+use super::agents::{AgentChoice, agent_choices};
 use crate::admin::ops;
 use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render};
 use crate::domain::agent::TELEPHONY_PROVIDERS;

@@ -261,3 +261,171 @@ async fn a_viewer_sees_the_settings_but_cannot_change_them() {
     assert_eq!(forged.status, 403);
     assert_eq!(the_number(&app, &ws).await.inbound_agent_id, None);
 }
+
+#[tokio::test]
+async fn blocked_callers_the_cap_and_the_routing_url_are_kept_on_the_inbound_page() {
+    let app = TestApp::spawn().await;
+    let ws = app.calling_workspace("Rules", 1).await;
+    let admin = person(&app, &ws, Role::Admin).await;
+    let client = ConsoleClient::sign_in(&app, &admin).await;
+
+    let page = client.get("/inbound").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("No blocked callers."));
+
+    let blocked = client
+        .post_form(
+            "/inbound/blocked-callers",
+            &[("phone", "+919845000111"), ("reason", "prank calls")],
+        )
+        .await;
+    assert_eq!(blocked.status, 303, "{}", blocked.body);
+    let page = client.get("/inbound?done=blocked").await;
+    assert!(page.body.contains("+919845000111"));
+    assert!(page.body.contains("prank calls"));
+    let (rows, total) = app.store().blocked_callers(ws.org_id, 10, 0).await.unwrap();
+    assert_eq!((rows.len(), total), (1, 1));
+
+    let bad = client
+        .post_form(
+            "/inbound/blocked-callers",
+            &[("phone", "12345"), ("reason", "")],
+        )
+        .await;
+    assert_eq!(bad.status, 422, "{}", bad.body);
+    assert!(
+        bad.body.contains("id=\"block-phone-error\""),
+        "{}",
+        bad.body
+    );
+
+    let removed = client
+        .post_form(
+            "/inbound/blocked-callers/remove",
+            &[("phone", "+919845000111")],
+        )
+        .await;
+    assert_eq!(removed.status, 303, "{}", removed.body);
+    assert_eq!(
+        app.store()
+            .blocked_callers(ws.org_id, 10, 0)
+            .await
+            .unwrap()
+            .1,
+        0
+    );
+    let again = client
+        .post_form(
+            "/inbound/blocked-callers/remove",
+            &[("phone", "+919845000111")],
+        )
+        .await;
+    assert_eq!(again.status, 404);
+
+    // The cap is bounded, named at its field.
+    let bad_cap = client
+        .post_form(
+            "/inbound/settings",
+            &[("caller_hourly_cap", "1001"), ("routing_url", "")],
+        )
+        .await;
+    assert_eq!(bad_cap.status, 422, "{}", bad_cap.body);
+    assert!(bad_cap.body.contains("id=\"rules-cap-error\""));
+    // A URL that is no URL is refused at its field; nothing is stored.
+    let bad_url = client
+        .post_form(
+            "/inbound/settings",
+            &[("caller_hourly_cap", "5"), ("routing_url", "not a url")],
+        )
+        .await;
+    assert_eq!(bad_url.status, 422, "{}", bad_url.body);
+    assert!(bad_url.body.contains("id=\"rules-routing-url-error\""));
+    assert!(bad_url.body.contains("routingUrl is refused"));
+    assert_eq!(
+        app.store()
+            .inbound_caller_hourly_cap(ws.org_id)
+            .await
+            .unwrap(),
+        20
+    );
+    assert!(
+        app.store()
+            .inbound_routing(ws.org_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // The first URL's signing secret is shown in that answer, once (the
+    // test server allows its own host).
+    let url = format!("{}/routing-test", app.base);
+    let first = client
+        .post_form(
+            "/inbound/settings",
+            &[("caller_hourly_cap", "5"), ("routing_url", &url)],
+        )
+        .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let (stored_url, secret) = app
+        .store()
+        .inbound_routing(ws.org_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored_url, url);
+    assert!(
+        first
+            .body
+            .contains(&format!("id=\"new-secret-value\">{secret}<")),
+        "{}",
+        first.body
+    );
+    assert_eq!(
+        app.store()
+            .inbound_caller_hourly_cap(ws.org_id)
+            .await
+            .unwrap(),
+        5
+    );
+    let later = client.get("/inbound").await;
+    assert!(!later.body.contains(&secret), "shown only once");
+    assert!(later.body.contains(&url));
+    let again = client
+        .post_form(
+            "/inbound/settings",
+            &[("caller_hourly_cap", "0"), ("routing_url", "")],
+        )
+        .await;
+    assert_eq!(again.status, 303, "{}", again.body);
+    assert!(
+        app.store()
+            .inbound_routing(ws.org_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        app.store()
+            .inbound_caller_hourly_cap(ws.org_id)
+            .await
+            .unwrap(),
+        0
+    );
+
+    // A viewer cannot reach the page or change a rule.
+    let viewer = person(&app, &ws, Role::Viewer).await;
+    let viewer_client = ConsoleClient::sign_in(&app, &viewer).await;
+    assert_eq!(viewer_client.get("/inbound").await.status, 403);
+    let refused = viewer_client
+        .post_form("/inbound/blocked-callers", &[("phone", "+919845000222")])
+        .await;
+    assert_eq!(refused.status, 403);
+    assert_eq!(
+        app.store()
+            .blocked_callers(ws.org_id, 10, 0)
+            .await
+            .unwrap()
+            .1,
+        0
+    );
+}

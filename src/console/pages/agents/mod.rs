@@ -95,6 +95,29 @@ impl AgentItem {
     }
 }
 
+/// An agent the form offers.
+pub struct AgentChoice {
+    /// Agent id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// The workspace's agents that can answer a number (not deleted), newest first.
+pub async fn agent_choices(store: &Store, org_id: OrgId) -> Result<Vec<AgentChoice>, ConsoleError> {
+    store
+        .agents(org_id)
+        .await?
+        .iter()
+        .map(|row| {
+            AgentItem::from_row(row).map(|a| AgentChoice {
+                id: a.id,
+                name: a.name,
+            })
+        })
+        .collect()
+}
+
 /// `/agents`.
 #[derive(Template)]
 #[template(path = "console/agents.html")]
