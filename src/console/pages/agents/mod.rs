@@ -311,6 +311,7 @@ async fn edit_form(
 
 async fn update(
     State(agents): State<AgentService>,
+    State(store): State<Store>,
     user: ConsoleUser,
     Path(id): Path<String>,
     Form(pairs): Form<Vec<(String, String)>>,
@@ -319,21 +320,19 @@ async fn update(
     let row = agents.load_live(user.org_id, &id).await?;
     let agent = AgentItem::from_row(&row)?;
     let mut form = AgentForm::from_pairs(&pairs);
-    let input = match form.to_input() {
-        Ok(input) => input,
-        Err(refusal) => {
-            form.refuse(refusal);
-            return refused(&form_page(&user, Some(agent), &form));
-        }
+    let refusal = match form.to_input() {
+        Ok(input) => match agents.update(user.org_id, &id, input).await {
+            Ok(_) => return Ok(Redirect::to("/agents").into_response()),
+            Err(AgentError::Spec(err)) => spec_refusal(&err),
+            Err(err) => return Err(err.into()),
+        },
+        Err(refusal) => refusal,
     };
-    match agents.update(user.org_id, &id, input).await {
-        Ok(_) => Ok(Redirect::to("/agents").into_response()),
-        Err(AgentError::Spec(err)) => {
-            form.refuse(spec_refusal(&err));
-            refused(&form_page(&user, Some(agent), &form))
-        }
-        Err(err) => Err(err.into()),
-    }
+    form.refuse(refusal);
+    // The refused page lists the agent's numbers as the edit page does.
+    let mut page = form_page(&user, Some(agent), &form);
+    page.numbers = numbers_answered_by(&store, user.org_id, row.id).await?;
+    refused(&page)
 }
 
 /// The row of an agent after a lifecycle change, deleted ones included.
