@@ -7,17 +7,14 @@ use super::batches::present;
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, ApiQuery};
 use crate::config::Settings;
-use crate::domain::PhoneNumber;
 use crate::domain::clock::{SharedClock, iso};
-use crate::domain::inbound::{self, MAX_HOLD_MESSAGE_CHARS, WhenBusy};
+use crate::domain::inbound::{self, WhenBusy};
 use crate::domain::page::{ListEnvelope, PageRequest};
-use crate::domain::text::{self, Lines};
-use crate::egress;
 use crate::http::state::AppState;
-use crate::inbound::routing::{RoutingChange, RoutingError, set_routing};
+use crate::inbound::routing::{RoutingChange, RoutingError, parse_hold_message, set_routing};
 use crate::inbound::service::InboundService;
+use crate::inbound::workspace_rules::{self, RulesChange, RulesError};
 use crate::store::{NumberRow, Store};
-use crate::webhooks::subscriptions::new_secret;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -193,11 +190,10 @@ impl NumberPatch {
         let hold_message = match inbound.hold_message {
             None => None,
             Some(None) => Some(None),
-            Some(Some(raw)) => {
-                let text = text::parse(&raw, Lines::Many, MAX_HOLD_MESSAGE_CHARS)
-                    .map_err(|e| ApiError::BadRequest(format!("inbound.holdMessage {e}")))?;
-                Some((!text.is_empty()).then_some(text))
-            }
+            Some(Some(raw)) => Some(
+                parse_hold_message(&raw)
+                    .map_err(|e| ApiError::BadRequest(format!("inbound.holdMessage {e}")))?,
+            ),
         };
         Ok(RoutingChange {
             agent_id: self.inbound_agent_id,
@@ -206,6 +202,15 @@ impl NumberPatch {
             queue_seconds,
             hold_message,
         })
+    }
+}
+
+impl From<RulesError> for ApiError {
+    fn from(err: RulesError) -> Self {
+        match err {
+            RulesError::Store(e) => Self::Store(e),
+            other => Self::BadRequest(other.to_string()),
+        }
     }
 }
 
@@ -297,18 +302,14 @@ async fn block_caller(
     caller: Caller,
     ApiJson(input): ApiJson<BlockCallerInput>,
 ) -> ApiResult<(StatusCode, Json<BlockedCallerView>)> {
-    let phone =
-        PhoneNumber::parse(&input.phone).map_err(|e| ApiError::BadRequest(format!("phone {e}")))?;
-    let reason = text::parse(input.reason.as_deref().unwrap_or_default(), Lines::One, 200)
-        .map_err(|e| ApiError::BadRequest(format!("reason {e}")))?;
-    let row = store
-        .block_caller(
-            caller.org_id,
-            phone.as_str(),
-            &reason,
-            clock.now().timestamp_millis(),
-        )
-        .await?;
+    let row = workspace_rules::block_caller(
+        &store,
+        caller.org_id,
+        &input.phone,
+        input.reason.as_deref().unwrap_or_default(),
+        clock.now().timestamp_millis(),
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(BlockedCallerView::from_row(row))))
 }
 
@@ -322,8 +323,7 @@ async fn unblock_caller(
     Path(phone): Path<String>,
 ) -> ApiResult<StatusCode> {
     let not_found = || ApiError::NotFound(format!("Caller {phone} is not blocked"));
-    let parsed = PhoneNumber::parse(&phone).map_err(|_| not_found())?;
-    if store.unblock_caller(caller.org_id, parsed.as_str()).await? {
+    if workspace_rules::unblock_caller(&store, caller.org_id, &phone).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(not_found())
@@ -359,12 +359,6 @@ pub struct InboundSettingsInput {
     pub routing_url: Option<Option<String>>,
 }
 
-/// Longest routing URL.
-const MAX_ROUTING_URL_CHARS: usize = 2_000;
-
-/// Largest per-caller hourly cap.
-const MAX_CALLER_HOURLY_CAP: i64 = 1_000;
-
 /// The workspace's inbound rules as stored (the secret not shown).
 async fn inbound_settings(
     store: &Store,
@@ -396,38 +390,16 @@ async fn patch_inbound_settings(
     caller: Caller,
     ApiJson(input): ApiJson<InboundSettingsInput>,
 ) -> ApiResult<Json<InboundSettingsView>> {
-    if let Some(cap) = input.caller_hourly_cap
-        && !(0..=MAX_CALLER_HOURLY_CAP).contains(&cap)
-    {
-        return Err(ApiError::BadRequest(format!(
-            "callerHourlyCap must be between 0 and {MAX_CALLER_HOURLY_CAP}, not {cap}"
-        )));
-    }
-    let routing_url = match input.routing_url {
-        Some(Some(raw)) => {
-            let url = text::parse(&raw, Lines::One, MAX_ROUTING_URL_CHARS)
-                .map_err(|e| ApiError::BadRequest(format!("routingUrl {e}")))?;
-            egress::check_url_for_storage(&url, &settings.webhook_allow_hosts)
-                .await
-                .map_err(|e| ApiError::BadRequest(format!("routingUrl is refused: {e}")))?;
-            Some(Some(url))
-        }
-        other => other,
-    };
-    if let Some(cap) = input.caller_hourly_cap {
-        store
-            .set_inbound_caller_hourly_cap(caller.org_id, cap)
-            .await?;
-    }
-    let mut fresh_secret = None;
-    if let Some(url) = routing_url {
-        let (secret, fresh) = store
-            .set_inbound_routing_url(caller.org_id, url.as_deref(), &new_secret())
-            .await?;
-        if fresh && url.is_some() {
-            fresh_secret = Some(secret);
-        }
-    }
+    let fresh_secret = workspace_rules::set_rules(
+        &store,
+        &settings.webhook_allow_hosts,
+        caller.org_id,
+        RulesChange {
+            caller_hourly_cap: input.caller_hourly_cap,
+            routing_url: input.routing_url,
+        },
+    )
+    .await?;
     let mut view = inbound_settings(&store, caller.org_id).await?;
     view.routing_secret = fresh_secret;
     Ok(Json(view))

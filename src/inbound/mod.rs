@@ -7,3 +7,4 @@ pub mod routing;
 pub mod routing_url;
 pub mod service;
 pub mod sim_phone;
+pub mod workspace_rules;

@@ -3,7 +3,8 @@
 //! an enabled number must have one) and written whole.
 
 use crate::domain::agent::AgentStatus;
-use crate::domain::inbound::{InboundSettings, WhenBusy};
+use crate::domain::inbound::{InboundSettings, MAX_HOLD_MESSAGE_CHARS, WhenBusy};
+use crate::domain::text::{self, Lines, TextError};
 use crate::domain::{AgentId, NumberId, OrgId};
 use crate::store::numbers::InboundRouting;
 use crate::store::{NumberRow, Store, StoreError};
@@ -38,6 +39,13 @@ pub enum RoutingError {
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// A hold message as typed (the API's `holdMessage`, the console's form):
+/// checked and trimmed; empty means the default message (`None`).
+pub fn parse_hold_message(raw: &str) -> Result<Option<String>, TextError> {
+    let text = text::parse(raw, Lines::Many, MAX_HOLD_MESSAGE_CHARS)?;
+    Ok((!text.is_empty()).then_some(text))
 }
 
 /// Applies `change` to the workspace's number `number_id` and returns it as stored.

@@ -79,6 +79,8 @@ pub struct CallRow {
     pub created: String,
     /// Summary.
     pub summary: String,
+    /// `outbound` or `inbound`.
+    pub direction: &'static str,
 }
 
 impl CallRow {
@@ -96,6 +98,7 @@ impl CallRow {
             created_ago: ago(row.created_at, now_ms),
             created: display::ist_time(row.created_at),
             summary: row.summary.clone(),
+            direction: row.direction.as_str(),
         }
     }
 }

@@ -3,7 +3,9 @@
 pub mod agents;
 pub mod batches;
 pub mod calls;
+pub mod inbound_rules;
 pub mod keys;
+pub mod numbers;
 pub mod overview;
 pub mod ratings;
 pub mod settings;
@@ -24,6 +26,8 @@ pub fn routes() -> Router<AppState> {
         .merge(ratings::routes())
         .merge(batches::routes())
         .merge(wallet::routes())
+        .merge(numbers::routes())
+        .merge(inbound_rules::routes())
         .merge(keys::routes())
         .merge(webhooks::routes())
         .merge(settings::routes())

@@ -3,6 +3,7 @@
 //! may rent a number here, through the same operation as
 //! `voxline admin number add`.
 
+use super::agents::{AgentChoice, agent_choices};
 use crate::admin::ops;
 use crate::console::{Chrome, ConsoleError, ConsoleUser, Nav, render};
 use crate::domain::agent::TELEPHONY_PROVIDERS;
@@ -79,17 +80,33 @@ impl From<WalletTxRow> for LedgerLine {
 
 /// One rented number as shown.
 struct NumberLine {
+    id: String,
     phone: String,
     provider: String,
     status: String,
     is_default: bool,
     rent: String,
     renews: String,
+    /// The answering agent's name, if any.
+    answered_by: Option<String>,
+    inbound_enabled: bool,
 }
 
-impl From<NumberRow> for NumberLine {
-    fn from(n: NumberRow) -> Self {
+impl NumberLine {
+    /// `n` as shown, its agent named from `agents`.
+    fn new(n: NumberRow, agents: &[AgentChoice]) -> Self {
+        let answered_by = n.inbound_agent_id.map(|id| {
+            let id = id.to_string();
+            agents
+                .iter()
+                .find(|a| a.id == id)
+                .map(|a| a.name.clone())
+                .unwrap_or(id)
+        });
         Self {
+            id: n.id.to_string(),
+            answered_by,
+            inbound_enabled: n.inbound_enabled,
             phone: n.phone,
             provider: n.provider,
             status: n.status,
@@ -169,6 +186,7 @@ async fn page_of(
         .wallet_transactions(user.org_id, PAGE_ROWS, (page - 1) * PAGE_ROWS)
         .await?;
     let numbers = store.numbers(user.org_id).await?;
+    let agents = agent_choices(store, user.org_id).await?;
     Ok(WalletPage {
         chrome: Chrome::new(user, Nav::Wallet),
         balance: rupees(org.wallet_paise),
@@ -178,7 +196,10 @@ async fn page_of(
         ledger: ledger.into_iter().map(LedgerLine::from).collect(),
         page,
         pages: ((total + PAGE_ROWS - 1) / PAGE_ROWS).max(1),
-        numbers: numbers.into_iter().map(NumberLine::from).collect(),
+        numbers: numbers
+            .into_iter()
+            .map(|n| NumberLine::new(n, &agents))
+            .collect(),
         can_add: user.can(Role::Admin),
         added,
         form,

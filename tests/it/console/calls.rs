@@ -8,7 +8,9 @@ use crate::support::{TestApp, Workspace, eventually};
 use fantoccini::Locator;
 use serde_json::json;
 use std::time::Duration;
+use voxline::carriers::inbound::sim_account;
 use voxline::domain::{AgentId, BatchId, Role};
+use voxline::inbound::sim_phone::{self, Ring};
 use voxline::store::CallFixture;
 
 /// What a caller typed into a form that ended up in a transcript.
@@ -445,4 +447,78 @@ async fn a_browser_watches_a_sim_call_live_then_plays_its_recording() {
     browser.screenshot("overview").await;
     browser.close().await;
     app.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_list_shows_and_filters_calls_by_direction() {
+    let app = TestApp::spawn().await;
+    let ws = app.calling_workspace("Directions", 2).await;
+    let now = app.now().timestamp_millis();
+    app.store()
+        .insert_call_fixture(&fixture(&ws, "Outbound Olga", "completed", now - 5_000))
+        .await
+        .unwrap();
+    // An inbound call: the number is put on an agent and a caller rings it.
+    let agent = app
+        .create_agent(
+            &ws.key,
+            json!({"name": "Front desk", "welcomeMessage": "Hello.", "prompt": "Be brief."}),
+        )
+        .await;
+    let number = app.store().numbers(ws.org_id).await.unwrap().remove(0);
+    app.patch(
+        &ws.key,
+        &format!("/api/numbers/{}", number.id),
+        json!({"inboundAgentId": agent["id"], "inbound": {"enabled": true}}),
+    )
+    .await
+    .expect(200);
+    let caller = "+919845012377";
+    let ring = Ring {
+        server: app.base.clone(),
+        provider: "sim".into(),
+        account: sim_account(&app.state().secret, &ws.org_id.to_string()),
+        to: number.phone.clone(),
+        from: caller.into(),
+        call_sid: sim_phone::new_call_sid(),
+        sim_script: None,
+    };
+    let (answer, _) = sim_phone::ring(&reqwest::Client::new(), &ring)
+        .await
+        .expect("the webhook answers");
+    let inbound_id = answer.call_id().expect("an inbound call").to_string();
+
+    let viewer = person(&app, &ws, Role::Viewer).await;
+    let client = ConsoleClient::sign_in(&app, &viewer).await;
+    let all = client.get("/calls").await;
+    assert_eq!(all.status, 200, "{}", all.body);
+    assert!(all.body.contains("Outbound Olga"));
+    assert!(all.body.contains(&inbound_id));
+    assert!(all.body.contains("<th scope=\"col\">Direction</th>"));
+    assert!(all.body.contains("class=\"direction-inbound\""));
+
+    let inbound = client.get("/calls?direction=inbound").await;
+    assert_eq!(inbound.status, 200, "{}", inbound.body);
+    assert!(inbound.body.contains(&inbound_id));
+    assert!(!inbound.body.contains("Outbound Olga"));
+    assert!(inbound.body.contains("<option value=\"inbound\" selected>"));
+    let outbound = client.get("/calls?direction=outbound").await;
+    assert!(outbound.body.contains("Outbound Olga"));
+    assert!(!outbound.body.contains(&inbound_id));
+    let bad = client.get("/calls?direction=sideways").await;
+    assert_eq!(bad.status, 422);
+    assert!(bad.body.contains("Choose outbound or inbound"));
+
+    // The call page says which way it went and which number was rung.
+    let page = client.get(&format!("/calls/{inbound_id}")).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body.contains("id=\"call-direction\">inbound<"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains(&format!("id=\"call-to-number\">{}<", number.phone))
+    );
 }

@@ -8,6 +8,7 @@ mod calls;
 mod cross_site;
 mod foundation;
 mod keys;
+mod numbers;
 mod ratings;
 mod settings;
 pub mod support;

@@ -17,7 +17,7 @@ use crate::console::render::render;
 use crate::console::session::ConsoleUser;
 use crate::domain::Role;
 use crate::domain::clock::IST;
-use crate::domain::{ChatSessionId, OrgId, PhoneNumber};
+use crate::domain::{AgentId, ChatSessionId, OrgId, PhoneNumber};
 use crate::http::state::AppState;
 use crate::store::{AgentRow, Store};
 use askama::Template;
@@ -81,7 +81,8 @@ pub struct AgentItem {
 }
 
 impl AgentItem {
-    fn from_row(row: &AgentRow) -> Result<Self, ConsoleError> {
+    /// The row as the console shows it.
+    pub fn from_row(row: &AgentRow) -> Result<Self, ConsoleError> {
         let spec = row.spec()?;
         Ok(Self {
             id: row.id.to_string(),
@@ -92,6 +93,29 @@ impl AgentItem {
             updated: shown_time(row.updated_at),
         })
     }
+}
+
+/// An agent the form offers.
+pub struct AgentChoice {
+    /// Agent id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// The workspace's agents that can answer a number (not deleted), newest first.
+pub async fn agent_choices(store: &Store, org_id: OrgId) -> Result<Vec<AgentChoice>, ConsoleError> {
+    store
+        .agents(org_id)
+        .await?
+        .iter()
+        .map(|row| {
+            AgentItem::from_row(row).map(|a| AgentChoice {
+                id: a.id,
+                name: a.name,
+            })
+        })
+        .collect()
 }
 
 /// `/agents`.
@@ -125,6 +149,8 @@ struct AgentFormPage {
     can_edit: bool,
     test_call: TestCallCard,
     chat: ChatCard,
+    /// The numbers this agent answers: (number id, phone).
+    numbers: Vec<(String, String)>,
 }
 
 /// The test-call card.
@@ -209,7 +235,22 @@ fn form_page(user: &ConsoleUser, agent: Option<AgentItem>, form: &AgentForm) -> 
             agent_id,
             ..ChatCard::default()
         },
+        numbers: Vec::new(),
     }
+}
+
+/// The numbers the agent answers, for its page.
+async fn numbers_answered_by(
+    store: &Store,
+    org_id: OrgId,
+    agent_id: AgentId,
+) -> Result<Vec<(String, String)>, ConsoleError> {
+    Ok(store
+        .numbers_answered_by(org_id, agent_id)
+        .await?
+        .into_iter()
+        .map(|n| (n.id.to_string(), n.phone))
+        .collect())
 }
 
 /// The form again with its refusals, answered 422 so the input is kept.
@@ -257,16 +298,20 @@ fn urlencode(raw: &str) -> String {
 
 async fn edit_form(
     State(agents): State<AgentService>,
+    State(store): State<Store>,
     user: ConsoleUser,
     Path(id): Path<String>,
 ) -> Result<Html<String>, ConsoleError> {
     let row = agents.load_live(user.org_id, &id).await?;
     let form = AgentForm::from_spec(&row.spec()?);
-    render(&form_page(&user, Some(AgentItem::from_row(&row)?), &form))
+    let mut page = form_page(&user, Some(AgentItem::from_row(&row)?), &form);
+    page.numbers = numbers_answered_by(&store, user.org_id, row.id).await?;
+    render(&page)
 }
 
 async fn update(
     State(agents): State<AgentService>,
+    State(store): State<Store>,
     user: ConsoleUser,
     Path(id): Path<String>,
     Form(pairs): Form<Vec<(String, String)>>,
@@ -275,21 +320,19 @@ async fn update(
     let row = agents.load_live(user.org_id, &id).await?;
     let agent = AgentItem::from_row(&row)?;
     let mut form = AgentForm::from_pairs(&pairs);
-    let input = match form.to_input() {
-        Ok(input) => input,
-        Err(refusal) => {
-            form.refuse(refusal);
-            return refused(&form_page(&user, Some(agent), &form));
-        }
+    let refusal = match form.to_input() {
+        Ok(input) => match agents.update(user.org_id, &id, input).await {
+            Ok(_) => return Ok(Redirect::to("/agents").into_response()),
+            Err(AgentError::Spec(err)) => spec_refusal(&err),
+            Err(err) => return Err(err.into()),
+        },
+        Err(refusal) => refusal,
     };
-    match agents.update(user.org_id, &id, input).await {
-        Ok(_) => Ok(Redirect::to("/agents").into_response()),
-        Err(AgentError::Spec(err)) => {
-            form.refuse(spec_refusal(&err));
-            refused(&form_page(&user, Some(agent), &form))
-        }
-        Err(err) => Err(err.into()),
-    }
+    form.refuse(refusal);
+    // The refused page lists the agent's numbers as the edit page does.
+    let mut page = form_page(&user, Some(agent), &form);
+    page.numbers = numbers_answered_by(&store, user.org_id, row.id).await?;
+    refused(&page)
 }
 
 /// The row of an agent after a lifecycle change, deleted ones included.

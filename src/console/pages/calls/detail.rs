@@ -32,6 +32,10 @@ pub struct CallHeader {
     pub phone: String,
     /// Caller ID.
     pub from_number: String,
+    /// `outbound` or `inbound`.
+    pub direction: &'static str,
+    /// The workspace number an inbound caller rang.
+    pub to_number: Option<String>,
     /// Agent id and name.
     pub agent_id: String,
     /// Agent name.
@@ -207,6 +211,8 @@ pub fn header(detail: &CallDetailRow, now_ms: i64) -> CallHeader {
         },
         phone: call.phone.clone(),
         from_number: call.from_number.clone(),
+        direction: call.direction.as_str(),
+        to_number: call.to_number.clone(),
         agent_id: call.agent_id.clone(),
         agent_name: call.agent_name.clone(),
         agent_link: call

@@ -3,6 +3,7 @@
 //! written back into links so paging keeps them.
 
 use crate::domain::clock::IST;
+use crate::domain::inbound::CallDirection;
 use crate::domain::page::PageRequest;
 use crate::domain::text::Line;
 use crate::domain::{AgentId, BatchId};
@@ -40,6 +41,8 @@ pub struct CallsForm {
     pub success: String,
     /// `pending`, `done`, `failed` or `skipped`.
     pub analysis: String,
+    /// `outbound` or `inbound`.
+    pub direction: String,
     /// 1-based page, as typed.
     pub page: String,
 }
@@ -85,6 +88,7 @@ impl CallsForm {
                 "provider" => form.provider = value,
                 "success" => form.success = value,
                 "analysis" => form.analysis = value,
+                "direction" => form.direction = value,
                 "page" => form.page = value,
                 _ => {}
             }
@@ -113,6 +117,7 @@ impl CallsForm {
             ("provider", &self.provider),
             ("success", &self.success),
             ("analysis", &self.analysis),
+            ("direction", &self.direction),
         ] {
             if !value.is_empty() {
                 out.append_pair(key, value);
@@ -221,6 +226,13 @@ impl CallsForm {
                 None
             }
         };
+        let direction = match self.direction.as_str() {
+            "" => None,
+            raw => raw.parse::<CallDirection>().ok().or_else(|| {
+                complain("direction", "Choose outbound or inbound".into());
+                None
+            }),
+        };
         let provider = match self.provider.as_str() {
             "" => None,
             raw if raw.len() <= 40
@@ -261,7 +273,7 @@ impl CallsForm {
                 analysis_status,
                 agent_id,
                 batch_id,
-                direction: None,
+                direction,
                 created_from_ms: from.map(ist_midnight_ms),
                 created_before_ms: to.and_then(|day| day.succ_opt()).map(ist_midnight_ms),
             },
@@ -291,7 +303,7 @@ mod tests {
         let agent = AgentId::new();
         let batch = BatchId::new();
         let form = CallsForm::from_query(&format!(
-            "status=completed&status=no-answer,busy&agent={agent}&batch={batch}&from=2026-11-01&to=2026-11-02&q=asha&deep=1&success=pass&analysis=done&provider=sim&page=3"
+            "status=completed&status=no-answer,busy&agent={agent}&batch={batch}&from=2026-11-01&to=2026-11-02&q=asha&deep=1&success=pass&analysis=done&provider=sim&direction=inbound&page=3"
         ));
         let parsed = form.parse(now()).unwrap();
         assert_eq!(parsed.filter.statuses, ["completed", "no-answer", "busy"]);
@@ -320,6 +332,7 @@ mod tests {
         assert!(parsed.filter.transcript_since_ms.is_some());
         assert_eq!(parsed.filter.success, Some(true));
         assert_eq!(parsed.filter.analysis_status, Some("done"));
+        assert_eq!(parsed.filter.direction, Some(CallDirection::Inbound));
         assert_eq!(parsed.page.page, 3);
         assert_eq!(parsed.page.limit, PAGE_ROWS);
         // Links keep every filter and move only the page.
@@ -331,14 +344,23 @@ mod tests {
     #[test]
     fn bad_fields_are_named() {
         let form = CallsForm::from_query(
-            "status=ringing,nope&agent=x&batch=y&from=yesterday&to=2026-13-01&q=ab&deep=on&success=maybe&analysis=x&page=0",
+            "status=ringing,nope&agent=x&batch=y&from=yesterday&to=2026-13-01&q=ab&deep=on&success=maybe&analysis=x&direction=sideways&page=0",
         );
         let errors = form.parse(now()).unwrap_err();
         let fields: Vec<&str> = errors.iter().map(|e| e.field).collect();
         assert_eq!(
             fields,
             [
-                "status", "agent", "batch", "from", "to", "q", "success", "analysis", "page"
+                "status",
+                "agent",
+                "batch",
+                "from",
+                "to",
+                "q",
+                "success",
+                "analysis",
+                "direction",
+                "page"
             ]
         );
         let reversed = CallsForm::from_query("from=2026-11-05&to=2026-11-01");
