@@ -145,7 +145,8 @@ async fn get_number(
     Ok(Json(NumberView::from_row(row, url)))
 }
 
-/// `inbound` of a number's `PATCH` body; absent fields keep their value.
+/// `inbound` of a number's `PATCH` body; absent fields keep their value. Read
+/// only from a JSON object: serde's derive would also take an array, by position.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InboundInput {
@@ -169,13 +170,49 @@ pub struct InboundInput {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NumberPatch {
-    /// The agent that answers calls to the number; null takes it off.
+    /// The agent that answers calls to the number (an agent of the workspace); null takes it off.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 1)]
     pub inbound_agent_id: Option<Option<String>>,
     /// Inbound calling settings.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object_only")]
     pub inbound: Option<InboundInput>,
+}
+
+/// An optional struct that must come as a JSON object, never as an array: the
+/// map is handed to the struct's own derive, so its errors keep their field paths.
+fn object_only<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct ObjectOnly<T>(std::marker::PhantomData<T>);
+
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for ObjectOnly<T> {
+        type Value = Option<T>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D2: serde::Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_any(self)
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Some)
+        }
+    }
+
+    d.deserialize_option(ObjectOnly(std::marker::PhantomData))
 }
 
 impl NumberPatch {
@@ -269,7 +306,8 @@ impl BlockedCallerView {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BlockCallerInput {
-    /// The caller's number, E.164.
+    /// The caller's number, E.164 (one libphonenumber calls valid).
+    #[schema(pattern = r"^\+[1-9][0-9]{6,14}$")]
     pub phone: String,
     /// Why (optional, up to 200 characters).
     #[serde(default)]
@@ -355,7 +393,7 @@ pub struct InboundSettingsInput {
     pub caller_hourly_cap: Option<i64>,
     /// The routing URL (http or https, not a private address); null removes it.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, pattern = r"^https?://[^\s/?#]+([/?#]\S*)?$", max_length = 2000)]
     pub routing_url: Option<Option<String>>,
 }
 

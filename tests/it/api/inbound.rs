@@ -154,6 +154,16 @@ async fn a_number_is_put_on_an_agent_and_its_settings_are_checked() {
         .await
         .expect(400);
     assert!(refused.message().contains("ring"), "{}", refused.message());
+    // An array is not the settings object, though serde would read one by position.
+    let refused = app
+        .patch(&ws.key, &path, json!({"inbound": [true, "queue"]}))
+        .await
+        .expect(400);
+    assert!(
+        refused.message().contains("inbound"),
+        "{}",
+        refused.message()
+    );
     app.patch(&other.key, &path, json!({"inboundAgentId": agent_id}))
         .await
         .expect(404);
