@@ -868,10 +868,14 @@ async fn live_count(app: &TestApp, ws: &Workspace) -> i64 {
 
 #[tokio::test]
 async fn inbound_and_outbound_calls_share_the_slots_exactly() {
-    const SLOTS: i64 = 100;
-    const EACH: usize = 150;
+    // 100 slots, 150 callers and 150 dials on SQLite. On Postgres the test server has
+    // 6 pooled connections and shares the machine with the whole Postgres suite, where
+    // 150 webhooks at once outlast Twilio's 15 s webhook bound: the same race at a fifth
+    // of the size (the 3-node test holds the slots across nodes).
+    let postgres = std::env::var(crate::support::PG_ENV).is_ok_and(|u| u.starts_with("postgres"));
+    let (slots, each): (i64, usize) = if postgres { (20, 30) } else { (100, 150) };
     let app = TestApp::spawn().await;
-    let (ws, agent_id, number_id, phone) = answering_workspace(&app, "Shared slots", SLOTS).await;
+    let (ws, agent_id, number_id, phone) = answering_workspace(&app, "Shared slots", slots).await;
     hold_when_busy(&app, &ws, &number_id, 300).await;
     let script = json!(["Bye."]);
     // The largest number of calls holding a slot, read every 50 ms until told to stop.
@@ -900,7 +904,7 @@ async fn inbound_and_outbound_calls_share_the_slots_exactly() {
         }
     });
     // 150 outbound calls queue behind the slots (numbers ending 00-79 answer and talk)…
-    for i in 0..EACH {
+    for i in 0..each {
         app.post(
             &ws.key,
             "/api/calls",
@@ -911,7 +915,7 @@ async fn inbound_and_outbound_calls_share_the_slots_exactly() {
         .expect(201);
     }
     // …while 150 callers ring the number at once, held when no slot is free.
-    let callers: Vec<_> = (0..EACH)
+    let callers: Vec<_> = (0..each)
         .map(|i| {
             let mut ring = sim_ring(&app, &ws, &phone, Some(script.clone()));
             ring.from = format!("+9197000{i:05}");
@@ -932,7 +936,7 @@ async fn inbound_and_outbound_calls_share_the_slots_exactly() {
         }
     }
     assert_eq!(
-        connected, EACH,
+        connected, each,
         "every held caller was connected in the end"
     );
     eventually(Duration::from_secs(120), "every call to end", || async {
@@ -943,17 +947,17 @@ async fn inbound_and_outbound_calls_share_the_slots_exactly() {
             )
             .await
             .expect(200);
-        (page.body["stats"]["total"].as_i64() == Some(2 * EACH as i64)).then_some(())
+        (page.body["stats"]["total"].as_i64() == Some(2 * each as i64)).then_some(())
     })
     .await;
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let max_live = watcher.await.expect("watcher");
     assert!(
-        max_live <= SLOTS,
-        "saw {max_live} live calls with {SLOTS} slots"
+        max_live <= slots,
+        "saw {max_live} live calls with {slots} slots"
     );
     assert!(
-        max_live >= SLOTS / 2,
+        max_live >= slots / 2,
         "the slots were used: at most {max_live} live"
     );
     assert_eq!(live_count(&app, &ws).await, 0);
