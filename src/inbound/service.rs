@@ -430,11 +430,17 @@ impl InboundService {
             .await
             .unwrap_or(false)
         {
-            let message = match self.calls.store.inbound_hold_message(call_id).await? {
-                Some(message) => message,
-                None => crate::domain::inbound::DEFAULT_HOLD_MESSAGE.to_string(),
-            };
-            return Ok(hold(Some(message)));
+            // Read only on the asks that say it again: a held caller asks every second.
+            let message =
+                if say_again {
+                    let stored = self.calls.store.inbound_hold_message(call_id).await?;
+                    Some(stored.unwrap_or_else(|| {
+                        crate::domain::inbound::DEFAULT_HOLD_MESSAGE.to_string()
+                    }))
+                } else {
+                    None
+                };
+            return Ok(hold(message));
         }
         // The org actor may have started the call between the two asks above.
         if engine.is_live(call_id.into()) {
