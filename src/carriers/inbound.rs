@@ -14,12 +14,15 @@
 //! `voxline admin sim call` and `voxline loadgen --inbound` send.
 
 use super::callback_request::{CallbackRequest, field, unverifiable};
-use super::{CarrierKind, CarriersError, callback_sig, exotel, plivo, twilio, vonage, with_sig};
+use super::{
+    CarrierKind, CarriersError, callback_sig, exotel, http_client, plivo, telnyx, twilio, vonage,
+    with_sig,
+};
 use async_trait::async_trait;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{OriginalUri, Path, State};
-use axum::http::{HeaderMap, Method, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use std::sync::Arc;
@@ -56,10 +59,11 @@ impl InboundCarrier {
     }
 
     /// Whether the carrier can keep a caller on hold and ask us again: Exotel's
-    /// Voicebot applet takes one answer and cannot come back to us, so a
-    /// number that queues when busy answers busy there instead.
+    /// Voicebot applet takes one answer and cannot come back to us, and a
+    /// Telnyx call is answered or rejected by one command, so a number that
+    /// queues when busy answers busy there instead.
     pub fn can_hold(self) -> bool {
-        !matches!(self, Self::Real(CarrierKind::Exotel))
+        !matches!(self, Self::Real(CarrierKind::Exotel | CarrierKind::Telnyx))
     }
 
     /// The media endpoint's carrier segment (`/media/{segment}`): the sim streams as Twilio.
@@ -205,8 +209,10 @@ pub trait InboundHost: Send + Sync + 'static {
 /// The URL a workspace sets as `number`'s voice (answer) URL in its carrier's
 /// console: `{public_base}/carrier/{provider}/inbound`, carrying our `sig` of the
 /// number where the carrier signs nothing we can check (Exotel always; Vonage
-/// without signed webhooks), keyed by the workspace's `credential`. `None` for a
-/// carrier whose inbound calls are not served, or a signed URL without its credential.
+/// without signed webhooks), keyed by the workspace's `credential`; on Telnyx,
+/// the Call Control application's webhook URL, with our `sig` of the application
+/// unless the account signs its webhooks. `None` for a signed URL without its
+/// credential.
 pub fn inbound_url_for(
     public_base: &str,
     provider: &str,
@@ -243,7 +249,18 @@ pub fn inbound_url_for(
                 ))
             }
         }
-        InboundCarrier::Real(CarrierKind::Telnyx) => None,
+        InboundCarrier::Real(CarrierKind::Telnyx) => {
+            let account = super::TelnyxAccount::from_credential(credential?).ok()?;
+            if account.public_key.is_some() {
+                return Some(base);
+            }
+            let scope = telnyx::inbound_sig_scope(&account)?;
+            Some(super::callback_request::inbound_url(
+                &base,
+                &account.api_key,
+                scope,
+            ))
+        }
     }
 }
 
@@ -358,11 +375,9 @@ async fn verified_ring(
             };
             Ok(Some((ring, credential)))
         }
-        InboundCarrier::Real(kind) => Err(CarriersError::Unsupported {
-            kind,
-            what: "answer inbound calls",
-            reason: "this carrier's inbound webhook is not served yet",
-        }),
+        InboundCarrier::Real(CarrierKind::Telnyx) => Err(CarriersError::BadCallback(
+            "Telnyx rings by call.initiated, read by telnyx_webhook".into(),
+        )),
     }
 }
 
@@ -494,8 +509,8 @@ fn render(
             let key = credential.and_then(|c| vonage::sig_key(c).ok());
             axum::Json(vonage_answer(answer, key.as_deref())).into_response()
         }
-        // Not reached until the other carriers are served: `verified_ring` refuses them first.
-        InboundCarrier::Real(_) => xml(twilio_answer(answer)),
+        // Telnyx takes commands, not an answer body (`telnyx_webhook`): the webhook gets a bare 200.
+        InboundCarrier::Real(CarrierKind::Telnyx) => StatusCode::OK.into_response(),
     }
 }
 
@@ -509,29 +524,24 @@ fn xml(body: String) -> Response {
 /// read; 404 for a provider we do not serve.
 pub async fn inbound_webhook(
     host: &dyn InboundHost,
+    http: &reqwest::Client,
     provider: &str,
     request: CallbackRequest,
 ) -> Response {
     let Some(carrier) = InboundCarrier::parse(provider) else {
         return CarriersError::UnknownProvider(provider.to_string()).into_response();
     };
+    if carrier == InboundCarrier::Real(CarrierKind::Telnyx) {
+        return telnyx_webhook(host, http, request).await;
+    }
     match verified_ring(host, carrier, &request).await {
         Ok(Some((ring, credential))) => {
             let answer = host.ring(ring.clone()).await;
-            if let InboundAnswer::Refuse(refusal) = &answer {
-                metrics::counter!("voxline_inbound_refusals_total", "reason" => refusal.as_str())
-                    .increment(1);
-                tracing::info!(provider, to = %ring.to, from = %ring.from, reason = refusal.as_str(), "inbound call refused");
-            }
+            note_refusal(&ring, &answer);
             render(carrier, &answer, Some(&credential))
         }
         Ok(None) => {
-            metrics::counter!("voxline_inbound_refusals_total", "reason" => Refusal::UnknownNumber.as_str())
-                .increment(1);
-            tracing::info!(
-                provider,
-                "inbound call to a number no workspace rents here; refused"
-            );
+            note_unknown_number(provider);
             render(
                 carrier,
                 &InboundAnswer::Refuse(Refusal::UnknownNumber),
@@ -545,11 +555,124 @@ pub async fn inbound_webhook(
     }
 }
 
+/// Counts and logs a refused ringing call.
+fn note_refusal(ring: &InboundRing, answer: &InboundAnswer) {
+    if let InboundAnswer::Refuse(refusal) = answer {
+        metrics::counter!("voxline_inbound_refusals_total", "reason" => refusal.as_str())
+            .increment(1);
+        tracing::info!(provider = ring.carrier.as_str(), to = %ring.to, from = %ring.from, reason = refusal.as_str(), "inbound call refused");
+    }
+}
+
+/// Counts and logs a call to a number nobody rents here on that carrier.
+fn note_unknown_number(provider: &str) {
+    metrics::counter!("voxline_inbound_refusals_total", "reason" => Refusal::UnknownNumber.as_str())
+        .increment(1);
+    tracing::info!(
+        provider,
+        "inbound call to a number no workspace rents here; refused"
+    );
+}
+
+/// Telnyx's application webhook: an incoming `call.initiated`, checked, decided,
+/// then answered with the answer command (the stream, and the call's later
+/// events to its signed status URL) or refused with the reject command. Every
+/// other event gets a bare 200. A number nobody rents here is left ringing:
+/// without the account's key there is nobody to command it, and Telnyx ends it.
+async fn telnyx_webhook(
+    host: &dyn InboundHost,
+    http: &reqwest::Client,
+    request: CallbackRequest,
+) -> Response {
+    const PROVIDER: &str = "telnyx";
+    let carrier = InboundCarrier::Real(CarrierKind::Telnyx);
+    let call = match telnyx::parse_inbound(&request.body) {
+        Ok(Some(call)) => call,
+        Ok(None) => return StatusCode::OK.into_response(),
+        Err(err) => {
+            tracing::warn!(provider = PROVIDER, error = %err, "inbound webhook refused");
+            return err.into_response();
+        }
+    };
+    let Some(credential) = host.number_credential(carrier, &call.to).await else {
+        note_unknown_number(PROVIDER);
+        return StatusCode::OK.into_response();
+    };
+    if let Err(err) = telnyx::verify_inbound(&request, &credential, &call) {
+        tracing::warn!(provider = PROVIDER, error = %err, "inbound webhook refused");
+        return err.into_response();
+    }
+    let ring = InboundRing {
+        carrier,
+        carrier_call_id: call.call_control_id.clone(),
+        to: call.to.clone(),
+        from: call.from.clone(),
+        sim_script: None,
+    };
+    let answer = host.ring(ring.clone()).await;
+    note_refusal(&ring, &answer);
+    let command = match &answer {
+        InboundAnswer::Connect {
+            call_id,
+            media_url,
+            token,
+        } => {
+            let base = host.public_base_url().unwrap_or_else(|| {
+                request
+                    .url
+                    .split("/carrier/")
+                    .next()
+                    .unwrap_or_default()
+                    .to_string()
+            });
+            let status_url = format!(
+                "{}/carrier/{PROVIDER}/status/{call_id}",
+                base.trim_end_matches('/')
+            );
+            telnyx::inbound_webhook_url(&credential, &status_url, call_id).map(|url| {
+                (
+                    "answer",
+                    telnyx::answer_body(media_url, token, &url, call_id),
+                )
+            })
+        }
+        InboundAnswer::Refuse(Refusal::Busy) | InboundAnswer::Hold { .. } => {
+            Ok(("reject", telnyx::reject_body(true)))
+        }
+        InboundAnswer::Refuse(_) => Ok(("reject", telnyx::reject_body(false))),
+    };
+    let sent = match command {
+        Ok((action, body)) => {
+            telnyx::inbound_command(http, &credential, &call.call_control_id, action, &body)
+                .await
+                .map(|()| action)
+        }
+        Err(err) => Err(err),
+    };
+    if let Err(err) = sent {
+        // A started call that never gets its stream ends when the engine's media wait runs out.
+        tracing::warn!(provider = PROVIDER, call = %call.call_control_id, error = %err, "the answer or reject command failed");
+    }
+    StatusCode::OK.into_response()
+}
+
+/// What the inbound routes share: the service, and the client that sends
+/// carriers' commands (Telnyx answers by REST).
+#[derive(Clone)]
+struct InboundRoutes {
+    host: Arc<dyn InboundHost>,
+    http: reqwest::Client,
+}
+
 /// The inbound route over an [`InboundHost`], mergeable into any router.
 pub fn router<S>(host: Arc<dyn InboundHost>) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
+    let routes = InboundRoutes {
+        host,
+        http: http_client(),
+    };
     Router::new()
         .route(
             &format!("/carrier/{{provider}}/{INBOUND_SEGMENT}"),
@@ -560,11 +683,11 @@ where
             &format!("/carrier/{{provider}}/{INBOUND_SEGMENT}/{HOLD_SEGMENT}/{{call_id}}"),
             post(hold_route),
         )
-        .with_state(host)
+        .with_state(routes)
 }
 
 async fn inbound_route(
-    State(host): State<Arc<dyn InboundHost>>,
+    State(InboundRoutes { host, http }): State<InboundRoutes>,
     Path(provider): Path<String>,
     OriginalUri(uri): OriginalUri,
     method: Method,
@@ -578,7 +701,7 @@ async fn inbound_route(
         headers,
         body,
     );
-    inbound_webhook(host.as_ref(), &provider, request).await
+    inbound_webhook(host.as_ref(), &http, &provider, request).await
 }
 
 /// The handler of a held caller's ask, `POST /carrier/{provider}/inbound/hold/{callId}`:
@@ -612,7 +735,7 @@ pub async fn hold_webhook(
             InboundCarrier::Real(kind) => Err(CarriersError::Unsupported {
                 kind,
                 what: "hold inbound callers",
-                reason: "this carrier's inbound webhook is not served yet",
+                reason: "this carrier answers or rejects a ringing call once and cannot hold it",
             }),
         }
         .map(|()| credential)
@@ -633,7 +756,7 @@ pub async fn hold_webhook(
 }
 
 async fn hold_route(
-    State(host): State<Arc<dyn InboundHost>>,
+    State(InboundRoutes { host, .. }): State<InboundRoutes>,
     Path((provider, call_id)): Path<(String, String)>,
     OriginalUri(uri): OriginalUri,
     method: Method,

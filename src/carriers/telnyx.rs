@@ -6,8 +6,13 @@
 //! id keyed by the API key). Telnyx also signs each webhook with Ed25519 under
 //! the account's public key from the portal; when the credential carries that
 //! key (`publicKey`), the signature and its timestamp are checked as well.
+//!
+//! Inbound calls reach the Call Control application's own webhook URL as
+//! `call.initiated` (`direction: incoming`), and are answered or rejected by a
+//! command: [`answer_body`] streams them like placed calls; [`reject_body`]
+//! refuses them with a busy or rejected cause.
 
-use super::callback_request::{CallbackRequest, OurSig, require_our_sig};
+use super::callback_request::{CallbackRequest, OurSig, require_inbound_sig, require_our_sig};
 use super::rest_carrier::{AccountClient, CarrierApi, RestCarrier};
 use super::{
     CarrierKind, CarriersError, TRANSFER_ALEG_PARAM, base_url, callback_sig, optional_field,
@@ -490,4 +495,196 @@ pub(super) fn parse_leg(
         return Ok(None);
     }
     Ok(map_leg(&event))
+}
+
+/// A call ringing one of our numbers on Telnyx: the application's
+/// `call.initiated` webhook with `direction: incoming`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TelnyxInboundCall {
+    /// The leg to answer or reject.
+    pub call_control_id: String,
+    /// The Call Control application (connection) the number is assigned to.
+    pub connection_id: Option<String>,
+    /// The number that rang (E.164).
+    pub to: String,
+    /// The caller (E.164, or `anonymous` when withheld).
+    pub from: String,
+}
+
+/// Reads the application webhook's body: the ringing call of an incoming
+/// `call.initiated`; `None` for every other event the application URL gets
+/// (a caller who hangs up before our answer, say: after the answer, the call's
+/// events go to the `webhook_url` the answer names); `BadCallback` when the body
+/// is not a Call Control event.
+pub fn parse_inbound(body: &[u8]) -> Result<Option<TelnyxInboundCall>, CarriersError> {
+    let event = parse_event(body)
+        .ok_or_else(|| CarriersError::BadCallback("not a Telnyx call event".into()))?;
+    if event.event_type != "call.initiated" {
+        return Ok(None);
+    }
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| CarriersError::BadCallback(format!("not JSON: {e}")))?;
+    let payload = &value["data"]["payload"];
+    let text = |name: &str| {
+        payload[name]
+            .as_str()
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && text::check(s, Lines::One).is_ok())
+            .map(str::to_string)
+    };
+    if text("direction").as_deref() != Some("incoming") {
+        return Ok(None);
+    }
+    let required = |name: &str| {
+        text(name).ok_or_else(|| CarriersError::BadCallback(format!("call.initiated lacks {name}")))
+    };
+    Ok(Some(TelnyxInboundCall {
+        call_control_id: required("call_control_id")?,
+        connection_id: text("connection_id"),
+        to: required("to")?,
+        from: text("from").unwrap_or_else(|| "anonymous".to_string()),
+    }))
+}
+
+/// Checks an application webhook: from the application the credential names
+/// (`connectionId`, when it names one), signed with Ed25519 when the account gave
+/// its `publicKey`, otherwise carrying our `sig` over the application's id in
+/// the URL the customer pasted ([`inbound_sig_scope`]).
+pub(super) fn verify_inbound(
+    request: &CallbackRequest,
+    credential: &serde_json::Value,
+    call: &TelnyxInboundCall,
+) -> Result<(), CarriersError> {
+    let account = TelnyxAccount::from_credential(credential)?;
+    if let Some(expected) = &account.connection_id
+        && call.connection_id.as_deref() != Some(expected.as_str())
+    {
+        return Err(CarriersError::Unverifiable(
+            "connection_id is not the account's Call Control application".into(),
+        ));
+    }
+    if account.public_key.is_some() {
+        return verify_signed_request(&account, request);
+    }
+    let scope = inbound_sig_scope(&account).ok_or_else(|| {
+        CarriersError::Unverifiable(
+            "the credential has neither publicKey nor connectionId to check the webhook with"
+                .into(),
+        )
+    })?;
+    require_inbound_sig(request, &account.api_key, scope)
+}
+
+/// What our `sig` in a Telnyx application URL signs: the application's id, as
+/// one URL serves every number on it. `None` when the account signs its own
+/// webhooks (`publicKey`), or names no application.
+pub fn inbound_sig_scope(account: &TelnyxAccount) -> Option<&str> {
+    if account.public_key.is_some() {
+        return None;
+    }
+    account.connection_id.as_deref()
+}
+
+/// The answer command's body: the same bidirectional PCMU stream as a placed
+/// call's, with the call's later events sent to `webhook_url` (our status URL
+/// of the call, signed). `command_id` (our call id) makes a retried answer a no-op.
+pub fn answer_body(
+    media_url: &str,
+    media_token: &str,
+    webhook_url: &str,
+    call_id: &str,
+) -> serde_json::Value {
+    serde_json::json!({
+        "stream_url": format!("{}/{}", media_url.trim_end_matches('/'), media_token),
+        "stream_track": "inbound_track",
+        "stream_bidirectional_mode": "rtp",
+        "stream_bidirectional_codec": "PCMU",
+        "webhook_url": webhook_url,
+        "webhook_url_method": "POST",
+        "command_id": call_id,
+    })
+}
+
+/// The reject command's body: `USER_BUSY` when every line is taken, otherwise
+/// `CALL_REJECTED`. The caller hears the network's busy or rejection tone and is
+/// not billed, as Telnyx has no way to play a message to an unanswered call.
+pub fn reject_body(busy: bool) -> serde_json::Value {
+    serde_json::json!({"cause": if busy { "USER_BUSY" } else { "CALL_REJECTED" }})
+}
+
+/// Sends the command `action` (`answer`, `reject`) with `body` for a ringing call.
+pub async fn inbound_command(
+    http: &reqwest::Client,
+    credential: &serde_json::Value,
+    call_control_id: &str,
+    action: &str,
+    body: &serde_json::Value,
+) -> Result<(), CarriersError> {
+    let client = AccountClient::<TelnyxApi>::new(http, TelnyxAccount::from_credential(credential)?);
+    let request = client
+        .request(
+            Method::POST,
+            &client.account.action_url(call_control_id, action),
+        )?
+        .json(body);
+    client.send(request).await?;
+    Ok(())
+}
+
+/// The status URL of an answered inbound call, signed as a placed call's is.
+pub fn inbound_webhook_url(
+    credential: &serde_json::Value,
+    status_url: &str,
+    call_id: &str,
+) -> Result<String, CarriersError> {
+    let account = TelnyxAccount::from_credential(credential)?;
+    Ok(with_sig(
+        status_url,
+        &callback_sig(&account.api_key, call_id),
+    ))
+}
+
+#[cfg(test)]
+mod inbound_tests {
+    use super::*;
+
+    fn initiated(direction: &str) -> Vec<u8> {
+        serde_json::json!({"data": {
+            "record_type": "event", "event_type": "call.initiated",
+            "id": "0ccc7b54-4df3-4bca-a65a-3da1ecc777f0",
+            "occurred_at": "2026-11-28T10:00:00.000000Z",
+            "payload": {
+                "call_control_id": "v3:in-1", "connection_id": "conn-7",
+                "call_leg_id": "428c31b6", "call_session_id": "428c31b6-s",
+                "client_state": null, "direction": direction,
+                "from": "+919845012399", "to": "+918035740104", "state": "parked"
+            }
+        }})
+        .to_string()
+        .into_bytes()
+    }
+
+    #[test]
+    fn an_incoming_call_initiated_is_a_ringing_call_and_other_events_are_not() {
+        let call = parse_inbound(&initiated("incoming")).unwrap().unwrap();
+        assert_eq!(call.call_control_id, "v3:in-1");
+        assert_eq!(call.connection_id.as_deref(), Some("conn-7"));
+        assert_eq!(call.to, "+918035740104");
+        assert_eq!(call.from, "+919845012399");
+        assert_eq!(parse_inbound(&initiated("outgoing")).unwrap(), None);
+        let hangup =
+            br#"{"data":{"event_type":"call.hangup","payload":{"call_control_id":"v3:in-1"}}}"#;
+        assert_eq!(parse_inbound(hangup).unwrap(), None);
+        assert!(parse_inbound(b"[]").is_err());
+    }
+
+    #[test]
+    fn the_answer_streams_pcmu_both_ways_and_rejections_name_their_cause() {
+        let body = answer_body("wss://v.example/media/telnyx/", "tok", "https://cb", "c-1");
+        assert_eq!(body["stream_url"], "wss://v.example/media/telnyx/tok");
+        assert_eq!(body["stream_bidirectional_codec"], "PCMU");
+        assert_eq!(body["command_id"], "c-1");
+        assert_eq!(reject_body(true)["cause"], "USER_BUSY");
+        assert_eq!(reject_body(false)["cause"], "CALL_REJECTED");
+    }
 }

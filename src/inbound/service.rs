@@ -367,7 +367,9 @@ impl InboundService {
     pub async fn inbound_url(&self, number: &NumberRow) -> Option<String> {
         let base = self.public_url.as_deref().unwrap_or(&self.node_url);
         let credential = match number.provider.as_str() {
-            "exotel" | "vonage" => self.credentials.load(number.org_id, &number.provider).await,
+            "exotel" | "vonage" | "telnyx" => {
+                self.credentials.load(number.org_id, &number.provider).await
+            }
             _ => None,
         };
         crate::carriers::inbound::inbound_url_for(

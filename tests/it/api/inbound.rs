@@ -962,3 +962,192 @@ async fn inbound_and_outbound_calls_share_the_slots_exactly() {
     );
     assert_eq!(live_count(&app, &ws).await, 0);
 }
+
+/// A sim number of a workspace built by `org` (no credit unless it adds some),
+/// answered by a short agent; the workspace and the number's phone.
+async fn refusing_workspace(app: &TestApp, org: voxline::store::OrgRow) -> (Workspace, String) {
+    let (key_id, key) = app.key(org.id, "test key").await;
+    let ws = Workspace {
+        org_id: org.id,
+        key_id,
+        key,
+    };
+    app.add_sim_number(org.id).await;
+    let agent = app
+        .create_agent(
+            &ws.key,
+            json!({"name": "Desk", "welcomeMessage": "Hello.", "prompt": "Answer briefly."}),
+        )
+        .await;
+    let numbers = app.get(&ws.key, "/api/numbers").await.expect(200);
+    let number = &numbers.body["rows"][0];
+    app.patch(
+        &ws.key,
+        &format!("/api/numbers/{}", number["id"].as_str().expect("id")),
+        json!({"inboundAgentId": agent["id"], "inbound": {"enabled": true}}),
+    )
+    .await
+    .expect(200);
+    (ws, number["phone"].as_str().expect("phone").to_string())
+}
+
+#[tokio::test]
+async fn an_empty_wallet_or_a_spent_minute_quota_refuses_callers_politely() {
+    let app = TestApp::spawn().await;
+    let http = reqwest::Client::new();
+    let broke = voxline::admin::ops::create_org(app.store(), "Broke", Some(2), None, app.now())
+        .await
+        .expect("org");
+    let spent = voxline::admin::ops::create_org(app.store(), "Spent", Some(2), Some(0), app.now())
+        .await
+        .expect("org");
+    app.store()
+        .credit_wallet(
+            spent.id,
+            voxline::domain::Paise(100_000),
+            app.now().timestamp_millis(),
+        )
+        .await
+        .expect("credit");
+    for org in [broke, spent] {
+        let name = org.name.clone();
+        let (ws, phone) = refusing_workspace(&app, org).await;
+        let (answer, _) = sim_phone::ring(&http, &sim_ring(&app, &ws, &phone, None))
+            .await
+            .expect("answered");
+        let RingAnswer::Refused { twiml } = answer else {
+            panic!("{name}: a caller was connected: {answer:?}");
+        };
+        assert!(
+            twiml.contains("<Say>") && twiml.contains("<Hangup/>"),
+            "{name}: {twiml}"
+        );
+        let calls = app.get(&ws.key, "/api/calls").await.expect(200);
+        assert_eq!(calls.body["rows"], json!([]), "{name}: {}", calls.body);
+    }
+}
+
+#[tokio::test]
+async fn an_inbound_caller_who_asks_for_a_person_is_transferred_and_the_call_is_recorded() {
+    let app = TestApp::spawn().await;
+    let (ws, _, number_id, phone) = answering_workspace(&app, "Transfers in", 2).await;
+    let desk = "+14155550123";
+    let agent = app
+        .create_agent(
+            &ws.key,
+            json!({"name": "Desk with a person", "welcomeMessage": "Hello, you called the clinic.",
+                "prompt": "Help the caller.", "silenceTimeoutSeconds": 3,
+                "tools": [{"type": "transferCall", "destinations": [{"number": desk,
+                    "description": "the front desk", "message": "Let me connect you with the front desk."}]}]}),
+        )
+        .await;
+    app.patch(
+        &ws.key,
+        &format!("/api/numbers/{number_id}"),
+        json!({"inboundAgentId": agent["id"]}),
+    )
+    .await
+    .expect(200);
+    let script = json!(["Hello, yes.", "Can I speak to a person please?"]);
+    let ring = sim_ring(&app, &ws, &phone, Some(script.clone()));
+    let (answer, _) = sim_phone::ring(&reqwest::Client::new(), &ring)
+        .await
+        .expect("the webhook answers");
+    let call_id = answer.call_id().expect("connected").to_string();
+    sim_phone::talk(
+        &answer,
+        &ring.call_sid,
+        parse_sim_script(&script).unwrap(),
+        CalleeOptions::default(),
+    )
+    .await
+    .expect("a stream to talk on");
+    let call = eventually(Duration::from_secs(30), "the call to end", || async {
+        let call = detail(&app, &ws, &call_id).await;
+        (call["rawStatus"] == "completed").then_some(call)
+    })
+    .await;
+    assert_eq!(call["direction"], "inbound", "{call}");
+    assert_eq!(call["endedReason"], "transferred", "{call}");
+    assert_eq!(call["transferredTo"], desk, "{call}");
+
+    // The recording holds the call's audio, as an outbound call's does.
+    let recording = eventually(Duration::from_secs(20), "the recording", || async {
+        let r = app
+            .request(
+                &ws.key,
+                Method::GET,
+                &format!("/api/calls/{call_id}/recording"),
+            )
+            .send()
+            .await
+            .expect("send");
+        (r.status() == 200).then_some(r)
+    })
+    .await;
+    let bytes = recording.bytes().await.expect("body");
+    assert!(bytes.starts_with(b"RIFF"), "a WAV file");
+    assert!(bytes.len() > 8_000, "{} bytes", bytes.len());
+}
+
+#[tokio::test]
+async fn admin_sim_call_rings_a_number_as_twilio_would_and_the_call_completes() {
+    let app = TestApp::spawn().await;
+    let (ws, _, _, phone) = answering_workspace(&app, "CLI caller", 2).await;
+    let script = json!([
+        "I would like to book an appointment.",
+        "Thank you, goodbye!"
+    ])
+    .to_string();
+    let out = app
+        .admin_ok(&[
+            "sim", "call", "--to", &phone, "--from", CALLER, "--script", &script, "--server",
+            &app.base,
+        ])
+        .await;
+    assert_eq!(out["answered"], true, "{out}");
+    let call_id = out["callId"].as_str().expect("callId").to_string();
+    let call = eventually(Duration::from_secs(20), "the call to end", || async {
+        let call = detail(&app, &ws, &call_id).await;
+        (call["rawStatus"] == "completed").then_some(call)
+    })
+    .await;
+    assert_eq!(call["direction"], "inbound", "{call}");
+    assert_eq!(call["fromNumber"], CALLER, "{call}");
+    assert!(
+        call["transcript"]
+            .to_string()
+            .contains("book an appointment"),
+        "{call}"
+    );
+
+    // A number nobody rents, and a bad script, fail with a message naming the flag.
+    let unknown = app
+        .admin(&[
+            "sim",
+            "call",
+            "--to",
+            "+918035799995",
+            "--from",
+            CALLER,
+            "--server",
+            &app.base,
+        ])
+        .await;
+    assert!(!unknown.status.success());
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("--to"),
+        "{unknown:?}"
+    );
+    let bad = app
+        .admin(&[
+            "sim", "call", "--to", &phone, "--from", CALLER, "--script", "[1", "--server",
+            &app.base,
+        ])
+        .await;
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--script"),
+        "{bad:?}"
+    );
+}

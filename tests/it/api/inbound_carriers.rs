@@ -369,3 +369,214 @@ async fn an_exotel_number_answers_its_signed_voicebot_url_with_a_stream() {
     assert_eq!(answer["url"], Value::Null, "{answer}");
     assert_eq!(answer["refused"], "unavailable", "{answer}");
 }
+
+// ---------------------------------------------------------------- Telnyx
+
+const TELNYX_PHONE: &str = "+918035740104";
+const TELNYX_KEY: &str = "KEY0192-telnyx-inbound";
+const TELNYX_APP: &str = "1494404757140276705";
+
+/// The Call Control application's `call.initiated` for a call from CALLER to
+/// `to`, as Telnyx posts it before anyone answers (`state: parked`).
+fn telnyx_initiated(call_control_id: &str, to: &str) -> String {
+    json!({"data": {
+        "record_type": "event",
+        "event_type": "call.initiated",
+        "id": uuid::Uuid::new_v4().to_string(),
+        "occurred_at": chrono::Utc::now().to_rfc3339(),
+        "payload": {
+            "call_control_id": call_control_id,
+            "connection_id": TELNYX_APP,
+            "call_leg_id": uuid::Uuid::new_v4().to_string(),
+            "call_session_id": uuid::Uuid::new_v4().to_string(),
+            "client_state": null,
+            "caller_id_name": CALLER,
+            "direction": "incoming",
+            "from": CALLER,
+            "to": to,
+            "start_time": chrono::Utc::now().to_rfc3339(),
+            "state": "parked",
+        },
+    }, "meta": {"attempt": 1, "delivered_to": "https://voxline.example"}})
+    .to_string()
+}
+
+/// Posts a Telnyx webhook `body` to `url` with `headers`; the status.
+async fn telnyx_post(url: &str, body: String, headers: &[(&str, String)]) -> u16 {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("Content-Type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    request
+        .body(body)
+        .send()
+        .await
+        .expect("the application webhook answers")
+        .status()
+        .as_u16()
+}
+
+/// The commands our server sent the fake Telnyx for `call_control_id`.
+fn telnyx_commands(
+    telnyx: &FakeCarrier,
+    call_control_id: &str,
+) -> Vec<crate::support::CarrierRequest> {
+    let prefix = format!("/v2/calls/{call_control_id}/actions/");
+    telnyx
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with(&prefix))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_telnyx_number_is_answered_by_command_from_its_signed_application_webhook() {
+    use base64::Engine as _;
+    use ed25519_dalek::Signer as _;
+    let app = TestApp::spawn().await;
+    let (ws, number_id, telnyx) = carrier_workspace(
+        &app,
+        CarrierKind::Telnyx,
+        TELNYX_PHONE,
+        json!({"apiKey": TELNYX_KEY, "connectionId": TELNYX_APP}),
+    )
+    .await;
+    telnyx.require_authorization(&format!("Bearer {TELNYX_KEY}"));
+
+    // The application's webhook URL carries our sig of the application.
+    let number = app
+        .get(&ws.key, &format!("/api/numbers/{number_id}"))
+        .await
+        .expect(200)
+        .body;
+    let inbound_url = number["inboundUrl"].as_str().expect("an inbound URL");
+    assert!(
+        inbound_url.contains("/carrier/telnyx/inbound?sig="),
+        "{number}"
+    );
+    let unsigned = format!("{}/carrier/telnyx/inbound", app.base);
+    let forged = format!(
+        "{unsigned}?sig={}",
+        callback_request::inbound_sig("not-the-key", TELNYX_APP)
+    );
+    for url in [&unsigned, &forged] {
+        let status = telnyx_post(url, telnyx_initiated("v3:forged", TELNYX_PHONE), &[]).await;
+        assert_eq!(status, 403, "{url}");
+    }
+    assert!(telnyx_commands(&telnyx, "v3:forged").is_empty());
+
+    // A ringing call is answered by the answer command, streaming to us.
+    let status = telnyx_post(
+        inbound_url,
+        telnyx_initiated("v3:in-call-1", TELNYX_PHONE),
+        &[],
+    )
+    .await;
+    assert_eq!(status, 200);
+    let commands = telnyx_commands(&telnyx, "v3:in-call-1");
+    assert_eq!(commands.len(), 1, "{commands:?}");
+    assert_eq!(commands[0].path, "/v2/calls/v3:in-call-1/actions/answer");
+    let answer = commands[0].json();
+    assert_eq!(answer["stream_track"], "inbound_track", "{answer}");
+    assert_eq!(answer["stream_bidirectional_mode"], "rtp", "{answer}");
+    assert_eq!(answer["stream_bidirectional_codec"], "PCMU", "{answer}");
+    let url = answer["stream_url"].as_str().expect("stream_url");
+    assert!(url.contains("/media/telnyx/"), "{url}");
+    let token = url.rsplit('/').next().expect("token").to_string();
+    let call_id = call_of(&token);
+    assert_eq!(answer["command_id"], call_id.as_str(), "{answer}");
+    let webhook = answer["webhook_url"].as_str().expect("webhook_url");
+    assert!(
+        webhook.contains(&format!("/carrier/telnyx/status/{call_id}?sig=")),
+        "{webhook}"
+    );
+    // Telnyx then reports the answer to the call's own webhook URL, signed there.
+    let answered = json!({"data": {"event_type": "call.answered",
+        "occurred_at": chrono::Utc::now().to_rfc3339(),
+        "payload": {"call_control_id": "v3:in-call-1", "connection_id": TELNYX_APP}}});
+    assert_eq!(telnyx_post(webhook, answered.to_string(), &[]).await, 200);
+    let leg = Leg::connect(Kind::Telnyx, url, &token, "telnyx-stream-1".into()).await;
+    let call = whole_inbound_call(&app, &ws, leg, &call_id).await;
+    assert_eq!(call["provider"], "telnyx", "{call}");
+    assert_eq!(call["toNumber"], TELNYX_PHONE, "{call}");
+
+    // Events other than a ringing call are taken and ignored.
+    let hangup = json!({"data": {"event_type": "call.hangup",
+        "payload": {"call_control_id": "v3:early-hangup", "hangup_cause": "originator_cancel"}}});
+    assert_eq!(telnyx_post(inbound_url, hangup.to_string(), &[]).await, 200);
+    assert!(telnyx_commands(&telnyx, "v3:early-hangup").is_empty());
+
+    // A number nobody rents here: no key to command it with, so no command.
+    let status = telnyx_post(
+        inbound_url,
+        telnyx_initiated("v3:unknown", "+918035799996"),
+        &[],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(telnyx_commands(&telnyx, "v3:unknown").is_empty());
+
+    // A disabled number is rejected by command.
+    disable(&app, &ws, &number_id).await;
+    let status = telnyx_post(inbound_url, telnyx_initiated("v3:off-1", TELNYX_PHONE), &[]).await;
+    assert_eq!(status, 200);
+    let commands = telnyx_commands(&telnyx, "v3:off-1");
+    assert_eq!(commands.len(), 1, "{commands:?}");
+    assert_eq!(commands[0].path, "/v2/calls/v3:off-1/actions/reject");
+    assert_eq!(commands[0].json()["cause"], "CALL_REJECTED");
+
+    // With the account's public key, Telnyx's Ed25519 signature is what counts.
+    let key = ed25519_dalek::SigningKey::from_bytes(&rand::random::<[u8; 32]>());
+    let public = base64::engine::general_purpose::STANDARD.encode(key.verifying_key().to_bytes());
+    app.admin_ok(&[
+        "credential",
+        "set",
+        "--org",
+        &ws.org_id.to_string(),
+        "--kind",
+        "telnyx",
+        "--json",
+        &json!({"apiKey": TELNYX_KEY, "connectionId": TELNYX_APP, "publicKey": public,
+            "baseUrl": telnyx.base})
+        .to_string(),
+    ])
+    .await;
+    let number = app
+        .get(&ws.key, &format!("/api/numbers/{number_id}"))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(number["inboundUrl"], unsigned.as_str(), "{number}");
+    let sign = |body: &str| {
+        let now = chrono::Utc::now().timestamp().to_string();
+        let signature = key.sign(format!("{now}|{body}").as_bytes());
+        vec![
+            ("telnyx-timestamp", now),
+            (
+                "telnyx-signature-ed25519",
+                base64::engine::general_purpose::STANDARD.encode(signature.to_bytes()),
+            ),
+        ]
+    };
+    let body = telnyx_initiated("v3:signed-1", TELNYX_PHONE);
+    let other = ed25519_dalek::SigningKey::from_bytes(&rand::random::<[u8; 32]>());
+    let now = chrono::Utc::now().timestamp().to_string();
+    let forged = vec![
+        ("telnyx-timestamp", now.clone()),
+        (
+            "telnyx-signature-ed25519",
+            base64::engine::general_purpose::STANDARD
+                .encode(other.sign(format!("{now}|{body}").as_bytes()).to_bytes()),
+        ),
+    ];
+    assert_eq!(telnyx_post(&unsigned, body.clone(), &forged).await, 403);
+    assert_eq!(
+        telnyx_post(&unsigned, body.clone(), &sign(&body)).await,
+        200
+    );
+    let commands = telnyx_commands(&telnyx, "v3:signed-1");
+    assert_eq!(commands.len(), 1, "{commands:?}");
+    assert_eq!(commands[0].path, "/v2/calls/v3:signed-1/actions/reject");
+}

@@ -402,7 +402,8 @@ fn vonage(call_id: &str, request: &CarrierRequest) -> Answer {
 }
 
 /// `POST /v2/calls` dials (200, its `call_control_id`; 422 without the fields a
-/// streaming call needs); `POST /v2/calls/{id}/actions/{hangup|transfer}` answers `ok`.
+/// streaming call needs); `POST /v2/calls/{id}/actions/{answer|reject|hangup|transfer}`
+/// answers `ok` (422 for an answer's stream without a track, or a reject's unknown cause).
 fn telnyx(call_id: &str, request: &CarrierRequest) -> Answer {
     match (&request.method, segments(&request.path).as_slice()) {
         (&Method::POST, ["v2", "calls"]) => {
@@ -428,6 +429,36 @@ fn telnyx(call_id: &str, request: &CarrierRequest) -> Answer {
                     "is_alive": false,
                 }}),
             )
+        }
+        (&Method::POST, ["v2", "calls", _, "actions", "answer"]) => {
+            // An answer that streams needs its URL and track, as Telnyx checks.
+            let answer: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+            if answer["stream_url"]
+                .as_str()
+                .is_some_and(|u| !u.starts_with("ws"))
+                || (answer["stream_url"].is_string() && answer["stream_track"].as_str().is_none())
+            {
+                return carrier_error(
+                    CarrierKind::Telnyx,
+                    422,
+                    "invalid stream_url or stream_track",
+                );
+            }
+            Answer::json(200, json!({"data": {"result": "ok"}}))
+        }
+        (&Method::POST, ["v2", "calls", _, "actions", "reject"]) => {
+            let reject: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+            if !matches!(
+                reject["cause"].as_str(),
+                Some("CALL_REJECTED" | "USER_BUSY")
+            ) {
+                return carrier_error(
+                    CarrierKind::Telnyx,
+                    422,
+                    "cause must be CALL_REJECTED or USER_BUSY",
+                );
+            }
+            Answer::json(200, json!({"data": {"result": "ok"}}))
         }
         (&Method::POST, ["v2", "calls", _, "actions", "hangup" | "transfer"]) => {
             Answer::json(200, json!({"data": {"result": "ok"}}))
