@@ -117,11 +117,13 @@ async fn list_numbers(
     State(inbound): State<InboundService>,
     caller: Caller,
 ) -> ApiResult<Json<NumberList>> {
-    let mut views = Vec::new();
-    for row in store.numbers(caller.org_id).await? {
-        let url = inbound.inbound_url(&row).await;
-        views.push(NumberView::from_row(row, url));
-    }
+    let rows = store.numbers(caller.org_id).await?;
+    let urls = inbound.inbound_urls(&rows).await;
+    let views = rows
+        .into_iter()
+        .zip(urls)
+        .map(|(row, url)| NumberView::from_row(row, url))
+        .collect();
     Ok(Json(NumberList { rows: views }))
 }
 

@@ -365,19 +365,40 @@ impl InboundService {
     /// The URL the workspace sets as `number`'s voice URL in its carrier's console
     /// (see [`crate::carriers::inbound::inbound_url_for`]).
     pub async fn inbound_url(&self, number: &NumberRow) -> Option<String> {
+        self.inbound_urls(std::slice::from_ref(number))
+            .await
+            .pop()
+            .flatten()
+    }
+
+    /// [`Self::inbound_url`] of each number, in order, opening each carrier's
+    /// credential once (a workspace's numbers share their carrier's account).
+    pub async fn inbound_urls(&self, numbers: &[NumberRow]) -> Vec<Option<String>> {
         let base = self.public_url.as_deref().unwrap_or(&self.node_url);
-        let credential = match number.provider.as_str() {
-            "exotel" | "vonage" | "telnyx" => {
-                self.credentials.load(number.org_id, &number.provider).await
-            }
-            _ => None,
-        };
-        crate::carriers::inbound::inbound_url_for(
-            base,
-            &number.provider,
-            &number.phone,
-            credential.as_ref(),
-        )
+        let mut credentials: HashMap<(crate::domain::OrgId, &str), Option<Value>> = HashMap::new();
+        let mut urls = Vec::with_capacity(numbers.len());
+        for number in numbers {
+            let provider = number.provider.as_str();
+            // Only the carriers whose inbound URL is signed need the account.
+            let credential = if matches!(provider, "exotel" | "vonage" | "telnyx") {
+                match credentials.entry((number.org_id, provider)) {
+                    std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(slot) => {
+                        slot.insert(self.credentials.load(number.org_id, provider).await)
+                    }
+                }
+                .as_ref()
+            } else {
+                None
+            };
+            urls.push(crate::carriers::inbound::inbound_url_for(
+                base,
+                provider,
+                &number.phone,
+                credential,
+            ));
+        }
+        urls
     }
 
     /// Shared database: ends the held callers whose wait is over but who did

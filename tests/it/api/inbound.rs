@@ -70,6 +70,29 @@ async fn detail(app: &TestApp, ws: &Workspace, id: &str) -> Value {
         .body
 }
 
+/// Rings `phone` as the sim caller with `script`, plays it on the stream the
+/// webhook answers, and waits for the call to end; the call's read.
+async fn talked_call(app: &TestApp, ws: &Workspace, phone: &str, script: Value) -> Value {
+    let ring = sim_ring(app, ws, phone, Some(script.clone()));
+    let (answer, _) = sim_phone::ring(&reqwest::Client::new(), &ring)
+        .await
+        .expect("the webhook answers");
+    let call_id = answer.call_id().expect("connected").to_string();
+    sim_phone::talk(
+        &answer,
+        &ring.call_sid,
+        parse_sim_script(&script).unwrap(),
+        CalleeOptions::default(),
+    )
+    .await
+    .expect("a stream to talk on");
+    eventually(Duration::from_secs(30), "the call to end", || async {
+        let call = detail(app, ws, &call_id).await;
+        (call["rawStatus"] == "completed").then_some(call)
+    })
+    .await
+}
+
 #[tokio::test]
 async fn a_number_is_put_on_an_agent_and_its_settings_are_checked() {
     let app = TestApp::spawn().await;
@@ -763,24 +786,7 @@ async fn the_routing_url_chooses_the_agent_and_the_variables() {
     assert!(read.body.get("routingSecret").is_none(), "{}", read.body);
 
     let script = json!(["I have a billing question.", "Thank you, goodbye!"]);
-    let ring = sim_ring(&app, &ws, &phone, Some(script.clone()));
-    let (answer, _) = sim_phone::ring(&reqwest::Client::new(), &ring)
-        .await
-        .expect("answered");
-    let call_id = answer.call_id().expect("connected").to_string();
-    sim_phone::talk(
-        &answer,
-        &ring.call_sid,
-        parse_sim_script(&script).unwrap(),
-        CalleeOptions::default(),
-    )
-    .await
-    .expect("talked");
-    let call = eventually(Duration::from_secs(20), "the call to end", || async {
-        let call = detail(&app, &ws, &call_id).await;
-        (call["rawStatus"] == "completed").then_some(call)
-    })
-    .await;
+    let call = talked_call(&app, &ws, &phone, script).await;
     assert_eq!(call["agentId"], chosen_id.as_str(), "{call}");
     assert!(
         call["transcript"].to_string().contains("hello Asha Rao"),
@@ -1049,24 +1055,8 @@ async fn an_inbound_caller_who_asks_for_a_person_is_transferred_and_the_call_is_
     .await
     .expect(200);
     let script = json!(["Hello, yes.", "Can I speak to a person please?"]);
-    let ring = sim_ring(&app, &ws, &phone, Some(script.clone()));
-    let (answer, _) = sim_phone::ring(&reqwest::Client::new(), &ring)
-        .await
-        .expect("the webhook answers");
-    let call_id = answer.call_id().expect("connected").to_string();
-    sim_phone::talk(
-        &answer,
-        &ring.call_sid,
-        parse_sim_script(&script).unwrap(),
-        CalleeOptions::default(),
-    )
-    .await
-    .expect("a stream to talk on");
-    let call = eventually(Duration::from_secs(30), "the call to end", || async {
-        let call = detail(&app, &ws, &call_id).await;
-        (call["rawStatus"] == "completed").then_some(call)
-    })
-    .await;
+    let call = talked_call(&app, &ws, &phone, script).await;
+    let call_id = call["id"].as_str().expect("id").to_string();
     assert_eq!(call["direction"], "inbound", "{call}");
     assert_eq!(call["endedReason"], "transferred", "{call}");
     assert_eq!(call["transferredTo"], desk, "{call}");
