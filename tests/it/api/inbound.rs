@@ -1034,8 +1034,9 @@ async fn an_empty_wallet_or_a_spent_minute_quota_refuses_callers_politely() {
 }
 
 #[tokio::test]
-async fn an_inbound_caller_who_asks_for_a_person_is_transferred_and_the_call_is_recorded() {
-    let app = TestApp::spawn().await;
+async fn an_inbound_call_is_transferred_recorded_rated_and_expires_as_an_outbound_one_does() {
+    let clock = voxline::domain::clock::ManualClock::new(chrono::Utc::now());
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
     let (ws, _, number_id, phone) = answering_workspace(&app, "Transfers in", 2).await;
     let desk = "+14155550123";
     let agent = app
@@ -1043,6 +1044,8 @@ async fn an_inbound_caller_who_asks_for_a_person_is_transferred_and_the_call_is_
             &ws.key,
             json!({"name": "Desk with a person", "welcomeMessage": "Hello, you called the clinic.",
                 "prompt": "Help the caller.", "silenceTimeoutSeconds": 3,
+                "ratingTemplate": {"columns": [
+                    {"name": "Clarity", "description": "How clearly the caller said what they wanted"}]},
                 "tools": [{"type": "transferCall", "destinations": [{"number": desk,
                     "description": "the front desk", "message": "Let me connect you with the front desk."}]}]}),
         )
@@ -1078,6 +1081,41 @@ async fn an_inbound_caller_who_asks_for_a_person_is_transferred_and_the_call_is_
     let bytes = recording.bytes().await.expect("body");
     assert!(bytes.starts_with(b"RIFF"), "a WAV file");
     assert!(bytes.len() > 8_000, "{} bytes", bytes.len());
+
+    // The agent's scorecard rates it.
+    let rating = eventually(Duration::from_secs(30), "the rating", || async {
+        let r = app.get(&ws.key, &format!("/api/ratings/{call_id}")).await;
+        (r.status == 200).then_some(r.body)
+    })
+    .await;
+    assert_eq!(rating["status"], "done", "{rating}");
+    assert_eq!(rating["columns"][0]["name"], "Clarity", "{rating}");
+
+    // Past the 90-day retention the recording goes, the transcript stays.
+    clock.advance(chrono::Duration::days(91));
+    eventually(
+        Duration::from_secs(10),
+        "the recording to expire",
+        || async {
+            let r = app
+                .get(&ws.key, &format!("/api/calls/{call_id}/recording-url"))
+                .await
+                .expect(200);
+            r.body["url"].is_null().then_some(())
+        },
+    )
+    .await;
+    let transcript = app
+        .get(&ws.key, &format!("/api/calls/{call_id}/transcript"))
+        .await
+        .expect(200)
+        .body;
+    assert!(
+        transcript["transcriptText"]
+            .as_str()
+            .is_some_and(|t| t.contains("Hello, you called the clinic.")),
+        "{transcript}"
+    );
 }
 
 #[tokio::test]
