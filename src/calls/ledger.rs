@@ -81,6 +81,14 @@ impl CallLedger for StoreLedger {
         };
         metrics::counter!("voxline_calls_finished_total", "status" => end.status.as_str())
             .increment(1);
+        // The callee asked not to be called again: the number goes on the
+        // workspace's do-not-call list and `number.opted_out` is queued.
+        if end.ended_reason == EndedReason::OptOut {
+            self.store
+                .opt_out(done.org_id, call_id, &done.phone, end.ended_at)
+                .await
+                .map_err(err)?;
+        }
         // Retries: unanswered outcomes are re-dialed by the engine itself, later.
         let Some(agent) = self
             .store
