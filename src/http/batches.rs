@@ -767,8 +767,9 @@ transition_route!(
 );
 
 /// The batch and campaign export's leading columns, in order; the agent's
-/// [`AnalysisColumns`] (with `other_extracted`) follow them.
-pub const EXPORT_COLUMNS: [&str; 9] = [
+/// [`AnalysisColumns`] (with `other_extracted`) follow them. `skip_reason` is
+/// the rule that skipped an item (`do-not-call`), empty otherwise.
+pub const EXPORT_COLUMNS: [&str; 10] = [
     "name",
     "phone",
     "status",
@@ -778,6 +779,7 @@ pub const EXPORT_COLUMNS: [&str; 9] = [
     "ended_reason",
     "summary",
     "variables",
+    "skip_reason",
 ];
 
 /// A batch's or campaign's export: its items in `seq` order, each with its
@@ -833,6 +835,7 @@ impl CsvExport for BatchExport {
             row.ended_reason.clone().unwrap_or_default(),
             row.summary.clone().unwrap_or_default(),
             item.variables.clone(),
+            item.skip_reason.clone().unwrap_or_default(),
         ];
         record.extend(
             self.columns

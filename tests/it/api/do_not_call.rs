@@ -361,6 +361,20 @@ async fn batch_items_and_campaign_rows_of_listed_numbers_are_skipped_at_upload()
     assert_eq!(items[1]["skipReason"], "do-not-call");
     assert_eq!(items[1]["callId"], Value::Null);
     assert_eq!(items[0]["skipReason"], Value::Null);
+    // The export shows the rule.
+    let export = app
+        .get(&ws.key, &format!("/api/batches/{id}/export"))
+        .await
+        .expect(200);
+    let mut reader = csv::Reader::from_reader(export.text.as_bytes());
+    let header = reader.headers().unwrap().clone();
+    let at = header
+        .iter()
+        .position(|h| h == "skip_reason")
+        .expect("a skip_reason column");
+    let records: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    assert_eq!(&records[1][at], "do-not-call");
+    assert_eq!(&records[0][at], "");
 
     // A campaign: the listed row is accepted, stored skipped, and never dialed.
     let campaign = app
