@@ -55,11 +55,15 @@ pub enum EndedReason {
     AgentUnavailable,
     /// An inbound caller held for a slot gave up, or waited the number's `queueSeconds`.
     QueueTimeout,
+    /// The callee asked not to be called again; the agent confirmed and hung up.
+    OptOut,
+    /// The number was put on the workspace's do-not-call list before the call was dialed.
+    DoNotCall,
 }
 
 impl EndedReason {
     /// Every reason, in declaration order.
-    pub const ALL: [EndedReason; 21] = [
+    pub const ALL: [EndedReason; 23] = [
         EndedReason::CallerHangup,
         EndedReason::AgentHangup,
         EndedReason::MaxDuration,
@@ -81,6 +85,8 @@ impl EndedReason {
         EndedReason::NodeLost,
         EndedReason::AgentUnavailable,
         EndedReason::QueueTimeout,
+        EndedReason::OptOut,
+        EndedReason::DoNotCall,
     ];
 
     /// The wire value (`caller-hangup`, `asr-error`, …).
@@ -107,6 +113,8 @@ impl EndedReason {
             EndedReason::NodeLost => "node-lost",
             EndedReason::AgentUnavailable => "agent-unavailable",
             EndedReason::QueueTimeout => "queue-timeout",
+            EndedReason::OptOut => "opt-out",
+            EndedReason::DoNotCall => "do-not-call",
         }
     }
 

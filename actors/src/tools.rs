@@ -17,7 +17,9 @@ use crate::providers::{ToolCallRequest, ToolSpec};
 // the LLM is offered, so `tools` → `providers` is the only arrow between the two rooms (the
 // sim LLM, `sim/providers/tool_use.rs`, reads them there too). Re-exported so
 // `tools::TRANSFER_TOOL` and the like keep working.
-pub use crate::providers::{AVAILABILITY_TOOL, BOOKING_TOOL, DTMF_TOOL, TRANSFER_TOOL};
+pub use crate::providers::{
+    AVAILABILITY_TOOL, BOOKING_TOOL, DTMF_TOOL, OPT_OUT_TOOL, TRANSFER_TOOL,
+};
 
 /// One place a `transferCall` tool can bridge the callee to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +40,9 @@ pub enum ToolBehavior {
         /// Said before hanging up, when set.
         goodbye: Option<String>,
     },
+    /// The callee asked not to be called again: hang up once the reply (the confirmation)
+    /// has been heard, ending the call with `opt-out`.
+    OptOut,
     /// Say the destination's message, then bridge the callee to it (`{"destination": number}`).
     Transfer {
         /// Where the callee can be sent.

@@ -9,11 +9,12 @@ use crate::calls::media_stream::CallEngine;
 use crate::calls::placement::PlacementError;
 use crate::calls::service::CallService;
 use crate::domain::clock::SharedClock;
+use crate::domain::do_not_call::SKIP_REASON;
 use crate::domain::phone::PhoneError;
 use crate::domain::{AgentId, BatchId, Email, OrgId, PhoneNumber};
 use crate::store::Store;
 use crate::store::StoreError;
-use crate::store::batches::{BatchRow, NewBatch, NewItem};
+use crate::store::batches::{BatchRow, DO_NOT_CALL_ITEM_REASON, NewBatch, NewItem};
 use crate::store::singletons::Singleton;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
@@ -93,6 +94,8 @@ pub struct SkippedItem {
     pub phone: String,
     /// Why.
     pub reason: String,
+    /// The rule that skipped it (`do-not-call`), when one did.
+    pub skip_reason: Option<&'static str>,
 }
 
 /// The outcome of adding items.
@@ -361,6 +364,7 @@ impl BatchService {
                         phone: phone.as_str().to_string(),
                         status: "pending",
                         reason: None,
+                        skip_reason: None,
                     });
                 }
                 Err(reason) => {
@@ -370,6 +374,7 @@ impl BatchService {
                             index,
                             phone: item.phone.clone(),
                             reason: reason.clone(),
+                            skip_reason: None,
                         });
                     }
                     rows.push(NewItem {
@@ -379,8 +384,21 @@ impl BatchService {
                         phone: item.phone,
                         status: "skipped",
                         reason: Some(reason),
+                        skip_reason: None,
                     });
                 }
+            }
+        }
+        for index in self.screen_do_not_call(batch, &mut rows).await? {
+            report.added -= 1;
+            report.skipped += 1;
+            if report.skipped_items.len() < MAX_LISTED_SKIPS {
+                report.skipped_items.push(SkippedItem {
+                    index,
+                    phone: rows[index].phone.clone(),
+                    reason: DO_NOT_CALL_ITEM_REASON.to_string(),
+                    skip_reason: Some(SKIP_REASON),
+                });
             }
         }
         let appended = self
@@ -400,15 +418,18 @@ impl BatchService {
 
     /// Appends items already checked (a read sheet's accepted rows) before the
     /// batch starts, in one transaction; nothing is appended once it started.
+    /// Items whose numbers the workspace listed as do-not-call are stored
+    /// skipped (`skipReason: do-not-call`); returns how many.
     pub async fn append_checked(
         &self,
         kind: BatchKind,
         batch: &BatchRow,
-        items: Vec<NewItem>,
-    ) -> Result<(), BatchError> {
+        mut items: Vec<NewItem>,
+    ) -> Result<usize, BatchError> {
         if items.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
+        let listed = self.screen_do_not_call(batch, &mut items).await?.len();
         let open = stored(&[BatchStatus::Draft, BatchStatus::Scheduled]);
         let now_ms = self.clock.now().timestamp_millis();
         if !self
@@ -418,7 +439,37 @@ impl BatchService {
         {
             return Err(BatchError::StartedWhileAdding(kind));
         }
-        Ok(())
+        Ok(listed)
+    }
+
+    /// Marks the pending `items` whose numbers the batch's workspace listed as
+    /// do-not-call skipped (the check at upload; the pull checks again at dial
+    /// time); returns their positions.
+    async fn screen_do_not_call(
+        &self,
+        batch: &BatchRow,
+        items: &mut [NewItem],
+    ) -> Result<Vec<usize>, StoreError> {
+        let listed = self
+            .calls
+            .listed_numbers(
+                batch.org_id,
+                items
+                    .iter()
+                    .filter(|i| i.status == "pending")
+                    .map(|i| i.phone.as_str()),
+            )
+            .await?;
+        let mut positions = Vec::new();
+        for (index, item) in items.iter_mut().enumerate() {
+            if item.status == "pending" && listed.contains(&item.phone) {
+                item.status = "skipped";
+                item.reason = Some(DO_NOT_CALL_ITEM_REASON.to_string());
+                item.skip_reason = Some(SKIP_REASON);
+                positions.push(index);
+            }
+        }
+        Ok(positions)
     }
 
     /// Runs one action of the state machine; returns the answer's message.

@@ -165,6 +165,7 @@ impl StudentSheet {
                     phone: phone.as_str().to_string(),
                     status: "pending",
                     reason: None,
+                    skip_reason: None,
                 },
             }),
             Err(reason) => self.reject(reason),

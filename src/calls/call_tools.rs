@@ -177,6 +177,13 @@ pub fn call_tools(
             },
         );
     }
+    // The callee may ask never to be called again (compliance.optOut, on by default).
+    if spec.compliance.opt_out {
+        tools.push(CallTool {
+            spec: ToolSpec::opt_out(),
+            behavior: ToolBehavior::OptOut,
+        });
+    }
     let service = Arc::new(CallToolService {
         deps,
         context,

@@ -18,6 +18,16 @@ impl CallService {
             if !self.store.claim_call(row.id).await? {
                 continue;
             }
+            // A retry, or a batch item queued for any node, whose number was
+            // listed since it was stored is never dialed.
+            if !self
+                .listed_numbers(row.org_id, [row.phone.as_str()])
+                .await?
+                .is_empty()
+            {
+                self.cancel_listed(row.id).await;
+                continue;
+            }
             let (Some(org), Some(agent)) = (
                 self.store.org(row.org_id).await?,
                 self.store.agent(row.org_id, row.agent_id).await?,
@@ -69,6 +79,25 @@ impl CallService {
         };
         if let Err(err) = self.ledger.finish(end).await {
             tracing::error!(call = %call_id, error = %err, "could not fail an undispatchable call");
+        }
+    }
+
+    /// Ends a queued call whose number is on the do-not-call list as canceled
+    /// (`do-not-call`), its batch item skipped with the rule.
+    pub async fn cancel_listed(&self, call_id: CallId) {
+        let end = CallEnd {
+            call_id: call_id.into(),
+            status: CallStatus::Canceled,
+            ended_reason: EndedReason::DoNotCall,
+            answered_at: None,
+            ended_at: self.clock.now().timestamp_millis(),
+        };
+        if let Err(err) = self.ledger.finish(end).await {
+            tracing::error!(call = %call_id, error = %err, "could not cancel a call to a listed number");
+            return;
+        }
+        if let Err(err) = self.store.skip_item_of_call(call_id).await {
+            tracing::error!(call = %call_id, error = %err, "could not skip the item of a listed number");
         }
     }
 

@@ -81,6 +81,14 @@ impl CallLedger for StoreLedger {
         };
         metrics::counter!("voxline_calls_finished_total", "status" => end.status.as_str())
             .increment(1);
+        // The callee asked not to be called again: the number goes on the
+        // workspace's do-not-call list and `number.opted_out` is queued.
+        if end.ended_reason == EndedReason::OptOut {
+            self.store
+                .opt_out(done.org_id, call_id, &done.phone, end.ended_at)
+                .await
+                .map_err(err)?;
+        }
         // Retries: unanswered outcomes are re-dialed by the engine itself, later.
         let Some(agent) = self
             .store
@@ -99,6 +107,15 @@ impl CallLedger for StoreLedger {
             && end.ended_reason != EndedReason::Canceled
             // A missed inbound call is the caller's to repeat, not ours to dial.
             && done.source != INBOUND_SOURCE;
+        // A number on the do-not-call list (its callee opted out in this very
+        // call, or it was listed meanwhile) is not dialed again.
+        let retry = retry
+            && end.ended_reason != EndedReason::OptOut
+            && !self
+                .store
+                .is_do_not_call(done.org_id, &done.phone)
+                .await
+                .map_err(err)?;
         if retry {
             let not_before = end.ended_at + i64::from(policy.retry_after_seconds) * 1000;
             let now_ms = self.clock.now().timestamp_millis();

@@ -3,6 +3,7 @@
 
 pub mod call_tools;
 pub mod dispatch;
+pub mod do_not_call;
 pub mod job;
 pub mod ledger;
 pub mod media_stream;

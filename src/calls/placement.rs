@@ -49,6 +49,11 @@ pub enum PlacementError {
     /// Every number of the workspace is suspended.
     #[error("Every phone number of the workspace is suspended")]
     AllNumbersSuspended,
+    /// The number is on the workspace's do-not-call list.
+    #[error(
+        "{0} is on the workspace's do-not-call list; it is not dialed (take it off the list at /api/numbers/do-not-call to call it)"
+    )]
+    DoNotCall(PhoneNumber),
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),

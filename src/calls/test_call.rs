@@ -46,6 +46,7 @@ impl CallService {
     ) -> Result<(CallId, DialPlan), TestCallError> {
         let agent_id = placement::agent_id(raw_agent_id)?;
         let plan = self.plan(org, agent_id, None).await?;
+        self.check_do_not_call(org, &phone).await?;
         if let Some(live) = self.store.live_call_to(org, phone.as_str()).await? {
             return Err(TestCallError::InFlight { phone, live });
         }

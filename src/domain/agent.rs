@@ -721,6 +721,31 @@ pub struct AgentSpec {
     /// What makes the caller's talk over the agent an interruption.
     #[serde(default)]
     pub interruption: InterruptionSetting,
+    /// Lawful-calling rules the agent follows during a call.
+    #[serde(default)]
+    pub compliance: Compliance,
+}
+
+/// An agent's lawful-calling rules (issue 32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Compliance {
+    /// When the callee asks not to be called again, the agent confirms, hangs
+    /// up (`endedReason: opt-out`) and the number goes on the workspace's
+    /// do-not-call list (source `opt-out`); the model is offered an `opt_out`
+    /// tool for it. Default true.
+    #[serde(default = "default_opt_out")]
+    pub opt_out: bool,
+}
+
+fn default_opt_out() -> bool {
+    true
+}
+
+impl Default for Compliance {
+    fn default() -> Self {
+        Self { opt_out: true }
+    }
 }
 
 /// The wire names of [`TelephonyProvider`], for the admin CLI's `--provider`.
@@ -929,6 +954,7 @@ impl AgentSpec {
             voicemail: VoicemailSetting::default(),
             turn_detection: TurnDetection::default(),
             interruption: InterruptionSetting::default(),
+            compliance: Compliance::default(),
         }
     }
 
@@ -1259,6 +1285,8 @@ pub struct AgentInput {
     pub turn_detection: Option<TurnDetectionInput>,
     /// See [`AgentSpec::interruption`]; replaces the whole setting.
     pub interruption: Option<InterruptionInput>,
+    /// See [`AgentSpec::compliance`]; replaces the whole setting (fields left out take their defaults).
+    pub compliance: Option<Compliance>,
 }
 
 /// Distinguishes an explicit `null` (Some(None)) from an absent field (None).
@@ -1344,7 +1372,8 @@ impl AgentInput {
             inbound_per_minute_rate_paise,
             tool_limits,
             max_tokens,
-            temperature
+            temperature,
+            compliance
         );
         let given_fields = match &analysis {
             Some(Some(plan)) => {

@@ -49,6 +49,7 @@ macro_rules! text_column {
 pub mod agent;
 pub mod analysis;
 pub mod clock;
+pub mod do_not_call;
 pub mod email;
 pub mod ids;
 pub mod inbound;

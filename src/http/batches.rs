@@ -147,6 +147,8 @@ pub struct ItemView {
     pub attempts: i64,
     /// Why it was skipped or dropped.
     pub reason: Option<String>,
+    /// The rule that skipped it: `do-not-call`; null otherwise.
+    pub skip_reason: Option<String>,
 }
 
 impl ItemView {
@@ -172,6 +174,7 @@ impl ItemView {
             call_id: row.call_id.map(|id| id.to_string()),
             attempts: row.attempts,
             reason: row.reason,
+            skip_reason: row.skip_reason,
         })
     }
 }
@@ -402,6 +405,7 @@ pub struct CreateBatchBody {
 
 /// A skipped item of a request.
 #[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct SkippedItemView {
     /// 0-based position in the request.
     pub index: usize,
@@ -409,6 +413,8 @@ pub struct SkippedItemView {
     pub phone: String,
     /// Why it will not be dialed.
     pub reason: String,
+    /// The rule that skipped it: `do-not-call`; null for a malformed or repeated number.
+    pub skip_reason: Option<String>,
 }
 
 /// The answer to adding items.
@@ -438,6 +444,7 @@ impl AddItemsResponse {
                     index: s.index,
                     phone: s.phone,
                     reason: s.reason,
+                    skip_reason: s.skip_reason.map(str::to_string),
                 })
                 .collect(),
         }
@@ -541,7 +548,7 @@ async fn create_batch(
         .await?;
     let message = if report.added == 0 {
         format!(
-            "Batch created; every contact was skipped ({} malformed or repeated), nothing to dial",
+            "Batch created; every contact was skipped ({} malformed, repeated or on the do-not-call list), nothing to dial",
             report.skipped
         )
     } else if scheduled.is_some() {
@@ -760,8 +767,9 @@ transition_route!(
 );
 
 /// The batch and campaign export's leading columns, in order; the agent's
-/// [`AnalysisColumns`] (with `other_extracted`) follow them.
-pub const EXPORT_COLUMNS: [&str; 9] = [
+/// [`AnalysisColumns`] (with `other_extracted`) follow them. `skip_reason` is
+/// the rule that skipped an item (`do-not-call`), empty otherwise.
+pub const EXPORT_COLUMNS: [&str; 10] = [
     "name",
     "phone",
     "status",
@@ -771,6 +779,7 @@ pub const EXPORT_COLUMNS: [&str; 9] = [
     "ended_reason",
     "summary",
     "variables",
+    "skip_reason",
 ];
 
 /// A batch's or campaign's export: its items in `seq` order, each with its
@@ -826,6 +835,7 @@ impl CsvExport for BatchExport {
             row.ended_reason.clone().unwrap_or_default(),
             row.summary.clone().unwrap_or_default(),
             item.variables.clone(),
+            item.skip_reason.clone().unwrap_or_default(),
         ];
         record.extend(
             self.columns

@@ -14,6 +14,7 @@ use crate::calls::test_call::TestCallError;
 use crate::cluster::service::ClusterService;
 use crate::domain::PhoneNumber;
 use crate::domain::clock::SharedClock;
+use crate::domain::do_not_call::SKIP_REASON;
 use crate::domain::ids::CallId;
 use crate::domain::text::{Line, Variables};
 use crate::http::state::AppState;
@@ -92,6 +93,7 @@ async fn place_call(
     let plan = calls
         .plan(caller.org_id, agent_id, body.from_number.as_deref())
         .await?;
+    calls.check_do_not_call(caller.org_id, &phone).await?;
     let (variables, email) = body
         .variables
         .map(Variables::into_parts)
@@ -216,17 +218,32 @@ pub struct AlertCall {
     pub phone: String,
 }
 
+/// A valid number of an alert that was not dialed.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertSkip {
+    /// E.164 number.
+    pub phone: String,
+    /// The rule that skipped it: `do-not-call`.
+    pub skip_reason: String,
+    /// What to do about it.
+    pub message: String,
+}
+
 /// The alert's result.
 #[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct AlertResponse {
     /// Summary.
     pub message: String,
-    /// One call per distinct valid number.
+    /// One call per distinct valid number that may be dialed.
     pub calls: Vec<AlertCall>,
     /// Calls created.
     pub dialed: usize,
-    /// Malformed or placeholder numbers skipped.
+    /// Numbers skipped: malformed or placeholder ones, and those of `skippedNumbers`.
     pub skipped: usize,
+    /// Each valid number that was not dialed, with the rule that skipped it.
+    pub skipped_numbers: Vec<AlertSkip>,
 }
 
 /// Ring many numbers at once.
@@ -288,7 +305,28 @@ async fn alert(
     let plan = calls
         .plan(caller.org_id, agent_id, body.from_number.as_deref())
         .await?;
-    let placed = calls.place(&plan, targets, CallSource::Alert).await?;
+    let listed = calls
+        .listed_numbers(caller.org_id, targets.iter().map(|t| t.phone.as_str()))
+        .await?;
+    let mut skipped_numbers = Vec::new();
+    targets.retain(|t| {
+        if listed.contains(t.phone.as_str()) {
+            skipped_numbers.push(AlertSkip {
+                phone: t.phone.as_str().to_string(),
+                skip_reason: SKIP_REASON.to_string(),
+                message: format!("{} is on the workspace's do-not-call list", t.phone),
+            });
+            false
+        } else {
+            true
+        }
+    });
+    skipped += skipped_numbers.len();
+    let placed = if targets.is_empty() {
+        Vec::new()
+    } else {
+        calls.place(&plan, targets, CallSource::Alert).await?
+    };
     let dialed = placed.len();
     Ok(Json(AlertResponse {
         message: format!("Alert queued: {dialed} call(s), {skipped} number(s) skipped"),
@@ -301,6 +339,7 @@ async fn alert(
             .collect(),
         dialed,
         skipped,
+        skipped_numbers,
     }))
 }
 

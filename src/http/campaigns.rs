@@ -254,6 +254,9 @@ pub struct UploadReport {
     pub rejected: usize,
     /// The first rejected rows with reasons.
     pub rejected_rows: Vec<RejectedRow>,
+    /// Of the accepted rows, those stored as skipped (`skipReason: do-not-call`):
+    /// their numbers are on the workspace's do-not-call list.
+    pub skipped: usize,
 }
 
 impl From<SheetError> for ApiError {
@@ -343,7 +346,7 @@ async fn upload_students(
     // The whole file was read before anything is appended, so a refused
     // file (over the row limit, a bad header) stores nothing; a bad row,
     // whatever is wrong with it, is only left out and reported.
-    batches
+    let skipped = batches
         .append_checked(BatchKind::Campaign, &campaign, sheet.into_items())
         .await
         .map_err(|err| match err {
@@ -352,11 +355,19 @@ async fn upload_students(
             ),
             other => other.into(),
         })?;
+    let message = if skipped == 0 {
+        format!("{accepted} student(s) added, {rejected} row(s) rejected")
+    } else {
+        format!(
+            "{accepted} student(s) added ({skipped} skipped: on the do-not-call list), {rejected} row(s) rejected"
+        )
+    };
     Ok(Json(UploadReport {
-        message: format!("{accepted} student(s) added, {rejected} row(s) rejected"),
+        message,
         accepted,
         rejected,
         rejected_rows,
+        skipped,
     }))
 }
 

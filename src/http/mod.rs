@@ -12,6 +12,7 @@ pub mod calls;
 pub mod campaigns;
 pub mod csv_download;
 pub mod dashboard;
+pub mod do_not_call;
 pub mod error;
 pub mod extract;
 mod health;
@@ -64,6 +65,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .merge(agent_text::router())
         .merge(account::router())
         .merge(numbers::router())
+        .merge(do_not_call::router())
         .merge(call_reads::router())
         .merge(dashboard::router())
         .merge(calls::router())

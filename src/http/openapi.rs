@@ -21,6 +21,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         super::MessageBody,
         crate::webhooks::events::CallCompletedEvent,
         crate::webhooks::events::RatingCompletedEvent,
+        crate::webhooks::events::NumberOptedOutEvent,
     ))
 )]
 struct ApiDoc;
@@ -121,6 +122,19 @@ impl Modify for Webhooks {
                         &format!(
                             "Follows call.completed when the scorecard was not done in time, \
                              and after every re-scoring.{HEADERS}"
+                        ),
+                    ),
+                )
+                .path(
+                    "number.opted_out",
+                    event(
+                        "NumberOptedOutEvent",
+                        "A callee asked not to be called again",
+                        &format!(
+                            "Sent when a callee opted out during a call (the agent's \
+                             compliance.optOut): the call ended with endedReason opt-out and \
+                             the number is on the workspace's do-not-call list with source \
+                             opt-out. Subscriptions get it only when they name it.{HEADERS}"
                         ),
                     ),
                 )

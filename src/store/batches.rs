@@ -73,6 +73,9 @@ pub struct NewBatch<'a> {
     pub now_ms: i64,
 }
 
+/// The `reason` of an item skipped because its number is on the do-not-call list.
+pub const DO_NOT_CALL_ITEM_REASON: &str = "phone is on the workspace's do-not-call list";
+
 /// An item to append.
 #[derive(Debug, Clone)]
 pub struct NewItem {
@@ -84,10 +87,12 @@ pub struct NewItem {
     pub variables: String,
     /// Their email address, parsed at the edge; their calls carry it.
     pub email: Option<String>,
-    /// `pending`, or `skipped` for a malformed number.
+    /// `pending`, or `skipped` for a malformed, repeated or listed number.
     pub status: &'static str,
     /// Why it was skipped.
     pub reason: Option<String>,
+    /// The rule that skipped it (`do-not-call`), when one did.
+    pub skip_reason: Option<&'static str>,
 }
 
 /// An item as read back.
@@ -105,6 +110,8 @@ pub struct ItemRow {
     pub status: String,
     /// Why it was skipped.
     pub reason: Option<String>,
+    /// The rule that skipped it (`do-not-call`), when one did.
+    pub skip_reason: Option<String>,
     /// Latest call.
     pub call_id: Option<CallId>,
     /// Calls made for it.
@@ -368,8 +375,8 @@ impl Store {
             for item in items {
                 seq += 1;
                 sqlx::query(
-                    "INSERT INTO batch_items (batch_id, seq, name, phone, variables, status, reason, email)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                    "INSERT INTO batch_items (batch_id, seq, name, phone, variables, status, reason, email, skip_reason)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 )
                 .bind(batch_id)
                 .bind(seq)
@@ -379,6 +386,7 @@ impl Store {
                 .bind(item.status)
                 .bind(&item.reason)
                 .bind(&item.email)
+                .bind(item.skip_reason)
                 .execute(&mut *tx)
                 .await?;
             }
@@ -416,7 +424,7 @@ impl Store {
         let Some(status) = status else {
             let (rows, total) = with_pool!(self, pool => {
                 let rows = sqlx::query_as::<_, ItemRow>(
-                    "SELECT seq, name, phone, variables, status, reason, call_id, attempts FROM batch_items
+                    "SELECT seq, name, phone, variables, status, reason, skip_reason, call_id, attempts FROM batch_items
                      WHERE batch_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
                 )
                 .bind(batch_id)
@@ -435,7 +443,7 @@ impl Store {
         };
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, ItemRow>(
-                "SELECT seq, name, phone, variables, status, reason, call_id, attempts FROM batch_items
+                "SELECT seq, name, phone, variables, status, reason, skip_reason, call_id, attempts FROM batch_items
                  WHERE batch_id = $1 AND status = $2 ORDER BY seq LIMIT $3 OFFSET $4",
             )
             .bind(batch_id)
@@ -465,7 +473,7 @@ impl Store {
     ) -> StoreResult<Vec<ItemResultRow>> {
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, ItemResultRow>(
-                "SELECT i.seq, i.name, i.phone, i.variables, i.status, i.reason, i.call_id, i.attempts,
+                "SELECT i.seq, i.name, i.phone, i.variables, i.status, i.reason, i.skip_reason, i.call_id, i.attempts,
                    c.duration_seconds, c.summary, c.extracted, c.ended_reason,
                    a.structured_data, a.success, a.success_pass
                  FROM batch_items i LEFT JOIN calls c ON c.id = i.call_id
@@ -620,7 +628,28 @@ impl Store {
     ) -> StoreResult<Option<(ClaimedItem, NewCall)>> {
         let claimed = with_pool!(self, pool => {
             let mut tx = pool.begin().await?;
-            // The claim is the transaction's first statement, so it takes the write lock at once.
+            // The batch's next pending items whose numbers the workspace listed as
+            // do-not-call are skipped first (the check at dial time, so a number
+            // listed while its batch runs is not dialed from then on). This is the
+            // transaction's first statement, so it takes the write lock at once.
+            loop {
+                let skipped: Option<i64> = sqlx::query_scalar(
+                    "UPDATE batch_items SET status = 'skipped', skip_reason = $2, reason = $3
+                     WHERE batch_id = $1 AND status = 'pending'
+                       AND seq = (SELECT seq FROM batch_items WHERE batch_id = $1 AND status = 'pending' ORDER BY seq LIMIT 1)
+                       AND EXISTS (SELECT 1 FROM batches b JOIN do_not_call d ON d.org_id = b.org_id
+                                   WHERE b.id = $1 AND b.status = 'running' AND d.phone = batch_items.phone)
+                     RETURNING seq",
+                )
+                .bind(batch_id)
+                .bind(crate::domain::do_not_call::SKIP_REASON)
+                .bind(DO_NOT_CALL_ITEM_REASON)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if skipped.is_none() {
+                    break;
+                }
+            }
             let item: Option<ClaimedItem> = sqlx::query_as(
                 "UPDATE batch_items SET status = 'queued', call_id = $1, root_call_id = $1, attempts = attempts + 1
                  WHERE batch_id = $2 AND status = 'pending'
@@ -633,7 +662,8 @@ impl Store {
             .fetch_optional(&mut *tx)
             .await?;
             let Some(item) = item else {
-                tx.rollback().await?;
+                // Commits the skips above, if any.
+                tx.commit().await?;
                 return Ok(None);
             };
             let mut call = template.call.clone();

@@ -14,6 +14,7 @@ pub mod calls;
 mod campaigns;
 pub mod change_marker;
 pub mod chat;
+pub mod do_not_call;
 pub mod inbound_callers;
 pub mod inbound_calls;
 pub mod keys;

@@ -121,8 +121,34 @@ impl DeliveryJobs {
     pub async fn delivery_body(&self, d: &DueDelivery) -> Result<Value, DeliveryError> {
         match d.event.as_str() {
             "rating.completed" => self.rating_completed_body(d).await,
+            "number.opted_out" => self.opted_out_body(d).await,
             _ => self.call_completed_body(d).await,
         }
+    }
+
+    /// The body of a `number.opted_out` delivery: the number the callee asked
+    /// never to be called on again, the call in which they asked, and the
+    /// list entry as it is now (null once the number was taken off it).
+    pub async fn opted_out_body(&self, d: &DueDelivery) -> Result<Value, DeliveryError> {
+        let detail = self
+            .store
+            .call_detail(d.org_id, d.call_id)
+            .await?
+            .ok_or(DeliveryError::MissingCall(d.call_id))?;
+        let call = &detail.call;
+        let listed = self.store.is_do_not_call(d.org_id, &call.phone).await?;
+        Ok(json!({
+            "event": d.event,
+            "eventId": d.event_id,
+            "createdAt": iso(d.created_at),
+            "phone": call.phone,
+            "callId": call.id,
+            "agentId": call.agent_id,
+            "batchId": call.batch_id,
+            "campaignId": call.campaign_id,
+            "source": "opt-out",
+            "listed": listed,
+        }))
     }
 
     /// The body of a `rating.completed` delivery: the call's scorecard as it is now.

@@ -143,3 +143,29 @@ pub struct RatingCompletedEvent {
     /// The scorecard.
     pub rating: EventScorecard,
 }
+
+/// `number.opted_out`: a callee asked not to be called again during a call.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NumberOptedOutEvent {
+    /// `number.opted_out`.
+    pub event: String,
+    /// Stable across retries of this event.
+    pub event_id: String,
+    /// When the event was queued, ISO 8601.
+    pub created_at: String,
+    /// The number, E.164: on the workspace's do-not-call list from then on.
+    pub phone: String,
+    /// The call in which the callee opted out.
+    pub call_id: String,
+    /// The agent of the call.
+    pub agent_id: String,
+    /// Batch, if any.
+    pub batch_id: Option<String>,
+    /// Campaign, if any.
+    pub campaign_id: Option<String>,
+    /// `opt-out`: the list entry's source.
+    pub source: String,
+    /// Whether the number is still on the list when the event is sent.
+    pub listed: bool,
+}

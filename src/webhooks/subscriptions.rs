@@ -11,7 +11,12 @@ use std::time::Duration;
 use voxline_actors::engine::CallStatus;
 
 /// Event kinds a subscription may name.
-pub const EVENT_KINDS: &[&str] = &["call.completed", "call.analyzed", "rating.completed"];
+pub const EVENT_KINDS: &[&str] = &[
+    "call.completed",
+    "call.analyzed",
+    "rating.completed",
+    "number.opted_out",
+];
 
 /// The events a subscription gets when none are named: `call.completed`, and
 /// `call.analyzed`, its follow-up when the analysis finished after the wait.

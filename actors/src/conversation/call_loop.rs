@@ -228,6 +228,10 @@ struct CallLoop<T> {
     greeting_latency: Option<Duration>,
     ended: Option<EndedReason>,
     error: Option<String>,
+    /// The callee opted out (the model called `opt_out`): however the call ends from
+    /// then on (a hang-up before the confirmation is heard, a barge-in over it), it
+    /// ends `opt-out`, so the opt-out is never lost.
+    opted_out: bool,
 }
 
 impl<T: MediaTransport> CallLoop<T> {
@@ -343,6 +347,7 @@ impl<T: MediaTransport> CallLoop<T> {
             greeting_latency: None,
             ended: None,
             error: None,
+            opted_out: false,
         })
     }
 
@@ -429,6 +434,17 @@ impl<T: MediaTransport> CallLoop<T> {
 
     /// Ends the call with `reason`; the first reason wins.
     fn end(&mut self, reason: EndedReason, error: Option<String>) {
+        let reason = match reason {
+            EndedReason::CallerHangup
+            | EndedReason::AgentHangup
+            | EndedReason::SilenceTimeout
+            | EndedReason::MaxDuration
+                if self.opted_out =>
+            {
+                EndedReason::OptOut
+            }
+            other => other,
+        };
         if self.ended.is_none() {
             debug!(call_id = %self.call_id, %reason, ?error, "conversation ending");
             self.ended = Some(reason);

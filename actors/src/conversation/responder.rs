@@ -53,6 +53,8 @@ pub(crate) enum ResponderEvent {
     SegmentDone,
     /// The LLM called `end_call`.
     EndCall,
+    /// The callee opted out: hang up with `opt-out` once the turn has been heard.
+    OptOut,
     /// The model called a tool; its record will arrive on the loop's tool channel.
     ToolStarted {
         /// The call's id.
@@ -360,7 +362,10 @@ async fn run_tools(
     let mut goes_on = true;
     for call in calls {
         let behavior = run.tools.get(&call.name).map(|tool| tool.behavior.clone());
-        let counted = !matches!(behavior, Some(ToolBehavior::EndCall { .. }));
+        let counted = !matches!(
+            behavior,
+            Some(ToolBehavior::EndCall { .. } | ToolBehavior::OptOut)
+        );
         emit(
             tx,
             ResponderEvent::ToolStarted {
@@ -409,6 +414,16 @@ async fn run_tools(
                     call,
                     arguments,
                     Ok(json!({"ended": true})),
+                    false,
+                )));
+                goes_on = false;
+            }
+            Some(ToolBehavior::OptOut) => {
+                emit(tx, ResponderEvent::OptOut).await?;
+                let _ = run.records.send(ToolEvent::Finished(finished(
+                    call,
+                    arguments,
+                    Ok(json!({"ended": true, "optedOut": true})),
                     false,
                 )));
                 goes_on = false;

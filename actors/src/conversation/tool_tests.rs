@@ -360,3 +360,75 @@ async fn a_stream_that_stops_before_the_carrier_answers_the_transfer_is_the_tran
     assert_eq!(outcome.ended_reason, EndedReason::Transferred);
     assert_eq!(outcome.transfer.as_ref().map(|t| t.0.as_str()), Some(DESK));
 }
+
+/// A call whose agent offers `end_call` and `opt_out`.
+async fn opt_out_call(script: Vec<ScriptStep>) -> ConversationOutcome {
+    let config = ConversationConfig {
+        call_id: "call-opt-out".to_owned(),
+        welcome_message: "Hello, this is Voxline.".to_owned(),
+        prompt: "Remind the callee of their appointment.".to_owned(),
+        sim_script: crate::sim::callee::spoken_lines(&script),
+        tools: CallTools {
+            tools: vec![
+                CallTool {
+                    spec: ToolSpec::end_call(),
+                    behavior: ToolBehavior::EndCall { goodbye: None },
+                },
+                CallTool {
+                    spec: ToolSpec::opt_out(),
+                    behavior: ToolBehavior::OptOut,
+                },
+            ],
+            service: ScriptedService::new(Ok(json!({})), Ok(())),
+            limits: ToolLimits::default(),
+        },
+        ..ConversationConfig::default()
+    };
+    let (server, client) = memory_pair(256);
+    let params = vec![("token".to_owned(), "t0k".to_owned())];
+    let callee = tokio::spawn(SimCallee::run_on(
+        client,
+        params,
+        script,
+        CalleeBehaviour::Human,
+        CalleeOptions::default(),
+    ));
+    let outcome = run_conversation(
+        config,
+        Providers::sim(SimConfig::default()),
+        server,
+        Arc::new(NoopObserver),
+        CancellationToken::new(),
+    )
+    .await;
+    callee.await.unwrap();
+    outcome
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_callee_who_opts_out_hears_a_confirmation_and_the_call_ends_opt_out() {
+    let outcome = opt_out_call(vec![say("Mujhe dobara call mat karna.")]).await;
+    assert_eq!(outcome.ended_reason, EndedReason::OptOut);
+    assert_eq!(outcome.tool_calls.len(), 1, "{:?}", outcome.tool_calls);
+    assert_eq!(outcome.tool_calls[0].name, crate::tools::OPT_OUT_TOOL);
+    assert!(
+        agent_lines(&outcome)
+            .iter()
+            .any(|l| l.contains("will not call you again")),
+        "{:?}",
+        agent_lines(&outcome)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_opt_out_stands_when_the_callee_talks_over_the_confirmation() {
+    let outcome = opt_out_call(vec![
+        say("Please stop calling me."),
+        ScriptStep::Interrupt {
+            text: "Did you hear me?".to_owned(),
+            after: Duration::from_millis(600),
+        },
+    ])
+    .await;
+    assert_eq!(outcome.ended_reason, EndedReason::OptOut);
+}

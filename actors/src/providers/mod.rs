@@ -255,6 +255,8 @@ pub struct ToolSpec {
 
 /// The name of the tool that ends the call.
 pub const END_CALL_TOOL: &str = "end_call";
+/// The name of the tool that records the callee's opt-out and ends the call.
+pub const OPT_OUT_TOOL: &str = "opt_out";
 /// The name of the tool that bridges the callee to a person.
 pub const TRANSFER_TOOL: &str = "transfer_call";
 /// The name of the tool that presses keys.
@@ -265,6 +267,20 @@ pub const AVAILABILITY_TOOL: &str = "check_availability";
 pub const BOOKING_TOOL: &str = "book_appointment";
 
 impl ToolSpec {
+    /// The `opt_out` tool: the callee asked not to be called again; the agent hangs up after
+    /// its current reply (a short confirmation) and the number is never dialed again.
+    pub fn opt_out() -> Self {
+        Self {
+            name: OPT_OUT_TOOL.to_owned(),
+            description: "The caller asked not to be called again (\"don't call me again\", \
+                          \"remove my number\", \"stop calling\", in any language). Confirm \
+                          briefly that they will not be called again, then call this tool: the \
+                          call ends after your reply and the number is never dialed again."
+                .to_owned(),
+            parameters: serde_json::json!({"type": "object", "properties": {}}),
+        }
+    }
+
     /// The `end_call` tool: the agent hangs up after its current reply.
     pub fn end_call() -> Self {
         Self {

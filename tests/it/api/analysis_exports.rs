@@ -33,7 +33,7 @@ const CALL_COLUMNS: [&str; 12] = [
 ];
 
 /// The batch and campaign export's leading columns.
-const ITEM_COLUMNS: [&str; 9] = [
+const ITEM_COLUMNS: [&str; 10] = [
     "name",
     "phone",
     "status",
@@ -43,6 +43,7 @@ const ITEM_COLUMNS: [&str; 9] = [
     "ended_reason",
     "summary",
     "variables",
+    "skip_reason",
 ];
 
 /// An agent extracting `notice_days` and `relocate` and judging pass/fail.

@@ -214,6 +214,7 @@ async fn the_export_streams_every_student_with_their_latest_result() {
             "ended_reason",
             "summary",
             "variables",
+            "skip_reason",
             "success",
             "success_pass",
             "other_extracted"

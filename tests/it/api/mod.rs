@@ -20,6 +20,7 @@ mod cluster_background;
 mod cluster_caches;
 mod cluster_leased_jobs;
 mod cluster_nodes;
+mod do_not_call;
 mod drain;
 mod errors;
 mod inbound;

@@ -55,6 +55,7 @@ impl<T: MediaTransport> CallLoop<T> {
             playing: 0,
             source_done: false,
             end_call: false,
+            opt_out: false,
             tool_ids: Vec::new(),
             transfer: None,
             latency,
@@ -288,6 +289,10 @@ impl<T: MediaTransport> CallLoop<T> {
                 }
             }
             ResponderEvent::EndCall => turn.end_call = true,
+            ResponderEvent::OptOut => {
+                turn.opt_out = true;
+                self.opted_out = true;
+            }
             ResponderEvent::ToolStarted { id, counted } => self.on_tool_started(id, counted),
             ResponderEvent::Dtmf(digits) => {
                 self.queue_keys(&digits);
@@ -336,6 +341,10 @@ impl<T: MediaTransport> CallLoop<T> {
         self.last_activity = now;
         if let Some(transfer) = turn.transfer.take() {
             self.start_transfer(transfer);
+            return;
+        }
+        if turn.opt_out {
+            self.end(EndedReason::OptOut, None);
             return;
         }
         if turn.end_call
@@ -398,6 +407,10 @@ impl<T: MediaTransport> CallLoop<T> {
         self.last_activity = now;
         if let Some(transfer) = turn.transfer.take() {
             self.start_transfer(transfer);
+        }
+        // The callee talked over the confirmation of their opt-out: it stands.
+        if turn.opt_out {
+            self.end(EndedReason::OptOut, None);
         }
     }
 

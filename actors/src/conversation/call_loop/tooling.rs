@@ -16,7 +16,7 @@ use super::turn::{PendingTransfer, Segment, Speech, TurnKind};
 use crate::conversation::responder::{FinishedTool, ToolEvent, ToolRun};
 use crate::conversation::transport::MediaTransport;
 use crate::ended_reason::EndedReason;
-use crate::providers::{ChatMessage, END_CALL_TOOL, LlmRequest};
+use crate::providers::{ChatMessage, END_CALL_TOOL, LlmRequest, OPT_OUT_TOOL};
 use crate::tools::{ToolCallRecord, ToolError};
 
 /// How long each key's tone lasts.
@@ -97,8 +97,8 @@ impl<T: MediaTransport> CallLoop<T> {
             tools: {
                 let mut tools = self.tools.specs();
                 if self.tool_calls_made >= self.tools.limits.per_call {
-                    // Out of calls: the agent can still hang up.
-                    tools.retain(|tool| tool.name == END_CALL_TOOL);
+                    // Out of calls: the agent can still hang up, and still honour an opt-out.
+                    tools.retain(|tool| tool.name == END_CALL_TOOL || tool.name == OPT_OUT_TOOL);
                 }
                 tools
             },

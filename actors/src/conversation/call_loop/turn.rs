@@ -87,6 +87,8 @@ pub(super) struct AgentTurn {
     pub(super) source_done: bool,
     /// Hang up once the turn has been heard.
     pub(super) end_call: bool,
+    /// The callee opted out: hang up with `opt-out` once the turn has been heard.
+    pub(super) opt_out: bool,
     /// The tool calls the turn made (it is kept in the transcript even when silent).
     pub(super) tool_ids: Vec<String>,
     /// Bridge the callee once the turn has been heard.

@@ -13,8 +13,8 @@ use super::{SimConfig, UseCounter};
 use crate::providers::analysis::AnalysisRequest;
 use crate::providers::scorecard::ScorecardRequest;
 use crate::providers::{
-    ChatRole, END_CALL_TOOL, LlmEvent, LlmProvider, LlmRequest, LlmStream, LlmUsage, ProviderError,
-    ProviderKind,
+    ChatRole, END_CALL_TOOL, LlmEvent, LlmProvider, LlmRequest, LlmStream, LlmUsage, OPT_OUT_TOOL,
+    ProviderError, ProviderKind,
 };
 use crate::sim::analyst::sim_analysis;
 use crate::sim::lines::turn_lines;
@@ -122,6 +122,64 @@ impl SimLlm {
     }
 }
 
+/// What callers say when they do not want to be called again, in English and in Hindi (both
+/// romanised and in Devanagari), matched in the caller's last turn after [`opt_out_words`].
+pub const SIM_OPT_OUT_PHRASES: &[&str] = &[
+    "don't call me again",
+    "do not call me again",
+    "dont call me again",
+    "never call me again",
+    "don't call me anymore",
+    "do not call me anymore",
+    "remove my number",
+    "take my number off",
+    "take me off your list",
+    "stop calling",
+    "mujhe dobara call mat karna",
+    "dobara call mat karna",
+    "dobara call mat karo",
+    "call mat karo",
+    "call mat karna",
+    "phone mat karo",
+    "phone mat karna",
+    "कॉल मत करो",
+    "कॉल मत करना",
+    "फ़ोन मत करो",
+    "फोन मत करो",
+];
+
+/// The sim agent's confirmation of an opt-out (it hangs up after it, with `opt-out`).
+pub const SIM_OPT_OUT_CONFIRMATION: &str =
+    "Understood, we will not call you again. Your number has been removed. Goodbye!";
+
+/// `text` lowercased, curly apostrophes made straight, every other mark a space, and runs of
+/// spaces one space: the form [`SIM_OPT_OUT_PHRASES`] are matched in.
+pub fn opt_out_words(text: &str) -> String {
+    let cleaned: String = text
+        .chars()
+        .map(|c| match c {
+            '\u{2019}' | '\u{2018}' | '\'' => '\'',
+            c if c.is_alphanumeric() || c.is_whitespace() => c,
+            // Devanagari vowel signs and the nukta are marks, not letters: keep them.
+            c if ('\u{0900}'..='\u{097F}').contains(&c) => c,
+            _ => ' ',
+        })
+        .collect();
+    cleaned
+        .to_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether the caller asks not to be called again.
+pub fn asks_opt_out(text: &str) -> bool {
+    let words = format!(" {} ", opt_out_words(text));
+    SIM_OPT_OUT_PHRASES
+        .iter()
+        .any(|phrase| words.contains(&format!(" {phrase} ")))
+}
+
 /// The sim agent's reply when the caller says goodbye (it hangs up after it).
 pub const SIM_GOODBYE: &str = "Thank you for your time. Goodbye!";
 
@@ -164,11 +222,21 @@ impl LlmProvider for SimLlm {
                 .count();
             let script_done =
                 !request.sim_script.is_empty() && user_turns >= turn_lines(&request.sim_script);
-            let tool_turn = (!request.response_format.is_json())
+            // The caller opted out, and the agent offers the tool for it: confirm, then call it.
+            let opts_out = !request.response_format.is_json()
+                && request.tools.iter().any(|t| t.name == OPT_OUT_TOOL)
+                && request
+                    .history
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == ChatRole::User)
+                    .is_some_and(|m| asks_opt_out(&m.content));
+            let tool_turn = (!request.response_format.is_json() && !opts_out)
                 .then(|| sim_tool_turn(&request, script_done))
                 .flatten();
             let (reply, end_call) = match tool_turn {
                 _ if request.response_format.is_json() => (Self::json_reply_for(&request), false),
+                _ if opts_out => (SIM_OPT_OUT_CONFIRMATION.to_owned(), false),
                 Some(SimToolTurn::Call(call)) => {
                     events.push_back(Ok(LlmEvent::ToolCall {
                         id: call.id,
@@ -185,6 +253,13 @@ impl LlmProvider for SimLlm {
             };
             for word in reply.split_inclusive(' ') {
                 events.push_back(Ok(LlmEvent::Token(word.to_owned())));
+            }
+            if opts_out {
+                events.push_back(Ok(LlmEvent::ToolCall {
+                    id: "sim_opt_out".to_owned(),
+                    name: OPT_OUT_TOOL.to_owned(),
+                    arguments_json: "{}".to_owned(),
+                }));
             }
             if end_call {
                 events.push_back(Ok(LlmEvent::ToolCall {
@@ -241,7 +316,7 @@ impl LlmStream for SimLlmStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::ChatMessage;
+    use crate::providers::{ChatMessage, ToolSpec};
 
     fn request(lines: &[&str], said: &[&str]) -> LlmRequest {
         LlmRequest {
@@ -251,6 +326,56 @@ mod tests {
                 .collect(),
             sim_script: lines.iter().map(|s| (*s).to_owned()).collect(),
             ..LlmRequest::default()
+        }
+    }
+
+    #[test]
+    fn opt_out_phrases_are_recognised_in_english_and_hindi() {
+        for said in [
+            "Please don't call me again.",
+            "Please DON\u{2019}T call me again!",
+            "Remove my number, please",
+            "Stop calling me",
+            "Mujhe dobara call mat karna.",
+            "bas, call mat karo",
+            "मुझे दोबारा कॉल मत करना",
+        ] {
+            assert!(asks_opt_out(said), "{said}");
+        }
+        for said in [
+            "Call me again tomorrow",
+            "I will call you",
+            "Don't stop",
+            "Yes",
+        ] {
+            assert!(!asks_opt_out(said), "{said}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sim_llm_confirms_an_opt_out_and_calls_its_tool_when_offered() {
+        let llm = SimLlm::new(SimConfig::default());
+        let mut req = request(&[], &["Please don't call me again."]);
+        req.tools = vec![ToolSpec::end_call(), ToolSpec::opt_out()];
+        let mut stream = llm.stream(req).await.unwrap();
+        let (mut text, mut tools) = (String::new(), Vec::new());
+        while let Some(event) = stream.next_event().await {
+            match event.unwrap() {
+                LlmEvent::Token(t) => text.push_str(&t),
+                LlmEvent::ToolCall { name, .. } => tools.push(name),
+                LlmEvent::Done { .. } => {}
+            }
+        }
+        assert_eq!(text.trim(), SIM_OPT_OUT_CONFIRMATION);
+        assert_eq!(tools, [OPT_OUT_TOOL]);
+        // Without the tool (compliance.optOut off) the sim answers as usual.
+        let mut req = request(&[], &["Please don't call me again."]);
+        req.tools = vec![ToolSpec::end_call()];
+        let mut stream = llm.stream(req).await.unwrap();
+        while let Some(event) = stream.next_event().await {
+            assert!(
+                !matches!(event.unwrap(), LlmEvent::ToolCall { ref name, .. } if name == OPT_OUT_TOOL)
+            );
         }
     }
 
