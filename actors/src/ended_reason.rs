@@ -59,11 +59,13 @@ pub enum EndedReason {
     OptOut,
     /// The number was put on the workspace's do-not-call list before the call was dialed.
     DoNotCall,
+    /// The number reached the workspace's attempt cap (per 24 h or 7 days) before it was dialed.
+    AttemptCap,
 }
 
 impl EndedReason {
     /// Every reason, in declaration order.
-    pub const ALL: [EndedReason; 23] = [
+    pub const ALL: [EndedReason; 24] = [
         EndedReason::CallerHangup,
         EndedReason::AgentHangup,
         EndedReason::MaxDuration,
@@ -87,6 +89,7 @@ impl EndedReason {
         EndedReason::QueueTimeout,
         EndedReason::OptOut,
         EndedReason::DoNotCall,
+        EndedReason::AttemptCap,
     ];
 
     /// The wire value (`caller-hangup`, `asr-error`, …).
@@ -115,6 +118,7 @@ impl EndedReason {
             EndedReason::QueueTimeout => "queue-timeout",
             EndedReason::OptOut => "opt-out",
             EndedReason::DoNotCall => "do-not-call",
+            EndedReason::AttemptCap => "attempt-cap",
         }
     }
 

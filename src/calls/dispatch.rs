@@ -4,7 +4,9 @@
 use super::job::{job_for, stored_variables};
 use super::service::CallService;
 use crate::domain::CallId;
+use crate::domain::do_not_call::SKIP_REASON;
 use crate::store::StoreError;
+use crate::store::attempt_caps::SKIP_REASON as ATTEMPT_CAP;
 use crate::store::nodes::LiveCallRow;
 use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus};
@@ -25,7 +27,25 @@ impl CallService {
                 .await?
                 .is_empty()
             {
-                self.cancel_listed(row.id).await;
+                self.cancel_by_rule(row.id, EndedReason::DoNotCall, SKIP_REASON, None)
+                    .await;
+                continue;
+            }
+            // A retry over the workspace's attempt cap is not placed; the call
+            // and its item record the rule. (The call itself was counted by
+            // every placement since it was stored, so a read suffices.)
+            if let Some(hit) = self
+                .store
+                .attempt_cap_hit(row.org_id, &row.phone, row.id, now)
+                .await?
+            {
+                self.cancel_by_rule(
+                    row.id,
+                    EndedReason::AttemptCap,
+                    ATTEMPT_CAP,
+                    Some(hit.message(&row.phone)),
+                )
+                .await;
                 continue;
             }
             let (Some(org), Some(agent)) = (
@@ -82,22 +102,33 @@ impl CallService {
         }
     }
 
-    /// Ends a queued call whose number is on the do-not-call list as canceled
-    /// (`do-not-call`), its batch item skipped with the rule.
-    pub async fn cancel_listed(&self, call_id: CallId) {
+    /// Ends a queued call a rule stops (its number is on the do-not-call
+    /// list, or at its attempt cap) as canceled with the rule as its
+    /// `endedReason`, its batch item skipped with `skip_reason` (and `note`).
+    pub async fn cancel_by_rule(
+        &self,
+        call_id: CallId,
+        reason: EndedReason,
+        skip_reason: &'static str,
+        note: Option<String>,
+    ) {
         let end = CallEnd {
             call_id: call_id.into(),
             status: CallStatus::Canceled,
-            ended_reason: EndedReason::DoNotCall,
+            ended_reason: reason,
             answered_at: None,
             ended_at: self.clock.now().timestamp_millis(),
         };
         if let Err(err) = self.ledger.finish(end).await {
-            tracing::error!(call = %call_id, error = %err, "could not cancel a call to a listed number");
+            tracing::error!(call = %call_id, error = %err, "could not cancel a call a rule stops");
             return;
         }
-        if let Err(err) = self.store.skip_item_of_call(call_id).await {
-            tracing::error!(call = %call_id, error = %err, "could not skip the item of a listed number");
+        if let Err(err) = self
+            .store
+            .skip_item_of_call(call_id, skip_reason, note.as_deref())
+            .await
+        {
+            tracing::error!(call = %call_id, error = %err, "could not skip the item of a call a rule stops");
         }
     }
 

@@ -7,6 +7,7 @@ use crate::domain::agent::{AgentSpec, AgentStatus};
 use crate::domain::clock::ist_month_key;
 use crate::domain::phone::PhoneError;
 use crate::domain::{AgentId, CallId, Email, OrgId, Paise, PhoneNumber};
+use crate::store::attempt_caps::CapHit;
 use crate::store::calls::NewCall;
 use crate::store::{AgentRow, NumberRow, OrgRow, StoreError};
 use serde_json::{Map, Value};
@@ -54,6 +55,9 @@ pub enum PlacementError {
         "{0} is on the workspace's do-not-call list; it is not dialed (take it off the list at /api/numbers/do-not-call to call it)"
     )]
     DoNotCall(PhoneNumber),
+    /// The number reached the workspace's attempt cap; the message says when it may be dialed again.
+    #[error("{0}")]
+    AttemptCap(String),
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -85,6 +89,25 @@ pub struct CallTarget {
     pub email: Option<Email>,
     /// Variables for placeholders.
     pub variables: Map<String, Value>,
+}
+
+/// What `place` stored.
+#[derive(Debug, Default)]
+pub struct Placed {
+    /// The calls stored and handed over: `(id, phone)`.
+    pub calls: Vec<(CallId, String)>,
+    /// The numbers not stored because they reached the attempt cap.
+    pub capped: Vec<(String, CapHit)>,
+}
+
+impl Placed {
+    /// The one call of a single placement, or the refusal of its capped number.
+    pub fn single(self) -> Result<Option<CallId>, PlacementError> {
+        if let Some((phone, hit)) = self.capped.first() {
+            return Err(PlacementError::AttemptCap(hit.message(phone)));
+        }
+        Ok(self.calls.into_iter().next().map(|(id, _)| id))
+    }
 }
 
 /// Where a call came from.
@@ -217,21 +240,23 @@ impl CallService {
         chosen.ok_or(PlacementError::AllNumbersSuspended)
     }
 
-    /// Stores one queued call per target and hands them all to the engine; on a
-    /// shared database they wait for whichever node's dispatcher claims them
-    /// within the workspace's slots (a trigger wakes the dispatchers).
+    /// Stores one queued call per target whose number is under the
+    /// workspace's attempt caps (counted and stored atomically, see
+    /// `store::attempt_caps`) and hands them all to the engine; on a shared
+    /// database they wait for whichever node's dispatcher claims them within
+    /// the workspace's slots (a trigger wakes the dispatchers).
     pub async fn place(
         &self,
         plan: &DialPlan,
         targets: Vec<CallTarget>,
         source: CallSource,
-    ) -> Result<Vec<(CallId, String)>, StoreError> {
+    ) -> Result<Placed, StoreError> {
         let now_ms = self.clock.now().timestamp_millis();
         let shared = self.store.is_shared();
         // Each call's variables stay a map on the way to the engine; the row stores their text.
         let variables: Vec<Map<String, Value>> =
             targets.iter().map(|t| t.variables.clone()).collect();
-        let calls: Vec<NewCall> = targets
+        let all: Vec<NewCall> = targets
             .into_iter()
             .map(|t| NewCall {
                 id: CallId::new(),
@@ -257,12 +282,27 @@ impl CallService {
                 now_ms,
             })
             .collect();
-        self.store.insert_calls(&calls).await?;
+        let hits = self.store.insert_calls_capped(&all, now_ms).await?;
+        let mut capped = Vec::new();
+        let mut calls = Vec::with_capacity(all.len());
+        let mut kept_variables = Vec::with_capacity(all.len());
+        for ((call, variables), hit) in all.into_iter().zip(variables).zip(hits) {
+            match hit {
+                Some(hit) => capped.push((call.phone, hit)),
+                None => {
+                    calls.push(call);
+                    kept_variables.push(variables);
+                }
+            }
+        }
         if shared {
-            return Ok(calls.into_iter().map(|c| (c.id, c.phone)).collect());
+            return Ok(Placed {
+                calls: calls.into_iter().map(|c| (c.id, c.phone)).collect(),
+                capped,
+            });
         }
         let mut placed = Vec::with_capacity(calls.len());
-        for (call, variables) in calls.iter().zip(&variables) {
+        for (call, variables) in calls.iter().zip(&kept_variables) {
             let job = super::job::job_for(
                 call.id,
                 call.org_id,
@@ -281,6 +321,9 @@ impl CallService {
             }
             placed.push((call.id, call.phone.clone()));
         }
-        Ok(placed)
+        Ok(Placed {
+            calls: placed,
+            capped,
+        })
     }
 }

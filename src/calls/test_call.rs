@@ -64,11 +64,7 @@ impl CallService {
                 CallSource::TestCall,
             )
             .await?;
-        let call_id = placed
-            .into_iter()
-            .next()
-            .map(|(id, _)| id)
-            .ok_or(TestCallError::NotPlaced)?;
+        let call_id = placed.single()?.ok_or(TestCallError::NotPlaced)?;
         Ok((call_id, plan))
     }
 }

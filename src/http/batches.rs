@@ -147,7 +147,7 @@ pub struct ItemView {
     pub attempts: i64,
     /// Why it was skipped or dropped.
     pub reason: Option<String>,
-    /// The rule that skipped it: `do-not-call`; null otherwise.
+    /// The rule that skipped it: `do-not-call` or `attempt-cap`; null otherwise.
     pub skip_reason: Option<String>,
 }
 
@@ -413,7 +413,7 @@ pub struct SkippedItemView {
     pub phone: String,
     /// Why it will not be dialed.
     pub reason: String,
-    /// The rule that skipped it: `do-not-call`; null for a malformed or repeated number.
+    /// The rule that skipped it: `do-not-call` or `attempt-cap`; null for a malformed or repeated number.
     pub skip_reason: Option<String>,
 }
 

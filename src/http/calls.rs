@@ -19,6 +19,7 @@ use crate::domain::ids::CallId;
 use crate::domain::text::{Line, Variables};
 use crate::http::state::AppState;
 use crate::store::Store;
+use crate::store::attempt_caps::SKIP_REASON as ATTEMPT_CAP;
 use crate::webhooks::subscriptions::{self, RedeliverError};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -112,9 +113,8 @@ async fn place_call(
         )
         .await?;
     let call_id = placed
-        .into_iter()
-        .next()
-        .map(|(id, _)| id.to_string())
+        .single()?
+        .map(|id| id.to_string())
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("no call was placed")))?;
     Ok((
         StatusCode::CREATED,
@@ -224,7 +224,7 @@ pub struct AlertCall {
 pub struct AlertSkip {
     /// E.164 number.
     pub phone: String,
-    /// The rule that skipped it: `do-not-call`.
+    /// The rule that skipped it: `do-not-call` or `attempt-cap`.
     pub skip_reason: String,
     /// What to do about it.
     pub message: String,
@@ -325,7 +325,16 @@ async fn alert(
     let placed = if targets.is_empty() {
         Vec::new()
     } else {
-        calls.place(&plan, targets, CallSource::Alert).await?
+        let placed = calls.place(&plan, targets, CallSource::Alert).await?;
+        for (phone, hit) in placed.capped {
+            skipped_numbers.push(AlertSkip {
+                message: hit.message(&phone),
+                phone,
+                skip_reason: ATTEMPT_CAP.to_string(),
+            });
+            skipped += 1;
+        }
+        placed.calls
     };
     let dialed = placed.len();
     Ok(Json(AlertResponse {

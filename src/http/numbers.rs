@@ -14,6 +14,7 @@ use crate::http::state::AppState;
 use crate::inbound::routing::{RoutingChange, RoutingError, parse_hold_message, set_routing};
 use crate::inbound::service::InboundService;
 use crate::inbound::workspace_rules::{self, RulesChange, RulesError};
+use crate::store::attempt_caps::{AttemptCaps, CAP_RANGE};
 use crate::store::{NumberRow, Store};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -32,6 +33,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_blocked_callers, block_caller))
         .routes(routes!(unblock_caller))
         .routes(routes!(get_inbound_settings, patch_inbound_settings))
+        .routes(routes!(get_dialing_settings, patch_dialing_settings))
 }
 
 /// A number's inbound settings.
@@ -443,4 +445,72 @@ async fn patch_inbound_settings(
     let mut view = inbound_settings(&store, caller.org_id).await?;
     view.routing_secret = fresh_secret;
     Ok(Json(view))
+}
+
+/// The workspace's outbound dialing rules: the attempt caps.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DialingSettingsView {
+    /// Dial attempts per number per rolling 24 hours, any agent (default 3).
+    pub attempt_cap_per_day: i64,
+    /// Dial attempts per number per rolling 7 days, any agent (default 7).
+    pub attempt_cap_per_week: i64,
+}
+
+impl From<AttemptCaps> for DialingSettingsView {
+    fn from(caps: AttemptCaps) -> Self {
+        Self {
+            attempt_cap_per_day: caps.per_day,
+            attempt_cap_per_week: caps.per_week,
+        }
+    }
+}
+
+/// `PATCH /api/numbers/dialing-settings` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DialingSettingsInput {
+    /// Dial attempts per number per rolling 24 hours, 1 to 100.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
+    pub attempt_cap_per_day: Option<i64>,
+    /// Dial attempts per number per rolling 7 days, 1 to 100.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
+    pub attempt_cap_per_week: Option<i64>,
+}
+
+/// Read the workspace's dialing rules (attempt caps).
+#[utoipa::path(get, path = "/api/numbers/dialing-settings", tag = "numbers",
+    responses((status = 200, body = DialingSettingsView)))]
+async fn get_dialing_settings(
+    State(store): State<Store>,
+    caller: Caller,
+) -> ApiResult<Json<DialingSettingsView>> {
+    Ok(Json(store.attempt_caps(caller.org_id).await?.into()))
+}
+
+/// Change the workspace's dialing rules; absent fields keep their value.
+#[utoipa::path(patch, path = "/api/numbers/dialing-settings", tag = "numbers", request_body = DialingSettingsInput,
+    responses((status = 200, body = DialingSettingsView), (status = 400, body = MessageBody)))]
+async fn patch_dialing_settings(
+    State(store): State<Store>,
+    caller: Caller,
+    ApiJson(input): ApiJson<DialingSettingsInput>,
+) -> ApiResult<Json<DialingSettingsView>> {
+    let in_range = |field: &str, value: Option<i64>| match value {
+        Some(v) if !CAP_RANGE.contains(&v) => Err(ApiError::BadRequest(format!(
+            "{field} must be from {} to {}, got {v}",
+            CAP_RANGE.start(),
+            CAP_RANGE.end()
+        ))),
+        _ => Ok(value),
+    };
+    let per_day = in_range("attemptCapPerDay", input.attempt_cap_per_day)?;
+    let per_week = in_range("attemptCapPerWeek", input.attempt_cap_per_week)?;
+    let mut caps = store.attempt_caps(caller.org_id).await?;
+    caps.per_day = per_day.unwrap_or(caps.per_day);
+    caps.per_week = per_week.unwrap_or(caps.per_week);
+    store.set_attempt_caps(caller.org_id, caps).await?;
+    Ok(Json(caps.into()))
 }

@@ -650,17 +650,56 @@ impl Store {
                     break;
                 }
             }
-            let item: Option<ClaimedItem> = sqlx::query_as(
-                "UPDATE batch_items SET status = 'queued', call_id = $1, root_call_id = $1, attempts = attempts + 1
-                 WHERE batch_id = $2 AND status = 'pending'
-                   AND seq = (SELECT seq FROM batch_items WHERE batch_id = $2 AND status = 'pending' ORDER BY seq LIMIT 1)
-                   AND EXISTS (SELECT 1 FROM batches WHERE id = $2 AND status = 'running')
-                 RETURNING seq, name, phone, variables, email",
-            )
-            .bind(template.call_id)
-            .bind(batch_id)
-            .fetch_optional(&mut *tx)
-            .await?;
+            // Then the next pending item whose number is under the workspace's
+            // attempt caps is claimed, the count and the call's insert in this
+            // transaction (on Postgres under the (workspace, number) lock, see
+            // `store::attempt_caps`); items at their cap are skipped with
+            // `skipReason: attempt-cap` and the time they could be dialed again.
+            let now_ms = template.call.now_ms;
+            let org_id = template.call.org_id;
+            let item = loop {
+                let next: Option<(i64, String)> = sqlx::query_as(
+                    "SELECT seq, phone FROM batch_items WHERE batch_id = $1 AND status = 'pending'
+                       AND EXISTS (SELECT 1 FROM batches WHERE id = $1 AND status = 'running')
+                     ORDER BY seq LIMIT 1",
+                )
+                .bind(batch_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some((seq, phone)) = next else {
+                    break None;
+                };
+                let hit = super::attempt_caps::check_in_tx!(
+                    self, tx, org_id, phone.as_str(), template.call_id, now_ms
+                );
+                if let Some(hit) = hit {
+                    sqlx::query(
+                        "UPDATE batch_items SET status = 'skipped', skip_reason = $3, reason = $4
+                         WHERE batch_id = $1 AND seq = $2 AND status = 'pending'",
+                    )
+                    .bind(batch_id)
+                    .bind(seq)
+                    .bind(super::attempt_caps::SKIP_REASON)
+                    .bind(hit.message(&phone))
+                    .execute(&mut *tx)
+                    .await?;
+                    continue;
+                }
+                let item: Option<ClaimedItem> = sqlx::query_as(
+                    "UPDATE batch_items SET status = 'queued', call_id = $1, root_call_id = $1, attempts = attempts + 1
+                     WHERE batch_id = $2 AND seq = $3 AND status = 'pending'
+                     RETURNING seq, name, phone, variables, email",
+                )
+                .bind(template.call_id)
+                .bind(batch_id)
+                .bind(seq)
+                .fetch_optional(&mut *tx)
+                .await?;
+                // Another node claimed it meanwhile: look again.
+                if item.is_some() {
+                    break item;
+                }
+            };
             let Some(item) = item else {
                 // Commits the skips above, if any.
                 tx.commit().await?;

@@ -231,15 +231,23 @@ impl Store {
         Ok(queued)
     }
 
-    /// Marks the batch item whose latest call is `call_id` skipped for the
-    /// do-not-call list (its call was never dialed).
-    pub async fn skip_item_of_call(&self, call_id: CallId) -> StoreResult<()> {
+    /// Marks the batch item whose latest call is `call_id` skipped by the rule
+    /// `skip_reason` (`do-not-call`, `attempt-cap`; its call was never dialed),
+    /// `note` replacing its `reason` when given.
+    pub async fn skip_item_of_call(
+        &self,
+        call_id: CallId,
+        skip_reason: &str,
+        note: Option<&str>,
+    ) -> StoreResult<()> {
         with_pool!(self, pool => {
             sqlx::query(
-                "UPDATE batch_items SET status = 'skipped', skip_reason = $1 WHERE call_id = $2",
+                "UPDATE batch_items SET status = 'skipped', skip_reason = $1, reason = COALESCE($3, reason)
+                 WHERE call_id = $2",
             )
-            .bind(crate::domain::do_not_call::SKIP_REASON)
+            .bind(skip_reason)
             .bind(call_id)
+            .bind(note)
             .execute(pool)
             .await?;
         });

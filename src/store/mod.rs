@@ -8,6 +8,7 @@
 mod agents;
 pub mod analyses;
 pub mod analysis_backlog;
+pub mod attempt_caps;
 pub mod batches;
 mod call_reads;
 pub mod calls;

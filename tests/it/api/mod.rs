@@ -10,6 +10,7 @@ mod agent_tools;
 mod agents;
 mod analysis;
 mod analysis_exports;
+mod attempt_caps;
 mod auth;
 mod batches;
 mod call_reads;
