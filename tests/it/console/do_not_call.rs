@@ -364,3 +364,85 @@ async fn roles_decide_who_adds_imports_and_removes() {
     assert_eq!(removed.status, 303, "{}", removed.body);
     assert_eq!(api_entries(&app, &ws, "").await["total"], 2);
 }
+
+#[tokio::test]
+async fn a_batch_page_shows_each_items_skip_reason_and_counts_skips_by_rule() {
+    let app = TestApp::spawn().await;
+    let ws = app.calling_workspace("Skips", 2).await;
+    let agent = app
+        .create_agent(
+            &ws.key,
+            json!({"name": "Reminder", "welcomeMessage": "Hello {name}.", "prompt": "Be brief."}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.post(
+        &ws.key,
+        API,
+        json!({"phone": "+919845200110", "reason": "asked"}),
+    )
+    .await
+    .expect(201);
+    let batch = app
+        .post(
+            &ws.key,
+            "/api/batches",
+            json!({"name": "Reminders", "agentId": agent}),
+        )
+        .await
+        .expect(201)
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let added = app
+        .post(
+            &ws.key,
+            &format!("/api/batches/{batch}/items"),
+            json!({"items": [
+                {"name": "Listed", "phone": "+919845200110"},
+                {"name": "Typo", "phone": "12345"},
+                {"name": "Fine", "phone": "+919845200210"},
+            ]}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(added.body["skipped"], 2, "{}", added.body);
+
+    let viewer = ConsoleClient::sign_in(&app, &person(&app, &ws, Role::Viewer).await).await;
+    let page = viewer.get(&format!("/batches/{batch}")).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let rows: Vec<&str> = page.body.split("<tr>").collect();
+    let row_of = |name: &str| {
+        rows.iter()
+            .find(|r| r.contains(&format!("<td>{name}</td>")))
+            .unwrap_or_else(|| panic!("no row for {name}: {}", page.body))
+            .to_string()
+    };
+    assert!(
+        row_of("Listed").contains("<span class=\"badge skip-reason\">do-not-call</span>"),
+        "{}",
+        row_of("Listed")
+    );
+    assert!(!row_of("Typo").contains("skip-reason"));
+    assert!(!row_of("Fine").contains("skip-reason"));
+    let summary = page
+        .body
+        .split("id=\"batch-skipped-by\"")
+        .nth(1)
+        .expect("the skipped-by-rule summary")
+        .split("</p>")
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(
+        summary.contains("<span class=\"badge\">do-not-call</span> 1"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("<span class=\"badge\">invalid number</span> 1"),
+        "{summary}"
+    );
+}
