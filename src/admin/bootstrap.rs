@@ -107,6 +107,7 @@ fn demo_agents() -> Vec<AgentSpec> {
         ],
         timeout_seconds: 8,
         attempts: 3,
+        opt_out_digit: None,
     });
     vec![pipeline, announcement, keypad]
 }

@@ -88,6 +88,16 @@ pub struct ImportReport {
     pub invalid_rows: Vec<InvalidRow>,
 }
 
+impl ImportReport {
+    /// The one-line summary the API's answer and the console show.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} number(s) added, {} already listed, {} row(s) invalid",
+            self.added, self.duplicate, self.invalid
+        )
+    }
+}
+
 /// A valid row of an import: `(row, phone, reason)`.
 type ImportRow = (usize, String, String);
 

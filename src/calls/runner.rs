@@ -201,6 +201,7 @@ pub fn conversation_config(
             .collect(),
         timeout: Duration::from_secs(u64::from(k.timeout_seconds)),
         attempts: k.attempts,
+        opt_out_digit: k.opt_out_digit.as_deref().and_then(|d| d.chars().next()),
     });
     let voicemail = VoicemailPlan {
         detect: spec.voicemail.detect,

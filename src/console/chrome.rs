@@ -21,6 +21,8 @@ pub enum Nav {
     Keys,
     /// `/webhooks`.
     Webhooks,
+    /// `/do-not-call`: numbers no path dials.
+    DoNotCall,
     /// `/wallet`.
     Wallet,
     /// `/settings`.
@@ -34,12 +36,13 @@ pub enum Nav {
 impl Nav {
     /// Entries in menu order with their path, label and the least role that
     /// opens them.
-    const MENU: [(Nav, &'static str, &'static str, Role); 10] = [
+    const MENU: [(Nav, &'static str, &'static str, Role); 11] = [
         (Nav::Overview, "/", "Overview", Role::Viewer),
         (Nav::Calls, "/calls", "Calls", Role::Viewer),
         (Nav::Agents, "/agents", "Agents", Role::Viewer),
         (Nav::Batches, "/batches", "Batches", Role::Viewer),
         (Nav::Ratings, "/ratings", "Ratings", Role::Viewer),
+        (Nav::DoNotCall, "/do-not-call", "Do not call", Role::Viewer),
         (Nav::Keys, "/keys", "API keys", Role::Admin),
         (Nav::Webhooks, "/webhooks", "Webhooks", Role::Admin),
         (Nav::Wallet, "/wallet", "Wallet", Role::Viewer),

@@ -278,6 +278,14 @@ pub struct KeypadConfig {
     /// Prompts before giving up.
     #[serde(default = "default_keypad_attempts")]
     pub attempts: u32,
+    /// A key (0-9, * or #, none of the options' keys) that opts the callee
+    /// out: the agent says a short confirmation, the call ends `opt-out`, and
+    /// the number goes on the workspace's do-not-call list (source `opt-out`,
+    /// event `number.opted_out`). Name it in the prompt ("press 9 to stop
+    /// these calls").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = r"^[0-9*#]$", min_length = 1, max_length = 1)]
+    pub opt_out_digit: Option<String>,
 }
 
 fn default_keypad_timeout() -> u32 {
@@ -820,6 +828,9 @@ pub enum AgentSpecError {
     /// The same keypad key twice.
     #[error("keypad.options[].digit {0} is repeated")]
     RepeatedDigit(String),
+    /// An opt-out key that is not a phone key, or is an option's key too.
+    #[error("keypad.optOutDigit must be one of 0-9, * or # and not an option's digit")]
+    OptOutDigit,
     /// An analysis plan that does not hold together; names the path.
     #[error(transparent)]
     Plan(#[from] PlanError),
@@ -861,6 +872,7 @@ impl AgentSpecError {
             | Self::TooMany { field, .. } => (*field).into(),
             Self::NoKeypadOptions => "keypad.options".into(),
             Self::KeypadDigit | Self::RepeatedDigit(_) => "keypad.options[].digit".into(),
+            Self::OptOutDigit => "keypad.optOutDigit".into(),
             Self::Plan(err) => err.path.clone(),
             Self::FieldsTwice => "extraction.fields".into(),
             Self::Tools(err) => err.path.clone(),
@@ -1114,6 +1126,14 @@ impl AgentSpec {
     }
 }
 
+/// Whether `key` is one phone key: 0-9, * or #.
+fn is_phone_key(key: &str) -> bool {
+    key.len() == 1
+        && key
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '*' || c == '#')
+}
+
 fn validate_keypad(keypad: &KeypadConfig) -> Result<(), AgentSpecError> {
     if keypad.prompt.trim().is_empty() {
         return Err(AgentSpecError::Blank("keypad.prompt"));
@@ -1123,17 +1143,17 @@ fn validate_keypad(keypad: &KeypadConfig) -> Result<(), AgentSpecError> {
     }
     let mut seen = BTreeSet::new();
     for option in &keypad.options {
-        let valid = option.digit.len() == 1
-            && option
-                .digit
-                .chars()
-                .all(|c| c.is_ascii_digit() || c == '*' || c == '#');
-        if !valid {
+        if !is_phone_key(&option.digit) {
             return Err(AgentSpecError::KeypadDigit);
         }
         if !seen.insert(option.digit.clone()) {
             return Err(AgentSpecError::RepeatedDigit(option.digit.clone()));
         }
+    }
+    if let Some(key) = &keypad.opt_out_digit
+        && (!is_phone_key(key) || seen.contains(key))
+    {
+        return Err(AgentSpecError::OptOutDigit);
     }
     within(
         "keypad.timeoutSeconds",

@@ -197,10 +197,7 @@ pub struct ImportView {
 impl From<ImportReport> for ImportView {
     fn from(r: ImportReport) -> Self {
         Self {
-            message: format!(
-                "{} number(s) added, {} already listed, {} row(s) invalid",
-                r.added, r.duplicate, r.invalid
-            ),
+            message: r.summary(),
             added: r.added,
             duplicate: r.duplicate,
             invalid: r.invalid,
@@ -286,11 +283,11 @@ impl CsvExport for DncExport {
 #[utoipa::path(get, path = "/api/numbers/do-not-call/export.csv", tag = "numbers",
     responses((status = 200, content_type = "text/csv", body = String)))]
 async fn export_do_not_call(State(store): State<Store>, caller: Caller) -> Response {
-    csv_export(
-        "do-not-call.csv",
-        DncExport {
-            store,
-            org_id: caller.org_id,
-        },
-    )
+    export(store, caller.org_id)
+}
+
+/// The streamed CSV of `org_id`'s list, as the API's export and the
+/// console's export link answer it.
+pub fn export(store: Store, org_id: OrgId) -> Response {
+    csv_export("do-not-call.csv", DncExport { store, org_id })
 }

@@ -260,6 +260,25 @@ impl Store {
         Ok((rows, total))
     }
 
+    /// A batch's skipped items counted by the rule that skipped them (`None`:
+    /// a malformed or repeated number), most first. Reads only the skipped
+    /// items, through the `(batch_id, status)` index.
+    pub async fn batch_skip_counts(
+        &self,
+        batch_id: BatchId,
+    ) -> StoreResult<Vec<(Option<String>, i64)>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, (Option<String>, i64)>(
+                "SELECT skip_reason, COUNT(*) FROM batch_items WHERE batch_id = $1 AND status = 'skipped'
+                 GROUP BY skip_reason ORDER BY COUNT(*) DESC, skip_reason",
+            )
+            .bind(batch_id)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
     /// Item counts per raw status of one batch.
     ///
     /// SQLite reads the trigger-kept counters (migration 0021); Postgres reads

@@ -67,6 +67,9 @@ pub struct KeypadMenu {
     pub timeout: Duration,
     /// How many times the menu is offered before giving up.
     pub attempts: u32,
+    /// The key that opts the callee out: a short confirmation, then the call ends `opt-out`.
+    #[serde(default)]
+    pub opt_out_digit: Option<char>,
 }
 
 /// What the agent does when an answering machine takes the call (the agent's `voicemail`).

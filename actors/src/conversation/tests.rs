@@ -383,6 +383,7 @@ fn keypad_config() -> ConversationConfig {
             ],
             timeout: Duration::from_secs(4),
             attempts: 2,
+            opt_out_digit: None,
         }),
         ..ConversationConfig::default()
     }
@@ -417,6 +418,38 @@ async fn keypad_records_a_digit_from_in_band_tones_alone() {
     assert!(report.agent_hung_up);
     assert_eq!(counts.asr_opens.load(Ordering::Relaxed), 0);
     assert_eq!(counts.llm_streams.load(Ordering::Relaxed), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn keypad_opt_out_digit_confirms_and_ends_the_call_opt_out() {
+    let mut config = keypad_config();
+    if let Some(menu) = config.keypad.as_mut() {
+        menu.opt_out_digit = Some('9');
+    }
+    let (outcome, report, _) = call(
+        config,
+        Providers::sim(SimConfig::default()),
+        vec![ScriptStep::Dtmf('9')],
+        CalleeBehaviour::Human,
+        CalleeOptions::default(),
+    )
+    .await;
+    assert_eq!(outcome.ended_reason, EndedReason::OptOut);
+    assert_eq!(
+        serde_json::Value::Object(outcome.extracted.clone()),
+        serde_json::json!({"keypad": "opt-out", "digit": "9"})
+    );
+    assert_eq!(
+        texts(&outcome),
+        [
+            (Speaker::Assistant, "Press 1 for sales or 2 for support."),
+            (
+                Speaker::Assistant,
+                "Understood, we will not call you again. Goodbye."
+            ),
+        ]
+    );
+    assert!(report.agent_hung_up);
 }
 
 #[tokio::test(start_paused = true)]

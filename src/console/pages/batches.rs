@@ -738,6 +738,8 @@ struct ItemLine {
     call_id: Option<String>,
     attempts: i64,
     reason: Option<String>,
+    /// The rule that skipped it (`do-not-call`), when one did.
+    skip_reason: Option<String>,
 }
 
 impl From<ItemRow> for ItemLine {
@@ -750,6 +752,7 @@ impl From<ItemRow> for ItemLine {
             call_id: row.call_id.map(|id| id.to_string()),
             attempts: row.attempts,
             reason: row.reason,
+            skip_reason: row.skip_reason,
         }
     }
 }
@@ -770,8 +773,18 @@ struct BatchPage {
     seen: String,
     panel: ProgressPanel,
     items: Vec<ItemLine>,
+    /// Skipped items counted by rule, most first.
+    skipped_by: Vec<SkipCount>,
     page: i64,
     pages: i64,
+}
+
+/// How many items one rule skipped.
+struct SkipCount {
+    /// The rule (`do-not-call`), or `invalid number` for a malformed or
+    /// repeated one.
+    reason: String,
+    count: i64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -794,6 +807,19 @@ async fn batch_page(
     let (items, total) = store
         .batch_items_page(row.id, None, PAGE_ROWS, (page - 1) * PAGE_ROWS)
         .await?;
+    let skipped_by = if progress.skipped > 0 {
+        store
+            .batch_skip_counts(row.id)
+            .await?
+            .into_iter()
+            .map(|(reason, count)| SkipCount {
+                reason: reason.unwrap_or_else(|| "invalid number".to_string()),
+                count,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let fragment = ProgressFragment {
         panel: ProgressPanel::new(&row, progress, user.can(Role::Member)),
     };
@@ -811,6 +837,7 @@ async fn batch_page(
         panel: fragment.panel,
         name: row.name,
         items: items.into_iter().map(ItemLine::from).collect(),
+        skipped_by,
         page,
         pages: ((total + PAGE_ROWS - 1) / PAGE_ROWS).max(1),
     })

@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod batches;
 pub mod calls;
+pub mod do_not_call;
 pub mod inbound_rules;
 pub mod keys;
 pub mod numbers;
@@ -25,6 +26,7 @@ pub fn routes() -> Router<AppState> {
         .merge(agents::routes())
         .merge(ratings::routes())
         .merge(batches::routes())
+        .merge(do_not_call::routes())
         .merge(wallet::routes())
         .merge(numbers::routes())
         .merge(inbound_rules::routes())

@@ -651,3 +651,96 @@ async fn an_agent_without_opt_out_does_not_list_the_callee() {
     assert_ne!(ended["endedReason"], "opt-out", "{ended}");
     assert_eq!(entries(&app, &ws, "").await["total"], 0);
 }
+
+#[tokio::test]
+async fn a_keypad_callee_who_presses_the_opt_out_digit_is_listed_and_signalled() {
+    let app = TestApp::spawn().await;
+    let (ws, _) = dialing_workspace(&app, "Keypad opt-out", 2).await;
+    let (url, seen) = receiver().await;
+    app.admin_ok(&[
+        "webhook",
+        "add",
+        "--org",
+        &ws.org_id.to_string(),
+        "--url",
+        &url,
+        "--event",
+        "number.opted_out",
+    ])
+    .await;
+    let keypad = |opt_out: Value| {
+        json!({
+            "name": "Survey",
+            "conversationEngine": "keypad",
+            "welcomeMessage": "Hello.",
+            "keypad": {
+                "prompt": "Press 1 if satisfied. Press 9 to stop these calls.",
+                "options": [{"digit": "1", "say": "Thank you.", "value": "satisfied"}],
+                "optOutDigit": opt_out,
+            },
+        })
+    };
+    // The key is one phone key, and no option's.
+    for bad in [json!("x"), json!("12"), json!("1"), json!(9)] {
+        let refused = app
+            .post(&ws.key, "/api/agents", keypad(bad.clone()))
+            .await
+            .expect(400);
+        assert!(
+            refused.message().contains("keypad.optOutDigit"),
+            "{bad}: {}",
+            refused.message()
+        );
+    }
+    let agent = app.create_agent(&ws.key, keypad(json!("9"))).await;
+    assert_eq!(agent["keypad"]["optOutDigit"], "9", "{agent}");
+    let agent = agent["id"].as_str().unwrap().to_string();
+    let doc = app.get("", "/openapi.json").await.expect(200).body;
+    let property = &doc["components"]["schemas"]["KeypadConfig"]["properties"]["optOutDigit"];
+    // The document writes `$` as the stricter `(?![\s\S])`.
+    assert!(
+        property["pattern"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("^[0-9*#]")),
+        "{property}"
+    );
+    assert_eq!(property["maxLength"], 1, "{property}");
+
+    let callee = phone(9, ANSWERS);
+    let id = app
+        .post(
+            &ws.key,
+            "/api/calls",
+            json!({"agentId": agent, "to": callee, "variables": {"simScript": [{"dtmf": "9"}]}}),
+        )
+        .await
+        .expect(201)
+        .body["callId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ended = ended(&app, &ws, &id).await;
+    assert_eq!(ended["endedReason"], "opt-out", "{ended}");
+    let bot: Vec<String> = ended["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["speaker"] == "Bot")
+        .map(|t| t["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        bot.iter().any(|l| l.contains("will not call you again")),
+        "the agent confirms: {bot:?}"
+    );
+    let listed = entries(&app, &ws, &format!("?search={}", &callee[1..])).await;
+    assert_eq!(listed["total"], 1, "{listed}");
+    assert_eq!(listed["rows"][0]["source"], "opt-out");
+    let delivery = eventually(Duration::from_secs(15), "number.opted_out", || async {
+        seen.lock().unwrap().first().cloned()
+    })
+    .await;
+    let body: Value = serde_json::from_slice(&delivery.body).unwrap();
+    assert_eq!(body["event"], "number.opted_out");
+    assert_eq!(body["phone"], callee.as_str());
+    assert_eq!(body["callId"], id.as_str());
+}

@@ -6,6 +6,7 @@ mod agents;
 mod batches;
 mod calls;
 mod cross_site;
+mod do_not_call;
 mod foundation;
 mod keys;
 mod numbers;

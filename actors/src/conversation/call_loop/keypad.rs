@@ -17,6 +17,8 @@ use crate::ended_reason::EndedReason;
 const DTMF_DEBOUNCE: Duration = Duration::from_millis(600);
 /// Said before the menu again after a key that is not an option.
 const KEYPAD_INVALID: &str = "Sorry, that is not one of the options.";
+/// Said after the opt-out key, before the call ends `opt-out`.
+const KEYPAD_OPT_OUT: &str = "Understood, we will not call you again. Goodbye.";
 
 /// Where the keypad menu is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +61,26 @@ impl<T: MediaTransport> CallLoop<T> {
 
     async fn on_keypad_digit(&mut self, digit: char) {
         if self.keypad == KeypadPhase::Done {
+            return;
+        }
+        if self
+            .keypad_menu
+            .as_ref()
+            .is_some_and(|menu| menu.opt_out_digit == Some(digit))
+        {
+            // The opt-out stands however the call ends from here (see `end`).
+            self.interrupt(true).await;
+            self.keypad = KeypadPhase::Done;
+            self.opted_out = true;
+            self.extracted.insert("keypad".to_owned(), "opt-out".into());
+            self.extracted
+                .insert("digit".to_owned(), digit.to_string().into());
+            self.start_speaking(
+                TurnKind::KeypadChoice,
+                Speech::Text(KEYPAD_OPT_OUT.to_owned()),
+                None,
+            )
+            .await;
             return;
         }
         let Some(option) = self

@@ -326,7 +326,7 @@ const SECTIONS: &[(&str, &[Input])] = &[
             Input {
                 path: "keypad",
                 label: "Keypad menu",
-                help: "Keypad agents: prompt, options, timeoutSeconds, attempts.",
+                help: "Keypad agents: prompt, options, timeoutSeconds, attempts, optOutDigit (a key that opts the callee out).",
                 kind: Kind::Json(Blank::Null),
             },
         ],
