@@ -1,6 +1,7 @@
 //! Agents: the AI persona that runs a call, and the rules for editing one.
 
 use crate::domain::analysis::{AnalysisPlan, PlanError, PlanField};
+use crate::domain::json_object::{object_only, present_object};
 use crate::domain::text::{Line, Prose};
 use crate::domain::tools::{AgentTool, ToolLimits, ToolsError, parse_tools, validate_tools};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -1266,20 +1267,22 @@ pub struct AgentInput {
     #[schema(value_type = Option<Vec<String>>)]
     pub end_call_phrases: Option<Vec<Line<200>>>,
     /// See [`AgentSpec::retry_policy`].
+    #[serde(default, deserialize_with = "object_only")]
     pub retry_policy: Option<RetryPolicy>,
     /// See [`AgentSpec::rating_template`]; null clears it.
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "present_object")]
     pub rating_template: Option<Option<RatingTemplate>>,
     /// See [`AgentSpec::extraction`]; null clears it.
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "present_object")]
     pub extraction: Option<Option<Extraction>>,
     /// See [`AgentSpec::analysis`]; null clears it.
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "present_object")]
     pub analysis: Option<Option<AnalysisPlan>>,
     /// See [`AgentSpec::keypad`]; null clears it.
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "present_object")]
     pub keypad: Option<Option<KeypadConfig>>,
     /// See [`AgentSpec::announcement`].
+    #[serde(default, deserialize_with = "object_only")]
     pub announcement: Option<AnnouncementConfig>,
     /// See [`AgentSpec::per_minute_rate_paise`]; the bounds are those `validate` holds it to.
     #[schema(minimum = 0, maximum = 100_000)]
@@ -1291,6 +1294,7 @@ pub struct AgentInput {
     /// See [`AgentSpec::tools`]; replaces the whole list.
     pub tools: Option<Vec<AgentTool>>,
     /// See [`AgentSpec::tool_limits`]; fields left out take their defaults.
+    #[serde(default, deserialize_with = "object_only")]
     pub tool_limits: Option<ToolLimits>,
     /// See [`AgentSpec::max_tokens`].
     #[schema(minimum = 1, maximum = 4_096)]
@@ -1300,12 +1304,16 @@ pub struct AgentInput {
     #[schema(minimum = 0, maximum = 2)]
     pub temperature: Option<Option<f32>>,
     /// See [`AgentSpec::voicemail`]; replaces the whole setting.
+    #[serde(default, deserialize_with = "object_only")]
     pub voicemail: Option<VoicemailInput>,
     /// See [`AgentSpec::turn_detection`]; replaces the whole setting.
+    #[serde(default, deserialize_with = "object_only")]
     pub turn_detection: Option<TurnDetectionInput>,
     /// See [`AgentSpec::interruption`]; replaces the whole setting.
+    #[serde(default, deserialize_with = "object_only")]
     pub interruption: Option<InterruptionInput>,
     /// See [`AgentSpec::compliance`]; replaces the whole setting (fields left out take their defaults).
+    #[serde(default, deserialize_with = "object_only")]
     pub compliance: Option<Compliance>,
 }
 

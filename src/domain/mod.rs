@@ -53,6 +53,7 @@ pub mod do_not_call;
 pub mod email;
 pub mod ids;
 pub mod inbound;
+pub mod json_object;
 pub mod money;
 pub mod node;
 pub mod page;

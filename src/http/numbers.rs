@@ -9,6 +9,7 @@ use super::extract::{ApiJson, ApiQuery};
 use crate::config::Settings;
 use crate::domain::clock::{SharedClock, iso};
 use crate::domain::inbound::{self, WhenBusy};
+use crate::domain::json_object::object_only;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::http::state::AppState;
 use crate::inbound::routing::{RoutingChange, RoutingError, parse_hold_message, set_routing};
@@ -181,42 +182,6 @@ pub struct NumberPatch {
     /// Inbound calling settings.
     #[serde(default, deserialize_with = "object_only")]
     pub inbound: Option<InboundInput>,
-}
-
-/// An optional struct that must come as a JSON object, never as an array: the
-/// map is handed to the struct's own derive, so its errors keep their field paths.
-fn object_only<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    struct ObjectOnly<T>(std::marker::PhantomData<T>);
-
-    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for ObjectOnly<T> {
-        type Value = Option<T>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("an object")
-        }
-
-        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-
-        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-
-        fn visit_some<D2: serde::Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
-            d.deserialize_any(self)
-        }
-
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-            T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Some)
-        }
-    }
-
-    d.deserialize_option(ObjectOnly(std::marker::PhantomData))
 }
 
 impl NumberPatch {

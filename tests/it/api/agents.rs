@@ -137,6 +137,9 @@ async fn create_validation_names_the_field() {
             json!({"name": "x", "retryPolicy": {"retryOn": ["boredom"]}}),
             "retryPolicy.retryOn",
         ),
+        // A struct read from an array by position would pass as its defaults.
+        (json!({"name": "x", "retryPolicy": []}), "retryPolicy"),
+        (json!({"name": "x", "keypad": [1]}), "keypad"),
         (
             json!({"name": "x", "favouriteColour": "blue"}),
             "favouriteColour",
