@@ -336,6 +336,14 @@ pub struct TelnyxEvent {
     pub occurred_at: Option<String>,
     /// On the machine-detection events: `human`, `machine`, `beep_detected`, `ended`, …
     pub result: Option<String>,
+    /// `incoming` or `outgoing`.
+    pub direction: Option<String>,
+    /// The Call Control application (connection) of the leg.
+    pub connection_id: Option<String>,
+    /// The caller.
+    pub from: Option<String>,
+    /// The number called.
+    pub to: Option<String>,
 }
 
 /// Reads a webhook body; `None` when it is not a Call Control event.
@@ -359,6 +367,10 @@ pub fn parse_event(body: &[u8]) -> Option<TelnyxEvent> {
         end_time: field("end_time"),
         occurred_at: text(data.get("occurred_at")),
         result: field("result"),
+        direction: field("direction"),
+        connection_id: field("connection_id"),
+        from: field("from"),
+        to: field("to"),
     })
 }
 
@@ -519,30 +531,17 @@ pub struct TelnyxInboundCall {
 pub fn parse_inbound(body: &[u8]) -> Result<Option<TelnyxInboundCall>, CarriersError> {
     let event = parse_event(body)
         .ok_or_else(|| CarriersError::BadCallback("not a Telnyx call event".into()))?;
-    if event.event_type != "call.initiated" {
+    if event.event_type != "call.initiated" || event.direction.as_deref() != Some("incoming") {
         return Ok(None);
     }
-    let value: serde_json::Value = serde_json::from_slice(body)
-        .map_err(|e| CarriersError::BadCallback(format!("not JSON: {e}")))?;
-    let payload = &value["data"]["payload"];
-    let text = |name: &str| {
-        payload[name]
-            .as_str()
-            .map(str::trim)
-            .filter(|s| !s.is_empty() && text::check(s, Lines::One).is_ok())
-            .map(str::to_string)
-    };
-    if text("direction").as_deref() != Some("incoming") {
-        return Ok(None);
-    }
-    let required = |name: &str| {
-        text(name).ok_or_else(|| CarriersError::BadCallback(format!("call.initiated lacks {name}")))
-    };
+    let lacks = |name: &str| CarriersError::BadCallback(format!("call.initiated lacks {name}"));
     Ok(Some(TelnyxInboundCall {
-        call_control_id: required("call_control_id")?,
-        connection_id: text("connection_id"),
-        to: required("to")?,
-        from: text("from").unwrap_or_else(|| "anonymous".to_string()),
+        call_control_id: event
+            .call_control_id
+            .ok_or_else(|| lacks("call_control_id"))?,
+        connection_id: event.connection_id,
+        to: event.to.ok_or_else(|| lacks("to"))?,
+        from: event.from.unwrap_or_else(|| "anonymous".to_string()),
     }))
 }
 
