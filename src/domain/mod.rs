@@ -58,6 +58,7 @@ pub mod money;
 pub mod node;
 pub mod page;
 pub mod phone;
+pub mod phone_zones;
 pub mod text;
 pub mod tools;
 pub mod user;
