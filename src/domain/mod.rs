@@ -48,6 +48,7 @@ macro_rules! text_column {
 
 pub mod agent;
 pub mod analysis;
+pub mod calling_hours;
 pub mod clock;
 pub mod do_not_call;
 pub mod email;
