@@ -9,9 +9,16 @@
 //! reads `GET /api/batches/{id}` and `GET /api/batches/{id}/items` in a loop
 //! until the batch completes.
 //!
+//! With `VOXLINE_BENCH_LISTED=N`, every (items/N)th number is put on the
+//! workspace's do-not-call list after the items are added and before the
+//! start (issue 32): the batch must dial exactly items − N of them, each
+//! listed one skipped at dial time, and the dial rate is reported over the
+//! numbers dialed.
+//!
 //! ```text
 //! cargo bench --bench batch_load
 //! VOXLINE_BENCH_ITEMS=10000 VOXLINE_BENCH_CONCURRENCY=50 cargo bench --bench batch_load
+//! VOXLINE_BENCH_LISTED=1000 cargo bench --bench batch_load
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -39,13 +46,14 @@ fn env_u64(name: &str, default: u64) -> u64 {
 fn main() {
     let items = env_u64("VOXLINE_BENCH_ITEMS", 10_000);
     let concurrency = env_u64("VOXLINE_BENCH_CONCURRENCY", 50);
+    let listed = env_u64("VOXLINE_BENCH_LISTED", 0).min(items);
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .enable_all()
         .build()
         .expect("runtime");
-    runtime.block_on(run(items, concurrency));
+    runtime.block_on(run(items, concurrency, listed));
 }
 
 /// Times one GET, asserting 200; returns the body.
@@ -75,7 +83,7 @@ fn report(name: &str, hist: &Histogram<u64>) {
     );
 }
 
-async fn run(items: u64, concurrency: u64) {
+async fn run(items: u64, concurrency: u64, listed: u64) {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = bench_db::BenchDb::create(dir.path()).await;
     let mut settings = Settings::for_tests(dir.path().to_path_buf(), Some(db.url.clone()));
@@ -159,6 +167,26 @@ async fn run(items: u64, concurrency: u64) {
         assert_eq!(resp.status(), 200, "add items");
     }
     let fill = fill_started.elapsed();
+    // Listed after the upload, so each is skipped by the dial-time check.
+    let step = items.checked_div(listed).unwrap_or(0);
+    if listed > 0 {
+        let mut csv = String::from("phone,reason\n");
+        for n in (0..items)
+            .step_by(usize::try_from(step).unwrap_or(1))
+            .take(listed as usize)
+        {
+            csv.push_str(&format!("+9197{n:06}90,bench\n"));
+        }
+        let resp = http
+            .post(format!("{base}/api/numbers/do-not-call/import"))
+            .bearer_auth(&key.key)
+            .header("content-type", "text/csv")
+            .body(csv)
+            .send()
+            .await
+            .expect("import do-not-call");
+        assert_eq!(resp.status(), 200, "import do-not-call");
+    }
 
     let started = Instant::now();
     let resp = http
@@ -201,11 +229,36 @@ async fn run(items: u64, concurrency: u64) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let elapsed = started.elapsed();
+    let finished: Value = http
+        .get(format!("{base}/api/batches/{id}"))
+        .bearer_auth(&key.key)
+        .send()
+        .await
+        .expect("batch")
+        .json()
+        .await
+        .expect("json");
+    let calls: Value = http
+        .get(format!("{base}/api/calls?limit=1"))
+        .bearer_auth(&key.key)
+        .send()
+        .await
+        .expect("calls")
+        .json()
+        .await
+        .expect("json");
+    let placed = calls["stats"]["total"].as_u64().unwrap_or(0);
+    assert_eq!(placed, items - listed, "calls placed: {finished}");
+    assert_eq!(
+        finished["skipped"].as_u64(),
+        Some(listed),
+        "listed numbers skipped: {finished}"
+    );
     let dialect = server.state().store.dialect();
     server.shutdown().await;
     db.drop_database().await;
     println!(
-        "batch_load: {items} items, concurrency {concurrency}, sim failures (~300 ms each), {dialect}"
+        "batch_load: {items} items ({listed} listed do-not-call after the upload), concurrency {concurrency}, sim failures (~300 ms each), {dialect}"
     );
     println!(
         "  fill      {:.2} s ({} items per request)",
@@ -213,9 +266,9 @@ async fn run(items: u64, concurrency: u64) {
         2_000
     );
     println!(
-        "  dialing   {:.1} s, {:.0} dials/s (ideal {:.0}/s), max live {max_live}, dialed {last_dialed}",
+        "  dialing   {:.1} s, {:.0} dials/s (ideal {:.0}/s), max live {max_live}, dialed {last_dialed}, calls placed {placed}",
         elapsed.as_secs_f64(),
-        items as f64 / elapsed.as_secs_f64(),
+        placed as f64 / elapsed.as_secs_f64(),
         concurrency as f64 / 0.3
     );
     report("GET /api/batches/{id}", &read);

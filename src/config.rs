@@ -5,6 +5,7 @@
 //! that does not parse stops the start instead of falling back to a default;
 //! [`name_env_variable`] makes that error name the variable.
 
+use crate::domain::calling_hours::CallingHours;
 use crate::providers::settings::{ProviderArgs, ProviderSettings};
 use crate::providers::smart_turn::{MODEL_FILE, PoolSettings, RUNTIME_FILE, SmartTurnSettings};
 use crate::recordings::RecordingsLocation;
@@ -70,6 +71,11 @@ pub struct ServeArgs {
     /// (default 30).
     #[arg(long, env = "VOXLINE_SHUTDOWN_GRACE_SECONDS")]
     pub shutdown_grace_seconds: Option<u64>,
+    /// Calling hours of workspaces that set none, as JSON
+    /// (`{"start":"09:00","end":"21:00","days":["mon",…],"timeZone":"callee"}`;
+    /// default 09:00–21:00 every day in the callee's time zone).
+    #[arg(long, env = "VOXLINE_CALLING_HOURS")]
+    pub calling_hours: Option<CallingHours>,
     /// This node's id among several on one Postgres database (default:
     /// generated once and kept in the data directory as `node-id`).
     #[arg(long, env = "VOXLINE_NODE_ID")]
@@ -206,6 +212,8 @@ pub struct FileConfig {
     pub recordings_url: Option<String>,
     /// See [`ServeArgs::shutdown_grace_seconds`].
     pub shutdown_grace_seconds: Option<u64>,
+    /// See [`ServeArgs::calling_hours`].
+    pub calling_hours: Option<CallingHours>,
     /// See [`SimSettings::ring_seconds`].
     pub sim_ring_seconds: Option<u32>,
     /// See [`SimSettings::answer_after_ms`].
@@ -399,6 +407,9 @@ pub struct Settings {
     /// before they are ended with `service-shutdown`
     /// (`VOXLINE_SHUTDOWN_GRACE_SECONDS`, default 30).
     pub shutdown_grace: Duration,
+    /// Calling hours of workspaces that set none (`VOXLINE_CALLING_HOURS`,
+    /// default 09:00–21:00 every day in the callee's time zone).
+    pub calling_hours: CallingHours,
     /// This node among several on one database.
     pub node: NodeSettings,
     /// The Smart Turn model file and its evaluation pool.
@@ -728,6 +739,10 @@ impl Settings {
                     .or(file.shutdown_grace_seconds)
                     .unwrap_or(DEFAULT_SHUTDOWN_GRACE_SECONDS),
             ),
+            calling_hours: serve
+                .calling_hours
+                .or(file.calling_hours)
+                .unwrap_or_else(CallingHours::workspace_default),
             node: NodeSettings {
                 id: serve.node_id.clone().or(file.node_id),
                 max_live_calls: serve.node_max_calls.or(file.node_max_calls),
@@ -786,6 +801,8 @@ impl Settings {
             providers: ProviderSettings::default(),
             ratings: RatingSettings::default(),
             shutdown_grace: Duration::from_secs(DEFAULT_SHUTDOWN_GRACE_SECONDS),
+            // Tests dial at whatever hour they run; those about calling hours set them.
+            calling_hours: CallingHours::always(),
             node: NodeSettings::default(),
             smart_turn,
         }

@@ -61,11 +61,14 @@ pub enum EndedReason {
     DoNotCall,
     /// The number reached the workspace's attempt cap (per 24 h or 7 days) before it was dialed.
     AttemptCap,
+    /// The number's calling hours had no window the call could wait for (its
+    /// candidate time zones share none) before it was dialed.
+    CallingHours,
 }
 
 impl EndedReason {
     /// Every reason, in declaration order.
-    pub const ALL: [EndedReason; 24] = [
+    pub const ALL: [EndedReason; 25] = [
         EndedReason::CallerHangup,
         EndedReason::AgentHangup,
         EndedReason::MaxDuration,
@@ -90,6 +93,7 @@ impl EndedReason {
         EndedReason::OptOut,
         EndedReason::DoNotCall,
         EndedReason::AttemptCap,
+        EndedReason::CallingHours,
     ];
 
     /// The wire value (`caller-hangup`, `asr-error`, …).
@@ -119,6 +123,7 @@ impl EndedReason {
             EndedReason::OptOut => "opt-out",
             EndedReason::DoNotCall => "do-not-call",
             EndedReason::AttemptCap => "attempt-cap",
+            EndedReason::CallingHours => "calling-hours",
         }
     }
 

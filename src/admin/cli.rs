@@ -306,6 +306,23 @@ pub enum NumberCommand {
         #[arg(long)]
         hold_message: Option<String>,
     },
+    /// Read or change the workspace's dialing rules (as
+    /// `PATCH /api/numbers/dialing-settings` does); options not given keep their value.
+    Dialing {
+        /// Workspace id.
+        #[arg(long)]
+        org: String,
+        /// Dial attempts per number per rolling 24 hours (1 to 100).
+        #[arg(long)]
+        cap_per_day: Option<i64>,
+        /// Dial attempts per number per rolling 7 days (1 to 100).
+        #[arg(long)]
+        cap_per_week: Option<i64>,
+        /// Calling hours as JSON (`{"start":"09:00","end":"21:00","days":["mon",…],
+        /// "timeZone":"callee"}`), or `default` for the server's.
+        #[arg(long)]
+        calling_hours: Option<String>,
+    },
 }
 
 /// `admin credential …`
@@ -728,6 +745,48 @@ async fn execute(
             Ok(
                 json!({"id": n.id, "phone": n.phone, "provider": n.provider, "isDefault": n.is_default,
                 "monthlyRentPaise": n.monthly_rent_paise, "renewsAt": iso(n.renews_at)}),
+            )
+        }
+        AdminCommand::Number(NumberCommand::Dialing {
+            org,
+            cap_per_day,
+            cap_per_week,
+            calling_hours,
+        }) => {
+            use crate::store::attempt_caps::CAP_RANGE;
+            let org_id = require_org(store, &org).await?;
+            let mut caps = store.attempt_caps(org_id).await?;
+            for (flag, given, slot) in [
+                ("--cap-per-day", cap_per_day, &mut caps.per_day),
+                ("--cap-per-week", cap_per_week, &mut caps.per_week),
+            ] {
+                if let Some(v) = given {
+                    if !CAP_RANGE.contains(&v) {
+                        bail!(
+                            "{flag} must be from {} to {}, got {v}",
+                            CAP_RANGE.start(),
+                            CAP_RANGE.end()
+                        );
+                    }
+                    *slot = v;
+                }
+            }
+            let hours = match calling_hours.as_deref().map(str::trim) {
+                None => None,
+                Some("default") => Some(None),
+                Some(raw) => Some(Some(
+                    raw.parse::<crate::domain::calling_hours::CallingHours>()
+                        .map_err(|e| anyhow!("--calling-hours {e}"))?,
+                )),
+            };
+            store.set_attempt_caps(org_id, caps).await?;
+            if let Some(hours) = hours {
+                store.set_org_calling_hours(org_id, hours.as_ref()).await?;
+            }
+            let own = store.org_calling_hours(org_id).await?;
+            Ok(
+                json!({"attemptCapPerDay": caps.per_day, "attemptCapPerWeek": caps.per_week,
+                "callingHours": own, "callingHoursDefault": own.is_none()}),
             )
         }
         AdminCommand::Number(NumberCommand::Inbound {

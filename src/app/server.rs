@@ -170,6 +170,7 @@ impl Server {
             ledger.clone(),
             node_id.clone(),
             settings.sim.ring_seconds,
+            settings.calling_hours,
         );
         let batches = BatchService::new(calls.clone());
         let postcall_slots = Arc::new(crate::postcall::llm_slots::LlmSlots::new(

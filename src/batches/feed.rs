@@ -6,8 +6,9 @@ use super::{BatchKind, BatchStatus};
 use crate::calls::job::{job_for, stored_variables};
 use crate::calls::placement::{DialPlan, PlacementError};
 use crate::calls::service::CallService;
+use crate::domain::calling_hours::CallingHours;
 use crate::domain::{BatchId, CallId};
-use crate::store::batches::{BatchRow, ItemCall};
+use crate::store::batches::{BatchRow, ItemCall, ItemClaim};
 use crate::store::calls::NewCall;
 use async_trait::async_trait;
 use parking_lot::Mutex;
@@ -23,7 +24,7 @@ const PLAN_TTL: Duration = Duration::from_secs(1);
 /// Feeds one batch's items to the engine.
 pub struct StoreBatchFeed {
     calls: CallService,
-    cached: Mutex<Option<(Instant, BatchRow, DialPlan)>>,
+    cached: Mutex<Option<(Instant, BatchRow, DialPlan, CallingHours)>>,
 }
 
 impl StoreBatchFeed {
@@ -35,16 +36,17 @@ impl StoreBatchFeed {
         })
     }
 
-    /// The batch and its dial plan, refreshed at most every [`PLAN_TTL`];
-    /// None when the batch is gone or not running.
+    /// The batch, its dial plan and the calling hours its items keep,
+    /// refreshed at most every [`PLAN_TTL`]; None when the batch is gone or
+    /// not running.
     async fn plan(
         &self,
         batch_id: BatchId,
-    ) -> Result<Option<(BatchRow, DialPlan)>, PlacementError> {
-        if let Some((at, batch, plan)) = self.cached.lock().as_ref()
+    ) -> Result<Option<(BatchRow, DialPlan, CallingHours)>, PlacementError> {
+        if let Some((at, batch, plan, hours)) = self.cached.lock().as_ref()
             && at.elapsed() < PLAN_TTL
         {
-            return Ok(Some((batch.clone(), plan.clone())));
+            return Ok(Some((batch.clone(), plan.clone(), *hours)));
         }
         let Some(batch) = self.calls.store.batch_by_id(batch_id).await? else {
             return Ok(None);
@@ -56,8 +58,11 @@ impl StoreBatchFeed {
             .calls
             .plan(batch.org_id, batch.agent_id, batch.from_number.as_deref())
             .await?;
-        *self.cached.lock() = Some((Instant::now(), batch.clone(), plan.clone()));
-        Ok(Some((batch, plan)))
+        let hours = self
+            .calls
+            .calling_hours_for(&plan.org, &plan.spec, batch.calling_hours()?)?;
+        *self.cached.lock() = Some((Instant::now(), batch.clone(), plan.clone(), hours));
+        Ok(Some((batch, plan, hours)))
     }
 }
 
@@ -98,6 +103,7 @@ fn item_call_for(batch: &BatchRow, plan: &DialPlan, now_ms: i64, dispatched: boo
             not_before: now_ms,
             dispatched,
             now_ms,
+            calling_hours_override: None,
         },
         call_id,
     }
@@ -113,7 +119,7 @@ impl StoreBatchFeed {
         batch_id: BatchId,
         dispatched: bool,
     ) -> Result<Option<(NewCall, DialPlan)>, LedgerError> {
-        let (batch, plan) = match self.plan(batch_id).await {
+        let (batch, plan, hours) = match self.plan(batch_id).await {
             Ok(Some(found)) => found,
             Ok(None) => return Ok(None),
             Err(PlacementError::Store(err)) => return Err(ledger_err(err)),
@@ -138,15 +144,26 @@ impl StoreBatchFeed {
                 return Ok(None);
             }
         };
-        let now_ms = self.calls.clock.now().timestamp_millis();
-        let template = item_call_for(&batch, &plan, now_ms, dispatched);
-        let claimed = self
-            .calls
-            .store
-            .claim_next_item(batch_id, &template)
-            .await
-            .map_err(ledger_err)?;
-        Ok(claimed.map(|(_, call)| (call, plan)))
+        let now = self.calls.clock.now();
+        let open = move |phone: &str| hours.check(phone, now);
+        loop {
+            let template = item_call_for(&batch, &plan, now.timestamp_millis(), dispatched);
+            match self
+                .calls
+                .store
+                .claim_next_item(batch_id, &template, &open)
+                .await
+                .map_err(ledger_err)?
+            {
+                ItemClaim::Claimed(claimed) => {
+                    let (_, call) = *claimed;
+                    return Ok(Some((call, plan)));
+                }
+                // Items closed for their calling hours were set waiting; look on.
+                ItemClaim::Deferred => continue,
+                ItemClaim::Nothing => return Ok(None),
+            }
+        }
     }
 
     /// Queues the batch's next pending item for whichever node claims it

@@ -156,6 +156,8 @@ pub struct Progress {
     pub pending: i64,
     /// Of pending: on a live call (queued in the engine, ringing, in progress).
     pub live: i64,
+    /// Of pending: waiting for the callee's calling hours to open.
+    pub waiting: i64,
     /// Of failed: malformed numbers never dialed.
     pub skipped: i64,
     /// Of failed: no answer.
@@ -175,6 +177,10 @@ impl Progress {
             match status.as_str() {
                 "completed" => p.completed += n,
                 "pending" => p.pending += n,
+                "waiting" => {
+                    p.pending += n;
+                    p.waiting += n;
+                }
                 "queued" | "ringing" | "in-progress" => {
                     p.pending += n;
                     p.live += n;
@@ -225,6 +231,7 @@ mod tests {
         let counts: Vec<(String, i64)> = [
             ("completed", 5),
             ("pending", 3),
+            ("waiting", 2),
             ("ringing", 2),
             ("no-answer", 1),
             ("busy", 1),
@@ -236,9 +243,10 @@ mod tests {
         .map(|(s, n)| (s.to_string(), n))
         .collect();
         let p = Progress::from_counts(&counts);
-        assert_eq!(p.total, 19);
+        assert_eq!(p.total, 21);
         assert_eq!(p.completed, 5);
-        assert_eq!(p.pending, 5);
+        assert_eq!(p.pending, 7);
+        assert_eq!(p.waiting, 2);
         assert_eq!(p.live, 2);
         assert_eq!(p.failed, 9);
         assert_eq!(p.total, p.completed + p.failed + p.pending);

@@ -8,6 +8,7 @@ use crate::calls::ledger::StoreLedger;
 use crate::calls::media_stream::CallEngine;
 use crate::calls::placement::PlacementError;
 use crate::calls::service::CallService;
+use crate::domain::calling_hours::CallingHours;
 use crate::domain::clock::SharedClock;
 use crate::domain::do_not_call::SKIP_REASON;
 use crate::domain::phone::PhoneError;
@@ -70,6 +71,8 @@ pub struct NewBatchInput {
     pub from_number: Option<String>,
     /// Automatic start.
     pub scheduled_start_at: Option<DateTime<Utc>>,
+    /// The batch's own calling hours (None: the agent's, else the workspace's).
+    pub calling_hours: Option<CallingHours>,
 }
 
 /// One person to add.
@@ -298,6 +301,7 @@ impl BatchService {
                 from_number: from_number.as_deref(),
                 status: status.as_str(),
                 scheduled_start_at: input.scheduled_start_at.map(|t| t.timestamp_millis()),
+                calling_hours: input.calling_hours.as_ref(),
                 now_ms,
             })
             .await?;
@@ -607,13 +611,16 @@ impl BatchService {
         }
     }
 
-    /// Renames and/or reschedules (`Some(None)` clears the schedule).
+    /// Renames, reschedules (`Some(None)` clears the schedule) and/or sets
+    /// the batch's own calling hours (`Some(None)` returns to the agent's or
+    /// the workspace's; at any status, and waiting items are checked afresh).
     pub async fn update(
         &self,
         kind: BatchKind,
         batch: &BatchRow,
         name: Option<String>,
         schedule: Option<Option<String>>,
+        calling_hours: Option<Option<CallingHours>>,
     ) -> Result<BatchRow, BatchError> {
         let name = match name {
             Some(n) if n.trim().is_empty() => {
@@ -637,15 +644,24 @@ impl BatchService {
                 (BatchStatus::Scheduled, Some(at.timestamp_millis()))
             }
         };
+        let hours_changed = calling_hours.is_some();
+        let hours = match calling_hours {
+            Some(given) => given,
+            None => batch.calling_hours()?,
+        };
         self.store
             .update_batch(
                 batch.id,
                 &name,
                 status.as_str(),
                 scheduled,
+                hours.as_ref(),
                 self.clock.now().timestamp_millis(),
             )
             .await?;
+        if hours_changed && self.store.recheck_waiting_items(batch.id).await? > 0 {
+            self.feed(batch.id, batch.org_id).await?;
+        }
         self.store
             .batch_by_id(batch.id)
             .await?
@@ -707,6 +723,15 @@ impl BatchService {
         self.store.fold_batch_item_counts().await?;
         for batch in self.store.start_due_batches(now_ms).await? {
             tracing::info!(batch = %batch.id, kind = %batch.kind, "scheduled batch started");
+        }
+        // Items whose calling hours opened are dialable again; the feed
+        // below picks them up.
+        let released = self.store.release_waiting_items(now_ms).await?;
+        if !released.is_empty() {
+            tracing::info!(
+                batches = released.len(),
+                "calling hours opened for waiting items"
+            );
         }
         for id in self.store.complete_finished_batches(now_ms).await? {
             tracing::info!(batch = %id, "batch completed");

@@ -1,13 +1,16 @@
 //! The durable dispatch queue: stored calls that no engine holds (scheduled
 //! retries, calls queued before a restart) are claimed and enqueued here.
 
+use super::calling_hours::DueCall;
 use super::job::{job_for, stored_variables};
 use super::service::CallService;
 use crate::domain::CallId;
+use crate::domain::agent::AgentSpec;
 use crate::domain::do_not_call::SKIP_REASON;
-use crate::store::StoreError;
 use crate::store::attempt_caps::SKIP_REASON as ATTEMPT_CAP;
+use crate::store::calls::DispatchRow;
 use crate::store::nodes::LiveCallRow;
+use crate::store::{OrgRow, StoreError};
 use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus};
 
@@ -20,32 +23,7 @@ impl CallService {
             if !self.store.claim_call(row.id).await? {
                 continue;
             }
-            // A retry, or a batch item queued for any node, whose number was
-            // listed since it was stored is never dialed.
-            if !self
-                .listed_numbers(row.org_id, [row.phone.as_str()])
-                .await?
-                .is_empty()
-            {
-                self.cancel_by_rule(row.id, EndedReason::DoNotCall, SKIP_REASON, None)
-                    .await;
-                continue;
-            }
-            // A retry over the workspace's attempt cap is not placed; the call
-            // and its item record the rule. (The call itself was counted by
-            // every placement since it was stored, so a read suffices.)
-            if let Some(hit) = self
-                .store
-                .attempt_cap_hit(row.org_id, &row.phone, row.id, now)
-                .await?
-            {
-                self.cancel_by_rule(
-                    row.id,
-                    EndedReason::AttemptCap,
-                    ATTEMPT_CAP,
-                    Some(hit.message(&row.phone)),
-                )
-                .await;
+            if !self.rules_allow(&row, now).await? {
                 continue;
             }
             let (Some(org), Some(agent)) = (
@@ -62,6 +40,9 @@ impl CallService {
                     continue;
                 }
             };
+            if !self.within_calling_hours(&row, &org, &spec).await? {
+                continue;
+            }
             let Ok(variables) = stored_variables(row.id, &row.variables) else {
                 self.fail(row.id, EndedReason::EngineError).await;
                 continue;
@@ -85,6 +66,61 @@ impl CallService {
             handed += 1;
         }
         Ok(handed)
+    }
+
+    /// Whether a claimed due call's number may still be dialed: one listed
+    /// do-not-call since the call was stored, or over the workspace's attempt
+    /// cap, is canceled with the rule (its item records it) and never dialed.
+    /// (The call itself was counted by every placement since it was stored,
+    /// so reading the cap suffices.)
+    pub async fn rules_allow(&self, row: &DispatchRow, now: i64) -> Result<bool, StoreError> {
+        if !self
+            .listed_numbers(row.org_id, [row.phone.as_str()])
+            .await?
+            .is_empty()
+        {
+            self.cancel_by_rule(row.id, EndedReason::DoNotCall, SKIP_REASON, None)
+                .await;
+            return Ok(false);
+        }
+        if let Some(hit) = self
+            .store
+            .attempt_cap_hit(row.org_id, &row.phone, row.id, now)
+            .await?
+        {
+            self.cancel_by_rule(
+                row.id,
+                EndedReason::AttemptCap,
+                ATTEMPT_CAP,
+                Some(hit.message(&row.phone)),
+            )
+            .await;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Whether a claimed due call may be dialed now under its calling hours
+    /// (see [`CallService::due_call_hours`]); a call whose batch's stored
+    /// hours no longer parse fails rather than blocking every later pass.
+    pub async fn within_calling_hours(
+        &self,
+        row: &DispatchRow,
+        org: &OrgRow,
+        spec: &AgentSpec,
+    ) -> Result<bool, StoreError> {
+        let checked = match self.batch_calling_hours(row).await {
+            Ok(batch) => self.due_call_hours(row, org, spec, batch).await,
+            Err(err) => Err(err),
+        };
+        match checked {
+            Ok(due) => Ok(due == DueCall::Dial),
+            Err(StoreError::CorruptColumn { .. }) => {
+                self.fail(row.id, EndedReason::EngineError).await;
+                Ok(false)
+            }
+            Err(err) => Err(err),
+        }
     }
 
     /// Ends a queued call that can never be dialed (its agent is gone, its stored

@@ -141,6 +141,7 @@ impl CallLedger for StoreLedger {
                 not_before,
                 dispatched: false,
                 now_ms,
+                calling_hours_override: None,
             };
             self.store.insert_calls(&[next]).await.map_err(err)?;
         }

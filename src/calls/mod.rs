@@ -2,6 +2,7 @@
 //! engine, and the ledger through which the engine records their outcomes.
 
 pub mod call_tools;
+pub mod calling_hours;
 pub mod dispatch;
 pub mod do_not_call;
 pub mod job;

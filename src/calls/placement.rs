@@ -5,6 +5,7 @@
 use super::service::CallService;
 use crate::domain::agent::{AgentSpec, AgentStatus};
 use crate::domain::clock::ist_month_key;
+use crate::domain::hours_override::HoursOverride;
 use crate::domain::phone::PhoneError;
 use crate::domain::{AgentId, CallId, Email, OrgId, Paise, PhoneNumber};
 use crate::store::attempt_caps::CapHit;
@@ -58,6 +59,9 @@ pub enum PlacementError {
     /// The number reached the workspace's attempt cap; the message says when it may be dialed again.
     #[error("{0}")]
     AttemptCap(String),
+    /// The callee's calling hours are closed and no permitted override waived them.
+    #[error("{0}")]
+    OutsideCallingHours(String),
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -89,6 +93,8 @@ pub struct CallTarget {
     pub email: Option<Email>,
     /// Variables for placeholders.
     pub variables: Map<String, Value>,
+    /// The permitted override placing it outside its calling hours, if one does.
+    pub calling_hours_override: Option<HoursOverride>,
 }
 
 /// What `place` stored.
@@ -280,6 +286,7 @@ impl CallService {
                 not_before: now_ms,
                 dispatched: !shared,
                 now_ms,
+                calling_hours_override: t.calling_hours_override,
             })
             .collect();
         let hits = self.store.insert_calls_capped(&all, now_ms).await?;

@@ -5,6 +5,7 @@
 use super::ledger::StoreLedger;
 use super::media_stream::CallEngine;
 use crate::domain::NodeId;
+use crate::domain::calling_hours::CallingHours;
 use crate::domain::clock::SharedClock;
 use crate::store::Store;
 use std::sync::Arc;
@@ -24,6 +25,8 @@ pub struct CallService {
     pub(crate) node_id: NodeId,
     /// Seconds an unanswered sim call rings.
     pub(crate) ring_seconds: u32,
+    /// Calling hours of workspaces that set none (the server's setting).
+    pub(crate) default_calling_hours: CallingHours,
 }
 
 impl CallService {
@@ -35,6 +38,7 @@ impl CallService {
         ledger: Arc<StoreLedger>,
         node_id: NodeId,
         ring_seconds: u32,
+        default_calling_hours: CallingHours,
     ) -> Self {
         Self {
             store,
@@ -43,6 +47,7 @@ impl CallService {
             ledger,
             node_id,
             ring_seconds,
+            default_calling_hours,
         }
     }
 }

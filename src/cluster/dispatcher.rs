@@ -15,10 +15,10 @@ use crate::batches::feed::StoreBatchFeed;
 use crate::calls::job::{job_for, stored_variables};
 use crate::domain::agent::AgentStatus;
 use crate::domain::{AgentId, BatchId, OrgId};
-use crate::store::StoreError;
 use crate::store::calls::DispatchRow;
 use crate::store::nodes::DISPATCH_CHANNEL;
 use crate::store::slots::Share;
+use crate::store::{OrgRow, StoreError};
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::broadcast::error::TryRecvError;
@@ -117,7 +117,7 @@ impl ClusterService {
     /// Hands a claimed call to the local engine; fails it when its agent cannot run it.
     async fn start_claimed(
         &self,
-        agents: &mut HashMap<AgentId, Option<(i64, crate::domain::agent::AgentSpec)>>,
+        agents: &mut HashMap<AgentId, Option<(OrgRow, crate::domain::agent::AgentSpec)>>,
         row: DispatchRow,
     ) -> Result<bool, StoreError> {
         if let std::collections::hash_map::Entry::Vacant(slot) = agents.entry(row.agent_id) {
@@ -126,16 +126,29 @@ impl ClusterService {
                 self.store.agent(row.org_id, row.agent_id).await?,
             ) {
                 (Some(org), Some(agent)) if agent.status() == AgentStatus::Active => {
-                    agent.spec().ok().map(|spec| (org.concurrency, spec))
+                    agent.spec().ok().map(|spec| (org, spec))
                 }
                 _ => None,
             };
             slot.insert(found);
         }
-        let Some(Some((concurrency, spec))) = agents.get(&row.agent_id) else {
+        let Some(Some((org, spec))) = agents.get(&row.agent_id) else {
             self.calls.fail(row.id, EndedReason::AgentUnavailable).await;
             return Ok(false);
         };
+        // A scheduled retry is checked again at dial time: a number listed
+        // or capped meanwhile is not dialed, and outside its calling hours it
+        // goes back to the queue. (Batch items were checked when queued, which
+        // happens only when a slot is free; single calls when placed.)
+        if row.attempt > 1 {
+            let now = self.clock.now().timestamp_millis();
+            if !self.calls.rules_allow(&row, now).await?
+                || !self.calls.within_calling_hours(&row, org, spec).await?
+            {
+                return Ok(false);
+            }
+        }
+        let concurrency = org.concurrency;
         let Ok(variables) = stored_variables(row.id, &row.variables) else {
             self.calls.fail(row.id, EndedReason::EngineError).await;
             return Ok(false);
@@ -143,7 +156,7 @@ impl ClusterService {
         let mut job = job_for(
             row.id,
             row.org_id,
-            *concurrency,
+            concurrency,
             &row.phone,
             &row.from_number,
             &row.provider,

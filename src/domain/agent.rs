@@ -1,6 +1,7 @@
 //! Agents: the AI persona that runs a call, and the rules for editing one.
 
 use crate::domain::analysis::{AnalysisPlan, PlanError, PlanField};
+use crate::domain::calling_hours::CallingHours;
 use crate::domain::json_object::{object_only, present_object};
 use crate::domain::text::{Line, Prose};
 use crate::domain::tools::{AgentTool, ToolLimits, ToolsError, parse_tools, validate_tools};
@@ -745,6 +746,18 @@ pub struct Compliance {
     /// tool for it. Default true.
     #[serde(default = "default_opt_out")]
     pub opt_out: bool,
+    /// The agent's own calling hours, over the workspace's (a batch's own
+    /// override this); null keeps the workspace's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calling_hours: Option<CallingHours>,
+    /// Whether `POST /api/calls` may waive the calling hours with
+    /// `"respectCallingHours": false` (recorded on the call). Default false.
+    #[serde(default)]
+    pub allow_calling_hours_override: bool,
+    /// Alert dials of this agent are emergencies: they ring outside calling
+    /// hours too, each call recording it. Default false.
+    #[serde(default)]
+    pub bypass_calling_hours: bool,
 }
 
 fn default_opt_out() -> bool {
@@ -753,7 +766,12 @@ fn default_opt_out() -> bool {
 
 impl Default for Compliance {
     fn default() -> Self {
-        Self { opt_out: true }
+        Self {
+            opt_out: true,
+            calling_hours: None,
+            allow_calling_hours_override: false,
+            bypass_calling_hours: false,
+        }
     }
 }
 

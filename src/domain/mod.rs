@@ -49,9 +49,11 @@ macro_rules! text_column {
 pub mod agent;
 pub mod analysis;
 pub mod calling_hours;
+pub mod calling_hours_wire;
 pub mod clock;
 pub mod do_not_call;
 pub mod email;
+pub mod hours_override;
 pub mod ids;
 pub mod inbound;
 pub mod json_object;

@@ -14,6 +14,7 @@ use crate::batches::service::{self, AddReport, ItemInput, NewBatchInput};
 use crate::batches::{BatchAction, BatchKind, Progress};
 use crate::calls::placement;
 use crate::calls::service::CallService;
+use crate::domain::calling_hours::CallingHours;
 use crate::domain::clock::SharedClock;
 use crate::domain::clock::iso;
 use crate::domain::page::{ListEnvelope, PageRequest};
@@ -71,6 +72,8 @@ pub struct BatchView {
     pub pending: i64,
     /// Of pending: items on a live call.
     pub live: i64,
+    /// Of pending: items waiting for their calling hours to open.
+    pub waiting: i64,
     /// Of failed: malformed or repeated numbers never dialed.
     pub skipped: i64,
     /// Of failed: unanswered.
@@ -93,12 +96,15 @@ pub struct BatchView {
     pub created_at: String,
     /// Last change, ISO 8601.
     pub updated_at: String,
+    /// The batch's own calling hours; null: the agent's, else the workspace's.
+    pub calling_hours: Option<CallingHours>,
 }
 
 impl BatchView {
     /// The view of a stored batch with its progress.
-    pub fn new(row: BatchRow, p: Progress) -> Self {
-        Self {
+    pub fn new(row: BatchRow, p: Progress) -> Result<Self, StoreError> {
+        Ok(Self {
+            calling_hours: row.calling_hours()?,
             id: row.id.to_string(),
             name: row.name,
             agent_id: row.agent_id.to_string(),
@@ -109,6 +115,7 @@ impl BatchView {
             failed: p.failed,
             pending: p.pending,
             live: p.live,
+            waiting: p.waiting,
             skipped: p.skipped,
             no_answer: p.no_answer,
             busy: p.busy,
@@ -120,7 +127,7 @@ impl BatchView {
             status_reason: row.status_reason,
             created_at: iso(row.created_at),
             updated_at: iso(row.updated_at),
-        }
+        })
     }
 }
 
@@ -137,7 +144,8 @@ pub struct ItemView {
     /// Variables the call is placed with.
     #[schema(value_type = Object)]
     pub variables: Value,
-    /// Raw status: pending, queued, ringing, in-progress, a call's terminal status, or skipped.
+    /// Raw status: pending, waiting (for its calling hours), queued, ringing,
+    /// in-progress, a call's terminal status, or skipped.
     pub status: String,
     /// Display form of the status.
     pub display_status: String,
@@ -147,8 +155,12 @@ pub struct ItemView {
     pub attempts: i64,
     /// Why it was skipped or dropped.
     pub reason: Option<String>,
-    /// The rule that skipped it: `do-not-call` or `attempt-cap`; null otherwise.
+    /// The rule that skipped it: `do-not-call`, `attempt-cap` or `calling-hours`; null otherwise.
     pub skip_reason: Option<String>,
+    /// While waiting: when its calling hours open, ISO 8601.
+    pub next_attempt_at: Option<String>,
+    /// The rule that last deferred it (`calling-hours`), kept once it is dialed.
+    pub wait_reason: Option<String>,
 }
 
 impl ItemView {
@@ -156,6 +168,7 @@ impl ItemView {
     pub fn new(batch_id: BatchId, row: ItemRow) -> Result<Self, StoreError> {
         let display = match row.status.as_str() {
             "pending" => "Pending".to_string(),
+            "waiting" => "Waiting for calling hours".to_string(),
             "skipped" => "Skipped".to_string(),
             other => display_status(other).to_string(),
         };
@@ -175,6 +188,8 @@ impl ItemView {
             attempts: row.attempts,
             reason: row.reason,
             skip_reason: row.skip_reason,
+            next_attempt_at: row.next_attempt_at.map(iso),
+            wait_reason: row.wait_reason,
         })
     }
 }
@@ -182,7 +197,7 @@ impl ItemView {
 /// The view of a batch with fresh progress.
 pub async fn view(batches: &BatchService, row: BatchRow) -> ApiResult<BatchView> {
     let p = batches.progress(row.id).await?;
-    Ok(BatchView::new(row, p))
+    Ok(BatchView::new(row, p)?)
 }
 
 /// One page of batches of `kind`, newest first.
@@ -302,6 +317,13 @@ pub struct UpdateBatchBody {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub scheduled_start_at: Option<Option<String>>,
+    /// The batch's own calling hours; null returns to the agent's, else the
+    /// workspace's. Allowed at any status; waiting items are checked afresh.
+    #[serde(
+        default,
+        deserialize_with = "crate::domain::json_object::present_object"
+    )]
+    pub calling_hours: Option<Option<CallingHours>>,
 }
 
 /// Applies a PATCH to a batch of `kind`.
@@ -321,6 +343,7 @@ pub async fn patch(
             &batch,
             body.name.map(Line::into_string),
             body.scheduled_start_at,
+            body.calling_hours,
         )
         .await?;
     Ok(Json(view(batches, row).await?))
@@ -401,6 +424,9 @@ pub struct CreateBatchBody {
     #[serde(default)]
     #[schema(min_items = 1)]
     pub contacts: Option<Vec<ItemBody>>,
+    /// The batch's own calling hours (default: the agent's, else the workspace's).
+    #[serde(default)]
+    pub calling_hours: Option<CallingHours>,
 }
 
 /// A skipped item of a request.
@@ -499,6 +525,7 @@ async fn create_batch(
                     agent_id: body.agent_id,
                     from_number: body.from_number,
                     scheduled_start_at: scheduled,
+                    calling_hours: body.calling_hours,
                 },
             )
             .await?;
@@ -536,6 +563,7 @@ async fn create_batch(
                 agent_id: body.agent_id,
                 from_number: body.from_number,
                 scheduled_start_at: scheduled,
+                calling_hours: body.calling_hours,
             },
         )
         .await?;
@@ -768,8 +796,10 @@ transition_route!(
 
 /// The batch and campaign export's leading columns, in order; the agent's
 /// [`AnalysisColumns`] (with `other_extracted`) follow them. `skip_reason` is
-/// the rule that skipped an item (`do-not-call`), empty otherwise.
-pub const EXPORT_COLUMNS: [&str; 10] = [
+/// the rule that skipped an item (`do-not-call`), empty otherwise;
+/// `wait_reason` the rule that deferred it (`calling-hours`) and
+/// `next_attempt_at` when a waiting item's hours open.
+pub const EXPORT_COLUMNS: [&str; 12] = [
     "name",
     "phone",
     "status",
@@ -780,6 +810,8 @@ pub const EXPORT_COLUMNS: [&str; 10] = [
     "summary",
     "variables",
     "skip_reason",
+    "wait_reason",
+    "next_attempt_at",
 ];
 
 /// A batch's or campaign's export: its items in `seq` order, each with its
@@ -836,6 +868,8 @@ impl CsvExport for BatchExport {
             row.summary.clone().unwrap_or_default(),
             item.variables.clone(),
             item.skip_reason.clone().unwrap_or_default(),
+            item.wait_reason.clone().unwrap_or_default(),
+            item.next_attempt_at.map(iso).unwrap_or_default(),
         ];
         record.extend(
             self.columns

@@ -412,6 +412,10 @@ pub struct CallDetailView {
     pub from_number: String,
     /// The first attempt this call retries.
     pub retry_of: Option<String>,
+    /// How it was placed outside its callee's calling hours, if it was:
+    /// `request` (`respectCallingHours: false`, the agent allowing it) or
+    /// `emergency-alert` (an alert dial of an agent with `bypassCallingHours`).
+    pub calling_hours_override: Option<String>,
     /// Answer time, ISO 8601.
     pub answered_at: Option<String>,
     /// End time, ISO 8601.
@@ -769,6 +773,9 @@ async fn get_call(
         latencies: stored_json(id, "latencies", &detail.latencies)?,
         from_number,
         retry_of,
+        calling_hours_override: detail
+            .calling_hours_override
+            .map(|o| o.as_str().to_string()),
         answered_at,
         ended_at,
         status_history: events

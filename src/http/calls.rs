@@ -6,6 +6,7 @@ use super::agents::AgentView;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiJson;
+use crate::calls::calling_hours;
 use crate::calls::ledger::StoreLedger;
 use crate::calls::media_stream::CallEngine;
 use crate::calls::placement::{self, CallSource, CallTarget};
@@ -13,8 +14,10 @@ use crate::calls::service::CallService;
 use crate::calls::test_call::TestCallError;
 use crate::cluster::service::ClusterService;
 use crate::domain::PhoneNumber;
+use crate::domain::calling_hours::WindowCheck;
 use crate::domain::clock::SharedClock;
 use crate::domain::do_not_call::SKIP_REASON;
+use crate::domain::hours_override::HoursOverride;
 use crate::domain::ids::CallId;
 use crate::domain::text::{Line, Variables};
 use crate::http::state::AppState;
@@ -67,6 +70,11 @@ pub struct PlaceCallBody {
     /// Caller ID override; must be a number the workspace owns.
     #[serde(default)]
     pub from_number: Option<String>,
+    /// false places the call even outside the callee's calling hours, when the
+    /// agent allows it (`compliance.allowCallingHoursOverride`); the call
+    /// records the override (`callingHoursOverride: request`). Default true.
+    #[serde(default)]
+    pub respect_calling_hours: Option<bool>,
 }
 
 /// A queued call.
@@ -95,6 +103,8 @@ async fn place_call(
         .plan(caller.org_id, agent_id, body.from_number.as_deref())
         .await?;
     calls.check_do_not_call(caller.org_id, &phone).await?;
+    let calling_hours_override =
+        calls.check_single_call(&plan, &phone, body.respect_calling_hours.unwrap_or(true))?;
     let (variables, email) = body
         .variables
         .map(Variables::into_parts)
@@ -108,6 +118,7 @@ async fn place_call(
                 name,
                 email,
                 variables,
+                calling_hours_override,
             }],
             CallSource::Api,
         )
@@ -224,7 +235,7 @@ pub struct AlertCall {
 pub struct AlertSkip {
     /// E.164 number.
     pub phone: String,
-    /// The rule that skipped it: `do-not-call` or `attempt-cap`.
+    /// The rule that skipped it: `do-not-call`, `attempt-cap` or `calling-hours`.
     pub skip_reason: String,
     /// What to do about it.
     pub message: String,
@@ -294,6 +305,7 @@ async fn alert(
             phone,
             email: email.clone(),
             variables: variables.clone(),
+            calling_hours_override: None,
         });
     }
     if targets.is_empty() {
@@ -319,6 +331,26 @@ async fn alert(
             false
         } else {
             true
+        }
+    });
+    // Calling hours: outside them an emergency agent (`bypassCallingHours`)
+    // dials anyway and each call records it; any other agent skips the number.
+    let hours = calls.calling_hours_for(&plan.org, &plan.spec, None)?;
+    let now = calls.clock.now();
+    let bypass = plan.spec.compliance.bypass_calling_hours;
+    targets.retain_mut(|t| match hours.check(t.phone.as_str(), now) {
+        WindowCheck::Open => true,
+        _ if bypass => {
+            t.calling_hours_override = Some(HoursOverride::EmergencyAlert);
+            true
+        }
+        closed => {
+            skipped_numbers.push(AlertSkip {
+                phone: t.phone.as_str().to_string(),
+                skip_reason: calling_hours::RULE.to_string(),
+                message: calling_hours::closed_message(t.phone.as_str(), &hours, closed),
+            });
+            false
         }
     });
     skipped += skipped_numbers.len();

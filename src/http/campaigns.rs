@@ -14,6 +14,7 @@ use crate::batches::service::BatchService;
 use crate::batches::service::{self, BatchError, NewBatchInput};
 use crate::batches::student_sheet::{MAX_SHEET_ROWS, SheetError, StudentSheet};
 use crate::batches::{BatchAction, BatchKind, BatchStatus};
+use crate::domain::calling_hours::CallingHours;
 use crate::domain::clock::SharedClock;
 use crate::domain::page::{ListEnvelope, PageRequest};
 use crate::domain::text::Line;
@@ -74,6 +75,9 @@ pub struct CreateCampaignBody {
     #[serde(default)]
     #[schema(format = DateTime)]
     pub scheduled_start_at: Option<String>,
+    /// The campaign's own calling hours (default: the agent's, else the workspace's).
+    #[serde(default)]
+    pub calling_hours: Option<CallingHours>,
 }
 
 /// Create an empty campaign (draft, or scheduled with `scheduledStartAt`).
@@ -99,6 +103,7 @@ async fn create_campaign(
                 agent_id: body.agent_id,
                 from_number: body.from_number,
                 scheduled_start_at: scheduled,
+                calling_hours: body.calling_hours,
             },
         )
         .await?;

@@ -98,9 +98,10 @@ impl From<PlacementError> for ApiError {
             E::Store(err) => Self::Store(err),
             E::AgentNotFound(_) | E::WorkspaceNotFound => Self::NotFound(err.to_string()),
             E::WalletEmpty => Self::PaymentRequired(err.to_string()),
-            E::QuotaExhausted { .. } | E::DoNotCall(_) | E::AttemptCap(_) => {
-                Self::Forbidden(err.to_string())
-            }
+            E::QuotaExhausted { .. }
+            | E::DoNotCall(_)
+            | E::AttemptCap(_)
+            | E::OutsideCallingHours(_) => Self::Forbidden(err.to_string()),
             E::AgentInactive(_)
             | E::NoNumbers
             | E::FromMalformed(_)

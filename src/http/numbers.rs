@@ -6,7 +6,10 @@ use super::auth::Caller;
 use super::batches::present;
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiJson, ApiQuery};
+use crate::calls::service::CallService;
 use crate::config::Settings;
+use crate::domain::OrgId;
+use crate::domain::calling_hours::CallingHours;
 use crate::domain::clock::{SharedClock, iso};
 use crate::domain::inbound::{self, WhenBusy};
 use crate::domain::json_object::object_only;
@@ -15,7 +18,7 @@ use crate::http::state::AppState;
 use crate::inbound::routing::{RoutingChange, RoutingError, parse_hold_message, set_routing};
 use crate::inbound::service::InboundService;
 use crate::inbound::workspace_rules::{self, RulesChange, RulesError};
-use crate::store::attempt_caps::{AttemptCaps, CAP_RANGE};
+use crate::store::attempt_caps::CAP_RANGE;
 use crate::store::{NumberRow, Store};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -412,7 +415,7 @@ async fn patch_inbound_settings(
     Ok(Json(view))
 }
 
-/// The workspace's outbound dialing rules: the attempt caps.
+/// The workspace's outbound dialing rules: the attempt caps and calling hours.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DialingSettingsView {
@@ -420,15 +423,27 @@ pub struct DialingSettingsView {
     pub attempt_cap_per_day: i64,
     /// Dial attempts per number per rolling 7 days, any agent (default 7).
     pub attempt_cap_per_week: i64,
+    /// The workspace's calling hours, which agents and batches may override
+    /// (default 09:00–21:00 every day in the callee's time zone).
+    pub calling_hours: CallingHours,
+    /// Whether `callingHours` is the server's default (the workspace set none).
+    pub calling_hours_default: bool,
 }
 
-impl From<AttemptCaps> for DialingSettingsView {
-    fn from(caps: AttemptCaps) -> Self {
-        Self {
-            attempt_cap_per_day: caps.per_day,
-            attempt_cap_per_week: caps.per_week,
-        }
-    }
+/// The workspace's dialing rules as stored, with the server's default hours.
+async fn dialing_settings(
+    store: &Store,
+    org_id: OrgId,
+    default_hours: CallingHours,
+) -> ApiResult<DialingSettingsView> {
+    let caps = store.attempt_caps(org_id).await?;
+    let own = store.org_calling_hours(org_id).await?;
+    Ok(DialingSettingsView {
+        attempt_cap_per_day: caps.per_day,
+        attempt_cap_per_week: caps.per_week,
+        calling_hours_default: own.is_none(),
+        calling_hours: own.unwrap_or(default_hours),
+    })
 }
 
 /// `PATCH /api/numbers/dialing-settings` body.
@@ -443,16 +458,25 @@ pub struct DialingSettingsInput {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 100)]
     pub attempt_cap_per_week: Option<i64>,
+    /// The workspace's calling hours; null returns to the server's default.
+    #[serde(
+        default,
+        deserialize_with = "crate::domain::json_object::present_object"
+    )]
+    pub calling_hours: Option<Option<CallingHours>>,
 }
 
-/// Read the workspace's dialing rules (attempt caps).
+/// Read the workspace's dialing rules (attempt caps, calling hours).
 #[utoipa::path(get, path = "/api/numbers/dialing-settings", tag = "numbers",
     responses((status = 200, body = DialingSettingsView)))]
 async fn get_dialing_settings(
     State(store): State<Store>,
+    State(calls): State<CallService>,
     caller: Caller,
 ) -> ApiResult<Json<DialingSettingsView>> {
-    Ok(Json(store.attempt_caps(caller.org_id).await?.into()))
+    Ok(Json(
+        dialing_settings(&store, caller.org_id, calls.default_calling_hours).await?,
+    ))
 }
 
 /// Change the workspace's dialing rules; absent fields keep their value.
@@ -460,6 +484,7 @@ async fn get_dialing_settings(
     responses((status = 200, body = DialingSettingsView), (status = 400, body = MessageBody)))]
 async fn patch_dialing_settings(
     State(store): State<Store>,
+    State(calls): State<CallService>,
     caller: Caller,
     ApiJson(input): ApiJson<DialingSettingsInput>,
 ) -> ApiResult<Json<DialingSettingsView>> {
@@ -477,5 +502,12 @@ async fn patch_dialing_settings(
     caps.per_day = per_day.unwrap_or(caps.per_day);
     caps.per_week = per_week.unwrap_or(caps.per_week);
     store.set_attempt_caps(caller.org_id, caps).await?;
-    Ok(Json(caps.into()))
+    if let Some(hours) = input.calling_hours {
+        store
+            .set_org_calling_hours(caller.org_id, hours.as_ref())
+            .await?;
+    }
+    Ok(Json(
+        dialing_settings(&store, caller.org_id, calls.default_calling_hours).await?,
+    ))
 }

@@ -211,6 +211,7 @@ impl InboundService {
             not_before: now_ms,
             dispatched: true,
             now_ms,
+            calling_hours_override: None,
         };
         let slot = store
             .insert_inbound_call(&call, &number.phone, &self.calls.node_id)

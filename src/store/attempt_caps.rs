@@ -8,6 +8,8 @@
 use super::calls::{NewCall, insert_calls_in};
 use super::{BeginWrite, Store, StoreResult, with_pool};
 use crate::domain::{CallId, OrgId};
+use sqlx::QueryBuilder;
+use std::collections::HashMap;
 
 /// The rule a skipped batch item or a refused call names.
 pub const SKIP_REASON: &str = "attempt-cap";
@@ -114,8 +116,15 @@ pub fn check(times: &[i64], now_ms: i64, caps: AttemptCaps) -> Option<CapHit> {
 /// because a rule stopped them.
 pub(crate) const ATTEMPTS_SQL: &str = "SELECT created_at FROM calls
      WHERE org_id = $1 AND phone = $2 AND created_at > $3 AND id <> $4 AND direction = 'outbound'
-       AND (ended_reason IS NULL OR ended_reason NOT IN ('do-not-call', 'attempt-cap'))
+       AND (ended_reason IS NULL OR ended_reason NOT IN ('do-not-call', 'attempt-cap', 'calling-hours'))
      ORDER BY created_at";
+
+/// [`ATTEMPTS_SQL`]'s rule for which calls count, for the grouped read.
+const COUNTED_ATTEMPTS: &str = " AND direction = 'outbound'
+       AND (ended_reason IS NULL OR ended_reason NOT IN ('do-not-call', 'attempt-cap', 'calling-hours'))";
+
+/// Numbers per grouped statement (far below either database's bind limit).
+const GROUP_CHUNK: usize = 500;
 
 pub(crate) const CAPS_SQL: &str =
     "SELECT attempt_cap_per_day, attempt_cap_per_week FROM orgs WHERE id = $1";
@@ -198,26 +207,89 @@ impl Store {
         Ok(hit)
     }
 
-    /// Stores each call unless its number is at its cap, each in its own
-    /// transaction that counts and inserts; returns, per call, the cap it hit.
+    /// Stores each call of one workspace unless its number is at its cap;
+    /// returns, per call, the cap it hit. One transaction counts every
+    /// number's earlier attempts in grouped reads and inserts the allowed
+    /// calls (on Postgres under every number's lock, taken in sorted order
+    /// so two placements never wait on each other crosswise); a number given
+    /// twice counts its first call against its second.
     pub async fn insert_calls_capped(
         &self,
         calls: &[NewCall],
         now_ms: i64,
     ) -> StoreResult<Vec<Option<CapHit>>> {
-        let mut hits = Vec::with_capacity(calls.len());
-        for call in calls {
-            let hit = with_pool!(self, pool => {
-                let mut tx = pool.begin_write().await?;
-                let hit = check_in_tx!(self, tx, call.org_id, call.phone.as_str(), call.id, now_ms);
-                if hit.is_none() {
-                    insert_calls_in(&mut tx, std::slice::from_ref(call)).await?;
-                }
-                tx.commit().await?;
-                hit
-            });
-            hits.push(hit);
+        let Some(first) = calls.first() else {
+            return Ok(Vec::new());
+        };
+        let org_id = first.org_id;
+        if calls.iter().any(|c| c.org_id != org_id) {
+            // One workspace per placement; mixed input is split, never mixed up.
+            let mut hits = Vec::with_capacity(calls.len());
+            for call in calls {
+                hits.extend(
+                    Box::pin(self.insert_calls_capped(std::slice::from_ref(call), now_ms)).await?,
+                );
+            }
+            return Ok(hits);
         }
+        let mut phones: Vec<&str> = calls.iter().map(|c| c.phone.as_str()).collect();
+        phones.sort_unstable();
+        phones.dedup();
+        let hits = with_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            if self.is_shared() {
+                for chunk in phones.chunks(GROUP_CHUNK) {
+                    let mut lock = QueryBuilder::new(
+                        "SELECT pg_advisory_xact_lock(hashtextextended('voxline-attempts:' || ",
+                    );
+                    lock.push_bind(org_id)
+                        .push(" || ':' || v.p, 0)) FROM (VALUES ");
+                    let mut rows = lock.separated(", ");
+                    for phone in chunk {
+                        rows.push("(").push_bind_unseparated(*phone).push_unseparated(")");
+                    }
+                    lock.push(") AS v(p)");
+                    lock.build().execute(&mut *tx).await?;
+                }
+            }
+            let caps: AttemptCaps = sqlx::query_as(CAPS_SQL)
+                .bind(org_id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .unwrap_or_default();
+            let mut earlier: HashMap<String, Vec<i64>> = HashMap::new();
+            for chunk in phones.chunks(GROUP_CHUNK) {
+                let mut read = QueryBuilder::new("SELECT phone, created_at FROM calls WHERE org_id = ");
+                read.push_bind(org_id)
+                    .push(" AND created_at > ")
+                    .push_bind(now_ms - WEEK_MS)
+                    .push(COUNTED_ATTEMPTS)
+                    .push(" AND phone IN (");
+                let mut list = read.separated(", ");
+                for phone in chunk {
+                    list.push_bind(*phone);
+                }
+                read.push(") ORDER BY phone, created_at");
+                let rows: Vec<(String, i64)> = read.build_query_as().fetch_all(&mut *tx).await?;
+                for (phone, at) in rows {
+                    earlier.entry(phone).or_default().push(at);
+                }
+            }
+            let mut hits = Vec::with_capacity(calls.len());
+            let mut allowed = Vec::with_capacity(calls.len());
+            for call in calls {
+                let times = earlier.entry(call.phone.clone()).or_default();
+                let hit = check(times, now_ms, caps);
+                if hit.is_none() {
+                    times.push(now_ms);
+                    allowed.push(call.clone());
+                }
+                hits.push(hit);
+            }
+            insert_calls_in(&mut tx, &allowed).await?;
+            tx.commit().await?;
+            hits
+        });
         Ok(hits)
     }
 }

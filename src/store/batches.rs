@@ -6,14 +6,17 @@
 //! latest call through the triggers of migration 0003.
 
 use super::calls::{NewCall, insert_calls_in};
+use super::stored_json::decode_json;
 use super::{Db, Store, StoreResult, with_pool};
+use crate::domain::calling_hours::{CallingHours, WindowCheck};
 use crate::domain::{AgentId, BatchId, CallId, OrgId};
 
 /// Advisory lock key of the Postgres item count fold ("vxbc").
 const BATCH_COUNT_FOLD_LOCK: i64 = 0x7678_6263;
 
 /// Raw item statuses that still need work: waiting or on a live call.
-pub const OPEN_ITEM_STATUSES: [&str; 4] = ["pending", "queued", "ringing", "in-progress"];
+pub const OPEN_ITEM_STATUSES: [&str; 5] =
+    ["pending", "waiting", "queued", "ringing", "in-progress"];
 
 /// A batch or campaign as stored.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -46,6 +49,19 @@ pub struct BatchRow {
     pub created_at: i64,
     /// Last change, Unix ms.
     pub updated_at: i64,
+    /// The batch's own calling hours as stored JSON; None: the agent's or the
+    /// workspace's. Read through [`BatchRow::calling_hours`].
+    pub calling_hours: Option<String>,
+}
+
+impl BatchRow {
+    /// The batch's own calling hours; None when it keeps the agent's or the workspace's.
+    pub fn calling_hours(&self) -> StoreResult<Option<CallingHours>> {
+        self.calling_hours
+            .as_deref()
+            .map(|text| decode_json("batches", "calling_hours", self.id, text))
+            .transpose()
+    }
 }
 
 /// A batch to create.
@@ -69,8 +85,31 @@ pub struct NewBatch<'a> {
     pub status: &'a str,
     /// Automatic start, Unix ms.
     pub scheduled_start_at: Option<i64>,
+    /// The batch's own calling hours (None: the agent's or the workspace's).
+    pub calling_hours: Option<&'a CallingHours>,
     /// Creation time, Unix ms.
     pub now_ms: i64,
+}
+
+/// The rule an item outside its calling hours waits (or is skipped) under.
+pub const CALLING_HOURS_RULE: &str = "calling-hours";
+
+/// The `reason` of an item whose number's time zones share no open time.
+pub const NO_COMMON_WINDOW: &str =
+    "the number's candidate time zones share no time inside the calling hours; it is never dialed";
+
+/// Most items one claim defers before it commits and lets the feed ask again.
+const MAX_DEFERRALS_PER_CLAIM: usize = 500;
+
+/// What one claim of a batch's next item found.
+#[derive(Debug)]
+pub enum ItemClaim {
+    /// An item to dial, and its stored call.
+    Claimed(Box<(ClaimedItem, NewCall)>),
+    /// Items were deferred to their calling hours; there may be more to look at now.
+    Deferred,
+    /// Nothing to dial now.
+    Nothing,
 }
 
 /// The `reason` of an item skipped because its number is on the do-not-call list.
@@ -116,6 +155,10 @@ pub struct ItemRow {
     pub call_id: Option<CallId>,
     /// Calls made for it.
     pub attempts: i64,
+    /// While `waiting`: when its calling hours open, Unix ms.
+    pub next_attempt_at: Option<i64>,
+    /// The rule that last deferred it (`calling-hours`), kept after it is dialed.
+    pub wait_reason: Option<String>,
 }
 
 /// An item with its latest call's results and analysis, for the batch and
@@ -168,11 +211,12 @@ pub struct ClaimedItem {
 impl Store {
     /// Stores a new batch.
     pub async fn insert_batch(&self, b: &NewBatch<'_>) -> StoreResult<()> {
+        let hours = b.calling_hours.map(serde_json::to_string).transpose()?;
         with_pool!(self, pool => {
             sqlx::query(
                 "INSERT INTO batches (id, org_id, kind, name, agent_id, agent_name, from_number, status,
-                   scheduled_start_at, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+                   scheduled_start_at, created_at, updated_at, calling_hours)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11)",
             )
             .bind(b.id)
             .bind(b.org_id)
@@ -184,6 +228,7 @@ impl Store {
             .bind(b.status)
             .bind(b.scheduled_start_at)
             .bind(b.now_ms)
+            .bind(hours.as_deref())
             .execute(pool)
             .await?;
         });
@@ -200,7 +245,7 @@ impl Store {
         let row = with_pool!(self, pool => {
             sqlx::query_as::<_, BatchRow>(
                 "SELECT id, org_id, kind, name, agent_id, agent_name, from_number, status, status_reason,
-                   scheduled_start_at, started_at, finished_at, created_at, updated_at
+                   scheduled_start_at, started_at, finished_at, created_at, updated_at, calling_hours
                  FROM batches WHERE id = $1 AND org_id = $2 AND kind = $3",
             )
             .bind(id)
@@ -217,7 +262,7 @@ impl Store {
         let row = with_pool!(self, pool => {
             sqlx::query_as::<_, BatchRow>(
                 "SELECT id, org_id, kind, name, agent_id, agent_name, from_number, status, status_reason,
-                   scheduled_start_at, started_at, finished_at, created_at, updated_at
+                   scheduled_start_at, started_at, finished_at, created_at, updated_at, calling_hours
                  FROM batches WHERE id = $1",
             )
             .bind(id)
@@ -238,7 +283,7 @@ impl Store {
         let (rows, total) = with_pool!(self, pool => {
             let rows = sqlx::query_as::<_, BatchRow>(
                 "SELECT id, org_id, kind, name, agent_id, agent_name, from_number, status, status_reason,
-                   scheduled_start_at, started_at, finished_at, created_at, updated_at
+                   scheduled_start_at, started_at, finished_at, created_at, updated_at, calling_hours
                  FROM batches WHERE org_id = $1 AND kind = $2
                  ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4",
             )
@@ -443,7 +488,7 @@ impl Store {
         let Some(status) = status else {
             let (rows, total) = with_pool!(self, pool => {
                 let rows = sqlx::query_as::<_, ItemRow>(
-                    "SELECT seq, name, phone, variables, status, reason, skip_reason, call_id, attempts FROM batch_items
+                    "SELECT seq, name, phone, variables, status, reason, skip_reason, call_id, attempts, next_attempt_at, wait_reason FROM batch_items
                      WHERE batch_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
                 )
                 .bind(batch_id)
@@ -462,7 +507,7 @@ impl Store {
         };
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, ItemRow>(
-                "SELECT seq, name, phone, variables, status, reason, skip_reason, call_id, attempts FROM batch_items
+                "SELECT seq, name, phone, variables, status, reason, skip_reason, call_id, attempts, next_attempt_at, wait_reason FROM batch_items
                  WHERE batch_id = $1 AND status = $2 ORDER BY seq LIMIT $3 OFFSET $4",
             )
             .bind(batch_id)
@@ -492,7 +537,7 @@ impl Store {
     ) -> StoreResult<Vec<ItemResultRow>> {
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, ItemResultRow>(
-                "SELECT i.seq, i.name, i.phone, i.variables, i.status, i.reason, i.skip_reason, i.call_id, i.attempts,
+                "SELECT i.seq, i.name, i.phone, i.variables, i.status, i.reason, i.skip_reason, i.call_id, i.attempts, i.next_attempt_at, i.wait_reason,
                    c.duration_seconds, c.summary, c.extracted, c.ended_reason,
                    a.structured_data, a.success, a.success_pass
                  FROM batch_items i LEFT JOIN calls c ON c.id = i.call_id
@@ -544,24 +589,29 @@ impl Store {
         Ok(n > 0)
     }
 
-    /// Renames a batch and/or changes its schedule (and with it draft ↔ scheduled).
+    /// Renames a batch and/or changes its schedule (and with it draft ↔
+    /// scheduled) and its own calling hours.
     pub async fn update_batch(
         &self,
         id: BatchId,
         name: &str,
         status: &str,
         scheduled_start_at: Option<i64>,
+        calling_hours: Option<&CallingHours>,
         now_ms: i64,
     ) -> StoreResult<()> {
+        let hours = calling_hours.map(serde_json::to_string).transpose()?;
         with_pool!(self, pool => {
             sqlx::query(
-                "UPDATE batches SET name = $1, status = $2, scheduled_start_at = $3, updated_at = $4 WHERE id = $5",
+                "UPDATE batches SET name = $1, status = $2, scheduled_start_at = $3, updated_at = $4,
+                   calling_hours = $6 WHERE id = $5",
             )
             .bind(name)
             .bind(status)
             .bind(scheduled_start_at)
             .bind(now_ms)
             .bind(id)
+            .bind(hours.as_deref())
             .execute(pool)
             .await?;
         });
@@ -598,8 +648,8 @@ impl Store {
     pub async fn drop_pending_items(&self, batch_id: BatchId) -> StoreResult<u64> {
         let n = with_pool!(self, pool => {
             sqlx::query(
-                "UPDATE batch_items SET status = 'canceled', reason = 'batch-stopped'
-                 WHERE batch_id = $1 AND status = 'pending'",
+                "UPDATE batch_items SET status = 'canceled', reason = 'batch-stopped', next_attempt_at = NULL
+                 WHERE batch_id = $1 AND status IN ('pending', 'waiting')",
             )
             .bind(batch_id)
             .execute(pool)
@@ -639,12 +689,16 @@ impl Store {
     }
 
     /// Claims the next pending item of a running batch and stores its call,
-    /// in one transaction; None when the batch is not running or nothing is pending.
+    /// in one transaction. `hours` says whether a number may be dialed now:
+    /// items outside their calling hours wait (`waiting`, with the time they
+    /// open) and those whose window never opens are skipped, both with the
+    /// rule `calling-hours`.
     pub async fn claim_next_item(
         &self,
         batch_id: BatchId,
         template: &ItemCall,
-    ) -> StoreResult<Option<(ClaimedItem, NewCall)>> {
+        hours: &(dyn Fn(&str) -> WindowCheck + Send + Sync),
+    ) -> StoreResult<ItemClaim> {
         let claimed = with_pool!(self, pool => {
             let mut tx = pool.begin().await?;
             // The batch's next pending items whose numbers the workspace listed as
@@ -676,6 +730,7 @@ impl Store {
             // `skipReason: attempt-cap` and the time they could be dialed again.
             let now_ms = template.call.now_ms;
             let org_id = template.call.org_id;
+            let mut deferred = 0;
             let item = loop {
                 let next: Option<(i64, String)> = sqlx::query_as(
                     "SELECT seq, phone FROM batch_items WHERE batch_id = $1 AND status = 'pending'
@@ -688,6 +743,42 @@ impl Store {
                 let Some((seq, phone)) = next else {
                     break None;
                 };
+                match hours(&phone) {
+                    WindowCheck::Open => {}
+                    WindowCheck::ClosedUntil(opens) => {
+                        sqlx::query(
+                            "UPDATE batch_items SET status = 'waiting', next_attempt_at = $3, wait_reason = $4
+                             WHERE batch_id = $1 AND seq = $2 AND status = 'pending'",
+                        )
+                        .bind(batch_id)
+                        .bind(seq)
+                        .bind(opens.timestamp_millis())
+                        .bind(CALLING_HOURS_RULE)
+                        .execute(&mut *tx)
+                        .await?;
+                        deferred += 1;
+                        if deferred >= MAX_DEFERRALS_PER_CLAIM {
+                            // Bounds the write lock a window's edge holds when
+                            // thousands of items close at once; the feed asks again.
+                            tx.commit().await?;
+                            return Ok(ItemClaim::Deferred);
+                        }
+                        continue;
+                    }
+                    WindowCheck::Never => {
+                        sqlx::query(
+                            "UPDATE batch_items SET status = 'skipped', skip_reason = $3, reason = $4
+                             WHERE batch_id = $1 AND seq = $2 AND status = 'pending'",
+                        )
+                        .bind(batch_id)
+                        .bind(seq)
+                        .bind(CALLING_HOURS_RULE)
+                        .bind(NO_COMMON_WINDOW)
+                        .execute(&mut *tx)
+                        .await?;
+                        continue;
+                    }
+                }
                 let hit = super::attempt_caps::check_in_tx!(
                     self, tx, org_id, phone.as_str(), template.call_id, now_ms
                 );
@@ -722,7 +813,7 @@ impl Store {
             let Some(item) = item else {
                 // Commits the skips above, if any.
                 tx.commit().await?;
-                return Ok(None);
+                return Ok(if deferred > 0 { ItemClaim::Deferred } else { ItemClaim::Nothing });
             };
             let mut call = template.call.clone();
             call.id = template.call_id;
@@ -732,9 +823,43 @@ impl Store {
             call.email = item.email.clone();
             insert_calls_in(&mut tx, std::slice::from_ref(&call)).await?;
             tx.commit().await?;
-            Some((item, call))
+            ItemClaim::Claimed(Box::new((item, call)))
         });
         Ok(claimed)
+    }
+
+    /// Puts items whose calling hours have opened back to `pending`; returns
+    /// the running batches that now have items to dial.
+    pub async fn release_waiting_items(&self, now_ms: i64) -> StoreResult<Vec<BatchId>> {
+        let mut ids = with_pool!(self, pool => {
+            sqlx::query_scalar::<_, BatchId>(
+                "UPDATE batch_items SET status = 'pending', next_attempt_at = NULL
+                 WHERE status = 'waiting' AND next_attempt_at <= $1
+                 RETURNING batch_id",
+            )
+            .bind(now_ms)
+            .fetch_all(pool)
+            .await?
+        });
+        ids.sort();
+        ids.dedup();
+        Ok(ids)
+    }
+
+    /// Puts a batch's waiting items back to `pending`, to be checked against
+    /// calling hours that changed; returns how many.
+    pub async fn recheck_waiting_items(&self, batch_id: BatchId) -> StoreResult<u64> {
+        let n = with_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE batch_items SET status = 'pending', next_attempt_at = NULL
+                 WHERE batch_id = $1 AND status = 'waiting'",
+            )
+            .bind(batch_id)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n)
     }
 
     /// Starts every scheduled batch whose time has come; returns them.
@@ -744,7 +869,7 @@ impl Store {
                 "UPDATE batches SET status = 'running', started_at = COALESCE(started_at, $1), updated_at = $1
                  WHERE status = 'scheduled' AND scheduled_start_at <= $1
                  RETURNING id, org_id, kind, name, agent_id, agent_name, from_number, status, status_reason,
-                   scheduled_start_at, started_at, finished_at, created_at, updated_at",
+                   scheduled_start_at, started_at, finished_at, created_at, updated_at, calling_hours",
             )
             .bind(now_ms)
             .fetch_all(pool)
@@ -760,7 +885,7 @@ impl Store {
                 "UPDATE batches SET status = 'completed', finished_at = $1, updated_at = $1
                  WHERE status = 'running' AND NOT EXISTS (
                    SELECT 1 FROM batch_items i WHERE i.batch_id = batches.id
-                     AND i.status IN ('pending', 'queued', 'ringing', 'in-progress'))
+                     AND i.status IN ('pending', 'waiting', 'queued', 'ringing', 'in-progress'))
                  RETURNING id",
             )
             .bind(now_ms)

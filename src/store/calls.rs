@@ -2,6 +2,7 @@
 //! its charge, and the durable dispatch queue.
 
 use super::{Store, StoreResult, with_pool};
+use crate::domain::hours_override::HoursOverride;
 use crate::domain::{AgentId, BatchId, CallId, CampaignId, OrgId, Paise, WalletTxId};
 use crate::store::BeginWrite;
 use sqlx::QueryBuilder;
@@ -31,7 +32,7 @@ where
     let mut sql = QueryBuilder::new(
         "INSERT INTO calls (id, org_id, agent_id, agent_name, engine, phone, target_name, email, from_number,
                provider, status, variables, source, attempt, retry_of, batch_id, campaign_id, campaign_name,
-               dispatched, not_before, queued_at, rate_paise, created_at) ",
+               dispatched, not_before, queued_at, rate_paise, created_at, calling_hours_override) ",
     );
     sql.push_values(chunk, |mut row, c| {
         row.push_bind(c.id)
@@ -56,7 +57,8 @@ where
             .push_bind(c.not_before)
             .push_bind(c.now_ms)
             .push_bind(c.rate_paise)
-            .push_bind(c.now_ms);
+            .push_bind(c.now_ms)
+            .push_bind(c.calling_hours_override.map(HoursOverride::as_str));
     });
     sql
 }
@@ -120,6 +122,8 @@ pub struct NewCall {
     pub dispatched: bool,
     /// Creation time, Unix ms.
     pub now_ms: i64,
+    /// The permitted override that placed it outside its calling hours, if one did.
+    pub calling_hours_override: Option<HoursOverride>,
 }
 
 /// A finished recording, stored in the recordings store.
@@ -162,6 +166,12 @@ pub struct DispatchRow {
     pub provider: String,
     /// Variables JSON.
     pub variables: String,
+    /// Attempt number: above 1 for a scheduled retry.
+    pub attempt: i64,
+    /// Owning batch, whose calling hours it keeps.
+    pub batch_id: Option<BatchId>,
+    /// The override that placed it outside its calling hours, if one did.
+    pub calling_hours_override: Option<HoursOverride>,
 }
 
 /// A call that just reached its terminal status.
@@ -547,7 +557,8 @@ impl Store {
     pub async fn due_calls(&self, now_ms: i64, limit: i64) -> StoreResult<Vec<DispatchRow>> {
         let rows = with_pool!(self, pool => {
             sqlx::query_as::<_, DispatchRow>(
-                "SELECT id, org_id, agent_id, engine, phone, from_number, provider, variables FROM calls
+                "SELECT id, org_id, agent_id, engine, phone, from_number, provider, variables,
+                   attempt, batch_id, calling_hours_override FROM calls
                  WHERE status = 'queued' AND dispatched = FALSE AND not_before <= $1
                  ORDER BY not_before, created_at, id LIMIT $2",
             )
@@ -557,6 +568,23 @@ impl Store {
             .await?
         });
         Ok(rows)
+    }
+
+    /// Hands a claimed queued call back to the dispatchers, due at `not_before`
+    /// (its calling hours' opening); false when it is no longer queued.
+    pub async fn defer_call(&self, call_id: CallId, not_before: i64) -> StoreResult<bool> {
+        let n = with_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE calls SET not_before = $2, dispatched = FALSE, node_id = NULL
+                 WHERE id = $1 AND status = 'queued'",
+            )
+            .bind(call_id)
+            .bind(not_before)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n > 0)
     }
 
     /// Claims a queued call for the engine; false if another pass took it.
@@ -742,6 +770,7 @@ mod tests {
             not_before: 5,
             dispatched: false,
             now_ms: 5,
+            calling_hours_override: None,
         }
     }
 
@@ -749,8 +778,8 @@ mod tests {
     fn multi_row_inserts_number_each_rows_binds_after_the_last() {
         let chunk = [new_call(), new_call()];
         let calls = insert_calls_sql::<sqlx::Postgres>(&chunk).into_string();
-        let first: Vec<String> = (1..=22).map(|k| format!("${k}")).collect();
-        let second: Vec<String> = (23..=44).map(|k| format!("${k}")).collect();
+        let first: Vec<String> = (1..=23).map(|k| format!("${k}")).collect();
+        let second: Vec<String> = (24..=46).map(|k| format!("${k}")).collect();
         let row = |binds: &[String]| {
             format!(
                 "({}, 'queued', {})",
@@ -760,7 +789,7 @@ mod tests {
         };
         assert!(
             calls.ends_with(&format!(
-                "created_at) VALUES {}, {}",
+                "created_at, calling_hours_override) VALUES {}, {}",
                 row(&first),
                 row(&second)
             )),

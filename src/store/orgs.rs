@@ -1,6 +1,8 @@
 //! Workspaces (organizations).
 
+use super::stored_json::decode_json;
 use super::{Store, StoreResult, with_pool};
+use crate::domain::calling_hours::CallingHours;
 use crate::domain::{OrgId, Paise};
 
 /// A workspace as stored.
@@ -18,6 +20,19 @@ pub struct OrgRow {
     pub wallet_paise: Paise,
     /// Creation time, Unix ms.
     pub created_at: i64,
+    /// The workspace's calling hours as stored JSON; None: the server's default.
+    /// Read through [`OrgRow::calling_hours`].
+    pub calling_hours: Option<String>,
+}
+
+impl OrgRow {
+    /// The workspace's own calling hours; None when it keeps the server's default.
+    pub fn calling_hours(&self) -> StoreResult<Option<CallingHours>> {
+        self.calling_hours
+            .as_deref()
+            .map(|text| decode_json("orgs", "calling_hours", self.id, text))
+            .transpose()
+    }
 }
 
 impl Store {
@@ -50,6 +65,7 @@ impl Store {
             minute_quota,
             wallet_paise: Paise::ZERO,
             created_at: now_ms,
+            calling_hours: None,
         })
     }
 
@@ -57,7 +73,7 @@ impl Store {
     pub async fn org(&self, id: OrgId) -> StoreResult<Option<OrgRow>> {
         let row = with_pool!(self, pool => {
             sqlx::query_as::<_, OrgRow>(
-                "SELECT id, name, concurrency, minute_quota, wallet_paise, created_at
+                "SELECT id, name, concurrency, minute_quota, wallet_paise, created_at, calling_hours
                  FROM orgs WHERE id = $1",
             )
             .bind(id)
@@ -87,5 +103,35 @@ impl Store {
             .await?
         });
         Ok(minutes.unwrap_or(0))
+    }
+
+    /// The workspace's own calling hours; None when it keeps the server's default.
+    pub async fn org_calling_hours(&self, id: OrgId) -> StoreResult<Option<CallingHours>> {
+        let text: Option<Option<String>> = with_pool!(self, pool => {
+            sqlx::query_scalar("SELECT calling_hours FROM orgs WHERE id = $1")
+                .bind(id)
+                .fetch_optional(pool)
+                .await?
+        });
+        text.flatten()
+            .map(|text| decode_json("orgs", "calling_hours", id, &text))
+            .transpose()
+    }
+
+    /// Sets the workspace's calling hours (None: back to the server's default).
+    pub async fn set_org_calling_hours(
+        &self,
+        id: OrgId,
+        hours: Option<&CallingHours>,
+    ) -> StoreResult<()> {
+        let text = hours.map(serde_json::to_string).transpose()?;
+        with_pool!(self, pool => {
+            sqlx::query("UPDATE orgs SET calling_hours = $2 WHERE id = $1")
+                .bind(id)
+                .bind(text.as_deref())
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
     }
 }

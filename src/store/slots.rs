@@ -97,7 +97,7 @@ impl Store {
                  AND engine = 'announcement' AND batch_id IS NULL
                ORDER BY not_before, created_at, id LIMIT 500 FOR UPDATE SKIP LOCKED)
              RETURNING id, org_id, agent_id, engine, phone, from_number, provider, variables,
-               not_before, created_at",
+               attempt, batch_id, calling_hours_override, not_before, created_at",
         )
         .bind(org_id)
         .bind(node)
@@ -131,7 +131,7 @@ impl Store {
                      AND NOT (engine = 'announcement' AND batch_id IS NULL)
                    ORDER BY not_before, created_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
                  RETURNING id, org_id, agent_id, engine, phone, from_number, provider, variables,
-                   not_before, created_at",
+                   attempt, batch_id, calling_hours_override, not_before, created_at",
             )
             .bind(org_id)
             .bind(node)

@@ -620,6 +620,7 @@ async fn create(
                 agent_id: form.values.agent_id.trim().to_string(),
                 from_number: Some(form.values.from_number.clone()),
                 scheduled_start_at: checked.schedule,
+                calling_hours: None,
             },
         )
         .await;
@@ -740,10 +741,15 @@ struct ItemLine {
     reason: Option<String>,
     /// The rule that skipped it (`do-not-call`), when one did.
     skip_reason: Option<String>,
+    /// While waiting for its calling hours: when they open, UTC.
+    opens: Option<String>,
 }
 
 impl From<ItemRow> for ItemLine {
     fn from(row: ItemRow) -> Self {
+        let opens = (row.status == "waiting")
+            .then(|| row.next_attempt_at.map(crate::domain::clock::iso))
+            .flatten();
         Self {
             index: row.seq,
             name: row.name,
@@ -753,6 +759,7 @@ impl From<ItemRow> for ItemLine {
             attempts: row.attempts,
             reason: row.reason,
             skip_reason: row.skip_reason,
+            opens,
         }
     }
 }
@@ -1076,7 +1083,7 @@ async fn schedule(
         }
     };
     match batches
-        .update(kind_of(&row), &row, None, Some(change))
+        .update(kind_of(&row), &row, None, Some(change), None)
         .await
     {
         Ok(_) => {

@@ -2,6 +2,7 @@
 //! turns (whole or paged) and status events.
 
 use super::{CallReadRow, ROW_COLUMNS};
+use crate::domain::hours_override::HoursOverride;
 use crate::domain::{CallId, OrgId};
 use crate::store::{Store, StoreResult, with_pool};
 use sqlx::AssertSqlSafe;
@@ -23,6 +24,8 @@ pub struct CallDetailRow {
     pub llm_prompt_tokens: i64,
     /// Tokens the conversation's LLM turns generated.
     pub llm_completion_tokens: i64,
+    /// The permitted override that placed it outside its calling hours, if one did.
+    pub calling_hours_override: Option<HoursOverride>,
 }
 /// One stored transcript turn.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -53,7 +56,7 @@ impl Store {
     ) -> StoreResult<Option<CallDetailRow>> {
         let sql = format!(
             "SELECT {ROW_COLUMNS}, c.variables, c.extracted, c.latencies, c.transcript_text,
-               c.llm_prompt_tokens, c.llm_completion_tokens
+               c.llm_prompt_tokens, c.llm_completion_tokens, c.calling_hours_override
              FROM calls c WHERE c.id = $1 AND c.org_id = $2"
         );
         let row = with_pool!(self, pool => {

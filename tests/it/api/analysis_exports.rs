@@ -33,7 +33,7 @@ const CALL_COLUMNS: [&str; 12] = [
 ];
 
 /// The batch and campaign export's leading columns.
-const ITEM_COLUMNS: [&str; 10] = [
+const ITEM_COLUMNS: [&str; 12] = [
     "name",
     "phone",
     "status",
@@ -44,6 +44,8 @@ const ITEM_COLUMNS: [&str; 10] = [
     "summary",
     "variables",
     "skip_reason",
+    "wait_reason",
+    "next_attempt_at",
 ];
 
 /// An agent extracting `notice_days` and `relocate` and judging pass/fail.

@@ -11,7 +11,7 @@ use std::time::Duration;
 const BOUNDARY: &str = "voxline-test-boundary";
 
 /// Uploads `csv` as the multipart field `file`.
-async fn upload(app: &TestApp, ws: &Workspace, id: &str, csv: &[u8]) -> Reply {
+pub async fn upload(app: &TestApp, ws: &Workspace, id: &str, csv: &[u8]) -> Reply {
     let mut body = format!(
         "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nignored\r\n\
          --{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"students.csv\"\r\n\

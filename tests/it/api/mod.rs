@@ -14,6 +14,7 @@ mod attempt_caps;
 mod auth;
 mod batches;
 mod call_reads;
+mod calling_hours;
 mod calls;
 mod campaigns;
 mod cluster;

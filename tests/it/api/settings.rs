@@ -110,3 +110,14 @@ async fn a_bad_flag_is_reported_as_the_flag() {
     assert!(stderr.contains("--sim-answer-ms"), "{stderr}");
     assert!(!stderr.contains("environment variable"), "{stderr}");
 }
+
+#[tokio::test]
+async fn bad_calling_hours_name_their_variable_and_field() {
+    let stderr = serve_refuses(
+        "VOXLINE_CALLING_HOURS",
+        r#"{"start":"09:00","end":"08:00"}"#,
+        &EPHEMERAL,
+    )
+    .await;
+    assert!(stderr.contains("callingHours.end"), "{stderr}");
+}

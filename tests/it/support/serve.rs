@@ -44,6 +44,11 @@ impl ServeProcess {
             .env("VOXLINE_NO_BOOTSTRAP", "true")
             .env("VOXLINE_LOG_JSON", "true")
             .env("VOXLINE_WEBHOOK_ALLOW_HOSTS", "127.0.0.1,localhost")
+            // Tests dial at whatever hour they run.
+            .env(
+                "VOXLINE_CALLING_HOURS",
+                r#"{"start":"00:00","end":"24:00"}"#,
+            )
             // The test settings' fast sim, as the in-process harness uses.
             .env("VOXLINE_SIM_RING_SECONDS", "1")
             .env("VOXLINE_SIM_ANSWER_MS", "100")
