@@ -50,8 +50,8 @@ impl ToSchema for CallingHours {
 }
 
 /// A weekday in a calling-hours window.
-#[derive(Debug, ToSchema)]
-#[schema(rename_all = "lowercase")]
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum Weekday {
     /// Monday.
     Mon,
@@ -73,8 +73,9 @@ pub enum Weekday {
 /// local time, on `days`, in the callee's time zone (from the number:
 /// libphonenumber's time-zone data; where a number has several candidate
 /// zones, only the times all of them allow) or a named IANA zone.
-#[derive(Debug, ToSchema)]
-#[schema(rename_all = "camelCase")]
+// Deserialize only so the schema reads serde's rules (no unknown fields).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CallingHoursDoc {
     /// Local opening time, `HH:MM` (00:00–23:59).
     #[schema(pattern = r"^([01][0-9]|2[0-3]):[0-5][0-9]$", example = "09:00")]

@@ -215,6 +215,8 @@ async fn the_export_streams_every_student_with_their_latest_result() {
             "summary",
             "variables",
             "skip_reason",
+            "wait_reason",
+            "next_attempt_at",
             "success",
             "success_pass",
             "other_extracted"
