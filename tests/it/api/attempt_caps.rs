@@ -246,3 +246,88 @@ async fn the_weekly_cap_counts_seven_days_on_the_injected_clock() {
     dial(&app, &ws, &agent, &number).await.expect(201);
     assert_eq!(calls_to(&app, &ws, &number).await, 8);
 }
+
+#[tokio::test]
+async fn a_retry_over_the_cap_is_canceled_naming_the_rule_and_a_campaign_row_is_skipped() {
+    let app = TestApp::spawn().await;
+    let (ws, agent) = dialing_workspace(&app, "Retry cap", 2).await;
+    app.patch(&ws.key, SETTINGS, json!({"attemptCapPerDay": 2}))
+        .await
+        .expect(200);
+    app.patch(
+        &ws.key,
+        &format!("/api/agents/{agent}"),
+        json!({"retryPolicy": {"maxAttempts": 3, "retryOn": ["no-answer"], "retryAfterSeconds": 1}}),
+    )
+    .await
+    .expect(200);
+    let unanswered = phone(5, super::batches::NO_ANSWER);
+    // Attempt 1 and its retry fill the day's cap; the second retry is stored
+    // but canceled at dial time, its record naming the rule.
+    dial(&app, &ws, &agent, &unanswered).await.expect(201);
+    let third = crate::support::eventually(
+        std::time::Duration::from_secs(30),
+        "the third attempt settled",
+        || async {
+            let page = app
+                .get(&ws.key, &format!("/api/calls?search={}", &unanswered[1..]))
+                .await
+                .expect(200)
+                .body;
+            page["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["attempt"] == 3 && c["rawStatus"] == "canceled")
+                .cloned()
+        },
+    )
+    .await;
+    assert_eq!(third["endedReason"], "attempt-cap", "{third}");
+    assert_eq!(third["durationSeconds"], 0, "{third}");
+
+    // A campaign row for the capped number is skipped with the rule.
+    let campaign = app
+        .post(
+            &ws.key,
+            "/api/campaigns",
+            json!({"name": "Capped", "agentId": agent}),
+        )
+        .await
+        .expect(201)
+        .body;
+    let id = campaign["id"].as_str().unwrap().to_string();
+    let csv = format!(
+        "name,phone\nAsha,{unanswered}\nRavi,{}\n",
+        phone(6, ANSWERS)
+    );
+    super::campaigns::upload(&app, &ws, &id, csv.as_bytes())
+        .await
+        .expect(200);
+    app.post_empty(&ws.key, &format!("/api/campaigns/{id}/start"))
+        .await
+        .expect(200);
+    let path = format!("/api/campaigns/{id}/students");
+    let rows = crate::support::eventually(
+        std::time::Duration::from_secs(30),
+        "both rows settled",
+        || async {
+            let rows = all_items(&app, &ws.key, &path).await;
+            rows.iter()
+                .all(|r| r["status"] == "skipped" || r["status"] == "completed")
+                .then_some(rows)
+        },
+    )
+    .await;
+    let capped = rows
+        .iter()
+        .find(|r| r["phone"] == unanswered.as_str())
+        .unwrap();
+    assert_eq!(capped["status"], "skipped", "{capped}");
+    assert_eq!(capped["skipReason"], "attempt-cap", "{capped}");
+    let other = rows
+        .iter()
+        .find(|r| r["phone"] != unanswered.as_str())
+        .unwrap();
+    assert_eq!(other["status"], "completed", "{other}");
+}

@@ -618,3 +618,59 @@ async fn a_number_whose_candidate_zones_share_no_open_time_is_skipped_naming_the
     assert!(items[0]["reason"].as_str().unwrap().contains("time zones"));
     assert!(calls(&app, &ws).await.is_empty());
 }
+
+#[tokio::test]
+async fn the_admin_cli_reads_and_sets_the_dialing_rules() {
+    let clock = ManualClock::new(utc("2026-11-20T06:00:00Z"));
+    let app = app_at(&clock).await;
+    let (ws, _) = dialing_workspace(&app, "Cli", 1).await;
+    let org = ws.org_id.to_string();
+    let read = app.admin_ok(&["number", "dialing", "--org", &org]).await;
+    assert_eq!(read["attemptCapPerDay"], 3, "{read}");
+    assert_eq!(read["callingHoursDefault"], true, "{read}");
+    let set = app
+        .admin_ok(&[
+            "number",
+            "dialing",
+            "--org",
+            &org,
+            "--cap-per-week",
+            "9",
+            "--calling-hours",
+            r#"{"start":"10:00","end":"19:00","days":["mon","tue"]}"#,
+        ])
+        .await;
+    assert_eq!(set["attemptCapPerWeek"], 9, "{set}");
+    assert_eq!(set["callingHours"]["end"], "19:00", "{set}");
+    // The API reads what the CLI stored.
+    let api = app.get(&ws.key, SETTINGS).await.expect(200).body;
+    assert_eq!(api["callingHours"]["days"], json!(["mon", "tue"]), "{api}");
+    assert_eq!(api["attemptCapPerWeek"], 9);
+    let refused = app
+        .admin(&[
+            "number",
+            "dialing",
+            "--org",
+            &org,
+            "--calling-hours",
+            r#"{"start":"10:00"}"#,
+        ])
+        .await;
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("--calling-hours") && stderr.contains("callingHours.end"),
+        "{stderr}"
+    );
+    let reset = app
+        .admin_ok(&[
+            "number",
+            "dialing",
+            "--org",
+            &org,
+            "--calling-hours",
+            "default",
+        ])
+        .await;
+    assert_eq!(reset["callingHoursDefault"], true, "{reset}");
+}
