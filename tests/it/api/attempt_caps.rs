@@ -331,3 +331,51 @@ async fn a_retry_over_the_cap_is_canceled_naming_the_rule_and_a_campaign_row_is_
         .unwrap();
     assert_eq!(other["status"], "completed", "{other}");
 }
+
+#[tokio::test]
+async fn concurrent_alerts_sharing_numbers_in_any_order_place_exactly_the_cap_of_each() {
+    let app = TestApp::spawn().await;
+    // On Postgres half the alerts go to a second node: each alert locks its
+    // numbers in sorted order, so crossing orders never deadlock.
+    let on_postgres = std::env::var(PG_ENV).is_ok_and(|u| u.starts_with("postgres"));
+    let peer = if on_postgres {
+        Some(app.spawn_peer(|_| {}).await)
+    } else {
+        None
+    };
+    let (ws, agent) = dialing_workspace(&app, "Alerts", 100).await;
+    let numbers: Vec<String> = (0..12).map(|n| phone(40 + n, ANSWERS)).collect();
+    let replies = futures::future::join_all((0..6).map(|n| {
+        let node = match &peer {
+            Some(peer) if n % 2 == 1 => peer,
+            _ => &app,
+        };
+        let mut order = numbers.clone();
+        if n % 2 == 1 {
+            order.reverse();
+        }
+        order.rotate_left(n);
+        let agent = agent.clone();
+        let key = ws.key.clone();
+        async move {
+            node.post(
+                &key,
+                "/api/alert",
+                json!({"agentId": agent, "phones": order}),
+            )
+            .await
+        }
+    }))
+    .await;
+    let dialed: u64 = replies
+        .iter()
+        .map(|r| r.body["dialed"].as_u64().expect("every alert answers 200"))
+        .sum();
+    assert_eq!(dialed, 12 * 3, "the cap of 3 for each of 12 numbers");
+    for number in &numbers {
+        assert_eq!(calls_to(&app, &ws, number).await, 3, "{number}");
+    }
+    if let Some(peer) = peer {
+        peer.shutdown().await;
+    }
+}
