@@ -4,17 +4,22 @@
 //! (source `import`); taking a number off the list, which lets every path
 //! dial it again, needs an admin. Every change goes through
 //! `calls::do_not_call`, as the API's do, so the rules and messages are the
-//! API's.
+//! API's. The page also shows the workspace's dialing rules (attempt caps and
+//! calling hours, as `/api/numbers/dialing-settings` holds them), which an
+//! admin changes.
 
 use super::timestamps::utc_minute;
 use crate::calls::do_not_call::{self as dnc, DncError, ImportReport, InvalidRow};
+use crate::calls::service::CallService;
 use crate::console::{Chrome, ConsoleError, ConsoleUser, MAX_FORM_BODY, Nav, render};
 use crate::domain::Role;
+use crate::domain::calling_hours::CallingHours;
 use crate::domain::clock::SharedClock;
 use crate::domain::do_not_call::DncSource;
 use crate::http::do_not_call::MAX_IMPORT_BYTES;
 use crate::http::state::AppState;
 use crate::store::Store;
+use crate::store::attempt_caps::{AttemptCaps, CAP_RANGE};
 use crate::store::do_not_call::DncRow;
 use askama::Template;
 use axum::Router;
@@ -38,6 +43,112 @@ pub fn routes() -> Router<AppState> {
         .route("/do-not-call/remove", post(remove))
         .route("/do-not-call/import", post(import))
         .route("/do-not-call/export", get(export))
+        .route("/do-not-call/rules", post(save_rules))
+}
+
+/// The weekdays as the API names them, in order.
+const WEEKDAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+
+/// The dialing-rules form, as shown and as typed back.
+#[derive(Debug, Default, Deserialize)]
+struct RulesForm {
+    #[serde(default)]
+    cap_per_day: String,
+    #[serde(default)]
+    cap_per_week: String,
+    #[serde(default)]
+    start: String,
+    #[serde(default)]
+    end: String,
+    #[serde(default)]
+    time_zone: String,
+    /// "on" keeps the server's default hours.
+    #[serde(default)]
+    server_default: Option<String>,
+    #[serde(default)]
+    mon: Option<String>,
+    #[serde(default)]
+    tue: Option<String>,
+    #[serde(default)]
+    wed: Option<String>,
+    #[serde(default)]
+    thu: Option<String>,
+    #[serde(default)]
+    fri: Option<String>,
+    #[serde(default)]
+    sat: Option<String>,
+    #[serde(default)]
+    sun: Option<String>,
+}
+
+impl RulesForm {
+    /// The stored rules as the form shows them.
+    fn of(caps: AttemptCaps, hours: &CallingHours, is_default: bool) -> Self {
+        let json = hours.to_json();
+        let text = |key: &str| json[key].as_str().unwrap_or_default().to_string();
+        let days: Vec<&str> = json["days"]
+            .as_array()
+            .map(|d| d.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        let on = |day: &str| days.contains(&day).then(|| "on".to_string());
+        Self {
+            cap_per_day: caps.per_day.to_string(),
+            cap_per_week: caps.per_week.to_string(),
+            start: text("start"),
+            end: text("end"),
+            time_zone: text("timeZone"),
+            server_default: is_default.then(|| "on".to_string()),
+            mon: on("mon"),
+            tue: on("tue"),
+            wed: on("wed"),
+            thu: on("thu"),
+            fri: on("fri"),
+            sat: on("sat"),
+            sun: on("sun"),
+        }
+    }
+
+    /// The weekday boxes: (name, ticked).
+    fn days(&self) -> [(&'static str, bool); 7] {
+        let ticked = [
+            &self.mon, &self.tue, &self.wed, &self.thu, &self.fri, &self.sat, &self.sun,
+        ];
+        let mut out = [("", false); 7];
+        for (slot, (name, tick)) in out.iter_mut().zip(WEEKDAYS.iter().zip(ticked)) {
+            *slot = (name, tick.is_some());
+        }
+        out
+    }
+
+    /// The hours the form asks for, as the API's JSON form.
+    fn hours_json(&self) -> serde_json::Value {
+        let days: Vec<&str> = self
+            .days()
+            .iter()
+            .filter(|(_, on)| *on)
+            .map(|(name, _)| *name)
+            .collect();
+        let zone = self.time_zone.trim();
+        serde_json::json!({
+            "start": self.start.trim(),
+            "end": self.end.trim(),
+            "days": days,
+            "timeZone": if zone.is_empty() { "callee" } else { zone },
+        })
+    }
+}
+
+/// Errors beside the dialing-rules form's fields.
+#[derive(Debug, Default)]
+struct RulesErrors {
+    caps: Option<String>,
+    hours: Option<String>,
+}
+
+impl RulesErrors {
+    fn any(&self) -> bool {
+        self.caps.is_some() || self.hours.is_some()
+    }
 }
 
 /// One entry as shown.
@@ -92,6 +203,11 @@ struct ListPage {
     notice: Option<&'static str>,
     can_add: bool,
     can_remove: bool,
+    rules: RulesForm,
+    rules_errors: RulesErrors,
+    /// Whether the rules shown are the server's default hours.
+    rules_default: bool,
+    can_edit_rules: bool,
 }
 
 /// The list's query.
@@ -113,11 +229,20 @@ fn page_number(raw: Option<&str>) -> i64 {
 
 async fn page_of(
     store: &Store,
+    calls: &CallService,
     user: &ConsoleUser,
     query: &ListQuery,
     add: AddForm,
     errors: AddErrors,
 ) -> Result<ListPage, ConsoleError> {
+    let caps = store.attempt_caps(user.org_id).await?;
+    let own = store.org_calling_hours(user.org_id).await?;
+    let rules_default = own.is_none();
+    let rules = RulesForm::of(
+        caps,
+        &own.unwrap_or(calls.default_calling_hours),
+        rules_default,
+    );
     let search: String = query
         .q
         .as_deref()
@@ -156,17 +281,23 @@ async fn page_of(
         notice: None,
         can_add: user.can(Role::Member),
         can_remove: user.can(Role::Admin),
+        rules,
+        rules_errors: RulesErrors::default(),
+        rules_default,
+        can_edit_rules: user.can(Role::Admin),
     })
 }
 
 /// `GET /do-not-call`: the list, newest first.
 async fn list_page(
     State(store): State<Store>,
+    State(calls): State<CallService>,
     user: ConsoleUser,
     Query(query): Query<ListQuery>,
 ) -> Result<Response, ConsoleError> {
     let mut page = page_of(
         &store,
+        &calls,
         &user,
         &query,
         AddForm::default(),
@@ -178,6 +309,7 @@ async fn list_page(
         Some("added") => Some("The number is on the list: no path dials it from now on."),
         Some("already") => Some("The number was already on the list; its entry is unchanged."),
         Some("removed") => Some("The number is off the list and may be dialed again."),
+        Some("rules") => Some("The dialing rules are saved: every path dials by them from now on."),
         _ => None,
     };
     Ok(render(&page)?.into_response())
@@ -186,6 +318,7 @@ async fn list_page(
 /// `POST /do-not-call`: lists a number (source `console`).
 async fn add(
     State(store): State<Store>,
+    State(calls): State<CallService>,
     State(clock): State<SharedClock>,
     user: ConsoleUser,
     Form(form): Form<AddForm>,
@@ -210,7 +343,70 @@ async fn add(
         Err(e @ DncError::Reason(_)) => errors.reason = Some(e.to_string()),
         Err(other) => return Err(ConsoleError::Internal(other.to_string())),
     }
-    let page = page_of(&store, &user, &ListQuery::default(), form, errors).await?;
+    let page = page_of(&store, &calls, &user, &ListQuery::default(), form, errors).await?;
+    Ok((StatusCode::UNPROCESSABLE_ENTITY, render(&page)?).into_response())
+}
+
+/// `POST /do-not-call/rules`: sets the workspace's attempt caps and calling
+/// hours (admins), checked by the API's rules with its messages.
+async fn save_rules(
+    State(store): State<Store>,
+    State(calls): State<CallService>,
+    user: ConsoleUser,
+    Form(form): Form<RulesForm>,
+) -> Result<Response, ConsoleError> {
+    user.require(Role::Admin)?;
+    let mut errors = RulesErrors::default();
+    let cap = |field: &str, raw: &str| -> Result<i64, String> {
+        raw.trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|v| CAP_RANGE.contains(v))
+            .ok_or_else(|| {
+                format!(
+                    "{field} must be from {} to {}, got {:?}",
+                    CAP_RANGE.start(),
+                    CAP_RANGE.end(),
+                    raw.trim()
+                )
+            })
+    };
+    let per_day = cap("attemptCapPerDay", &form.cap_per_day);
+    let per_week = cap("attemptCapPerWeek", &form.cap_per_week);
+    if let Err(e) = per_day.as_ref().and(per_week.as_ref()) {
+        errors.caps = Some(e.clone());
+    }
+    let hours = if form.server_default.is_some() {
+        None
+    } else {
+        match CallingHours::from_json(&form.hours_json(), "callingHours") {
+            Ok(hours) => Some(hours),
+            Err(e) => {
+                errors.hours = Some(e.to_string());
+                None
+            }
+        }
+    };
+    if let (false, Ok(per_day), Ok(per_week)) = (errors.any(), per_day, per_week) {
+        store
+            .set_attempt_caps(user.org_id, AttemptCaps { per_day, per_week })
+            .await?;
+        store
+            .set_org_calling_hours(user.org_id, hours.as_ref())
+            .await?;
+        return Ok(Redirect::to("/do-not-call?done=rules").into_response());
+    }
+    let mut page = page_of(
+        &store,
+        &calls,
+        &user,
+        &ListQuery::default(),
+        AddForm::default(),
+        AddErrors::default(),
+    )
+    .await?;
+    page.rules = form;
+    page.rules_errors = errors;
     Ok((StatusCode::UNPROCESSABLE_ENTITY, render(&page)?).into_response())
 }
 

@@ -446,3 +446,113 @@ async fn a_batch_page_shows_each_items_skip_reason_and_counts_skips_by_rule() {
         "{summary}"
     );
 }
+
+#[tokio::test]
+async fn an_admin_sets_the_dialing_rules_with_the_apis_messages_and_a_member_only_reads_them() {
+    let app = TestApp::spawn().await;
+    let ws = app.workspace("Rules").await;
+    let admin = person(&app, &ws, Role::Admin).await;
+    let client = ConsoleClient::sign_in(&app, &admin).await;
+    let page = client.get("/do-not-call").await;
+    assert!(page.body.contains("Dialing rules"), "{}", page.body);
+    assert!(
+        page.body.contains("id=\"rules-default\""),
+        "the server's hours at first"
+    );
+    assert!(
+        page.body.contains("value=\"3\""),
+        "the day's cap: {}",
+        page.body
+    );
+
+    let ticked = |days: &[&'static str]| days.iter().map(|d| (*d, "on")).collect::<Vec<_>>();
+    let mut form = vec![
+        ("cap_per_day", "2"),
+        ("cap_per_week", "6"),
+        ("start", "10:00"),
+        ("end", "18:30"),
+        ("time_zone", "Asia/Kolkata"),
+    ];
+    form.extend(ticked(&["mon", "tue", "wed"]));
+    let saved = client.post_form("/do-not-call/rules", &form).await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    assert_eq!(saved.headers["location"], "/do-not-call?done=rules");
+    let api = app
+        .get(&ws.key, "/api/numbers/dialing-settings")
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(api["attemptCapPerDay"], 2, "{api}");
+    assert_eq!(api["attemptCapPerWeek"], 6);
+    assert_eq!(
+        api["callingHours"],
+        json!({"start": "10:00", "end": "18:30", "days": ["mon", "tue", "wed"], "timeZone": "Asia/Kolkata"})
+    );
+    let page = client.get("/do-not-call?done=rules").await;
+    assert!(page.body.contains("The dialing rules are saved"));
+    assert!(page.body.contains("value=\"18:30\""), "{}", page.body);
+    assert!(!page.body.contains("id=\"rules-default\""));
+
+    // Refused with the API's messages; nothing is stored.
+    let mut bad = vec![
+        ("cap_per_day", "0"),
+        ("cap_per_week", "6"),
+        ("start", "9am"),
+        ("end", "18:30"),
+        ("time_zone", ""),
+    ];
+    bad.extend(ticked(&["mon"]));
+    let refused = client.post_form("/do-not-call/rules", &bad).await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    let text = unescaped(&refused.body);
+    assert!(
+        text.contains("attemptCapPerDay must be from 1 to 100"),
+        "{text}"
+    );
+    assert!(text.contains("callingHours.start"), "{text}");
+    assert!(
+        text.contains("value=\"9am\""),
+        "the form keeps what was typed"
+    );
+    assert_eq!(
+        app.get(&ws.key, "/api/numbers/dialing-settings")
+            .await
+            .expect(200)
+            .body["attemptCapPerDay"],
+        2
+    );
+    // Back to the server's hours.
+    let reset = client
+        .post_form(
+            "/do-not-call/rules",
+            &[
+                ("cap_per_day", "3"),
+                ("cap_per_week", "7"),
+                ("server_default", "on"),
+            ],
+        )
+        .await;
+    assert_eq!(reset.status, 303, "{}", reset.body);
+    let api = app
+        .get(&ws.key, "/api/numbers/dialing-settings")
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(api["callingHoursDefault"], true, "{api}");
+
+    // A member sees the rules but cannot change them.
+    let member = person(&app, &ws, Role::Member).await;
+    let member_client = ConsoleClient::sign_in(&app, &member).await;
+    let page = member_client.get("/do-not-call").await;
+    assert!(
+        page.body
+            .contains("Only an admin changes the dialing rules.")
+    );
+    let denied = member_client
+        .post_form(
+            "/do-not-call/rules",
+            &[("cap_per_day", "9"), ("cap_per_week", "9")],
+        )
+        .await;
+    assert_eq!(denied.status, 403, "{}", denied.body);
+}
