@@ -1,5 +1,5 @@
 //! RTP media for the SIP carrier: the packet format (RFC 3550), a jitter buffer for the
-//! caller's 20 ms G.711 frames, and DTMF as telephone events (RFC 4733).
+//! caller's 20 ms G.711 frames, DTMF as telephone events (RFC 4733) and RTCP sender reports.
 //!
 //! Like the rest of the crate this is wire formats only: the sockets, the 20 ms pacer and
 //! SDP live with the carrier. Every per-packet call reads from the datagram in place and
@@ -22,10 +22,12 @@
 
 pub mod jitter;
 pub mod packet;
+pub mod rtcp;
 pub mod telephone_event;
 
 pub use jitter::{FRAME_BYTES, JitterBuffer, JitterCounters, Playout, Pushed};
 pub use packet::{
     MAX_RTP_PACKET_LEN, RTP_HEADER_LEN, RtpError, RtpHeaderView, RtpOut, parse_rtp, write_rtp,
 };
+pub use rtcp::{SenderStats, ntp_timestamp, write_sender_report};
 pub use telephone_event::{DigitSender, EventStream, TelephoneEvent, TelephoneEventReceiver};

@@ -79,6 +79,12 @@ pub enum RtpError {
     /// A character that is not one of the sixteen DTMF keys.
     #[error("not a DTMF digit: {0:?}")]
     InvalidDigit(char),
+    /// An RTCP CNAME longer than the 255 bytes an SDES item holds.
+    #[error("RTCP CNAME of {0} bytes, at most 255 fit")]
+    CnameLength(usize),
+    /// `rtcp-types` refused to write an RTCP packet for another reason.
+    #[error("RTCP packet not written: {0}")]
+    Rtcp(String),
     /// A DTMF digit duration outside what one telephone event can carry.
     #[error("DTMF duration of {0} ms is outside 1-{max} ms", max = crate::rtp::telephone_event::MAX_DIGIT_MS)]
     DigitDuration(u32),
