@@ -16,6 +16,7 @@ use voxline_media::carrier::{CarrierCodec, CarrierKind, Outbound, TwilioCarrierS
 use voxline_media::dtmf::DtmfDetector;
 use voxline_media::g711::{decode_mulaw_into, encode_mulaw_into};
 use voxline_media::resample::StreamResampler;
+use voxline_media::rtp::{JitterBuffer, RtpOut, parse_rtp, write_rtp};
 use voxline_media::synth::{SpeechLikeGenerator, WhiteNoiseGenerator};
 use voxline_media::vad::{VadConfig, VoiceActivityDetector};
 use voxline_media::wav::WavWriter;
@@ -205,6 +206,32 @@ fn bench_media(c: &mut Criterion) {
     let mut dtmf = DtmfDetector::new(8000).expect("8 kHz DTMF");
     c.bench_function("component_dtmf_8k", |b| {
         b.iter(|| dtmf.push(black_box(&pcm8)))
+    });
+
+    // The SIP carrier's inbound packet: parse the RTP datagram, push its G.711 frame into
+    // the jitter buffer and pop the tick's frame.
+    let mut datagram = [0u8; 172];
+    let header = RtpOut {
+        payload_type: 0,
+        sequence: 0,
+        timestamp: 0,
+        ssrc: 0x5eed,
+        marker: false,
+    };
+    write_rtp(&header, &wire, &mut datagram).expect("a 172-byte packet");
+    let mut jitter = JitterBuffer::new(8, 2).expect("jitter buffer");
+    let mut played = [0u8; 160];
+    let mut sequence = 0u16;
+    c.bench_function("component_rtp_parse_jitter_160", |b| {
+        b.iter(|| {
+            sequence = sequence.wrapping_add(1);
+            datagram[2..4].copy_from_slice(&sequence.to_be_bytes());
+            let packet = parse_rtp(black_box(&datagram)).expect("an RTP packet");
+            jitter
+                .push(packet.sequence, packet.timestamp, packet.payload)
+                .expect("a 160-byte frame");
+            black_box(jitter.pop(&mut played))
+        })
     });
 
     // Typical turn-taking second: the caller talks 40 % of the time over a quiet line, the

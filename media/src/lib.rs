@@ -15,6 +15,7 @@ pub mod ogg;
 pub mod opus;
 pub mod pcm;
 pub mod resample;
+pub mod rtp;
 pub mod sdp;
 pub mod synth;
 pub mod turn_taking;

@@ -1,11 +1,14 @@
-//! Proves the carrier codecs' and the answering-machine detector's per-frame paths do not
-//! allocate once their buffers are warm.
+//! Proves the carrier codecs', the RTP wire formats' and the answering-machine detector's
+//! per-frame paths do not allocate once their buffers are warm.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use voxline_media::amd::{AmdSettings, AnsweringMachineDetector};
 use voxline_media::carrier::{CarrierCodec, CarrierKind, Outbound, TwilioCarrierSide};
+use voxline_media::rtp::{
+    DigitSender, EventStream, JitterBuffer, RtpOut, TelephoneEventReceiver, parse_rtp, write_rtp,
+};
 use voxline_media::synth::{SpeechLikeGenerator, ToneGenerator, WhiteNoiseGenerator};
 
 /// Counts allocations per thread so parallel tests do not disturb each other.
@@ -140,6 +143,53 @@ fn carrier_vonage_binary_path_does_not_allocate_per_frame() {
         out.clear();
         codec.encode_media(&outbound, &mut out);
     });
+}
+
+#[test]
+fn rtp_packets_jitter_buffer_and_dtmf_events_do_not_allocate_per_packet() {
+    let mut jitter = JitterBuffer::new(8, 2).unwrap();
+    let mut receiver = TelephoneEventReceiver::new();
+    let (mut datagram, mut frame) = ([0u8; 256], [0u8; 160]);
+    let audio = [0x55u8; 160];
+    let mut sequence = 0u16;
+    let mut digits = 0;
+    assert_steady_state_free(|| {
+        // Two audio packets delivered swapped, so the buffer reorders, then two ticks.
+        for offset in [1u16, 0] {
+            let header = RtpOut {
+                payload_type: 0,
+                sequence: sequence.wrapping_add(offset),
+                timestamp: 160 * u32::from(sequence.wrapping_add(offset)),
+                ssrc: 7,
+                marker: false,
+            };
+            let len = write_rtp(&header, &audio, &mut datagram).unwrap();
+            let packet = parse_rtp(&datagram[..len]).unwrap();
+            jitter
+                .push(packet.sequence, packet.timestamp, packet.payload)
+                .unwrap();
+        }
+        std::hint::black_box(jitter.pop(&mut frame));
+        std::hint::black_box(jitter.pop(&mut frame));
+        sequence = sequence.wrapping_add(2);
+        // One short digit, sent and received.
+        let stream = EventStream {
+            payload_type: 101,
+            ssrc: 7,
+            timestamp: 160 * u32::from(sequence),
+        };
+        let mut sender = DigitSender::new('5', 40, stream).unwrap();
+        while let Some(len) = sender.write_next(sequence, &mut datagram).unwrap() {
+            sequence = sequence.wrapping_add(1);
+            let packet = parse_rtp(&datagram[..len]).unwrap();
+            digits += receiver
+                .push(packet.timestamp, packet.payload)
+                .unwrap()
+                .map_or(0, |_| 1);
+        }
+    });
+    assert_eq!(digits, 16 + 64);
+    assert!(jitter.counters().reordered > 0);
 }
 
 #[test]
