@@ -85,9 +85,10 @@ pub enum RtpError {
     /// `rtcp-types` refused to write an RTCP packet for another reason.
     #[error("RTCP packet not written: {0}")]
     Rtcp(String),
-    /// A DTMF digit duration outside what one telephone event can carry.
-    #[error("DTMF duration of {0} ms is outside 1-{max} ms", max = crate::rtp::telephone_event::MAX_DIGIT_MS)]
-    DigitDuration(u32),
+    /// A DTMF digit duration (ms) outside what one telephone event can carry
+    /// (1 to the second field, ms).
+    #[error("DTMF duration of {0} ms is outside 1-{1} ms")]
+    DigitDuration(u32, u32),
 }
 
 /// The header fields of a received packet that a call needs, and its payload, borrowed from

@@ -161,10 +161,11 @@ impl DigitSender {
     pub fn new(digit: char, duration_ms: u32, stream: EventStream) -> Result<Self, RtpError> {
         let event = dtmf_event_code(digit).ok_or(RtpError::InvalidDigit(digit))?;
         if !(1..=MAX_DIGIT_MS).contains(&duration_ms) {
-            return Err(RtpError::DigitDuration(duration_ms));
+            return Err(RtpError::DigitDuration(duration_ms, MAX_DIGIT_MS));
         }
         let ticks = duration_ms * TICKS_PER_MS;
-        let duration = u16::try_from(ticks).map_err(|_| RtpError::DigitDuration(duration_ms))?;
+        let duration =
+            u16::try_from(ticks).map_err(|_| RtpError::DigitDuration(duration_ms, MAX_DIGIT_MS))?;
         // One packet per started 20 ms before the end; the end packets carry the last part.
         let updates = ticks.div_ceil(TICKS_PER_PACKET).saturating_sub(1).max(1) as usize;
         Ok(Self {
@@ -397,11 +398,11 @@ mod tests {
         );
         assert_eq!(
             DigitSender::new('1', 0, STREAM).unwrap_err(),
-            RtpError::DigitDuration(0)
+            RtpError::DigitDuration(0, MAX_DIGIT_MS)
         );
         assert_eq!(
             DigitSender::new('1', MAX_DIGIT_MS + 1, STREAM).unwrap_err(),
-            RtpError::DigitDuration(MAX_DIGIT_MS + 1)
+            RtpError::DigitDuration(MAX_DIGIT_MS + 1, MAX_DIGIT_MS)
         );
         let longest = DigitSender::new('1', MAX_DIGIT_MS, STREAM).unwrap();
         assert_eq!(longest.packet_count(), 399 + END_PACKET_COPIES);
