@@ -753,7 +753,6 @@ async fn execute(
             cap_per_week,
             calling_hours,
         }) => {
-            use crate::store::attempt_caps::CAP_RANGE;
             let org_id = require_org(store, &org).await?;
             let mut caps = store.attempt_caps(org_id).await?;
             for (flag, given, slot) in [
@@ -761,14 +760,8 @@ async fn execute(
                 ("--cap-per-week", cap_per_week, &mut caps.per_week),
             ] {
                 if let Some(v) = given {
-                    if !CAP_RANGE.contains(&v) {
-                        bail!(
-                            "{flag} must be from {} to {}, got {v}",
-                            CAP_RANGE.start(),
-                            CAP_RANGE.end()
-                        );
-                    }
-                    *slot = v;
+                    *slot =
+                        crate::store::attempt_caps::checked_cap(flag, v).map_err(|e| anyhow!(e))?;
                 }
             }
             let hours = match calling_hours.as_deref().map(str::trim) {

@@ -18,7 +18,7 @@ use crate::http::state::AppState;
 use crate::inbound::routing::{RoutingChange, RoutingError, parse_hold_message, set_routing};
 use crate::inbound::service::InboundService;
 use crate::inbound::workspace_rules::{self, RulesChange, RulesError};
-use crate::store::attempt_caps::CAP_RANGE;
+use crate::store::attempt_caps::checked_cap;
 use crate::store::{NumberRow, Store};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -488,13 +488,11 @@ async fn patch_dialing_settings(
     caller: Caller,
     ApiJson(input): ApiJson<DialingSettingsInput>,
 ) -> ApiResult<Json<DialingSettingsView>> {
-    let in_range = |field: &str, value: Option<i64>| match value {
-        Some(v) if !CAP_RANGE.contains(&v) => Err(ApiError::BadRequest(format!(
-            "{field} must be from {} to {}, got {v}",
-            CAP_RANGE.start(),
-            CAP_RANGE.end()
-        ))),
-        _ => Ok(value),
+    let in_range = |field: &str, value: Option<i64>| {
+        value
+            .map(|v| checked_cap(field, v))
+            .transpose()
+            .map_err(ApiError::BadRequest)
     };
     let per_day = in_range("attemptCapPerDay", input.attempt_cap_per_day)?;
     let per_week = in_range("attemptCapPerWeek", input.attempt_cap_per_week)?;

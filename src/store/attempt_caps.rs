@@ -21,6 +21,33 @@ pub const DEFAULT_PER_WEEK: i64 = 7;
 /// The range either cap may be set to.
 pub const CAP_RANGE: std::ops::RangeInclusive<i64> = 1..=100;
 
+/// `value` as a cap named `field` (the API's field, the CLI's flag), or the
+/// refusal every surface words the same way.
+pub fn checked_cap(field: &str, value: i64) -> Result<i64, String> {
+    if CAP_RANGE.contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!(
+            "{field} must be from {} to {}, got {value}",
+            CAP_RANGE.start(),
+            CAP_RANGE.end()
+        ))
+    }
+}
+
+/// A cap typed as text (the console's form): [`checked_cap`] of its number.
+pub fn checked_cap_text(field: &str, raw: &str) -> Result<i64, String> {
+    let raw = raw.trim();
+    match raw.parse::<i64>() {
+        Ok(value) => checked_cap(field, value),
+        Err(_) => Err(format!(
+            "{field} must be from {} to {}, got {raw:?}",
+            CAP_RANGE.start(),
+            CAP_RANGE.end()
+        )),
+    }
+}
+
 const DAY_MS: i64 = 24 * 3600 * 1000;
 const WEEK_MS: i64 = 7 * DAY_MS;
 
@@ -111,17 +138,24 @@ pub fn check(times: &[i64], now_ms: i64, caps: AttemptCaps) -> Option<CapHit> {
     }
 }
 
-/// Earlier attempts to a number: outbound calls of the workspace within the
-/// window, any agent, except the one being checked and those never dialed
-/// because a rule stopped them.
-pub(crate) const ATTEMPTS_SQL: &str = "SELECT created_at FROM calls
-     WHERE org_id = $1 AND phone = $2 AND created_at > $3 AND id <> $4 AND direction = 'outbound'
-       AND (ended_reason IS NULL OR ended_reason NOT IN ('do-not-call', 'attempt-cap', 'calling-hours'))
-     ORDER BY created_at";
+/// Which calls count as attempts: outbound ones, except those never dialed
+/// because a rule stopped them. One literal, so the single check and the
+/// grouped one can never count differently.
+macro_rules! counted_attempts {
+    () => {
+        " AND direction = 'outbound'
+       AND (ended_reason IS NULL OR ended_reason NOT IN ('do-not-call', 'attempt-cap', 'calling-hours'))"
+    };
+}
 
-/// [`ATTEMPTS_SQL`]'s rule for which calls count, for the grouped read.
-const COUNTED_ATTEMPTS: &str = " AND direction = 'outbound'
-       AND (ended_reason IS NULL OR ended_reason NOT IN ('do-not-call', 'attempt-cap', 'calling-hours'))";
+/// Earlier attempts to a number: the workspace's counted calls within the
+/// window, any agent, except the one being checked.
+pub(crate) const ATTEMPTS_SQL: &str = concat!(
+    "SELECT created_at FROM calls
+     WHERE org_id = $1 AND phone = $2 AND created_at > $3 AND id <> $4",
+    counted_attempts!(),
+    " ORDER BY created_at"
+);
 
 /// Numbers per grouped statement (far below either database's bind limit).
 const GROUP_CHUNK: usize = 500;
@@ -263,7 +297,7 @@ impl Store {
                 read.push_bind(org_id)
                     .push(" AND created_at > ")
                     .push_bind(now_ms - WEEK_MS)
-                    .push(COUNTED_ATTEMPTS)
+                    .push(counted_attempts!())
                     .push(" AND phone IN (");
                 let mut list = read.separated(", ");
                 for phone in chunk {

@@ -19,7 +19,7 @@ use crate::domain::do_not_call::DncSource;
 use crate::http::do_not_call::MAX_IMPORT_BYTES;
 use crate::http::state::AppState;
 use crate::store::Store;
-use crate::store::attempt_caps::{AttemptCaps, CAP_RANGE};
+use crate::store::attempt_caps::{AttemptCaps, checked_cap_text};
 use crate::store::do_not_call::DncRow;
 use askama::Template;
 use axum::Router;
@@ -357,22 +357,8 @@ async fn save_rules(
 ) -> Result<Response, ConsoleError> {
     user.require(Role::Admin)?;
     let mut errors = RulesErrors::default();
-    let cap = |field: &str, raw: &str| -> Result<i64, String> {
-        raw.trim()
-            .parse::<i64>()
-            .ok()
-            .filter(|v| CAP_RANGE.contains(v))
-            .ok_or_else(|| {
-                format!(
-                    "{field} must be from {} to {}, got {:?}",
-                    CAP_RANGE.start(),
-                    CAP_RANGE.end(),
-                    raw.trim()
-                )
-            })
-    };
-    let per_day = cap("attemptCapPerDay", &form.cap_per_day);
-    let per_week = cap("attemptCapPerWeek", &form.cap_per_week);
+    let per_day = checked_cap_text("attemptCapPerDay", &form.cap_per_day);
+    let per_week = checked_cap_text("attemptCapPerWeek", &form.cap_per_week);
     if let Err(e) = per_day.as_ref().and(per_week.as_ref()) {
         errors.caps = Some(e.clone());
     }
