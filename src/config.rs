@@ -100,6 +100,9 @@ pub struct ServeArgs {
     /// The Smart Turn end-of-turn model and its evaluation pool.
     #[command(flatten)]
     pub smart_turn: SmartTurnArgs,
+    /// The SIP carrier's listener, public address and RTP ports.
+    #[command(flatten)]
+    pub sip: crate::sip::settings::SipArgs,
 }
 
 /// Flags (and variables) of the Smart Turn model; see [`SmartTurnSettings`].
@@ -414,6 +417,8 @@ pub struct Settings {
     pub node: NodeSettings,
     /// The Smart Turn model file and its evaluation pool.
     pub smart_turn: SmartTurnSettings,
+    /// The SIP carrier's listener, public address and RTP ports.
+    pub sip: crate::sip::settings::SipSettings,
 }
 
 /// Where the Smart Turn model is looked for when nothing says: `<data dir>/models/`, where
@@ -750,6 +755,7 @@ impl Settings {
                 ..NodeSettings::default()
             },
             smart_turn,
+            sip: crate::sip::settings::SipSettings::resolve(&serve.sip),
         })
     }
 
@@ -805,6 +811,7 @@ impl Settings {
             calling_hours: CallingHours::always(),
             node: NodeSettings::default(),
             smart_turn,
+            sip: crate::sip::settings::SipSettings::for_tests(),
         }
     }
 }

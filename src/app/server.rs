@@ -703,6 +703,11 @@ async fn start_engine(
     let mut carriers: HashMap<String, Arc<dyn Carrier>> =
         crate::carriers::all_carriers(Arc::clone(&credentials) as _);
     carriers.insert("sim".into(), sim);
+    let sip_media = Arc::new(crate::calls::sip_media::EngineHandoff::default());
+    carriers.insert(
+        "sip".into(),
+        start_sip_carrier(settings, Arc::clone(&credentials), Arc::clone(&sip_media)).await,
+    );
     carriers.extend(extra);
     let tool_deps = ToolDeps {
         store: store.clone(),
@@ -745,7 +750,35 @@ async fn start_engine(
         now_ms: Arc::new(move || now_clock.now().timestamp_millis()),
     })
     .await?;
+    sip_media.connect(engine.clone());
     Ok(engine)
+}
+
+/// The SIP carrier: its user agent listening where the settings say, or a
+/// carrier that refuses every call saying why, when SIP is off or the
+/// listener cannot start (the rest of the service runs either way).
+async fn start_sip_carrier(
+    settings: &Settings,
+    trunks: Arc<StoreCredentials>,
+    media: Arc<crate::calls::sip_media::EngineHandoff>,
+) -> Arc<dyn Carrier> {
+    let agent = match crate::sip::user_agent::SipUserAgent::start(&settings.sip, None).await {
+        Ok(agent) => agent,
+        Err(err) => {
+            tracing::warn!(error = %err, "the SIP carrier is unavailable");
+            None
+        }
+    };
+    let rtp_ip = agent
+        .as_ref()
+        .map(|agent| agent.local_addr().ip())
+        .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
+    crate::sip::carrier::SipCarrier::new(
+        agent,
+        trunks,
+        crate::sip::media_leg::RtpPool::new(rtp_ip),
+        media,
+    )
 }
 
 /// Webhook deliveries sent through `http`, over the state's parts; recording

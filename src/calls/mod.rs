@@ -13,6 +13,7 @@ pub mod recording_link;
 pub mod runner;
 pub mod service;
 pub mod sim_callee;
+pub mod sip_media;
 pub mod test_call;
 pub mod tool_call_view;
 pub mod welcome_cache;

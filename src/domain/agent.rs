@@ -194,6 +194,8 @@ wire_names! {
         Vonage = "vonage",
         /// Telnyx.
         Telnyx = "telnyx",
+        /// The workspace's own SIP trunk or PBX.
+        Sip = "sip",
     }
 }
 
@@ -776,7 +778,9 @@ impl Default for Compliance {
 }
 
 /// The wire names of [`TelephonyProvider`], for the admin CLI's `--provider`.
-pub const TELEPHONY_PROVIDERS: &[&str] = &["sim", "twilio", "plivo", "exotel", "vonage", "telnyx"];
+pub const TELEPHONY_PROVIDERS: &[&str] = &[
+    "sim", "twilio", "plivo", "exotel", "vonage", "telnyx", "sip",
+];
 
 /// Outcomes a retry policy may re-dial on.
 const RETRY_OUTCOMES: &[&str] = &["no-answer", "busy", "failed", "voicemail"];

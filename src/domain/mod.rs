@@ -62,6 +62,7 @@ pub mod node;
 pub mod page;
 pub mod phone;
 pub mod phone_zones;
+pub mod sip_trunk;
 pub mod text;
 pub mod tools;
 pub mod user;

@@ -20,6 +20,7 @@ pub const CREDENTIAL_KINDS: &[&str] = &[
     "telnyx",
     "google",
     "calcom",
+    "sip",
 ];
 
 /// A vendor a workspace can hold a credential for; the stored `kind`.
@@ -52,11 +53,15 @@ pub enum CredentialKind {
     /// (a self-hosted Cal.com's API).
     #[serde(rename = "calcom")]
     CalCom,
+    /// A SIP trunk or PBX (issue 33): `host`, optional `port`, `transport`,
+    /// `username`, `password`, `fromDomain`, `register`, `registerExpires`,
+    /// `allowedSources` and `codecs`, read by [`SipTrunk`](crate::domain::sip_trunk::SipTrunk).
+    Sip,
 }
 
 impl CredentialKind {
     /// Every kind, in the order of [`CREDENTIAL_KINDS`].
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::OpenAi,
         Self::Deepgram,
         Self::ElevenLabs,
@@ -67,6 +72,7 @@ impl CredentialKind {
         Self::Telnyx,
         Self::Google,
         Self::CalCom,
+        Self::Sip,
     ];
 
     /// The stored name.
@@ -82,6 +88,7 @@ impl CredentialKind {
             Self::Telnyx => "telnyx",
             Self::Google => "google",
             Self::CalCom => "calcom",
+            Self::Sip => "sip",
         }
     }
 
@@ -96,6 +103,7 @@ impl CredentialKind {
             Self::Exotel => &["accountSid", "apiKey", "apiToken"],
             Self::Vonage => &["applicationId", "privateKey"],
             Self::Google => &["accessToken"],
+            Self::Sip => &["host"],
         }
     }
 
@@ -109,6 +117,7 @@ impl CredentialKind {
             Self::Vonage => &["signatureSecret", "baseUrl"],
             Self::Telnyx => &["connectionId", "publicKey", "baseUrl"],
             Self::Google => &[],
+            Self::Sip => &crate::domain::sip_trunk::SIP_TRUNK_FIELDS[1..],
         }
     }
 
@@ -220,6 +229,11 @@ impl CredentialCipher {
 /// Checks a credential's kind and the fields its JSON must carry.
 pub fn validate(kind: &str, value: &serde_json::Value) -> Result<(), CredentialError> {
     let kind: CredentialKind = kind.parse()?;
+    if kind == CredentialKind::Sip {
+        return crate::domain::sip_trunk::SipTrunk::from_json(value)
+            .map(drop)
+            .map_err(|err| CredentialError::Invalid(err.to_string()));
+    }
     let obj = value
         .as_object()
         .ok_or_else(|| CredentialError::Invalid("credential JSON must be an object".into()))?;

@@ -20,6 +20,7 @@ mod media_protocols;
 mod module_graph;
 mod properties;
 mod providers;
+mod sip_calls;
 mod smart_turn;
 mod support;
 mod telnyx_calls;

@@ -5,6 +5,7 @@
 //! carrier REST API the carrier tests dial through.
 
 mod app;
+mod baresip;
 mod fake_carrier;
 mod log_capture;
 mod media_leg;
@@ -13,6 +14,7 @@ mod reply;
 mod serve;
 
 pub use app::{TestApp, Workspace};
+pub use baresip::{Baresip, baresip_installed};
 pub use fake_carrier::{Answer, CarrierRequest, FakeCarrier};
 pub use log_capture::logs;
 pub use media_leg::{Kind, Leg, WAIT};

@@ -1,0 +1,441 @@
+//! [`SipCarrier`]: the engine's [`Carrier`] over a workspace's SIP trunk.
+//!
+//! `place` reserves the call's RTP port, sends an INVITE with a G.711 offer
+//! (answering a 401/407 with digest auth through rsipstack), and returns the
+//! SIP Call-ID as the carrier's call id. A task per call then follows it:
+//! - 180/183 report ringing (early media is not played or recorded: the
+//!   conversation starts at 200, as it does on the websocket carriers);
+//! - 200 is ACKed by the stack, the answer's SDP chooses the codec and where
+//!   RTP goes, and the RTP leg is handed to the call's conversation;
+//! - a final failure maps to busy (486, 600, 603), no-answer (408, 480, 487
+//!   after our ring timeout) or failed (anything else), each with the code;
+//! - no final answer within the ring timeout sends CANCEL;
+//! - BYE from the callee ends the media and reports the call completed.
+//!
+//! `hangup` sends CANCEL while ringing and BYE once answered.
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use rsipstack::dialog::authenticate::Credential;
+use rsipstack::dialog::dialog::DialogState;
+use rsipstack::dialog::invitation::InviteOption;
+use rsipstack::dialog::invite_dialog::InviteDialog;
+use rsipstack::sip::{HostWithPort, StatusCodeKind, Transport, Uri};
+use rsipstack::transport::SipAddr;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use voxline_actors::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
+use voxline_media::sdp::{self, LocalMedia, MediaDirection};
+
+use super::media_leg::{AnsweredLeg, MediaHandoff, RtpPool};
+use super::trunks::SipTrunks;
+use super::user_agent::SipUserAgent;
+use crate::domain::sip_trunk::{SipCodec, SipTransport, SipTrunk};
+
+/// The RFC 4733 `telephone-event` payload type we offer.
+const DTMF_PAYLOAD_TYPE: u8 = 101;
+/// How long after a CANCEL the INVITE's final answer (487) is awaited.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+/// The SIP carrier.
+pub struct SipCarrier {
+    agent: Option<Arc<SipUserAgent>>,
+    trunks: Arc<dyn SipTrunks>,
+    rtp: RtpPool,
+    media: Arc<dyn MediaHandoff>,
+    calls: Arc<Mutex<HashMap<String, LiveCall>>>,
+}
+
+/// A call this node placed and has not seen end.
+struct LiveCall {
+    dialog: InviteDialog,
+}
+
+impl SipCarrier {
+    /// A carrier over the user agent (`None`: SIP is off on this node, and
+    /// every call is refused saying so).
+    pub fn new(
+        agent: Option<Arc<SipUserAgent>>,
+        trunks: Arc<dyn SipTrunks>,
+        rtp: RtpPool,
+        media: Arc<dyn MediaHandoff>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            agent,
+            trunks,
+            rtp,
+            media,
+            calls: Arc::new(Mutex::new(HashMap::new())),
+        })
+    }
+
+    fn agent(&self) -> Result<&Arc<SipUserAgent>, CarrierError> {
+        self.agent.as_ref().ok_or_else(|| {
+            CarrierError::NotConfigured("SIP is off on this node (VOXLINE_SIP_LISTEN=off)".into())
+        })
+    }
+}
+
+#[async_trait]
+impl Carrier for SipCarrier {
+    async fn place(&self, req: DialRequest, status: StatusSink) -> Result<String, CarrierError> {
+        let agent = Arc::clone(self.agent()?);
+        let trunk = self.trunks.trunk(&req.org_id).await.ok_or_else(|| {
+            CarrierError::NotConfigured(format!(
+                "workspace {} has no sip trunk (a provider credential of kind sip)",
+                req.org_id
+            ))
+        })?;
+        let leg = self
+            .rtp
+            .bind(agent.advertised_ip())
+            .await
+            .map_err(|e| CarrierError::Rejected(format!("no RTP port for the call: {e}")))?;
+        let local = LocalMedia {
+            address: agent.advertised_ip(),
+            port: leg.port(),
+            session_id: rand::random::<u32>().into(),
+            version: 1,
+            codecs: trunk.codecs.iter().map(|c| g711(*c)).collect(),
+            dtmf_payload_type: DTMF_PAYLOAD_TYPE,
+            direction: MediaDirection::SendRecv,
+        };
+        let sip_call_id = format!("{}@voxline", uuid::Uuid::new_v4().simple());
+        let option = invite_option(&agent, &trunk, &req, &local, &sip_call_id)?;
+        let (state_tx, state_rx) = agent.dialogs().new_dialog_state_channel();
+        let (dialog, invite) = agent
+            .dialogs()
+            .do_invite_async(option, state_tx)
+            .map_err(|e| CarrierError::Rejected(format!("the INVITE could not be built: {e}")))?;
+        self.calls.lock().insert(
+            sip_call_id.clone(),
+            LiveCall {
+                dialog: dialog.clone(),
+            },
+        );
+        let call = PlacedCall {
+            req,
+            sip_call_id: sip_call_id.clone(),
+            dialog,
+            local,
+            status,
+        };
+        let media = Arc::clone(&self.media);
+        let calls = Arc::clone(&self.calls);
+        tokio::spawn(async move {
+            let forget = call.sip_call_id.clone();
+            follow(call, invite, state_rx, leg, media, agent).await;
+            calls.lock().remove(&forget);
+        });
+        Ok(sip_call_id)
+    }
+
+    async fn hangup(&self, carrier_call_id: &str) -> Result<(), CarrierError> {
+        let dialog = self
+            .calls
+            .lock()
+            .get(carrier_call_id)
+            .map(|call| call.dialog.clone());
+        let Some(dialog) = dialog else {
+            return Ok(());
+        };
+        dialog
+            .hangup()
+            .await
+            .map_err(|e| CarrierError::Unreachable(format!("hanging up {carrier_call_id}: {e}")))
+    }
+}
+
+/// One placed call, as its task follows it.
+struct PlacedCall {
+    req: DialRequest,
+    sip_call_id: String,
+    dialog: InviteDialog,
+    local: LocalMedia,
+    status: StatusSink,
+}
+
+/// Follows a placed call from INVITE to its end; see the module doc.
+async fn follow(
+    call: PlacedCall,
+    mut invite: tokio::task::JoinHandle<rsipstack::dialog::invitation::InviteAsyncResult>,
+    mut states: rsipstack::dialog::dialog::DialogStateReceiver,
+    leg: super::media_leg::RtpLeg,
+    media: Arc<dyn MediaHandoff>,
+    agent: Arc<SipUserAgent>,
+) {
+    let PlacedCall {
+        req,
+        sip_call_id,
+        dialog,
+        local,
+        status,
+    } = call;
+    let ring = tokio::time::sleep(Duration::from_secs(u64::from(req.ring_timeout_seconds)));
+    tokio::pin!(ring);
+    let mut rang = false;
+    let mut timed_out = false;
+    // Until the INVITE's final answer.
+    let result = loop {
+        tokio::select! {
+            result = &mut invite => break result,
+            Some(state) = states.recv() => {
+                if matches!(state, DialogState::Early(..)) && !rang {
+                    rang = true;
+                    status.send(CarrierStatus::Ringing);
+                }
+            }
+            () = &mut ring, if !timed_out => {
+                timed_out = true;
+                tracing::debug!(%sip_call_id, "no answer within the ring timeout; sending CANCEL");
+                if let Err(err) = dialog.cancel().await {
+                    tracing::debug!(%sip_call_id, error = %err, "CANCEL failed");
+                }
+                // Should the far end never answer the CANCEL, the transaction's own
+                // timer ends the INVITE; this bounds our wait for it.
+                ring.as_mut().reset(tokio::time::Instant::now() + CANCEL_WAIT);
+            }
+        }
+    };
+    let response = match result {
+        Ok(Ok((_, response))) => response,
+        Ok(Err(err)) => {
+            let outcome = if timed_out {
+                CarrierStatus::NoAnswer
+            } else {
+                CarrierStatus::Failed(format!("sip: {err}"))
+            };
+            status.send(outcome);
+            return;
+        }
+        Err(join) => {
+            status.send(CarrierStatus::Failed(format!(
+                "sip: the INVITE task failed: {join}"
+            )));
+            return;
+        }
+    };
+    let Some(response) = response else {
+        status.send(if timed_out {
+            CarrierStatus::NoAnswer
+        } else {
+            CarrierStatus::Failed("sip: the INVITE ended without a final response".into())
+        });
+        return;
+    };
+    let code = response.status_code.code();
+    if response.status_code.kind() != StatusCodeKind::Successful {
+        status.send(final_failure(code, timed_out));
+        return;
+    }
+    if timed_out {
+        // A 200 that crossed our CANCEL: the stack ACKs and BYEs it.
+        status.send(CarrierStatus::NoAnswer);
+        return;
+    }
+    let negotiated = match std::str::from_utf8(&response.body)
+        .map_err(|_| sdp::SdpError::Parse("the answer is not UTF-8".into()))
+        .and_then(|body| sdp::read_answer(body, &local))
+    {
+        Ok(negotiated) => negotiated,
+        Err(err) => {
+            tracing::warn!(%sip_call_id, error = %err, "the 200's SDP answer is unusable; hanging up");
+            let _ = dialog.hangup().await;
+            status.send(CarrierStatus::Failed(format!(
+                "sip 200 with an unusable SDP answer: {err}"
+            )));
+            return;
+        }
+    };
+    let ended = CancellationToken::new();
+    status.send(CarrierStatus::Answered);
+    let answered = AnsweredLeg {
+        call_id: req.call_id.clone(),
+        sip_call_id: sip_call_id.clone(),
+        from: req.from.clone(),
+        to: req.to.clone(),
+        leg,
+        negotiated,
+        ended: ended.clone(),
+    };
+    if let Err(err) = media.answered(answered) {
+        tracing::warn!(%sip_call_id, error = %err, "an answered SIP call has no conversation; hanging up");
+        let _ = dialog.hangup().await;
+        status.send(CarrierStatus::Completed);
+        return;
+    }
+    // Answered: until either side ends the dialog.
+    while let Some(state) = states.recv().await {
+        match state {
+            DialogState::Terminated(id, reason) => {
+                tracing::debug!(%sip_call_id, ?reason, "SIP dialog ended");
+                agent.dialogs().remove_dialog(&id);
+                break;
+            }
+            DialogState::Updated(_, request, handle) => {
+                // A re-INVITE (hold, resume, a new address): answered with our media,
+                // the conversation's leg keeps its socket.
+                let offer = std::str::from_utf8(&request.body).unwrap_or_default();
+                match sdp::answer(offer, &local) {
+                    Ok((body, update)) => {
+                        media.updated(&req.call_id, &update);
+                        let headers = vec![rsipstack::sip::Header::ContentType(
+                            "application/sdp".into(),
+                        )];
+                        let _ = handle
+                            .respond(
+                                rsipstack::sip::StatusCode::OK,
+                                Some(headers),
+                                Some(body.into_bytes()),
+                            )
+                            .await;
+                    }
+                    Err(err) => {
+                        tracing::debug!(%sip_call_id, error = %err, "re-INVITE refused");
+                        let _ = handle
+                            .reply(rsipstack::sip::StatusCode::NotAcceptableHere)
+                            .await;
+                    }
+                }
+            }
+            DialogState::Info(_, _, handle)
+            | DialogState::Options(_, _, handle)
+            | DialogState::Notify(_, _, handle)
+            | DialogState::Message(_, _, handle) => {
+                let _ = handle.reply(rsipstack::sip::StatusCode::OK).await;
+            }
+            DialogState::Refer(_, _, handle) | DialogState::Publish(_, _, handle) => {
+                let _ = handle
+                    .reply(rsipstack::sip::StatusCode::MethodNotAllowed)
+                    .await;
+            }
+            _ => {}
+        }
+    }
+    ended.cancel();
+    status.send(CarrierStatus::Completed);
+}
+
+/// What a final non-2xx answer to our INVITE means for the call.
+fn final_failure(code: u16, after_our_cancel: bool) -> CarrierStatus {
+    match code {
+        486 | 600 | 603 => CarrierStatus::Busy,
+        408 | 480 => CarrierStatus::NoAnswer,
+        487 if after_our_cancel => CarrierStatus::NoAnswer,
+        _ => CarrierStatus::Failed(format!("sip {code}")),
+    }
+}
+
+/// The INVITE for one call through `trunk`.
+fn invite_option(
+    agent: &SipUserAgent,
+    trunk: &SipTrunk,
+    req: &DialRequest,
+    local: &LocalMedia,
+    sip_call_id: &str,
+) -> Result<InviteOption, CarrierError> {
+    let transport_param = match trunk.transport {
+        SipTransport::Udp => "",
+        SipTransport::Tcp => ";transport=tcp",
+        SipTransport::Tls => ";transport=tls",
+    };
+    let uri = |text: String| {
+        Uri::try_from(text.as_str())
+            .map_err(|e| CarrierError::Rejected(format!("bad SIP URI {text}: {e}")))
+    };
+    let host = host_port(&trunk.host, trunk.port);
+    let callee = uri(format!("sip:{}@{host}{transport_param}", req.to))?;
+    let caller = uri(format!("sip:{}@{}", req.from, trunk.domain()))?;
+    let contact = uri(format!(
+        "sip:{}@{}{transport_param}",
+        req.from,
+        SocketAddrText(agent.advertised_ip(), agent.local_addr().port())
+    ))?;
+    let destination = SipAddr::new(
+        match trunk.transport {
+            SipTransport::Udp => Transport::Udp,
+            SipTransport::Tcp => Transport::Tcp,
+            SipTransport::Tls => Transport::Tls,
+        },
+        HostWithPort::try_from(host.as_str())
+            .map_err(|e| CarrierError::Rejected(format!("bad trunk address {host}: {e}")))?,
+    );
+    let credential = trunk.username.as_ref().map(|username| Credential {
+        username: username.clone(),
+        password: trunk.password.clone().unwrap_or_default(),
+        realm: None,
+        auth_username: None,
+    });
+    Ok(InviteOption {
+        caller,
+        callee,
+        destination: Some(destination),
+        content_type: Some("application/sdp".into()),
+        offer: Some(sdp::offer(local).into_bytes()),
+        contact,
+        credential,
+        call_id: Some(sip_call_id.to_owned()),
+        ..Default::default()
+    })
+}
+
+/// `host:port`, with an IPv6 host in brackets.
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// An IP and port written as a URI host part.
+struct SocketAddrText(std::net::IpAddr, u16);
+
+impl std::fmt::Display for SocketAddrText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::net::SocketAddr::new(self.0, self.1).fmt(f)
+    }
+}
+
+fn g711(codec: SipCodec) -> sdp::G711Codec {
+    match codec {
+        SipCodec::Pcmu => sdp::G711Codec::Pcmu,
+        SipCodec::Pcma => sdp::G711Codec::Pcma,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn final_answers_map_to_the_issue_s_outcomes() {
+        for code in [486, 600, 603] {
+            assert_eq!(final_failure(code, false), CarrierStatus::Busy, "{code}");
+        }
+        for code in [408, 480] {
+            assert_eq!(
+                final_failure(code, false),
+                CarrierStatus::NoAnswer,
+                "{code}"
+            );
+        }
+        assert_eq!(final_failure(487, true), CarrierStatus::NoAnswer);
+        assert_eq!(
+            final_failure(404, false),
+            CarrierStatus::Failed("sip 404".into())
+        );
+        assert_eq!(
+            final_failure(503, false),
+            CarrierStatus::Failed("sip 503".into())
+        );
+    }
+
+    #[test]
+    fn ipv6_hosts_are_bracketed() {
+        assert_eq!(host_port("2001:db8::1", 5060), "[2001:db8::1]:5060");
+        assert_eq!(host_port("sip.example.com", 5061), "sip.example.com:5061");
+    }
+}

@@ -1,0 +1,17 @@
+//! The `sip` carrier (issue 33): calls out and in over a workspace's own SIP
+//! trunk or PBX, with the audio on RTP, and no websocket vendor between.
+//!
+//! - `settings`: where the user agent listens, the address it advertises, the
+//!   RTP port range;
+//! - `trunks`: a workspace's trunk, read from its sealed `sip` credential;
+//! - `user_agent`: the one rsipstack endpoint (transactions, dialogs, digest
+//!   auth) and its loop over requests from outside;
+//! - `carrier`: [`SipCarrier`](carrier::SipCarrier), the engine's `Carrier`
+//!   over INVITE, CANCEL and BYE;
+//! - `media_leg`: an answered call's RTP, handed to the call's conversation.
+
+pub mod carrier;
+pub mod media_leg;
+pub mod settings;
+pub mod trunks;
+pub mod user_agent;

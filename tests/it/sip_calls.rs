@@ -1,0 +1,179 @@
+//! SIP calls against baresip (issue 33): a SIP phone nobody here wrote, run on
+//! loopback by `support::Baresip`. The workspace's trunk is baresip itself; the
+//! call goes out as a real INVITE with SDP, its audio as RTP both ways.
+//!
+//! Skipped, saying so, when baresip is not installed (`.ci/run` installs
+//! Debian's `baresip-core`).
+
+use crate::support::{Baresip, TestApp, Workspace, baresip_installed, eventually};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Duration;
+use voxline_media::g711::mulaw_to_linear;
+
+const OUR_NUMBER: &str = "+14155550142";
+const CALLEE: &str = "+14155550199";
+const WELCOME: &str = "Hello from Voxline over SIP.";
+const CALLER_LINE: &str = "Yes, I have a minute.";
+const WAIT: Duration = Duration::from_secs(40);
+
+/// Whether baresip is here; prints why the test does nothing when it is not.
+fn have_baresip(test: &str) -> bool {
+    let installed = baresip_installed();
+    if !installed {
+        eprintln!("skipped {test}: baresip is not installed (apt-get install baresip-core)");
+    }
+    installed
+}
+
+/// What baresip plays: silence while the agent greets, a line of real
+/// recorded speech (a Piper voice from the turn-taking corpus), then silence
+/// longer than the call.
+fn caller_wav(dir: &Path) -> std::path::PathBuf {
+    let speech = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("media/tests/fixtures/turns/complete-02-piper.ulaw"),
+    )
+    .expect("the speech fixture");
+    let mut samples = vec![0i16; 8_000 * 4];
+    samples.extend(speech.iter().map(|b| mulaw_to_linear(*b)));
+    samples.extend(std::iter::repeat_n(0i16, 8_000 * 30));
+    let path = dir.join("caller.wav");
+    std::fs::write(&path, voxline_media::wav::mono_file(&samples, 8_000)).expect("caller.wav");
+    path
+}
+
+/// A workspace whose trunk is `phone` and whose caller ID is a `sip` number.
+async fn sip_workspace(app: &TestApp, phone: &Baresip) -> Workspace {
+    let ws = app.calling_workspace("SIP calls", 2).await;
+    voxline::admin::ops::add_number(
+        app.store(),
+        ws.org_id,
+        OUR_NUMBER,
+        "sip",
+        true,
+        None,
+        app.now(),
+    )
+    .await
+    .expect("a sip number");
+    let trunk = json!({"host": "127.0.0.1", "port": phone.sip.port(), "transport": "udp"});
+    app.admin_ok(&[
+        "credential",
+        "set",
+        "--org",
+        &ws.org_id.to_string(),
+        "--kind",
+        "sip",
+        "--json",
+        &trunk.to_string(),
+    ])
+    .await;
+    ws
+}
+
+async fn sip_agent(app: &TestApp, ws: &Workspace) -> String {
+    let agent = app
+        .create_agent(
+            &ws.key,
+            json!({
+                "name": "SIP agent",
+                "welcomeMessage": WELCOME,
+                "prompt": "You confirm appointments.",
+                "telephonyProvider": "sip",
+                "llmProvider": "sim",
+                "asrProvider": "sim",
+                "ttsProvider": "sim",
+            }),
+        )
+        .await;
+    agent["id"].as_str().expect("agent id").to_string()
+}
+
+async fn detail(app: &TestApp, ws: &Workspace, id: &str) -> Value {
+    app.get(&ws.key, &format!("/api/calls/{id}"))
+        .await
+        .expect(200)
+        .body
+}
+
+/// The RMS of a 16-bit mono WAV's samples.
+fn wav_rms(path: &Path) -> (f64, usize) {
+    let bytes = std::fs::read(path).expect("the recording");
+    let data = &bytes[44.min(bytes.len())..];
+    let samples: Vec<i16> = data
+        .chunks_exact(2)
+        .map(|c| i16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    let energy: f64 = samples.iter().map(|s| f64::from(*s).powi(2)).sum();
+    ((energy / samples.len().max(1) as f64).sqrt(), samples.len())
+}
+
+#[tokio::test]
+async fn a_call_to_baresip_holds_a_scripted_conversation_over_rtp() {
+    if !have_baresip("a_call_to_baresip_holds_a_scripted_conversation_over_rtp") {
+        return;
+    }
+    let app = TestApp::spawn().await;
+    let audio = tempfile::tempdir().unwrap();
+    let mut phone = Baresip::start(CALLEE, &caller_wav(audio.path())).await;
+    let ws = sip_workspace(&app, &phone).await;
+    let agent = sip_agent(&app, &ws).await;
+
+    let placed = app
+        .post(
+            &ws.key,
+            "/api/calls",
+            json!({"agentId": agent, "to": CALLEE, "variables": {"simScript": [CALLER_LINE]}}),
+        )
+        .await
+        .expect(201);
+    let id = placed.body["callId"].as_str().expect("callId").to_string();
+
+    // The caller's line, heard over RTP, is answered by the agent.
+    let transcript = tokio::time::timeout(WAIT, async {
+        loop {
+            let t = app
+                .get(&ws.key, &format!("/api/calls/{id}/transcript"))
+                .await
+                .body;
+            let turns = t["turns"].as_array().cloned().unwrap_or_default();
+            if turns.len() >= 3 {
+                return turns;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let transcript = match transcript {
+        Ok(turns) => turns,
+        Err(_) => panic!(
+            "no conversation; the call: {}\nbaresip: {}",
+            detail(&app, &ws, &id).await,
+            phone.log()
+        ),
+    };
+    assert_eq!(transcript[0]["speaker"], "assistant", "{transcript:?}");
+    assert_eq!(transcript[0]["text"], WELCOME, "{transcript:?}");
+    assert_eq!(transcript[1]["speaker"], "user", "{transcript:?}");
+    assert_eq!(transcript[1]["text"], CALLER_LINE, "{transcript:?}");
+
+    // The callee hangs up: a BYE from baresip ends the call as completed.
+    let hangup = phone.command("hangup", "").await;
+    assert_eq!(hangup["ok"], true, "{hangup}\n{}", phone.log());
+    let call = eventually(WAIT, "the call to end", || async {
+        let call = detail(&app, &ws, &id).await;
+        call["endedReason"].is_string().then_some(call)
+    })
+    .await;
+    assert_eq!(call["provider"], "sip", "{call}");
+    assert_eq!(call["rawStatus"], "completed", "{call}");
+    // baresip's recording of what it heard holds the agent's speech.
+    phone.stop().await;
+    let heard = phone.heard();
+    assert_eq!(heard.len(), 1, "one recording: {heard:?}\n{}", phone.log());
+    let (rms, samples) = wav_rms(&heard[0]);
+    assert!(samples > 8_000 * 2, "baresip heard {samples} samples");
+    assert!(rms > 300.0, "baresip heard the agent (RMS {rms:.0})");
+    app.shutdown().await;
+}
