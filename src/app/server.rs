@@ -53,6 +53,8 @@ pub struct Server {
     pub admin_addr: SocketAddr,
     /// What first-run bootstrap created, if it ran.
     pub bootstrapped: Option<Bootstrapped>,
+    /// Where the SIP user agent listens (UDP and TCP), when SIP is on.
+    pub sip_addr: Option<SocketAddr>,
     state: AppState,
     /// Cancelled to start the shutdown: listeners stop accepting, loops stop ticking.
     stop: CancellationToken,
@@ -134,7 +136,7 @@ impl Server {
         let breakers = Breakers::default();
         let recordings = RecordingStore::open(&settings.recordings, &settings.storage.data_dir)
             .context("opening the recordings store (VOXLINE_RECORDINGS_URL)")?;
-        let engine = start_engine(
+        let (engine, sip) = start_engine(
             &settings,
             &secret,
             &store,
@@ -211,6 +213,8 @@ impl Server {
             public_url.clone(),
             settings.webhook_allow_hosts.clone(),
         );
+        sip.connect_inbound(Arc::new(inbound.clone()));
+        let sip_addr = sip.local_addr();
         let state = AppState::new(AppInner {
             store,
             clock,
@@ -448,6 +452,7 @@ impl Server {
             addr,
             admin_addr,
             bootstrapped,
+            sip_addr,
             state,
             stop,
             intake,
@@ -682,7 +687,7 @@ async fn start_engine(
     breakers: &Breakers,
     recordings: &RecordingStore,
     extra: HashMap<String, Arc<dyn Carrier>>,
-) -> anyhow::Result<CallEngine> {
+) -> anyhow::Result<(CallEngine, Arc<crate::sip::carrier::SipCarrier>)> {
     let voice =
         crate::calls::sim_callee::callee_voice(settings.sim.callee_voice, &settings.providers)
             .await?;
@@ -704,10 +709,8 @@ async fn start_engine(
         crate::carriers::all_carriers(Arc::clone(&credentials) as _);
     carriers.insert("sim".into(), sim);
     let sip_media = Arc::new(crate::calls::sip_media::EngineHandoff::default());
-    carriers.insert(
-        "sip".into(),
-        start_sip_carrier(settings, Arc::clone(&credentials), Arc::clone(&sip_media)).await,
-    );
+    let sip = start_sip_carrier(settings, Arc::clone(&credentials), Arc::clone(&sip_media)).await;
+    carriers.insert("sip".into(), Arc::clone(&sip) as Arc<dyn Carrier>);
     carriers.extend(extra);
     let tool_deps = ToolDeps {
         store: store.clone(),
@@ -751,7 +754,7 @@ async fn start_engine(
     })
     .await?;
     sip_media.connect(engine.clone());
-    Ok(engine)
+    Ok((engine, sip))
 }
 
 /// The SIP carrier: its user agent listening where the settings say, or a
@@ -761,8 +764,10 @@ async fn start_sip_carrier(
     settings: &Settings,
     trunks: Arc<StoreCredentials>,
     media: Arc<crate::calls::sip_media::EngineHandoff>,
-) -> Arc<dyn Carrier> {
-    let agent = match crate::sip::user_agent::SipUserAgent::start(&settings.sip, None).await {
+) -> Arc<crate::sip::carrier::SipCarrier> {
+    let invites = crate::sip::inbound::InboundInvites::new();
+    let hook = Arc::clone(&invites) as Arc<dyn crate::sip::user_agent::InviteHook>;
+    let agent = match crate::sip::user_agent::SipUserAgent::start(&settings.sip, Some(hook)).await {
         Ok(agent) => agent,
         Err(err) => {
             tracing::warn!(error = %err, "the SIP carrier is unavailable");
@@ -773,12 +778,14 @@ async fn start_sip_carrier(
         .as_ref()
         .map(|agent| agent.local_addr().ip())
         .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
-    crate::sip::carrier::SipCarrier::new(
+    let carrier = crate::sip::carrier::SipCarrier::new(
         agent,
         trunks,
         crate::sip::media_leg::RtpPool::new(rtp_ip),
         media,
-    )
+    );
+    invites.serve(&carrier);
+    carrier
 }
 
 /// Webhook deliveries sent through `http`, over the state's parts; recording

@@ -39,10 +39,14 @@ pub enum InboundCarrier {
     Sim,
     /// One of the five real carriers.
     Real(CarrierKind),
+    /// A workspace's own SIP trunk (issue 33): INVITEs reach the SIP user
+    /// agent, never the HTTP inbound route.
+    Sip,
 }
 
 impl InboundCarrier {
-    /// Reads the route's provider segment.
+    /// Reads the route's provider segment (never [`Self::Sip`]: SIP calls
+    /// ring the SIP listener, not a URL).
     pub fn parse(provider: &str) -> Option<Self> {
         if provider == "sim" {
             return Some(Self::Sim);
@@ -55,6 +59,7 @@ impl InboundCarrier {
         match self {
             Self::Sim => "sim",
             Self::Real(kind) => kind.as_str(),
+            Self::Sip => "sip",
         }
     }
 
@@ -62,8 +67,13 @@ impl InboundCarrier {
     /// Voicebot applet takes one answer and cannot come back to us, and a
     /// Telnyx call is answered or rejected by one command, so a number that
     /// queues when busy answers busy there instead.
+    /// A SIP caller is answered or refused at once too: holding would mean
+    /// answering with music and no agent, which is not built.
     pub fn can_hold(self) -> bool {
-        !matches!(self, Self::Real(CarrierKind::Exotel | CarrierKind::Telnyx))
+        !matches!(
+            self,
+            Self::Real(CarrierKind::Exotel | CarrierKind::Telnyx) | Self::Sip
+        )
     }
 
     /// The media endpoint's carrier segment (`/media/{segment}`): the sim streams as Twilio.
@@ -71,6 +81,8 @@ impl InboundCarrier {
         match self {
             Self::Sim => CarrierKind::Twilio.as_str(),
             Self::Real(kind) => kind.as_str(),
+            // SIP media is RTP handed to the call in process; the segment names it only.
+            Self::Sip => "sip",
         }
     }
 }
@@ -261,6 +273,8 @@ pub fn inbound_url_for(
                 scope,
             ))
         }
+        // A SIP number rings the SIP listener; it has no voice URL.
+        InboundCarrier::Sip => None,
     }
 }
 
@@ -304,7 +318,7 @@ fn twilio_ring(
                     })
                 })
                 .transpose()?,
-            InboundCarrier::Real(_) => None,
+            InboundCarrier::Real(_) | InboundCarrier::Sip => None,
         },
     };
     Ok((ring, required("AccountSid")?))
@@ -377,6 +391,9 @@ async fn verified_ring(
         }
         InboundCarrier::Real(CarrierKind::Telnyx) => Err(CarriersError::BadCallback(
             "Telnyx rings by call.initiated, read by telnyx_webhook".into(),
+        )),
+        InboundCarrier::Sip => Err(CarriersError::BadCallback(
+            "SIP calls ring the SIP listener, not a webhook".into(),
         )),
     }
 }
@@ -511,6 +528,7 @@ fn render(
         }
         // Telnyx takes commands, not an answer body (`telnyx_webhook`): the webhook gets a bare 200.
         InboundCarrier::Real(CarrierKind::Telnyx) => StatusCode::OK.into_response(),
+        InboundCarrier::Sip => StatusCode::NOT_FOUND.into_response(),
     }
 }
 
@@ -737,6 +755,7 @@ pub async fn hold_webhook(
                 what: "hold inbound callers",
                 reason: "this carrier answers or rejects a ringing call once and cannot hold it",
             }),
+            InboundCarrier::Sip => Err(unverifiable("SIP callers are not held over HTTP")),
         }
         .map(|()| credential)
     };

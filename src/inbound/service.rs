@@ -513,6 +513,7 @@ impl InboundHost for InboundService {
         match carrier {
             InboundCarrier::Sim => Some(sim_account(&self.secret, &number.org_id.to_string())),
             InboundCarrier::Real(kind) => self.credentials.load(number.org_id, kind.as_str()).await,
+            InboundCarrier::Sip => self.credentials.load(number.org_id, "sip").await,
         }
     }
 
@@ -526,6 +527,7 @@ impl InboundHost for InboundService {
         match carrier {
             InboundCarrier::Sim => Some(sim_account(&self.secret, &org_id.to_string())),
             InboundCarrier::Real(kind) => self.credentials.load(org_id, kind.as_str()).await,
+            InboundCarrier::Sip => self.credentials.load(org_id, "sip").await,
         }
     }
 

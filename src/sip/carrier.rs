@@ -29,28 +29,41 @@ use tokio_util::sync::CancellationToken;
 use voxline_actors::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
 use voxline_media::sdp::{self, LocalMedia, MediaDirection};
 
+use super::invite_flood::InviteFlood;
 use super::media_leg::{AnsweredLeg, MediaHandoff, RtpPool};
 use super::trunks::SipTrunks;
 use super::user_agent::SipUserAgent;
+use crate::carriers::inbound::InboundHost;
 use crate::domain::sip_trunk::{SipCodec, SipTransport, SipTrunk};
+use std::sync::OnceLock;
 
 /// The RFC 4733 `telephone-event` payload type we offer.
-const DTMF_PAYLOAD_TYPE: u8 = 101;
+pub(super) const DTMF_PAYLOAD_TYPE: u8 = 101;
+/// INVITEs one source may send per second, after a burst of [`INVITE_BURST`].
+const INVITES_PER_SECOND: f64 = 10.0;
+/// The burst of INVITEs one source may send at once.
+const INVITE_BURST: u32 = 40;
 /// How long after a CANCEL the INVITE's final answer (487) is awaited.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
 /// The SIP carrier.
 pub struct SipCarrier {
-    agent: Option<Arc<SipUserAgent>>,
+    pub(super) agent: Option<Arc<SipUserAgent>>,
     trunks: Arc<dyn SipTrunks>,
-    rtp: RtpPool,
-    media: Arc<dyn MediaHandoff>,
-    calls: Arc<Mutex<HashMap<String, LiveCall>>>,
+    pub(super) rtp: RtpPool,
+    pub(super) media: Arc<dyn MediaHandoff>,
+    /// Live calls both ways, by SIP Call-ID (what `hangup` is given).
+    pub(super) calls: Arc<Mutex<HashMap<String, LiveCall>>>,
+    /// The INVITE flood limit, per source.
+    pub(super) flood: InviteFlood,
+    /// What decides inbound calls; set once the inbound service runs.
+    pub(super) inbound: OnceLock<Arc<dyn InboundHost>>,
 }
 
-/// A call this node placed and has not seen end.
-struct LiveCall {
-    dialog: InviteDialog,
+/// A live call's dialog, either direction.
+pub(super) struct LiveCall {
+    /// Its dialog (CANCEL or BYE go through it).
+    pub(super) dialog: InviteDialog,
 }
 
 impl SipCarrier {
@@ -68,7 +81,19 @@ impl SipCarrier {
             rtp,
             media,
             calls: Arc::new(Mutex::new(HashMap::new())),
+            flood: InviteFlood::new(INVITES_PER_SECOND, INVITE_BURST),
+            inbound: OnceLock::new(),
         })
+    }
+
+    /// Sends inbound calls to `host` from now on (before it, INVITEs get 503).
+    pub fn connect_inbound(&self, host: Arc<dyn InboundHost>) {
+        let _ = self.inbound.set(host);
+    }
+
+    /// Where its user agent listens, when SIP is on.
+    pub fn local_addr(&self) -> Option<std::net::SocketAddr> {
+        self.agent.as_ref().map(|agent| agent.local_addr())
     }
 
     fn agent(&self) -> Result<&Arc<SipUserAgent>, CarrierError> {
@@ -266,7 +291,30 @@ async fn follow(
         status.send(CarrierStatus::Completed);
         return;
     }
-    // Answered: until either side ends the dialog.
+    follow_answered(
+        &agent,
+        &sip_call_id,
+        &req.call_id,
+        &local,
+        states,
+        media.as_ref(),
+    )
+    .await;
+    ended.cancel();
+    status.send(CarrierStatus::Completed);
+}
+
+/// Follows an answered call's dialog (either direction) until either side
+/// ends it: answers re-INVITEs with our media and reports what they change,
+/// and takes the other in-dialog requests.
+pub(super) async fn follow_answered(
+    agent: &SipUserAgent,
+    sip_call_id: &str,
+    call_id: &str,
+    local: &LocalMedia,
+    mut states: rsipstack::dialog::dialog::DialogStateReceiver,
+    media: &dyn MediaHandoff,
+) {
     while let Some(state) = states.recv().await {
         match state {
             DialogState::Terminated(id, reason) => {
@@ -278,9 +326,9 @@ async fn follow(
                 // A re-INVITE (hold, resume, a new address): answered with our media,
                 // the conversation's leg keeps its socket.
                 let offer = std::str::from_utf8(&request.body).unwrap_or_default();
-                match sdp::answer(offer, &local) {
+                match sdp::answer(offer, local) {
                     Ok((body, update)) => {
-                        media.updated(&req.call_id, &update);
+                        media.updated(call_id, &update);
                         let headers = vec![rsipstack::sip::Header::ContentType(
                             "application/sdp".into(),
                         )];
@@ -314,8 +362,6 @@ async fn follow(
             _ => {}
         }
     }
-    ended.cancel();
-    status.send(CarrierStatus::Completed);
 }
 
 /// What a final non-2xx answer to our INVITE means for the call.
@@ -399,7 +445,7 @@ impl std::fmt::Display for SocketAddrText {
     }
 }
 
-fn g711(codec: SipCodec) -> sdp::G711Codec {
+pub(super) fn g711(codec: SipCodec) -> sdp::G711Codec {
     match codec {
         SipCodec::Pcmu => sdp::G711Codec::Pcmu,
         SipCodec::Pcma => sdp::G711Codec::Pcma,

@@ -8,9 +8,14 @@
 //!   auth) and its loop over requests from outside;
 //! - `carrier`: [`SipCarrier`](carrier::SipCarrier), the engine's `Carrier`
 //!   over INVITE, CANCEL and BYE;
+//! - `inbound`: new INVITEs checked (flood limit, number, source) and answered
+//!   through the inbound service;
+//! - `invite_flood`: the per-source INVITE rate limit;
 //! - `media_leg`: an answered call's RTP, handed to the call's conversation.
 
 pub mod carrier;
+pub mod inbound;
+pub mod invite_flood;
 pub mod media_leg;
 pub mod settings;
 pub mod trunks;

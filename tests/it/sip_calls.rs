@@ -43,10 +43,11 @@ fn caller_wav(dir: &Path) -> std::path::PathBuf {
     path
 }
 
-/// A workspace whose trunk is `phone` and whose caller ID is a `sip` number.
-async fn sip_workspace(app: &TestApp, phone: &Baresip) -> Workspace {
+/// A workspace whose trunk is `phone` and whose caller ID is a `sip` number;
+/// returns it and the number's id.
+async fn sip_workspace_with_number(app: &TestApp, phone: &Baresip) -> (Workspace, String) {
     let ws = app.calling_workspace("SIP calls", 2).await;
-    voxline::admin::ops::add_number(
+    let number = voxline::admin::ops::add_number(
         app.store(),
         ws.org_id,
         OUR_NUMBER,
@@ -69,7 +70,12 @@ async fn sip_workspace(app: &TestApp, phone: &Baresip) -> Workspace {
         &trunk.to_string(),
     ])
     .await;
-    ws
+    (ws, number.id.to_string())
+}
+
+/// [`sip_workspace_with_number`] without the number's id.
+async fn sip_workspace(app: &TestApp, phone: &Baresip) -> Workspace {
+    sip_workspace_with_number(app, phone).await.0
 }
 
 async fn sip_agent(app: &TestApp, ws: &Workspace) -> String {
@@ -175,5 +181,106 @@ async fn a_call_to_baresip_holds_a_scripted_conversation_over_rtp() {
     let (rms, samples) = wav_rms(&heard[0]);
     assert!(samples > 8_000 * 2, "baresip heard {samples} samples");
     assert!(rms > 300.0, "baresip heard the agent (RMS {rms:.0})");
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_call_from_baresip_is_answered_by_the_number_s_inbound_agent() {
+    if !have_baresip("a_call_from_baresip_is_answered_by_the_number_s_inbound_agent") {
+        return;
+    }
+    let app = TestApp::spawn().await;
+    let sip = app.server().sip_addr.expect("the SIP listener");
+    let audio = tempfile::tempdir().unwrap();
+    let phone = Baresip::start(CALLEE, &caller_wav(audio.path())).await;
+    let (ws, number_id) = sip_workspace_with_number(&app, &phone).await;
+    let agent = sip_agent(&app, &ws).await;
+    app.patch(
+        &ws.key,
+        &format!("/api/numbers/{number_id}"),
+        json!({"inboundAgentId": agent, "inbound": {"enabled": true}}),
+    )
+    .await
+    .expect(200);
+
+    let dial = phone
+        .command("dial", &format!("sip:{OUR_NUMBER}@{sip}"))
+        .await;
+    assert_eq!(dial["ok"], true, "{dial}\n{}", phone.log());
+    let call = eventually(
+        WAIT,
+        "the inbound call and the agent's greeting",
+        || async {
+            let calls = app.get(&ws.key, "/api/calls").await.body;
+            let call = calls["data"].as_array()?.first()?.clone();
+            let id = call["id"].as_str()?.to_string();
+            let t = app
+                .get(&ws.key, &format!("/api/calls/{id}/transcript"))
+                .await
+                .body;
+            let greeted = t["turns"].as_array()?.first()?["text"] == WELCOME;
+            greeted.then_some(call)
+        },
+    )
+    .await;
+    assert_eq!(call["direction"], "inbound", "{call}");
+    let id = call["id"].as_str().unwrap().to_string();
+    let hangup = phone.command("hangup", "").await;
+    assert_eq!(hangup["ok"], true, "{hangup}");
+    let ended = eventually(WAIT, "the inbound call to end", || async {
+        let call = detail(&app, &ws, &id).await;
+        call["endedReason"].is_string().then_some(call)
+    })
+    .await;
+    assert_eq!(ended["provider"], "sip", "{ended}");
+    assert_eq!(ended["rawStatus"], "completed", "{ended}");
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_call_to_an_unknown_number_or_from_an_unlisted_source_is_refused() {
+    if !have_baresip("a_call_to_an_unknown_number_or_from_an_unlisted_source_is_refused") {
+        return;
+    }
+    let app = TestApp::spawn().await;
+    let sip = app.server().sip_addr.expect("the SIP listener");
+    let audio = tempfile::tempdir().unwrap();
+    let phone = Baresip::start(CALLEE, &caller_wav(audio.path())).await;
+    let ws = app.calling_workspace("SIP refusals", 2).await;
+    voxline::admin::ops::add_number(
+        app.store(),
+        ws.org_id,
+        OUR_NUMBER,
+        "sip",
+        true,
+        None,
+        app.now(),
+    )
+    .await
+    .expect("a sip number");
+    // The trunk lets in one other address only.
+    let trunk =
+        json!({"host": "127.0.0.1", "port": phone.sip.port(), "allowedSources": ["192.0.2.10"]});
+    app.admin_ok(&[
+        "credential",
+        "set",
+        "--org",
+        &ws.org_id.to_string(),
+        "--kind",
+        "sip",
+        "--json",
+        &trunk.to_string(),
+    ])
+    .await;
+    for (number, code) in [("+14155550100", "404"), (OUR_NUMBER, "403")] {
+        let dial = phone.command("dial", &format!("sip:{number}@{sip}")).await;
+        assert_eq!(dial["ok"], true, "{dial}");
+        eventually(WAIT, "baresip to be refused", || async {
+            phone.log().contains(&format!("{code} ")).then_some(())
+        })
+        .await;
+    }
+    let calls = app.get(&ws.key, "/api/calls").await.body;
+    assert_eq!(calls["data"].as_array().map(Vec::len), Some(0), "{calls}");
     app.shutdown().await;
 }
