@@ -25,6 +25,7 @@ pub mod postcall;
 pub mod providers;
 pub mod recordings;
 pub mod secrets;
+pub mod sip;
 pub mod store;
 pub mod tools;
 pub mod webhooks;
