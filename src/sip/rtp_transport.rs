@@ -519,7 +519,8 @@ impl RtpTransport {
     fn start_key(&mut self) {
         let Some(payload_type) = self.config.telephone_event else {
             if !self.keys.is_empty() {
-                // The peer did not offer telephone-event: nothing to send the keys as.
+                // The peer did not accept telephone-event, so the codec should have kept the
+                // keys in band (`CarrierCodec::sip_without_telephone_events`).
                 debug!("keys dropped: no telephone-event payload type negotiated");
                 self.keys.clear();
             }

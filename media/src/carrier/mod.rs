@@ -449,10 +449,19 @@ impl CarrierCodec {
         Self { protocol }
     }
 
-    /// A `sip` codec for the format the SDP answer chose (PCMU or PCMA at 8 kHz).
+    /// A `sip` codec for the format the SDP answer chose (PCMU or PCMA at 8 kHz), whose keys
+    /// go out as telephone events.
     pub fn sip(format: AudioFormat) -> Self {
         Self {
             protocol: Protocol::Sip(sip::SipCodec::new(format)),
+        }
+    }
+
+    /// A `sip` codec for an SDP answer without `telephone-event`: keys go out as in-band
+    /// tones in the audio.
+    pub fn sip_without_telephone_events(format: AudioFormat) -> Self {
+        Self {
+            protocol: Protocol::Sip(sip::SipCodec::new(format).without_telephone_events()),
         }
     }
 
@@ -559,9 +568,13 @@ impl CarrierCodec {
     }
 
     /// Whether keys go out as RFC 4733 telephone events ([`encode_dtmf`](Self::encode_dtmf))
-    /// rather than as in-band tones in the audio: only for `sip`.
+    /// rather than as in-band tones in the audio: only for `sip`, when the SDP answer has a
+    /// `telephone-event` payload type.
     pub fn sends_dtmf_events(&self) -> bool {
-        matches!(self.protocol, Protocol::Sip(_))
+        match &self.protocol {
+            Protocol::Sip(sip) => sip.sends_dtmf_events(),
+            _ => false,
+        }
     }
 
     /// Asks for `digits` to be sent as telephone events at this point of playback (`sip`:

@@ -20,7 +20,8 @@
 //! | loop → transport | text `dtmf <digits>` | send `digits` as telephone events at this point of playout |
 //!
 //! The audio format is PCMU or PCMA at 8 kHz, whichever the SDP answer chose; the same
-//! format both ways. Keys go out as events rather than in-band tones: each digit is a
+//! format both ways. Keys go out as events rather than in-band tones (unless the answer has
+//! no `telephone-event`: [`SipCodec::without_telephone_events`]): each digit is a
 //! [`KEY_TONE_MS`] event followed by [`KEY_GAP_MS`] of nothing, and the loop queues silence
 //! of that length per digit right after the `dtmf` command, so the playout clock (and the
 //! marks after the keys) keep the timing the tones would have had.
@@ -43,6 +44,8 @@ pub struct SipCodec {
     /// Always empty: an RTP stream has no stream id on this wire (kept for the dispatch).
     pub(crate) stream_id: String,
     pub(crate) format: AudioFormat,
+    /// The SDP answer has a `telephone-event` payload type: keys go out as events.
+    pub(crate) telephone_events: bool,
 }
 
 impl Default for SipCodec {
@@ -62,7 +65,20 @@ impl SipCodec {
         Self {
             stream_id: String::new(),
             format,
+            telephone_events: true,
         }
+    }
+
+    /// The same codec for a peer that did not accept `telephone-event`: the loop's keys go
+    /// out as in-band tones in the audio, as on websocket carriers.
+    pub fn without_telephone_events(mut self) -> Self {
+        self.telephone_events = false;
+        self
+    }
+
+    /// Whether keys go out as telephone events.
+    pub(crate) fn sends_dtmf_events(&self) -> bool {
+        self.telephone_events
     }
 
     /// Reads one text command from the transport.
@@ -111,10 +127,11 @@ impl SipCodec {
         out.push_text(|text| text.push_str("clear"));
     }
 
-    /// Writes `dtmf <digits>`; false (and nothing written) when no digit is a DTMF key.
+    /// Writes `dtmf <digits>`; false (and nothing written) when no digit is a DTMF key or the
+    /// peer takes no telephone events.
     pub(crate) fn encode_dtmf(&mut self, digits: &str, out: &mut Outbound) -> bool {
         let is_key = |d: char| super::wire::dtmf_key(Some(d)).is_ok();
-        if !digits.chars().any(is_key) {
+        if !self.telephone_events || !digits.chars().any(is_key) {
             return false;
         }
         out.push_text(|text| {
@@ -205,5 +222,16 @@ mod tests {
             assert!(!codec.sends_dtmf_events());
         }
         assert!(CarrierCodec::new(CarrierKind::Sip).sends_dtmf_events());
+    }
+
+    #[test]
+    fn sip_without_telephone_events_keeps_keys_in_band() {
+        let mut codec = CarrierCodec::sip_without_telephone_events(AudioFormat::ALAW_8K);
+        assert_eq!(codec.kind(), CarrierKind::Sip);
+        assert_eq!(codec.audio_format(), AudioFormat::ALAW_8K);
+        assert!(!codec.sends_dtmf_events());
+        let mut out = Outbound::new();
+        assert!(!codec.encode_dtmf("1", &mut out));
+        assert!(out.is_empty());
     }
 }
