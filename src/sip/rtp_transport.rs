@@ -236,7 +236,9 @@ pub struct RtpTransport {
 
 impl RtpTransport {
     /// A transport on `socket` (bound by [`super::rtp_ports::RtpPorts`]) for the stream
-    /// `config` describes. Must be called inside a tokio runtime: the pacer starts now.
+    /// `config` describes. Must be called inside a tokio runtime: the pacer starts now, so
+    /// make it when the loop is about to poll it (slots before the first `recv` count as
+    /// late ticks), and the inactivity timeout runs from now too.
     pub fn new(socket: UdpSocket, config: RtpConfig) -> Result<Self, RtpError> {
         let jitter = JitterBuffer::new(config.jitter_capacity, config.jitter_delay)?;
         let (payload_type, silence) = match config.format.encoding {

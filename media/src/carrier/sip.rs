@@ -14,7 +14,7 @@
 //! | transport → loop | text `dtmf <digit>` | the caller pressed a key → [`InboundEvent::Dtmf`] |
 //! | transport → loop | text `cleared` | a `clear` was carried out → [`InboundEvent::Cleared`] |
 //! | transport → loop | text `stop` | the stream ended → [`InboundEvent::Stop`] |
-//! | loop → transport | binary | our audio, queued for playout ([`SipCodec::encode_media`]) |
+//! | loop → transport | binary | our audio, queued for playout ([`CarrierCodec::encode_media`](super::CarrierCodec::encode_media)) |
 //! | loop → transport | text `mark <name>` | echo `name` once the audio before it has played |
 //! | loop → transport | text `clear` | drop queued audio and pending digits (barge-in) |
 //! | loop → transport | text `dtmf <digits>` | send `digits` as telephone events at this point of playout |
