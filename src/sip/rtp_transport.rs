@@ -447,9 +447,9 @@ impl RtpTransport {
         if slots > 1 {
             self.stats.late_ticks += slots - 1;
             // The skipped slots pass on the RTP clock as a pause would.
-            self.timestamp = self
-                .timestamp
-                .wrapping_add(FRAME_TICKS * (slots - 1) as u32);
+            // Modulo 2^32, as the RTP clock counts.
+            let skipped = FRAME_TICKS.wrapping_mul((slots - 1) as u32);
+            self.timestamp = self.timestamp.wrapping_add(skipped);
             self.marker_next = true;
         }
         self.send_slot();
@@ -1181,6 +1181,58 @@ mod tests {
             Err(TransportError::Closed)
         ));
         assert_eq!(drain(&peer).len(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sip_rtp_the_outbound_ring_never_grows() {
+        let (mut transport, peer) = pair(|_| {}).await;
+        let capacity = transport.ring.capacity();
+        assert!(capacity >= OUTBOUND_CAPACITY);
+        let second = vec![0x55u8; 8_000];
+        for _ in 0..5 {
+            transport
+                .send(OutboundFrame::Binary(&second))
+                .await
+                .unwrap();
+        }
+        assert_eq!(transport.ring.len(), OUTBOUND_CAPACITY);
+        assert_eq!(transport.ring.capacity(), capacity);
+        assert_eq!(transport.stats().outbound_dropped, 8_000);
+        run_ticks(&mut transport, 3).await;
+        assert_eq!(drain(&peer).len(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sip_rtp_a_new_ssrc_restarts_the_stream() {
+        let (mut transport, peer) = pair(|_| {}).await;
+        let speech = speech_frames();
+        for i in 0..4u16 {
+            let packet = rtp(0, 1_000 + i, 160 * u32::from(i), &speech[usize::from(i)]);
+            send_to(&peer, &transport, &packet);
+        }
+        run_ticks(&mut transport, 2).await;
+        // The peer restarts (a transfer on its side): a new SSRC whose numbering happens to
+        // start where the old one had been, at a number already played.
+        let mut restarted = rtp(0, 1_000, 99_000, &speech[10]);
+        restarted[8..12].copy_from_slice(&0xabcd_0002u32.to_be_bytes());
+        send_to(&peer, &transport, &restarted);
+        let mut heard = Vec::new();
+        for _ in 0..5 {
+            if let TransportMessage::Binary(audio) = next(&mut transport, false).await {
+                heard.push(audio);
+            }
+        }
+        assert!(
+            heard.iter().any(|frame| frame[..] == speech[10][..]),
+            "the new stream plays"
+        );
+        let stats = transport.stats();
+        assert_eq!(stats.packets_in, 5);
+        assert_eq!(
+            (stats.late, stats.duplicate),
+            (0, 0),
+            "the old numbering is not held against it"
+        );
     }
 
     #[tokio::test(start_paused = true)]
