@@ -5,7 +5,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use voxline_media::amd::{AmdSettings, AnsweringMachineDetector};
-use voxline_media::carrier::{CarrierCodec, CarrierKind, Outbound, TwilioCarrierSide};
+use voxline_media::carrier::{AudioFormat, CarrierCodec, CarrierKind, Outbound, TwilioCarrierSide};
 use voxline_media::rtp::{
     DigitSender, EventStream, JitterBuffer, RtpOut, TelephoneEventReceiver, parse_rtp, write_rtp,
 };
@@ -142,6 +142,22 @@ fn carrier_vonage_binary_path_does_not_allocate_per_frame() {
         codec.parse_binary(&inbound, &mut audio).unwrap();
         out.clear();
         codec.encode_media(&outbound, &mut out);
+    });
+}
+
+#[test]
+fn carrier_sip_wire_does_not_allocate_per_frame() {
+    let mut codec = CarrierCodec::sip(AudioFormat::ALAW_8K);
+    let (mut audio, mut out) = (Vec::new(), Outbound::new());
+    let inbound = [0xd5u8; 160];
+    let outbound = [0x55u8; 480];
+    assert_steady_state_free(|| {
+        codec.parse_binary(&inbound, &mut audio).unwrap();
+        codec.parse_text("dtmf 5", &mut audio).unwrap();
+        out.clear();
+        codec.encode_media(&outbound, &mut out);
+        codec.encode_dtmf("12#", &mut out);
+        codec.encode_clear(&mut out);
     });
 }
 

@@ -24,6 +24,7 @@ fn start_of(kind: CarrierKind) -> &'static str {
         CarrierKind::Exotel => EXOTEL_START,
         CarrierKind::Vonage => VONAGE_START,
         CarrierKind::Telnyx => TELNYX_START,
+        CarrierKind::Sip => unreachable!("sip is no websocket carrier: not in CarrierKind::ALL"),
     }
 }
 
@@ -144,6 +145,7 @@ fn inbound_media(kind: CarrierKind, seq: u64, audio: &[u8]) -> String {
             seq * 20
         ),
         CarrierKind::Vonage => unreachable!("Vonage sends audio as binary messages"),
+        CarrierKind::Sip => unreachable!("sip is no websocket carrier: not in CarrierKind::ALL"),
     }
 }
 

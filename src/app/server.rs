@@ -774,14 +774,10 @@ async fn start_sip_carrier(
             None
         }
     };
-    let rtp_ip = agent
-        .as_ref()
-        .map(|agent| agent.local_addr().ip())
-        .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
     let carrier = crate::sip::carrier::SipCarrier::new(
         agent,
         trunks,
-        crate::sip::media_leg::RtpPool::new(rtp_ip),
+        crate::sip::rtp_ports::RtpPorts::new(settings.sip.rtp_ports),
         media,
     );
     invites.serve(&carrier);

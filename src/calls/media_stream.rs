@@ -1,13 +1,16 @@
 //! An answered call's media connection as the conversation runner receives
-//! it: the carrier's websocket (accepted by `http::media`) adapted to the
-//! engine's [`MediaTransport`], with the codec and the parsed `start`.
+//! it: the carrier's websocket (accepted by `http::media`) or a SIP call's RTP
+//! socket, adapted to the engine's [`MediaTransport`], with the codec and the
+//! parsed (for SIP, made up) `start`.
 //!
 //! It lives here, below the HTTP handlers, so the runner never imports a
 //! handler: the handler builds it, the engine carries it to the runner.
 
+use crate::sip::rtp_transport::{RtpConfig, RtpTransport};
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use futures::SinkExt;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 use voxline_actors::conversation::transport::{MediaTransport, TransportError, TransportMessage};
 use voxline_media::carrier::{CarrierCodec, Outbound, OutboundFrame, StreamStart};
 
@@ -22,9 +25,132 @@ pub struct MediaStream {
     /// The carrier's codec, with the `start` already parsed.
     pub codec: CarrierCodec,
     /// The socket.
-    pub transport: AxumTransport,
+    pub transport: MediaConnection,
     /// The parsed `start` message.
     pub start: StreamStart,
+}
+
+/// The connection an answered call's audio travels on.
+// One per call, held by the call's task: the websocket's size costs nothing worth an
+// allocation, and the RTP leg's buffers are boxed.
+#[allow(clippy::large_enum_variant)]
+pub enum MediaConnection {
+    /// A carrier's media websocket.
+    WebSocket(AxumTransport),
+    /// A SIP call's RTP (boxed: its buffers are large beside a websocket's handle).
+    Rtp(Box<RtpLeg>),
+}
+
+impl MediaTransport for MediaConnection {
+    async fn recv(&mut self) -> Option<TransportMessage> {
+        match self {
+            Self::WebSocket(socket) => socket.recv().await,
+            Self::Rtp(leg) => leg.recv().await,
+        }
+    }
+
+    async fn send(&mut self, frame: OutboundFrame<'_>) -> Result<(), TransportError> {
+        match self {
+            Self::WebSocket(socket) => socket.send(frame).await,
+            Self::Rtp(leg) => leg.send(frame).await,
+        }
+    }
+
+    async fn send_all(&mut self, outbound: &Outbound) -> Result<(), TransportError> {
+        match self {
+            Self::WebSocket(socket) => socket.send_all(outbound).await,
+            Self::Rtp(leg) => leg.send_all(outbound).await,
+        }
+    }
+
+    async fn close(&mut self) {
+        match self {
+            Self::WebSocket(socket) => socket.close().await,
+            Self::Rtp(leg) => leg.close().await,
+        }
+    }
+}
+
+/// A SIP call's RTP as a [`MediaTransport`]: the transport is made at the
+/// conversation's first read, so its 20 ms pacer starts with the loop rather
+/// than counting the hand-off as late ticks; the dialog's end (a BYE either
+/// way) closes it.
+pub struct RtpLeg {
+    /// The socket and settings, until the first read makes the transport.
+    pending: Option<(tokio::net::UdpSocket, RtpConfig)>,
+    rtp: Option<RtpTransport>,
+    /// Cancelled when the SIP dialog ends.
+    ended: CancellationToken,
+    closed: bool,
+}
+
+impl RtpLeg {
+    /// A leg over `socket`, ending when `ended` is cancelled.
+    pub fn new(socket: tokio::net::UdpSocket, config: RtpConfig, ended: CancellationToken) -> Self {
+        Self {
+            pending: Some((socket, config)),
+            rtp: None,
+            ended,
+            closed: false,
+        }
+    }
+
+    /// The transport, made on first use; `None` once closed or when it cannot be made.
+    fn transport(&mut self) -> Option<&mut RtpTransport> {
+        if self.closed {
+            return None;
+        }
+        if let Some((socket, config)) = self.pending.take() {
+            match RtpTransport::new(socket, config) {
+                Ok(rtp) => self.rtp = Some(rtp),
+                Err(err) => {
+                    tracing::warn!(error = %err, "the RTP transport could not start");
+                    self.closed = true;
+                }
+            }
+        }
+        self.rtp.as_mut()
+    }
+
+    async fn recv(&mut self) -> Option<TransportMessage> {
+        let ended = self.ended.clone();
+        let Some(rtp) = self.transport() else {
+            return Some(TransportMessage::Closed);
+        };
+        // Both futures are cancel-safe, so the select is too.
+        let message = tokio::select! {
+            () = ended.cancelled() => None,
+            message = rtp.recv() => message,
+        };
+        match message {
+            Some(TransportMessage::Closed) | None => {
+                self.closed = true;
+                Some(TransportMessage::Closed)
+            }
+            other => other,
+        }
+    }
+
+    async fn send(&mut self, frame: OutboundFrame<'_>) -> Result<(), TransportError> {
+        match self.transport() {
+            Some(rtp) => rtp.send(frame).await,
+            None => Err(TransportError::Closed),
+        }
+    }
+
+    async fn send_all(&mut self, outbound: &Outbound) -> Result<(), TransportError> {
+        match self.transport() {
+            Some(rtp) => rtp.send_all(outbound).await,
+            None => Err(TransportError::Closed),
+        }
+    }
+
+    async fn close(&mut self) {
+        if let Some(rtp) = self.rtp.as_mut() {
+            rtp.close().await;
+        }
+        self.closed = true;
+    }
 }
 
 /// [`MediaTransport`] over axum's websocket.

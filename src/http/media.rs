@@ -7,7 +7,7 @@
 
 use super::extract::ApiQuery;
 use crate::calls::media_stream::CallEngine;
-use crate::calls::media_stream::{AxumTransport, MediaStream};
+use crate::calls::media_stream::{AxumTransport, MediaConnection, MediaStream};
 use crate::domain::clock::SharedClock;
 use crate::http::state::AppState;
 use axum::Router;
@@ -161,13 +161,17 @@ async fn accept(
     }
     let stream = MediaStream {
         codec,
-        transport,
+        transport: MediaConnection::WebSocket(transport),
         start: *start,
     };
     if let Err(returned) = gate.engine.attach_media(call_id, stream) {
         tracing::info!(call = %call_id, "media stream for a call that is not live; closing");
-        if let Some(mut stream) = returned {
-            stream.transport.reject("call has ended").await;
+        if let Some(MediaStream {
+            transport: MediaConnection::WebSocket(mut socket),
+            ..
+        }) = returned
+        {
+            socket.reject("call has ended").await;
         }
     }
 }

@@ -30,7 +30,8 @@ use voxline_actors::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest,
 use voxline_media::sdp::{self, LocalMedia, MediaDirection};
 
 use super::invite_flood::InviteFlood;
-use super::media_leg::{AnsweredLeg, MediaHandoff, RtpPool};
+use super::media_leg::{AnsweredLeg, MediaHandoff};
+use super::rtp_ports::RtpPorts;
 use super::trunks::SipTrunks;
 use super::user_agent::SipUserAgent;
 use crate::carriers::inbound::InboundHost;
@@ -50,7 +51,7 @@ const CANCEL_WAIT: Duration = Duration::from_secs(5);
 pub struct SipCarrier {
     pub(super) agent: Option<Arc<SipUserAgent>>,
     trunks: Arc<dyn SipTrunks>,
-    pub(super) rtp: RtpPool,
+    pub(super) rtp: RtpPorts,
     pub(super) media: Arc<dyn MediaHandoff>,
     /// Live calls both ways, by SIP Call-ID (what `hangup` is given).
     pub(super) calls: Arc<Mutex<HashMap<String, LiveCall>>>,
@@ -72,7 +73,7 @@ impl SipCarrier {
     pub fn new(
         agent: Option<Arc<SipUserAgent>>,
         trunks: Arc<dyn SipTrunks>,
-        rtp: RtpPool,
+        rtp: RtpPorts,
         media: Arc<dyn MediaHandoff>,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -115,12 +116,11 @@ impl Carrier for SipCarrier {
         })?;
         let leg = self
             .rtp
-            .bind(agent.advertised_ip())
-            .await
+            .bind(agent.local_addr().ip())
             .map_err(|e| CarrierError::Rejected(format!("no RTP port for the call: {e}")))?;
         let local = LocalMedia {
             address: agent.advertised_ip(),
-            port: leg.port(),
+            port: leg.port,
             session_id: rand::random::<u32>().into(),
             version: 1,
             codecs: trunk.codecs.iter().map(|c| g711(*c)).collect(),
@@ -187,7 +187,7 @@ async fn follow(
     call: PlacedCall,
     mut invite: tokio::task::JoinHandle<rsipstack::dialog::invitation::InviteAsyncResult>,
     mut states: rsipstack::dialog::dialog::DialogStateReceiver,
-    leg: super::media_leg::RtpLeg,
+    leg: super::rtp_ports::RtpSocket,
     media: Arc<dyn MediaHandoff>,
     agent: Arc<SipUserAgent>,
 ) {

@@ -71,10 +71,11 @@ pub(super) fn source_ip(request: &Request) -> Option<IpAddr> {
         rsipstack::sip::Param::Received(r) => r.to_string().parse().ok(),
         _ => None,
     });
-    received.or_else(|| match via.uri.host_with_port.host {
+    let via_host = match via.uri.host_with_port.host {
         rsipstack::sip::Host::IpAddr(ip) => Some(ip),
         rsipstack::sip::Host::Domain(_) => None,
-    })
+    };
+    received.or(via_host)
 }
 
 /// The called number: the Request-URI's user part, as E.164 (`+` added to a
@@ -150,7 +151,7 @@ impl SipCarrier {
                 return;
             }
         };
-        let leg = match self.rtp.bind(agent.advertised_ip()).await {
+        let leg = match self.rtp.bind(agent.local_addr().ip()) {
             Ok(leg) => leg,
             Err(err) => {
                 tracing::warn!(error = %err, "no RTP port for an inbound SIP call");
@@ -160,7 +161,7 @@ impl SipCarrier {
         };
         let local = LocalMedia {
             address: agent.advertised_ip(),
-            port: leg.port(),
+            port: leg.port,
             session_id: rand::random::<u32>().into(),
             version: 1,
             codecs: trunk.codecs.iter().map(|c| g711(*c)).collect(),

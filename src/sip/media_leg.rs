@@ -1,46 +1,9 @@
 //! An answered SIP call's media: the RTP port reserved when the call is
 //! placed, and the hand-off of the answered leg to the call's conversation.
 
-use std::io;
-use std::net::{IpAddr, SocketAddr};
-use tokio::net::UdpSocket;
+use super::rtp_ports::RtpSocket;
 use tokio_util::sync::CancellationToken;
 use voxline_media::sdp::Negotiated;
-
-/// Where calls' RTP sockets come from.
-#[derive(Debug, Clone)]
-pub struct RtpPool {
-    bind_ip: IpAddr,
-}
-
-impl RtpPool {
-    /// Sockets bound on `bind_ip`.
-    pub fn new(bind_ip: IpAddr) -> Self {
-        Self { bind_ip }
-    }
-
-    /// Reserves a socket for one call; `_advertised` is what the SDP will say.
-    pub async fn bind(&self, _advertised: IpAddr) -> io::Result<RtpLeg> {
-        let socket = UdpSocket::bind(SocketAddr::new(self.bind_ip, 0)).await?;
-        let port = socket.local_addr()?.port();
-        Ok(RtpLeg { socket, port })
-    }
-}
-
-/// One call's RTP socket.
-#[derive(Debug)]
-pub struct RtpLeg {
-    /// The socket.
-    pub socket: UdpSocket,
-    port: u16,
-}
-
-impl RtpLeg {
-    /// Its local port (the SDP's `m=` port).
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-}
 
 /// An answered call's media leg, as the carrier hands it over.
 #[derive(Debug)]
@@ -54,7 +17,7 @@ pub struct AnsweredLeg {
     /// The number called.
     pub to: String,
     /// The call's RTP socket.
-    pub leg: RtpLeg,
+    pub leg: RtpSocket,
     /// What the SDP exchange settled.
     pub negotiated: Negotiated,
     /// Cancelled when the dialog ends (a BYE either way): the media stops.

@@ -11,12 +11,17 @@
 //! - `inbound`: new INVITEs checked (flood limit, number, source) and answered
 //!   through the inbound service;
 //! - `invite_flood`: the per-source INVITE rate limit;
-//! - `media_leg`: an answered call's RTP, handed to the call's conversation.
+//! - `media_leg`: an answered call's RTP leg, as the carrier hands it over;
+//! - `rtp_ports`: each call's RTP socket, bound in the configured port range;
+//! - `rtp_transport`: that socket as the conversation loop's `MediaTransport`,
+//!   pacing our audio out and playing the part a websocket carrier plays.
 
 pub mod carrier;
 pub mod inbound;
 pub mod invite_flood;
 pub mod media_leg;
+pub mod rtp_ports;
+pub mod rtp_transport;
 pub mod settings;
 pub mod trunks;
 pub mod user_agent;

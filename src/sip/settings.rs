@@ -1,5 +1,6 @@
 //! Where the SIP user agent listens and what it advertises.
 
+use super::rtp_ports::RtpPortRange;
 use clap::Args;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -26,7 +27,7 @@ pub struct SipArgs {
     /// The UDP ports RTP sockets are bound from, `low-high` (default
     /// 10000-20000); each call takes one even port.
     #[arg(long, env = "VOXLINE_RTP_PORTS")]
-    pub rtp_ports: Option<String>,
+    pub rtp_ports: Option<RtpPortRange>,
 }
 
 /// Whether, and where, the SIP user agent listens.
@@ -68,8 +69,8 @@ pub struct SipSettings {
     pub listen: SipListen,
     /// The address advertised in headers and SDP, when not the listen address.
     pub public_ip: Option<IpAddr>,
-    /// The RTP port range, `low-high`.
-    pub rtp_ports: String,
+    /// The RTP port range.
+    pub rtp_ports: RtpPortRange,
 }
 
 impl Default for SipSettings {
@@ -77,7 +78,7 @@ impl Default for SipSettings {
         Self {
             listen: SipListen::On(DEFAULT_SIP_LISTEN),
             public_ip: None,
-            rtp_ports: "10000-20000".into(),
+            rtp_ports: RtpPortRange::default(),
         }
     }
 }
@@ -89,7 +90,7 @@ impl SipSettings {
         Self {
             listen: args.sip_listen.unwrap_or(default.listen),
             public_ip: args.sip_public_ip,
-            rtp_ports: args.rtp_ports.clone().unwrap_or(default.rtp_ports),
+            rtp_ports: args.rtp_ports.unwrap_or(default.rtp_ports),
         }
     }
 
@@ -98,7 +99,7 @@ impl SipSettings {
         Self {
             listen: SipListen::On(SocketAddr::from(([127, 0, 0, 1], 0))),
             public_ip: None,
-            rtp_ports: "30000-39999".into(),
+            rtp_ports: RtpPortRange::new(30_000, 39_999).unwrap_or_default(),
         }
     }
 }

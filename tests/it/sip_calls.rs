@@ -212,7 +212,7 @@ async fn a_call_from_baresip_is_answered_by_the_number_s_inbound_agent() {
         "the inbound call and the agent's greeting",
         || async {
             let calls = app.get(&ws.key, "/api/calls").await.body;
-            let call = calls["data"].as_array()?.first()?.clone();
+            let call = calls["rows"].as_array()?.first()?.clone();
             let id = call["id"].as_str()?.to_string();
             let t = app
                 .get(&ws.key, &format!("/api/calls/{id}/transcript"))
@@ -281,6 +281,6 @@ async fn a_call_to_an_unknown_number_or_from_an_unlisted_source_is_refused() {
         .await;
     }
     let calls = app.get(&ws.key, "/api/calls").await.body;
-    assert_eq!(calls["data"].as_array().map(Vec::len), Some(0), "{calls}");
+    assert_eq!(calls["rows"].as_array().map(Vec::len), Some(0), "{calls}");
     app.shutdown().await;
 }

@@ -432,3 +432,100 @@ async fn an_opt_out_stands_when_the_callee_talks_over_the_confirmation() {
     .await;
     assert_eq!(outcome.ended_reason, EndedReason::OptOut);
 }
+
+/// Over SIP the agent's keys are a `dtmf` command for the RTP transport, placed where the
+/// tones would have started and followed by their length of silence, not tones in the audio.
+#[tokio::test(start_paused = true)]
+async fn a_sip_call_presses_keys_as_a_command_before_their_silence() {
+    use voxline_media::carrier::sip::{KEY_GAP_MS, KEY_TONE_MS};
+    use voxline_media::carrier::{AudioFormat, OutboundFrame};
+    use voxline_media::g711::linear_to_mulaw;
+    use voxline_media::synth::{
+        SpeechLikeGenerator, samples_for_duration, speech_duration_for_text,
+    };
+
+    let menu = "For sales, press 1. For support, press 2.";
+    let start = StreamStart {
+        stream_id: String::new(),
+        call_id: None,
+        account_id: None,
+        from: None,
+        to: None,
+        custom_parameters: Vec::new(),
+        format: AudioFormat::MULAW_8K,
+    };
+    let config = ConversationConfig {
+        call_id: "call-sip-keys".to_owned(),
+        carrier: CarrierSession::started(CarrierCodec::sip(AudioFormat::MULAW_8K), Box::new(start)),
+        welcome_message: "Hello.".to_owned(),
+        prompt: "Reach the support team.".to_owned(),
+        sim_script: vec![menu.to_owned()],
+        tools: tools(ScriptedService::new(Ok(json!({})), Ok(()))),
+        ..ConversationConfig::default()
+    };
+    let (server, mut transport) = memory_pair(4096);
+    let cancel = CancellationToken::new();
+    let conversation = tokio::spawn(run_conversation(
+        config,
+        Providers::sim(SimConfig::default()),
+        server,
+        Arc::new(NoopObserver),
+        cancel.clone(),
+    ));
+    // The RTP transport's side: 20 ms caller frames (silence, then the menu said as
+    // speech-like sound from the 2nd second), and whatever the loop sends.
+    let speech_from = 100;
+    let speech_frames = samples_for_duration(8_000, speech_duration_for_text(menu)) / 160;
+    let mut voice = SpeechLikeGenerator::new(8_000, 7);
+    let mut pcm = [0i16; 160];
+    let mut pacer = tokio::time::interval(Duration::from_millis(20));
+    let mut received = Vec::new();
+    let mut frame_index = 0;
+    while frame_index < 1_500 {
+        tokio::select! {
+            _ = pacer.tick() => {
+                let frame: Vec<u8> = if (speech_from..speech_from + speech_frames)
+                    .contains(&frame_index)
+                {
+                    voice.fill(&mut pcm);
+                    pcm.iter().map(|&s| linear_to_mulaw(s)).collect()
+                } else {
+                    vec![0xff; 160]
+                };
+                frame_index += 1;
+                if transport.send(OutboundFrame::Binary(&frame)).await.is_err() {
+                    break;
+                }
+            }
+            message = transport.recv() => match message {
+                Some(TransportMessage::Closed) | None => break,
+                Some(message) => received.push(message),
+            },
+        }
+    }
+    cancel.cancel();
+    conversation.await.unwrap();
+    let dtmf = received
+        .iter()
+        .position(|m| matches!(m, TransportMessage::Text(t) if t.starts_with("dtmf")))
+        .expect("a dtmf command");
+    assert_eq!(received[dtmf], TransportMessage::Text("dtmf 2".into()));
+    let silence: Vec<&Vec<u8>> = received[dtmf + 1..]
+        .iter()
+        .map_while(|m| match m {
+            TransportMessage::Binary(frame) => Some(frame),
+            _ => None,
+        })
+        .collect();
+    let key_frames = ((KEY_TONE_MS + KEY_GAP_MS) / 20) as usize;
+    assert_eq!(silence.len(), key_frames, "one key's length of audio");
+    assert!(
+        silence
+            .iter()
+            .all(|f| f.len() == 160 && f.iter().all(|&b| b == 0xff))
+    );
+    assert!(
+        matches!(&received[dtmf + 1 + key_frames], TransportMessage::Text(t) if t.starts_with("mark ")),
+        "the keys' segment ends with its mark"
+    );
+}

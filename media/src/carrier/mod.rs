@@ -1,4 +1,5 @@
-//! Carrier media-stream message codecs (Twilio, Plivo, Exotel, Vonage, Telnyx).
+//! Carrier media-stream message codecs (Twilio, Plivo, Exotel, Vonage, Telnyx), and the `sip`
+//! codec of the SIP carrier's RTP transport (see [`sip`]).
 //!
 //! One [`CarrierCodec`] serves one carrier websocket. It turns inbound frames into
 //! [`InboundEvent`]s and our playback commands into the carrier's outbound frames, following
@@ -27,6 +28,7 @@
 
 mod exotel;
 mod plivo;
+pub mod sip;
 mod telnyx;
 pub mod twilio;
 mod vonage;
@@ -52,10 +54,16 @@ pub enum CarrierKind {
     Vonage,
     /// Telnyx media streaming.
     Telnyx,
+    /// Our own SIP trunk: the RTP transport speaks the [`sip`] codec's internal wire. Not a
+    /// websocket carrier, so not in [`ALL`](Self::ALL) and not parsed by `from_str`.
+    Sip,
 }
 
 impl CarrierKind {
-    /// Every carrier, in a stable order.
+    /// Every websocket carrier (those served at `/media/{kind}`), in a stable order; [`Sip`]
+    /// is left out on purpose.
+    ///
+    /// [`Sip`]: CarrierKind::Sip
     pub const ALL: [CarrierKind; 5] = [
         CarrierKind::Twilio,
         CarrierKind::Plivo,
@@ -72,6 +80,7 @@ impl CarrierKind {
             CarrierKind::Exotel => "exotel",
             CarrierKind::Vonage => "vonage",
             CarrierKind::Telnyx => "telnyx",
+            CarrierKind::Sip => "sip",
         }
     }
 }
@@ -85,6 +94,7 @@ impl fmt::Display for CarrierKind {
 impl FromStr for CarrierKind {
     type Err = MediaError;
 
+    /// Parses a websocket carrier's name; `sip` is refused (no websocket speaks it).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         CarrierKind::ALL
             .into_iter()
@@ -167,7 +177,9 @@ impl AudioFormat {
     /// The format a carrier uses until its stream announces otherwise.
     pub const fn default_for(kind: CarrierKind) -> Self {
         match kind {
-            CarrierKind::Twilio | CarrierKind::Plivo | CarrierKind::Telnyx => Self::MULAW_8K,
+            CarrierKind::Twilio | CarrierKind::Plivo | CarrierKind::Telnyx | CarrierKind::Sip => {
+                Self::MULAW_8K
+            }
             CarrierKind::Exotel => Self::PCM16_8K,
             CarrierKind::Vonage => Self::PCM16_16K,
         }
@@ -392,6 +404,7 @@ enum Protocol {
     Exotel(exotel::ExotelCodec),
     Vonage(vonage::VonageCodec),
     Telnyx(telnyx::TelnyxCodec),
+    Sip(sip::SipCodec),
 }
 
 macro_rules! dispatch {
@@ -402,6 +415,7 @@ macro_rules! dispatch {
             Protocol::Exotel($codec) => $call,
             Protocol::Vonage($codec) => $call,
             Protocol::Telnyx($codec) => $call,
+            Protocol::Sip($codec) => $call,
         }
     };
 }
@@ -414,6 +428,7 @@ macro_rules! dispatch_ref {
             Protocol::Exotel($codec) => $call,
             Protocol::Vonage($codec) => $call,
             Protocol::Telnyx($codec) => $call,
+            Protocol::Sip($codec) => $call,
         }
     };
 }
@@ -429,8 +444,25 @@ impl CarrierCodec {
             }
             CarrierKind::Vonage => Protocol::Vonage(vonage::VonageCodec::default()),
             CarrierKind::Telnyx => Protocol::Telnyx(telnyx::TelnyxCodec::default()),
+            CarrierKind::Sip => Protocol::Sip(sip::SipCodec::default()),
         };
         Self { protocol }
+    }
+
+    /// A `sip` codec for the format the SDP answer chose (PCMU or PCMA at 8 kHz), whose keys
+    /// go out as telephone events.
+    pub fn sip(format: AudioFormat) -> Self {
+        Self {
+            protocol: Protocol::Sip(sip::SipCodec::new(format)),
+        }
+    }
+
+    /// A `sip` codec for an SDP answer without `telephone-event`: keys go out as in-band
+    /// tones in the audio.
+    pub fn sip_without_telephone_events(format: AudioFormat) -> Self {
+        Self {
+            protocol: Protocol::Sip(sip::SipCodec::new(format).without_telephone_events()),
+        }
     }
 
     /// A codec configured from the websocket URL's query string (without `?`); only Exotel
@@ -466,6 +498,7 @@ impl CarrierCodec {
             Protocol::Exotel(_) => CarrierKind::Exotel,
             Protocol::Vonage(_) => CarrierKind::Vonage,
             Protocol::Telnyx(_) => CarrierKind::Telnyx,
+            Protocol::Sip(_) => CarrierKind::Sip,
         }
     }
 
@@ -491,8 +524,8 @@ impl CarrierCodec {
         dispatch!(self, codec => codec.parse_text(text, audio))
     }
 
-    /// Parses one inbound binary message (Vonage audio); other carriers never send binary and
-    /// get [`MediaError::UnexpectedFrame`].
+    /// Parses one inbound binary message (Vonage and `sip` audio); other carriers never send
+    /// binary and get [`MediaError::UnexpectedFrame`].
     pub fn parse_binary(
         &mut self,
         data: &[u8],
@@ -501,6 +534,7 @@ impl CarrierCodec {
         audio.clear();
         match &mut self.protocol {
             Protocol::Vonage(vonage) => Ok(vonage.parse_binary(data, audio)),
+            Protocol::Sip(sip) => Ok(sip.parse_binary(data, audio)),
             _ => Err(MediaError::UnexpectedFrame("binary message")),
         }
     }
@@ -531,6 +565,26 @@ impl CarrierCodec {
     /// Tells the carrier to drop queued audio (barge-in); held-back audio is dropped too.
     pub fn encode_clear(&mut self, out: &mut Outbound) {
         dispatch!(self, codec => codec.encode_clear(out))
+    }
+
+    /// Whether keys go out as RFC 4733 telephone events ([`encode_dtmf`](Self::encode_dtmf))
+    /// rather than as in-band tones in the audio: only for `sip`, when the SDP answer has a
+    /// `telephone-event` payload type.
+    pub fn sends_dtmf_events(&self) -> bool {
+        match &self.protocol {
+            Protocol::Sip(sip) => sip.sends_dtmf_events(),
+            _ => false,
+        }
+    }
+
+    /// Asks for `digits` to be sent as telephone events at this point of playback (`sip`:
+    /// a `dtmf <digits>` command; see [`sip`] for the timing). Websocket carriers have no such
+    /// command: false, and nothing is written; their keys go out as tones in the audio.
+    pub fn encode_dtmf(&mut self, digits: &str, out: &mut Outbound) -> bool {
+        match &mut self.protocol {
+            Protocol::Sip(sip) => sip.encode_dtmf(digits, out),
+            _ => false,
+        }
     }
 }
 

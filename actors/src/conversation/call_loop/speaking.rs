@@ -90,6 +90,7 @@ impl<T: MediaTransport> CallLoop<T> {
                     expected_samples: 0,
                     first_sent_at: None,
                     acked_at: None,
+                    keys: None,
                 };
                 let resampled = self
                     .playback
@@ -164,6 +165,10 @@ impl<T: MediaTransport> CallLoop<T> {
                 self.playback.frame[take..].fill(0);
                 segment.sent_samples += take;
                 segment.first_sent_at.get_or_insert(self.playout_end);
+                if let Some(keys) = segment.keys.take() {
+                    // Telephone events start where the segment's silence starts.
+                    self.codec.encode_dtmf(&keys, &mut self.outbound);
+                }
                 let wire = self.playback.encode_frame();
                 self.codec.encode_media(wire, &mut self.outbound);
                 if segment.synthesized && segment.audio.is_empty() {
@@ -260,6 +265,7 @@ impl<T: MediaTransport> CallLoop<T> {
                     expected_samples,
                     first_sent_at: None,
                     acked_at: None,
+                    keys: None,
                 });
             }
             ResponderEvent::Audio { samples, rate } => {

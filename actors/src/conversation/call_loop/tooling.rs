@@ -9,6 +9,8 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::{Instant, timeout};
 use tracing::{debug, warn};
+use voxline_media::carrier::sip;
+use voxline_media::rtp::telephone_event::dtmf_event_code;
 use voxline_media::synth::{DtmfToneGenerator, samples_for_duration};
 
 use super::CallLoop;
@@ -19,10 +21,10 @@ use crate::ended_reason::EndedReason;
 use crate::providers::{ChatMessage, END_CALL_TOOL, LlmRequest, OPT_OUT_TOOL};
 use crate::tools::{ToolCallRecord, ToolError};
 
-/// How long each key's tone lasts.
-const KEY_TONE: Duration = Duration::from_millis(120);
+/// How long each key's tone lasts: as long as the SIP transport holds a key's event.
+const KEY_TONE: Duration = Duration::from_millis(sip::KEY_TONE_MS as u64);
 /// The silence after each key, so a detector hears two presses of the same key.
-const KEY_GAP: Duration = Duration::from_millis(100);
+const KEY_GAP: Duration = Duration::from_millis(sip::KEY_GAP_MS as u64);
 
 impl<T: MediaTransport> CallLoop<T> {
     /// The tools a new reply may call.
@@ -127,14 +129,44 @@ impl<T: MediaTransport> CallLoop<T> {
         });
     }
 
-    /// Queues the tones of `digits` after what the turn has said so far.
+    /// Queues the tones of `digits` after what the turn has said so far. A carrier that sends
+    /// keys as telephone events (SIP) gets silence of the same length instead, behind a
+    /// `dtmf` command that goes out with its first frame, so the events play where the tones
+    /// would have.
     pub(super) fn queue_keys(&mut self, digits: &str) {
         let rate = self.playback.rate();
+        let events = self.codec.sends_dtmf_events();
         let Some(turn) = self.turn.as_mut() else {
             return;
         };
         let tone = samples_for_duration(rate, KEY_TONE);
         let gap = samples_for_duration(rate, KEY_GAP);
+        if events {
+            let keys: String = digits
+                .chars()
+                .filter(|&digit| dtmf_event_code(digit).is_some())
+                .collect();
+            if keys.len() < digits.chars().count() {
+                warn!(call_id = %self.call_id, digits, "keys that are not DTMF keys not pressed");
+            }
+            if keys.is_empty() {
+                return;
+            }
+            let silence = (tone + gap) * keys.len();
+            let index = turn.segments.len();
+            turn.segments.push(Segment {
+                text: String::new(),
+                mark: format!("t{}s{index}", turn.id),
+                expected_samples: silence,
+                audio: std::iter::repeat_n(0, silence).collect(),
+                synthesized: true,
+                sent_samples: 0,
+                first_sent_at: None,
+                acked_at: None,
+                keys: Some(keys),
+            });
+            return;
+        }
         let mut audio = VecDeque::with_capacity((tone + gap) * digits.len());
         let mut generator = DtmfToneGenerator::new(rate);
         let mut buffer = vec![0_i16; tone + gap];
@@ -157,6 +189,7 @@ impl<T: MediaTransport> CallLoop<T> {
             sent_samples: 0,
             first_sent_at: None,
             acked_at: None,
+            keys: None,
         });
     }
 

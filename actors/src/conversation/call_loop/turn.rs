@@ -55,6 +55,9 @@ pub(super) struct Segment {
     /// [`PLAYBACK_LEAD`](super::PLAYBACK_LEAD) earlier).
     pub(super) first_sent_at: Option<Instant>,
     pub(super) acked_at: Option<Instant>,
+    /// Keys to send as telephone events when the segment's first frame goes out (SIP); its
+    /// audio is then the silence they take.
+    pub(super) keys: Option<String>,
 }
 
 /// Timestamps of a reply in the making, for its latency record.
