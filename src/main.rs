@@ -34,6 +34,8 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // Loadgen and the admin CLI make TLS connections without a server.
+    voxline::app::server::install_tls_provider();
     let cli = Cli::try_parse()
         .unwrap_or_else(|err| voxline::config::name_env_variable(err, &Cli::command()).exit());
     match cli.command {

@@ -85,6 +85,7 @@ impl Server {
         clock: SharedClock,
         extra: HashMap<String, Arc<dyn Carrier>>,
     ) -> anyhow::Result<Self> {
+        install_tls_provider();
         std::fs::create_dir_all(&settings.storage.data_dir).with_context(|| {
             format!("creating data dir {}", settings.storage.data_dir.display())
         })?;
@@ -669,6 +670,14 @@ impl ShutdownSignals {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
+}
+
+/// Chooses rustls's crypto provider for the whole process (idempotent): with
+/// both `ring` (rsipstack's SIP over TLS) and `aws-lc-rs` (the HTTP and
+/// websocket clients) linked, rustls cannot pick one itself and the first TLS
+/// connection would panic.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
 }
 
 /// Starts the call engine with the sim carrier, the real carriers (which read

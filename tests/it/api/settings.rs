@@ -121,3 +121,13 @@ async fn bad_calling_hours_name_their_variable_and_field() {
     .await;
     assert!(stderr.contains("callingHours.end"), "{stderr}");
 }
+
+#[tokio::test]
+async fn bad_sip_settings_name_their_variables() {
+    let stderr = serve_refuses("VOXLINE_SIP_LISTEN", "sip.example.com", &EPHEMERAL).await;
+    assert!(stderr.contains("host:port"), "{stderr}");
+    let stderr = serve_refuses("VOXLINE_RTP_PORTS", "40000:40999", &EPHEMERAL).await;
+    assert!(stderr.contains("first-last"), "{stderr}");
+    let stderr = serve_refuses("VOXLINE_RTP_PORTS", "80-90", &EPHEMERAL).await;
+    assert!(stderr.contains("1024"), "{stderr}");
+}

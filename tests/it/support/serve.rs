@@ -41,6 +41,7 @@ impl ServeProcess {
             .env("RUST_LOG", "info,sqlx=warn")
             .env("VOXLINE_LISTEN", "127.0.0.1:0")
             .env("VOXLINE_ADMIN_LISTEN", "127.0.0.1:0")
+            .env("VOXLINE_SIP_LISTEN", "127.0.0.1:0")
             .env("VOXLINE_NO_BOOTSTRAP", "true")
             .env("VOXLINE_LOG_JSON", "true")
             .env("VOXLINE_WEBHOOK_ALLOW_HOSTS", "127.0.0.1,localhost")
