@@ -315,6 +315,9 @@ impl Browser {
         .unwrap();
         let url = format!("http://127.0.0.1:{port}");
         let mut last = None;
+        // The client's TLS config needs the process's provider chosen (see the server's
+        // `install_tls_provider`), and this may run before any server starts.
+        voxline::app::server::install_tls_provider();
         for _ in 0..100 {
             match ClientBuilder::rustls()
                 .expect("tls roots")

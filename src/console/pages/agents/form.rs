@@ -59,7 +59,9 @@ const ENGINES: &[&str] = &["pipeline", "announcement", "keypad"];
 const LLMS: &[&str] = &["sim", "openai"];
 const ASRS: &[&str] = &["sim", "deepgram", "openai", "whisper"];
 const TTSS: &[&str] = &["sim", "openai", "elevenlabs", "espeak", "piper"];
-const CARRIERS: &[&str] = &["sim", "twilio", "plivo", "exotel", "vonage", "telnyx"];
+const CARRIERS: &[&str] = &[
+    "sim", "twilio", "plivo", "exotel", "vonage", "telnyx", "sip",
+];
 const RETRY_ON: &[&str] = &["no-answer", "busy", "failed", "voicemail"];
 const VOICEMAIL_ACTIONS: &[&str] = &["hangup", "leaveMessage"];
 const TURN_MODES: &[&str] = &["smart", "silence"];
