@@ -187,14 +187,22 @@ async fn follow(
                     status.send(CarrierStatus::Ringing);
                 }
             }
-            () = &mut ring, if !timed_out => {
+            () = &mut ring => {
+                if timed_out {
+                    // The far end never ended the INVITE after our CANCEL (no 487):
+                    // the call ends here, unanswered.
+                    tracing::debug!(%sip_call_id, "no final answer to the INVITE after our CANCEL");
+                    invite.abort();
+                    agent.dialogs().remove_dialog(&dialog.id());
+                    status.send(CarrierStatus::NoAnswer);
+                    return;
+                }
                 timed_out = true;
                 tracing::debug!(%sip_call_id, "no answer within the ring timeout; sending CANCEL");
                 if let Err(err) = dialog.cancel().await {
                     tracing::debug!(%sip_call_id, error = %err, "CANCEL failed");
                 }
-                // Should the far end never answer the CANCEL, the transaction's own
-                // timer ends the INVITE; this bounds our wait for it.
+                // Should the far end never answer the CANCEL, this bounds our wait.
                 ring.as_mut().reset(tokio::time::Instant::now() + CANCEL_WAIT);
             }
         }

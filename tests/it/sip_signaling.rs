@@ -286,6 +286,21 @@ async fn sip_signaling_no_answer_within_the_ring_timeout_sends_cancel() {
 }
 
 #[tokio::test]
+async fn sip_signaling_a_cancel_never_answered_still_ends_the_call_no_answer() {
+    let app = TestApp::spawn().await;
+    let peer = SipPeer::start(Answer::RingDeaf, None).await;
+    let (ws, id) = call_through(&app, &peer, None).await;
+
+    peer.wait_for("CANCEL", 1, RING_WAIT).await;
+    // The carrier bounds its wait for the INVITE's 487 (5 s): a far end that
+    // never sends it does not leave the call ringing for ever.
+    let call = ended(&app, &ws, &id, Duration::from_secs(15)).await;
+    assert_eq!(call["rawStatus"], "no-answer", "{call}");
+    assert_eq!(call["endedReason"], "no-answer", "{call}");
+    app.shutdown().await;
+}
+
+#[tokio::test]
 async fn sip_signaling_bye_from_the_callee_completes_the_call() {
     let app = TestApp::spawn().await;
     let peer = SipPeer::start(

@@ -34,6 +34,9 @@ pub enum Answer {
     Final(u16),
     /// 180 and never a final answer: only a CANCEL ends it (200, then 487).
     Ring,
+    /// 180 and never a final answer, not even after a CANCEL: the stack
+    /// answers the CANCEL 200, but the INVITE never gets its 487.
+    RingDeaf,
 }
 
 /// Digest credentials the peer demands: (username, password, realm).
@@ -347,6 +350,11 @@ async fn invite(
                     let _ = tx.reply(StatusCode::RequestTerminated).await;
                 }
             }
+        }
+        Answer::RingDeaf => {
+            let _ = tx.send_trying().await;
+            let _ = tx.reply(StatusCode::Ringing).await;
+            while tx.receive().await.is_some() {}
         }
         Answer::Ok { bye_after } => {
             let rtp = Arc::new(
