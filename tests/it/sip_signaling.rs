@@ -19,13 +19,9 @@ const WAIT: Duration = Duration::from_secs(20);
 /// then the CANCEL and its 487.
 const RING_WAIT: Duration = Duration::from_secs(45);
 
-/// A workspace whose `sip` trunk is `peer` (with `credentials` for digest
+/// A workspace whose `sip` trunk is 127.0.0.1:`port` (with `credentials` for digest
 /// auth) and whose caller ID is a `sip` number.
-async fn sip_workspace(
-    app: &TestApp,
-    peer: &SipPeer,
-    credentials: Option<(&str, &str)>,
-) -> Workspace {
+async fn sip_workspace(app: &TestApp, port: u16, credentials: Option<(&str, &str)>) -> Workspace {
     let ws = app.calling_workspace("SIP signaling", 2).await;
     // A number of its own: one app may hold several of these workspaces.
     static NEXT: AtomicU32 = AtomicU32::new(1_000);
@@ -41,7 +37,7 @@ async fn sip_workspace(
     )
     .await
     .expect("a sip number");
-    let mut trunk = json!({"host": "127.0.0.1", "port": peer.addr.port(), "transport": "udp"});
+    let mut trunk = json!({"host": "127.0.0.1", "port": port, "transport": "udp"});
     if let Some((username, password)) = credentials {
         trunk["username"] = json!(username);
         trunk["password"] = json!(password);
@@ -114,7 +110,7 @@ async fn call_through(
     peer: &SipPeer,
     credentials: Option<(&str, &str)>,
 ) -> (Workspace, String) {
-    let ws = sip_workspace(app, peer, credentials).await;
+    let ws = sip_workspace(app, peer.addr.port(), credentials).await;
     let agent = sip_agent(app, &ws).await;
     let id = place(app, &ws, &agent).await;
     (ws, id)
@@ -297,6 +293,24 @@ async fn sip_signaling_a_cancel_never_answered_still_ends_the_call_no_answer() {
     let call = ended(&app, &ws, &id, Duration::from_secs(15)).await;
     assert_eq!(call["rawStatus"], "no-answer", "{call}");
     assert_eq!(call["endedReason"], "no-answer", "{call}");
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn sip_signaling_a_trunk_that_never_responds_fails_the_call() {
+    let app = TestApp::spawn().await;
+    // A socket nobody reads: the INVITE gets no response at all, not even 100.
+    let black_hole = UdpSocket::bind("127.0.0.1:0").await.expect("a UDP socket");
+    let port = black_hole.local_addr().expect("its address").port();
+    let ws = sip_workspace(&app, port, None).await;
+    let agent = sip_agent(&app, &ws).await;
+    let id = place(&app, &ws, &agent).await;
+
+    // Not the callee failing to answer: the trunk is dead or misconfigured.
+    let call = ended(&app, &ws, &id, RING_WAIT).await;
+    assert_eq!(call["rawStatus"], "failed", "{call}");
+    assert_eq!(call["endedReason"], "carrier-error", "{call}");
+    drop(black_hole);
     app.shutdown().await;
 }
 
