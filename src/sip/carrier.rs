@@ -228,6 +228,7 @@ async fn follow(
     let response = match result {
         Ok(Ok((_, response))) => response,
         Ok(Err(err)) => {
+            tracing::info!(call = %req.call_id, %sip_call_id, error = %err, timed_out, "the INVITE failed");
             let outcome = if timed_out {
                 CarrierStatus::NoAnswer
             } else {
@@ -253,7 +254,10 @@ async fn follow(
     };
     let code = response.status_code.code();
     if response.status_code.kind() != StatusCodeKind::Successful {
-        status.send(final_failure(code, timed_out));
+        let outcome = final_failure(code, timed_out);
+        // The engine keeps only busy/no-answer/failed; the SIP code is said here.
+        tracing::info!(call = %req.call_id, %sip_call_id, code, ?outcome, "the INVITE ended without an answer");
+        status.send(outcome);
         return;
     }
     if timed_out {

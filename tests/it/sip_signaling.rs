@@ -181,6 +181,7 @@ async fn sip_signaling_digest_auth_answers_the_challenge_with_a_valid_digest() {
 
 #[tokio::test]
 async fn sip_signaling_a_wrong_password_fails_the_call() {
+    let logs = crate::support::logs();
     let app = TestApp::spawn().await;
     let peer = SipPeer::start(Answer::Ok { bye_after: None }, Some(auth())).await;
     let (ws, id) = call_through(&app, &peer, Some(("voxline", "not-the-password"))).await;
@@ -206,6 +207,14 @@ async fn sip_signaling_a_wrong_password_fails_the_call() {
     assert!(
         peer.requests_of("ACK").len() >= invites.len().min(2),
         "every 401 is ACKed"
+    );
+    // The API keeps only `failed`; the SIP code is in the log, naming the call.
+    let logged = String::from_utf8_lossy(&logs.0.lock().unwrap()).to_string();
+    assert!(
+        logged
+            .lines()
+            .any(|l| l.contains(&id) && l.contains("code=401")),
+        "the 401 is logged with the call"
     );
     app.shutdown().await;
 }
@@ -391,6 +400,33 @@ async fn sip_signaling_ending_a_ringing_call_sends_cancel() {
     peer.wait_for("CANCEL", 1, Duration::from_secs(10)).await;
     let call = ended(&app, &ws, &id, WAIT).await;
     assert!(peer.requests_of("BYE").is_empty(), "{:?}", peer.methods());
+    assert!(call["answeredAt"].is_null(), "{call}");
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn sip_signaling_an_answer_crossing_our_cancel_is_acked_and_hung_up() {
+    let app = TestApp::spawn().await;
+    let peer = SipPeer::start(Answer::OkOnCancel, None).await;
+    let (ws, id) = call_through(&app, &peer, None).await;
+
+    eventually(WAIT, "the call to ring", || async {
+        let call = detail(&app, &ws, &id).await;
+        (call["rawStatus"] == "ringing").then_some(())
+    })
+    .await;
+    let reply = app
+        .post_empty(&ws.key, &format!("/api/calls/{id}/cancel"))
+        .await;
+    assert_eq!(reply.status.as_u16(), 200, "{:?}", reply.body);
+    peer.wait_for("CANCEL", 1, WAIT).await;
+    // The 200 that crossed the CANCEL is ACKed, then ended with BYE: no
+    // dialog is left up at the far end.
+    peer.wait_for("ACK", 1, WAIT).await;
+    peer.wait_for("BYE", 1, WAIT).await;
+    let call = ended(&app, &ws, &id, WAIT).await;
+    assert_eq!(call["rawStatus"], "canceled", "{call}");
+    assert_eq!(call["endedReason"], "canceled", "{call}");
     assert!(call["answeredAt"].is_null(), "{call}");
     app.shutdown().await;
 }

@@ -34,6 +34,9 @@ pub enum Answer {
     Final(u16),
     /// 180 and never a final answer: only a CANCEL ends it (200, then 487).
     Ring,
+    /// 180, then on CANCEL a 200 with an SDP answer instead of the 487: the
+    /// answer that crosses the CANCEL (RFC 3261 §9.1 allows it).
+    OkOnCancel,
     /// 180 and never a final answer, not even after a CANCEL: the stack
     /// answers the CANCEL 200, but the INVITE never gets its 487.
     RingDeaf,
@@ -288,7 +291,14 @@ async fn serve_requests(
                     let _ = tx.reply(StatusCode::OK).await;
                 });
             }
-            Method::Bye | Method::Cancel => {
+            // A BYE of a dialog the stack does not hold (the 200 that crossed a
+            // CANCEL was sent by the transaction alone): recorded, and 200.
+            Method::Bye => {
+                tokio::spawn(async move {
+                    let _ = tx.reply(StatusCode::OK).await;
+                });
+            }
+            Method::Cancel => {
                 tokio::spawn(async move {
                     let _ = tx.reply(StatusCode::CallTransactionDoesNotExist).await;
                 });
@@ -351,27 +361,33 @@ async fn invite(
                 }
             }
         }
+        Answer::OkOnCancel => {
+            let _ = tx.send_trying().await;
+            let _ = tx.reply(StatusCode::Ringing).await;
+            let offer = String::from_utf8_lossy(&tx.original.body).into_owned();
+            let local = rtp_media(&shared).await;
+            while let Some(msg) = tx.receive().await {
+                if let SipMessage::Request(req) = msg
+                    && req.method == Method::Cancel
+                {
+                    let (body, _) = sdp::answer(&offer, &local).expect("an SDP answer");
+                    let headers = vec![
+                        Header::Contact(format!("<{contact}>").into()),
+                        Header::ContentType("application/sdp".into()),
+                    ];
+                    let _ = tx
+                        .reply_with(StatusCode::OK, headers, Some(body.into_bytes()))
+                        .await;
+                }
+            }
+        }
         Answer::RingDeaf => {
             let _ = tx.send_trying().await;
             let _ = tx.reply(StatusCode::Ringing).await;
             while tx.receive().await.is_some() {}
         }
         Answer::Ok { bye_after } => {
-            let rtp = Arc::new(
-                UdpSocket::bind("127.0.0.1:0")
-                    .await
-                    .expect("the peer's RTP socket"),
-            );
-            let local = LocalMedia {
-                address: IpAddr::V4(Ipv4Addr::LOCALHOST),
-                port: rtp.local_addr().expect("RTP address").port(),
-                session_id: u64::from(rand::random::<u32>()),
-                version: 1,
-                codecs: vec![G711Codec::Pcmu, G711Codec::Pcma],
-                dtmf_payload_type: 101,
-                direction: MediaDirection::SendRecv,
-            };
-            shared.rtp.lock().push(rtp);
+            let local = rtp_media(&shared).await;
             let offer = String::from_utf8_lossy(&tx.original.body).into_owned();
             let dialog = match dialogs.get_or_create_server_invite(&tx, states, None, Some(contact))
             {
@@ -409,6 +425,26 @@ async fn invite(
             }
         }
     }
+}
+
+/// An RTP socket of the peer's own (kept while the peer runs) and its media.
+async fn rtp_media(shared: &Shared) -> LocalMedia {
+    let rtp = Arc::new(
+        UdpSocket::bind("127.0.0.1:0")
+            .await
+            .expect("the peer's RTP socket"),
+    );
+    let local = LocalMedia {
+        address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        port: rtp.local_addr().expect("RTP address").port(),
+        session_id: u64::from(rand::random::<u32>()),
+        version: 1,
+        codecs: vec![G711Codec::Pcmu, G711Codec::Pcma],
+        dtmf_payload_type: 101,
+        direction: MediaDirection::SendRecv,
+    };
+    shared.rtp.lock().push(rtp);
+    local
 }
 
 /// Keeps a transaction running (ACK of a final answer, retransmits) until it ends.
