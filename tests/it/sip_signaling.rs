@@ -431,13 +431,16 @@ async fn sip_signaling_an_answer_crossing_our_cancel_is_acked_and_hung_up() {
     app.shutdown().await;
 }
 
-/// A UDP port free on loopback right now.
-fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .expect("a UDP port")
-        .local_addr()
-        .expect("its address")
-        .port()
+/// A port free on loopback for both UDP and TCP right now (the agent listens
+/// on both, on one port number).
+fn free_sip_port() -> u16 {
+    loop {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("a UDP port");
+        let port = udp.local_addr().expect("its address").port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// An OPTIONS request from `from` to `to`, with a fresh branch and Call-ID.
@@ -479,7 +482,7 @@ async fn options_answer(socket: &UdpSocket, to: SocketAddr, tag: &str) -> Option
 async fn sip_signaling_garbage_on_the_sip_port_leaves_the_agent_answering() {
     // The harness cannot read the user agent's bound port, so the app listens
     // where the test says.
-    let port = free_udp_port();
+    let port = free_sip_port();
     let sip = SocketAddr::from(([127, 0, 0, 1], port));
     let app = TestApp::spawn_with_settings(|settings| {
         settings.sip.listen = voxline::sip::settings::SipListen::On(sip);
@@ -558,5 +561,92 @@ async fn sip_signaling_garbage_on_the_sip_port_leaves_the_agent_answering() {
     // The HTTP side is up too.
     let health = app.get("", "/healthz").await;
     assert_eq!(health.status.as_u16(), 200, "{:?}", health.body);
+    app.shutdown().await;
+}
+
+/// Sends OPTIONS over a fresh TCP connection and returns the response's status line.
+async fn options_over_tcp(to: SocketAddr, tag: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(to).await.ok()?;
+    let from = stream.local_addr().ok()?;
+    let request = options(from, to, tag).replace("SIP/2.0/UDP", "SIP/2.0/TCP");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut buffer = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = String::from_utf8_lossy(&buffer).into_owned();
+        if text.contains("\r\n\r\n") {
+            return text.lines().next().map(str::to_owned);
+        }
+        let mut chunk = [0u8; 4096];
+        let read = tokio::time::timeout_at(deadline, stream.read(&mut chunk))
+            .await
+            .ok()?
+            .ok()?;
+        if read == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+    }
+}
+
+#[tokio::test]
+async fn sip_signaling_garbage_over_tcp_leaves_the_agent_answering() {
+    use tokio::io::AsyncWriteExt;
+    let port = free_sip_port();
+    let sip = SocketAddr::from(([127, 0, 0, 1], port));
+    let app = TestApp::spawn_with_settings(|settings| {
+        settings.sip.listen = voxline::sip::settings::SipListen::On(sip);
+    })
+    .await;
+    assert_eq!(
+        options_over_tcp(sip, "tcp-before").await.as_deref(),
+        Some("SIP/2.0 200 OK"),
+        "the agent answers OPTIONS over TCP"
+    );
+
+    // Garbage, then the connection closed.
+    let mut stream = tokio::net::TcpStream::connect(sip).await.expect("connect");
+    stream
+        .write_all(b"\x00\xff garbage\r\n\r\nmore garbage\r\n\r\n")
+        .await
+        .expect("sent");
+    drop(stream);
+    // A Content-Length far longer than what follows, the connection left open.
+    let mut promised = tokio::net::TcpStream::connect(sip).await.expect("connect");
+    let from = promised.local_addr().expect("address");
+    let head = options(from, sip, "tcp-promise")
+        .replace("SIP/2.0/UDP", "SIP/2.0/TCP")
+        .replace("Content-Length: 0", "Content-Length: 99999999");
+    promised.write_all(head.as_bytes()).await.expect("sent");
+    promised.write_all(b"short body").await.expect("sent");
+    // 2 MB of header that never ends, the connection left open.
+    let mut endless = tokio::net::TcpStream::connect(sip).await.expect("connect");
+    endless
+        .write_all(b"OPTIONS sip:x SIP/2.0\r\nX-Long: ")
+        .await
+        .expect("sent");
+    let chunk = vec![b'a'; 64 * 1024];
+    for _ in 0..32 {
+        if endless.write_all(&chunk).await.is_err() {
+            break; // the agent closed it: fine
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    assert_eq!(
+        options_over_tcp(sip, "tcp-after").await.as_deref(),
+        Some("SIP/2.0 200 OK"),
+        "the agent still answers OPTIONS over TCP after the garbage"
+    );
+    let socket = UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("a probe socket");
+    assert_eq!(
+        options_answer(&socket, sip, "udp-after").await.as_deref(),
+        Some("SIP/2.0 200 OK"),
+        "and over UDP"
+    );
+    drop((promised, endless));
     app.shutdown().await;
 }
