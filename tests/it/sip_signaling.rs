@@ -121,6 +121,8 @@ fn auth() -> DigestAuth {
         username: "voxline".into(),
         password: "s3cret-pass".into(),
         realm: "peer.test".into(),
+        qop: false,
+        proxy: false,
     }
 }
 
@@ -176,6 +178,65 @@ async fn sip_signaling_digest_auth_answers_the_challenge_with_a_valid_digest() {
     })
     .await;
     assert_eq!(call["provider"], "sip", "{call}");
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn sip_signaling_digest_auth_with_qop_auth() {
+    let app = TestApp::spawn().await;
+    let demanded = DigestAuth {
+        qop: true,
+        ..auth()
+    };
+    let peer = SipPeer::start(Answer::Ok { bye_after: None }, Some(demanded)).await;
+    let (_ws, _id) = call_through(&app, &peer, Some(("voxline", "s3cret-pass"))).await;
+
+    let invites = peer.wait_for("INVITE", 2, WAIT).await;
+    assert_eq!(invites[0].digest, None);
+    let authorization = invites[1].header("Authorization").unwrap_or_default();
+    assert_eq!(
+        invites[1].digest,
+        Some(true),
+        "the qop=auth form of the digest: {authorization}"
+    );
+    assert!(authorization.contains("cnonce="), "{authorization}");
+    peer.wait_for("ACK", 1, WAIT).await;
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn sip_signaling_proxy_auth_407_is_answered_in_proxy_authorization() {
+    let app = TestApp::spawn().await;
+    let demanded = DigestAuth {
+        proxy: true,
+        ..auth()
+    };
+    let peer = SipPeer::start(Answer::Ok { bye_after: None }, Some(demanded)).await;
+    let (_ws, _id) = call_through(&app, &peer, Some(("voxline", "s3cret-pass"))).await;
+
+    let invites = peer.wait_for("INVITE", 2, WAIT).await;
+    assert_eq!(invites[0].digest, None);
+    assert_eq!(
+        invites[1].digest,
+        Some(true),
+        "{:?}",
+        invites[1].header("Proxy-Authorization")
+    );
+    peer.wait_for("ACK", 1, WAIT).await;
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn sip_signaling_a_200_without_an_sdp_answer_fails_the_call_and_hangs_up() {
+    let app = TestApp::spawn().await;
+    let peer = SipPeer::start(Answer::OkWithoutSdp, None).await;
+    let (ws, id) = call_through(&app, &peer, None).await;
+
+    peer.wait_for("ACK", 1, WAIT).await;
+    peer.wait_for("BYE", 1, WAIT).await;
+    let call = ended(&app, &ws, &id, WAIT).await;
+    assert_eq!(call["rawStatus"], "failed", "{call}");
+    assert_eq!(call["endedReason"], "carrier-error", "{call}");
     app.shutdown().await;
 }
 

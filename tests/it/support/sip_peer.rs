@@ -9,7 +9,9 @@ use parking_lot::Mutex;
 use rsipstack::EndpointBuilder;
 use rsipstack::dialog::dialog::Dialog;
 use rsipstack::dialog::dialog_layer::DialogLayer;
-use rsipstack::sip::{Header, HeadersExt, Method, SipMessage, StatusCode, WwwAuthenticate};
+use rsipstack::sip::{
+    Header, HeadersExt, Method, ProxyAuthenticate, SipMessage, StatusCode, WwwAuthenticate,
+};
 use rsipstack::transaction::endpoint::MessageInspector;
 use rsipstack::transaction::transaction::Transaction;
 use rsipstack::transport::udp::UdpConnection;
@@ -30,6 +32,8 @@ pub enum Answer {
         /// When set, the peer hangs up this long after answering.
         bye_after: Option<Duration>,
     },
+    /// 180, then a 200 without the SDP answer our offer needs.
+    OkWithoutSdp,
     /// 100 and 180, then this final code.
     Final(u16),
     /// 180 and never a final answer: only a CANCEL ends it (200, then 487).
@@ -51,6 +55,22 @@ pub struct DigestAuth {
     pub password: String,
     /// The realm the challenge names.
     pub realm: String,
+    /// Whether the challenge asks for `qop="auth"` (then the answer must use it).
+    pub qop: bool,
+    /// Challenge as a proxy: 407 with `Proxy-Authenticate`, answered in
+    /// `Proxy-Authorization` (else 401, `WWW-Authenticate`, `Authorization`).
+    pub proxy: bool,
+}
+
+impl DigestAuth {
+    /// The header the answer to our challenge comes in.
+    fn answer_header(&self) -> &'static str {
+        if self.proxy {
+            "Proxy-Authorization"
+        } else {
+            "Authorization"
+        }
+    }
 }
 
 /// One request the peer received (retransmissions recorded once).
@@ -65,7 +85,7 @@ pub struct PeerRequest {
     /// The body.
     pub body: Vec<u8>,
     /// For an INVITE when the peer demands auth: whether it carried a valid
-    /// digest (`None`: no Authorization header at all).
+    /// digest (`None`: no Authorization, or Proxy-Authorization, header at all).
     pub digest: Option<bool>,
 }
 
@@ -233,7 +253,7 @@ impl MessageInspector for Recorder {
             if self.0.seen.lock().insert(key) {
                 let digest = match (&self.0.auth, req.method) {
                     (Some(auth), Method::Invite) => req
-                        .header_value("Authorization")
+                        .header_value(auth.answer_header())
                         .map(|h| digest_valid(&h, "INVITE", auth, &self.0.nonce)),
                     _ => None,
                 };
@@ -323,20 +343,28 @@ async fn invite(
     if let Some(auth) = &shared.auth {
         let valid = tx
             .original
-            .header_value("Authorization")
+            .header_value(auth.answer_header())
             .is_some_and(|h| digest_valid(&h, "INVITE", auth, &shared.nonce));
         if !valid {
-            let challenge = format!(
+            let mut challenge = format!(
                 "Digest realm=\"{}\", nonce=\"{}\", algorithm=MD5",
                 auth.realm, shared.nonce
             );
-            let _ = tx
-                .reply_with(
-                    StatusCode::Unauthorized,
-                    vec![Header::WwwAuthenticate(WwwAuthenticate::new(challenge))],
-                    None,
+            if auth.qop {
+                challenge.push_str(", qop=\"auth\"");
+            }
+            let (code, header) = if auth.proxy {
+                (
+                    StatusCode::ProxyAuthenticationRequired,
+                    Header::ProxyAuthenticate(ProxyAuthenticate::new(challenge)),
                 )
-                .await;
+            } else {
+                (
+                    StatusCode::Unauthorized,
+                    Header::WwwAuthenticate(WwwAuthenticate::new(challenge)),
+                )
+            };
+            let _ = tx.reply_with(code, vec![header], None).await;
             drain(tx).await;
             return;
         }
@@ -380,6 +408,18 @@ async fn invite(
                         .await;
                 }
             }
+        }
+        Answer::OkWithoutSdp => {
+            let dialog = dialogs
+                .get_or_create_server_invite(&tx, states, None, Some(contact))
+                .expect("a server dialog");
+            let mut handling = dialog.clone();
+            tokio::spawn(async move {
+                let _ = handling.handle(&mut tx).await;
+            });
+            let _ = dialog.ringing(None, None);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let _ = dialog.accept(None, None);
         }
         Answer::RingDeaf => {
             let _ = tx.send_trying().await;
@@ -488,6 +528,9 @@ pub fn digest_valid(header: &str, method: &str, auth: &DigestAuth, nonce: &str) 
         auth.username, auth.realm, auth.password
     ));
     let ha2 = md5_hex(&format!("{method}:{uri}"));
+    if auth.qop && get("qop") != Some("auth") {
+        return false;
+    }
     let expected = match get("qop") {
         Some(qop) => {
             let (Some(nc), Some(cnonce)) = (get("nc"), get("cnonce")) else {
