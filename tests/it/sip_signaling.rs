@@ -492,6 +492,23 @@ async fn sip_signaling_an_answer_crossing_our_cancel_is_acked_and_hung_up() {
     app.shutdown().await;
 }
 
+#[tokio::test]
+async fn sip_signaling_an_answer_crossing_the_ring_timeout_cancel_is_hung_up() {
+    let app = TestApp::spawn().await;
+    let peer = SipPeer::start(Answer::OkOnCancel, None).await;
+    let (ws, id) = call_through(&app, &peer, None).await;
+
+    peer.wait_for("CANCEL", 1, RING_WAIT).await;
+    // The carrier reads it as no answer and leaves the ACK and the BYE to
+    // rsipstack: the far end must see both.
+    peer.wait_for("ACK", 1, WAIT).await;
+    peer.wait_for("BYE", 1, WAIT).await;
+    let call = ended(&app, &ws, &id, WAIT).await;
+    assert_eq!(call["rawStatus"], "no-answer", "{call}");
+    assert!(call["answeredAt"].is_null(), "{call}");
+    app.shutdown().await;
+}
+
 /// A port free on loopback for both UDP and TCP right now (the agent listens
 /// on both, on one port number).
 fn free_sip_port() -> u16 {
