@@ -115,6 +115,7 @@ pub struct SipPeer {
     pub addr: SocketAddr,
     shared: Arc<Shared>,
     cancel: CancellationToken,
+    _endpoint: rsipstack::transaction::Endpoint,
 }
 
 impl SipPeer {
@@ -163,12 +164,11 @@ impl SipPeer {
             contact,
             cancel.clone(),
         ));
-        // The endpoint stays alive through its inner reference held by the tasks.
-        std::mem::forget(endpoint);
         Self {
             addr,
             shared,
             cancel,
+            _endpoint: endpoint,
         }
     }
 
