@@ -9,7 +9,9 @@
 //!   RTP goes, and the RTP leg is handed to the call's conversation;
 //! - a final failure maps to busy (486, 600, 603), no-answer (408, 480, 487
 //!   after our ring timeout) or failed (anything else), each with the code;
-//! - no final answer within the ring timeout sends CANCEL;
+//! - no final answer within the ring timeout sends CANCEL (no 487 within
+//!   5 s after it still ends the call no-answer); no response at all, not
+//!   even 100, within the ring timeout fails the call: the trunk is down;
 //! - BYE from the callee ends the media and reports the call completed.
 //!
 //! `hangup` sends CANCEL while ringing and BYE once answered.
@@ -201,25 +203,49 @@ async fn follow(
     let ring = tokio::time::sleep(Duration::from_secs(u64::from(req.ring_timeout_seconds)));
     tokio::pin!(ring);
     let mut rang = false;
+    // Any provisional response (100 included): the trunk is there.
+    let mut heard = false;
     let mut timed_out = false;
     // Until the INVITE's final answer.
     let result = loop {
         tokio::select! {
             result = &mut invite => break result,
             Some(state) = states.recv() => {
+                heard |= matches!(state, DialogState::Trying(..) | DialogState::Early(..));
                 if matches!(state, DialogState::Early(..)) && !rang {
                     rang = true;
                     status.send(CarrierStatus::Ringing);
                 }
             }
-            () = &mut ring, if !timed_out => {
+            () = &mut ring => {
+                if !heard {
+                    // Not even a 100 Trying within the ring timeout: the trunk is down
+                    // or misconfigured, which is no callee's failure to answer (and a
+                    // CANCEL may not be sent before a provisional response).
+                    tracing::debug!(%sip_call_id, "the trunk sent no response to the INVITE");
+                    invite.abort();
+                    agent.dialogs().remove_dialog(&dialog.id());
+                    status.send(CarrierStatus::Failed(format!(
+                        "sip: the trunk sent no response to the INVITE within {} s",
+                        req.ring_timeout_seconds
+                    )));
+                    return;
+                }
+                if timed_out {
+                    // The far end never ended the INVITE after our CANCEL (no 487):
+                    // the call ends here, unanswered.
+                    tracing::debug!(%sip_call_id, "no final answer to the INVITE after our CANCEL");
+                    invite.abort();
+                    agent.dialogs().remove_dialog(&dialog.id());
+                    status.send(CarrierStatus::NoAnswer);
+                    return;
+                }
                 timed_out = true;
                 tracing::debug!(%sip_call_id, "no answer within the ring timeout; sending CANCEL");
                 if let Err(err) = dialog.cancel().await {
                     tracing::debug!(%sip_call_id, error = %err, "CANCEL failed");
                 }
-                // Should the far end never answer the CANCEL, the transaction's own
-                // timer ends the INVITE; this bounds our wait for it.
+                // Should the far end never answer the CANCEL, this bounds our wait.
                 ring.as_mut().reset(tokio::time::Instant::now() + CANCEL_WAIT);
             }
         }
@@ -227,6 +253,7 @@ async fn follow(
     let response = match result {
         Ok(Ok((_, response))) => response,
         Ok(Err(err)) => {
+            tracing::info!(call = %req.call_id, %sip_call_id, error = %err, timed_out, "the INVITE failed");
             let outcome = if timed_out {
                 CarrierStatus::NoAnswer
             } else {
@@ -252,7 +279,10 @@ async fn follow(
     };
     let code = response.status_code.code();
     if response.status_code.kind() != StatusCodeKind::Successful {
-        status.send(final_failure(code, timed_out));
+        let outcome = final_failure(code, timed_out);
+        // The engine keeps only busy/no-answer/failed; the SIP code is said here.
+        tracing::info!(call = %req.call_id, %sip_call_id, code, ?outcome, "the INVITE ended without an answer");
+        status.send(outcome);
         return;
     }
     if timed_out {

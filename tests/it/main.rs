@@ -21,6 +21,7 @@ mod module_graph;
 mod properties;
 mod providers;
 mod sip_calls;
+mod sip_signaling;
 mod smart_turn;
 mod support;
 mod telnyx_calls;

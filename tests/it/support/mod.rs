@@ -12,6 +12,7 @@ mod media_leg;
 mod postgres;
 mod reply;
 mod serve;
+mod sip_peer;
 
 pub use app::{TestApp, Workspace};
 pub use baresip::{Baresip, baresip_installed};
@@ -21,6 +22,7 @@ pub use media_leg::{Kind, Leg, WAIT};
 pub use postgres::PG_ENV;
 pub use reply::{Reply, reply};
 pub use serve::ServeProcess;
+pub use sip_peer::{Answer as SipAnswer, DigestAuth, SipPeer, digest_params};
 
 use chrono::{DateTime, Utc};
 use std::future::Future;
