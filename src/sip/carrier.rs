@@ -305,7 +305,6 @@ async fn follow(
         }
     };
     let ended = CancellationToken::new();
-    status.send(CarrierStatus::Answered);
     let answered = AnsweredLeg {
         call_id: req.call_id.clone(),
         sip_call_id: sip_call_id.clone(),
@@ -315,12 +314,15 @@ async fn follow(
         negotiated,
         ended: ended.clone(),
     };
+    // The media first: a call whose conversation is gone is hung up as failed,
+    // not reported answered and then ended as if the callee had hung up.
     if let Err(err) = media.answered(answered) {
         tracing::warn!(%sip_call_id, error = %err, "an answered SIP call has no conversation; hanging up");
         let _ = dialog.hangup().await;
-        status.send(CarrierStatus::Completed);
+        status.send(CarrierStatus::Failed(format!("sip: answered, but {err}")));
         return;
     }
+    status.send(CarrierStatus::Answered);
     follow_answered(
         &agent,
         &sip_call_id,
