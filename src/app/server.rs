@@ -719,6 +719,9 @@ async fn start_engine(
     carriers.insert("sim".into(), sim);
     let sip_media = Arc::new(crate::calls::sip_media::EngineHandoff::default());
     let sip = start_sip_carrier(settings, Arc::clone(&credentials), Arc::clone(&sip_media)).await;
+    sip.report_transfers_to(crate::carriers::store_wiring::sim_transfer_sink(
+        store.clone(),
+    ));
     carriers.insert("sip".into(), Arc::clone(&sip) as Arc<dyn Carrier>);
     carriers.extend(extra);
     let tool_deps = ToolDeps {

@@ -28,7 +28,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use voxline_actors::carrier::{Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink};
+use voxline_actors::carrier::{
+    Carrier, CarrierError, CarrierStatus, DialRequest, StatusSink, TransferLeg, TransferRequest,
+};
+use voxline_actors::sim::carrier::TransferLegSink;
 use voxline_media::sdp::{self, LocalMedia, MediaDirection};
 
 use super::invite_flood::InviteFlood;
@@ -46,6 +49,8 @@ pub(super) const DTMF_PAYLOAD_TYPE: u8 = 101;
 const INVITES_PER_SECOND: f64 = 10.0;
 /// The burst of INVITEs one source may send at once.
 const INVITE_BURST: u32 = 40;
+/// How long a transferred call's leg waits for the REFER's final NOTIFY.
+const TRANSFER_NOTIFY_WAIT: Duration = Duration::from_secs(120);
 /// How long after a CANCEL the INVITE's final answer (487) is awaited.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
@@ -61,12 +66,19 @@ pub struct SipCarrier {
     pub(super) flood: InviteFlood,
     /// What decides inbound calls; set once the inbound service runs.
     pub(super) inbound: OnceLock<Arc<dyn InboundHost>>,
+    /// Where transferred calls' legs are reported.
+    pub(super) legs: Arc<OnceLock<TransferLegSink>>,
 }
 
 /// A live call's dialog, either direction.
 pub(super) struct LiveCall {
     /// Its dialog (CANCEL or BYE go through it).
     pub(super) dialog: InviteDialog,
+    /// Our call id.
+    pub(super) call_id: String,
+    /// Set once a REFER was accepted: the far end is calling the transfer
+    /// target, and our leg ends when its NOTIFY says how that went.
+    pub(super) transferred: bool,
 }
 
 impl SipCarrier {
@@ -86,6 +98,7 @@ impl SipCarrier {
             calls: Arc::new(Mutex::new(HashMap::new())),
             flood: InviteFlood::new(INVITES_PER_SECOND, INVITE_BURST),
             inbound: OnceLock::new(),
+            legs: Arc::new(OnceLock::new()),
         })
     }
 
@@ -140,6 +153,8 @@ impl Carrier for SipCarrier {
             sip_call_id.clone(),
             LiveCall {
                 dialog: dialog.clone(),
+                call_id: req.call_id.clone(),
+                transferred: false,
             },
         );
         let call = PlacedCall {
@@ -151,9 +166,20 @@ impl Carrier for SipCarrier {
         };
         let media = Arc::clone(&self.media);
         let calls = Arc::clone(&self.calls);
+        let legs = Arc::clone(&self.legs);
         tokio::spawn(async move {
             let forget = call.sip_call_id.clone();
-            follow(call, invite, state_rx, leg, media, agent).await;
+            follow(
+                call,
+                invite,
+                state_rx,
+                leg,
+                media,
+                agent,
+                Arc::clone(&calls),
+                legs,
+            )
+            .await;
             calls.lock().remove(&forget);
         });
         Ok(sip_call_id)
@@ -164,6 +190,9 @@ impl Carrier for SipCarrier {
             .calls
             .lock()
             .get(carrier_call_id)
+            // A transferred call's leg is ended by the REFER's final NOTIFY (or its
+            // deadline): a BYE now could cut the transfer short.
+            .filter(|call| !call.transferred)
             .map(|call| call.dialog.clone());
         let Some(dialog) = dialog else {
             return Ok(());
@@ -173,6 +202,108 @@ impl Carrier for SipCarrier {
             .await
             .map_err(|e| CarrierError::Unreachable(format!("hanging up {carrier_call_id}: {e}")))
     }
+
+    /// Sends REFER (RFC 3515) asking the far end to call `req.to` through the
+    /// trunk; its NOTIFYs report the new call's progress, and the final one
+    /// ends our leg and is reported as the transfer's leg.
+    async fn transfer(&self, req: TransferRequest) -> Result<(), CarrierError> {
+        let dialog = self
+            .calls
+            .lock()
+            .get(&req.carrier_call_id)
+            .map(|call| call.dialog.clone())
+            .ok_or_else(|| {
+                CarrierError::Rejected(format!("no live SIP call {}", req.carrier_call_id))
+            })?;
+        let trunk = self.trunks.trunk(&req.org_id).await.ok_or_else(|| {
+            CarrierError::NotConfigured(format!("workspace {} has no sip trunk", req.org_id))
+        })?;
+        let target = Uri::try_from(format!(
+            "sip:{}@{}",
+            req.to,
+            host_port(&trunk.host, trunk.port)
+        ))
+        .map_err(|e| CarrierError::Rejected(format!("bad transfer target {}: {e}", req.to)))?;
+        let response = dialog
+            .refer(target, None, None)
+            .await
+            .map_err(|e| CarrierError::Unreachable(format!("REFER failed: {e}")))?;
+        let code = response.as_ref().map(|r| r.status_code.code());
+        tracing::info!(call = %req.call_id, sip_call_id = %req.carrier_call_id, ?code, to = %req.to, "REFER answered");
+        match code {
+            Some(200..=299) => {
+                if let Some(call) = self.calls.lock().get_mut(&req.carrier_call_id) {
+                    call.transferred = true;
+                }
+                // Should no final NOTIFY come, our leg still ends.
+                let dialog = dialog.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(TRANSFER_NOTIFY_WAIT).await;
+                    let _ = dialog.hangup().await;
+                });
+                Ok(())
+            }
+            Some(code) => Err(CarrierError::Rejected(format!(
+                "the far end refused the REFER with {code}"
+            ))),
+            None => Err(CarrierError::Unreachable("no answer to the REFER".into())),
+        }
+    }
+}
+
+impl SipCarrier {
+    /// Reports transferred calls' legs to `sink` (the store).
+    pub fn report_transfers_to(&self, sink: TransferLegSink) {
+        let _ = self.legs.set(sink);
+    }
+}
+
+/// A NOTIFY of a transferred call's REFER: a final status ends our leg (BYE)
+/// and is reported as the transfer's leg.
+pub(super) async fn refer_progress(
+    calls: &Mutex<HashMap<String, LiveCall>>,
+    legs: &OnceLock<TransferLegSink>,
+    sip_call_id: &str,
+    code: u16,
+) {
+    if code < 200 {
+        return;
+    }
+    let live = calls
+        .lock()
+        .get(sip_call_id)
+        .filter(|call| call.transferred)
+        .map(|call| (call.dialog.clone(), call.call_id.clone()));
+    let Some((dialog, call_id)) = live else {
+        return;
+    };
+    let leg_status = match final_failure(code, false) {
+        _ if (200..300).contains(&code) => "completed",
+        CarrierStatus::Busy => "busy",
+        CarrierStatus::NoAnswer => "no-answer",
+        _ => "failed",
+    };
+    tracing::info!(call = %call_id, %sip_call_id, code, leg_status, "the transfer's final NOTIFY");
+    if let Some(sink) = legs.get() {
+        sink(TransferLeg {
+            call_id,
+            status: leg_status.into(),
+            duration_seconds: None,
+        });
+    }
+    let _ = dialog.hangup().await;
+}
+
+/// The status code of a NOTIFY's `message/sipfrag` body (RFC 3420), whose
+/// first line is the referred call's status line (`SIP/2.0 180 Ringing`).
+/// Read here rather than by rsipstack's `ReferStatus`, which looks for the
+/// Event header among untyped headers only and misses it once it is typed.
+fn sipfrag_status(body: &[u8]) -> Option<u16> {
+    let text = std::str::from_utf8(body.get(..body.len().min(256))?).ok()?;
+    let line = text.lines().next()?.trim();
+    let rest = line.strip_prefix("SIP/2.0 ")?;
+    let code: u16 = rest.get(..3)?.parse().ok()?;
+    (100..700).contains(&code).then_some(code)
 }
 
 /// One placed call, as its task follows it.
@@ -185,6 +316,7 @@ struct PlacedCall {
 }
 
 /// Follows a placed call from INVITE to its end; see the module doc.
+#[allow(clippy::too_many_arguments)]
 async fn follow(
     call: PlacedCall,
     mut invite: tokio::task::JoinHandle<rsipstack::dialog::invitation::InviteAsyncResult>,
@@ -192,6 +324,8 @@ async fn follow(
     leg: super::rtp_ports::RtpSocket,
     media: Arc<dyn MediaHandoff>,
     agent: Arc<SipUserAgent>,
+    calls: Arc<Mutex<HashMap<String, LiveCall>>>,
+    legs: Arc<OnceLock<TransferLegSink>>,
 ) {
     let PlacedCall {
         req,
@@ -330,6 +464,8 @@ async fn follow(
         &local,
         states,
         media.as_ref(),
+        &calls,
+        &legs,
     )
     .await;
     ended.cancel();
@@ -339,6 +475,7 @@ async fn follow(
 /// Follows an answered call's dialog (either direction) until either side
 /// ends it: answers re-INVITEs with our media and reports what they change,
 /// and takes the other in-dialog requests.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn follow_answered(
     agent: &SipUserAgent,
     sip_call_id: &str,
@@ -346,6 +483,8 @@ pub(super) async fn follow_answered(
     local: &LocalMedia,
     mut states: rsipstack::dialog::dialog::DialogStateReceiver,
     media: &dyn MediaHandoff,
+    calls: &Mutex<HashMap<String, LiveCall>>,
+    legs: &OnceLock<TransferLegSink>,
 ) {
     while let Some(state) = states.recv().await {
         match state {
@@ -380,9 +519,14 @@ pub(super) async fn follow_answered(
                     }
                 }
             }
+            DialogState::Notify(_, request, handle) => {
+                let _ = handle.reply(rsipstack::sip::StatusCode::OK).await;
+                if let Some(code) = sipfrag_status(&request.body) {
+                    refer_progress(calls, legs, sip_call_id, code).await;
+                }
+            }
             DialogState::Info(_, _, handle)
             | DialogState::Options(_, _, handle)
-            | DialogState::Notify(_, _, handle)
             | DialogState::Message(_, _, handle) => {
                 let _ = handle.reply(rsipstack::sip::StatusCode::OK).await;
             }
@@ -509,6 +653,17 @@ mod tests {
             final_failure(503, false),
             CarrierStatus::Failed("sip 503".into())
         );
+    }
+
+    #[test]
+    fn sipfrag_bodies_give_the_referred_call_s_status() {
+        assert_eq!(sipfrag_status(b"SIP/2.0 100 Trying\r\n"), Some(100));
+        assert_eq!(sipfrag_status(b"SIP/2.0 404 Not Found"), Some(404));
+        assert_eq!(sipfrag_status(b"SIP/2.0 200 OK\r\nContact: x"), Some(200));
+        assert_eq!(sipfrag_status(b"INVITE sip:a@b SIP/2.0"), None);
+        assert_eq!(sipfrag_status(b"SIP/2.0 9"), None);
+        assert_eq!(sipfrag_status(&[0xff, 0xfe]), None);
+        assert_eq!(sipfrag_status(b""), None);
     }
 
     #[test]

@@ -232,6 +232,8 @@ impl SipCarrier {
             sip_call_id.clone(),
             LiveCall {
                 dialog: dialog.clone(),
+                call_id: call_id.clone(),
+                transferred: false,
             },
         );
         // Until the caller's ACK confirms the dialog (or it ends first).
@@ -274,6 +276,8 @@ impl SipCarrier {
                 &local,
                 states,
                 self.media.as_ref(),
+                &self.calls,
+                &self.legs,
             )
             .await;
         }

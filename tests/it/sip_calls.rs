@@ -284,3 +284,128 @@ async fn a_call_to_an_unknown_number_or_from_an_unlisted_source_is_refused() {
     assert_eq!(calls["rows"].as_array().map(Vec::len), Some(0), "{calls}");
     app.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_key_pressed_on_baresip_reaches_a_keypad_agent() {
+    if !have_baresip("a_key_pressed_on_baresip_reaches_a_keypad_agent") {
+        return;
+    }
+    let app = TestApp::spawn().await;
+    let audio = tempfile::tempdir().unwrap();
+    let phone = Baresip::start(CALLEE, &caller_wav(audio.path())).await;
+    let ws = sip_workspace(&app, &phone).await;
+    let agent = app
+        .create_agent(
+            &ws.key,
+            json!({
+                "name": "SIP survey",
+                "conversationEngine": "keypad",
+                "welcomeMessage": "Hello.",
+                "telephonyProvider": "sip",
+                "ttsProvider": "sim",
+                "keypad": {
+                    "prompt": "Press 2 if you are coming.",
+                    "options": [
+                        {"digit": "1", "say": "Sorry to hear.", "value": "declined"},
+                        {"digit": "2", "say": "See you then.", "value": "coming"}
+                    ],
+                },
+            }),
+        )
+        .await;
+    let placed = app
+        .post(
+            &ws.key,
+            "/api/calls",
+            json!({"agentId": agent["id"], "to": CALLEE}),
+        )
+        .await
+        .expect(201);
+    let id = placed.body["callId"].as_str().unwrap().to_string();
+    eventually(WAIT, "the call to be answered", || async {
+        detail(&app, &ws, &id).await["answeredAt"]
+            .is_string()
+            .then_some(())
+    })
+    .await;
+    // RFC 4733 events from baresip, not tones in the audio.
+    let pressed = phone.command("sndcode", "2").await;
+    assert_eq!(pressed["ok"], true, "{pressed}\n{}", phone.log());
+    let call = eventually(WAIT, "the keypad's answer", || async {
+        let call = detail(&app, &ws, &id).await;
+        (call["extracted"]["keypad"] == "coming").then_some(call)
+    })
+    .await;
+    assert_eq!(call["extracted"]["digit"], "2", "{call}");
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_transfer_on_sip_sends_refer_and_follows_its_notify() {
+    if !have_baresip("a_transfer_on_sip_sends_refer_and_follows_its_notify") {
+        return;
+    }
+    const FRONT_DESK: &str = "+14155550123";
+    let app = TestApp::spawn().await;
+    let audio = tempfile::tempdir().unwrap();
+    let phone = Baresip::start(CALLEE, &caller_wav(audio.path())).await;
+    let ws = sip_workspace(&app, &phone).await;
+    let agent = app
+        .create_agent(
+            &ws.key,
+            json!({
+                "name": "SIP desk",
+                "welcomeMessage": WELCOME,
+                "prompt": "You help callers.",
+                "telephonyProvider": "sip",
+                "llmProvider": "sim",
+                "asrProvider": "sim",
+                "ttsProvider": "sim",
+                "tools": [{"type": "transferCall", "destinations": [{
+                    "number": FRONT_DESK,
+                    "description": "the front desk",
+                    "message": "Let me connect you with the front desk.",
+                }]}],
+            }),
+        )
+        .await;
+    let placed = app
+        .post(
+            &ws.key,
+            "/api/calls",
+            json!({"agentId": agent["id"], "to": CALLEE,
+                   "variables": {"simScript": ["Can I speak to a person please?"]}}),
+        )
+        .await
+        .expect(201);
+    let id = placed.body["callId"].as_str().unwrap().to_string();
+    let call = tokio::time::timeout(WAIT, async {
+        loop {
+            let call = detail(&app, &ws, &id).await;
+            if call["transferStatus"].is_string() && call["endedReason"].is_string() {
+                return call;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let call = match call {
+        Ok(call) => call,
+        Err(_) => panic!(
+            "no transfer: {}\nbaresip: {}",
+            detail(&app, &ws, &id).await,
+            phone.log()
+        ),
+    };
+    assert_eq!(call["transferredTo"], FRONT_DESK, "{call}");
+    // baresip dials the target on itself, where no account answers it: the final
+    // NOTIFY carries its 404, and the leg is recorded failed.
+    assert_eq!(call["transferStatus"], "failed", "{call}");
+    // baresip took the REFER and dialed the target, which is this trunk again.
+    assert!(
+        phone.log().contains(FRONT_DESK),
+        "baresip was referred to the front desk:\n{}",
+        phone.log()
+    );
+    app.shutdown().await;
+}
