@@ -722,6 +722,18 @@ async fn start_engine(
     sip.report_transfers_to(crate::carriers::store_wiring::sim_transfer_sink(
         store.clone(),
     ));
+    let codes_store = store.clone();
+    sip.record_codes_to(Arc::new(move |call_id: &str, code: u16| {
+        let Ok(call_id) = call_id.parse::<crate::domain::CallId>() else {
+            return;
+        };
+        let store = codes_store.clone();
+        tokio::spawn(async move {
+            if let Err(err) = store.set_carrier_code(call_id, code).await {
+                tracing::warn!(call = %call_id, code, error = %err, "recording a SIP code failed");
+            }
+        });
+    }));
     carriers.insert("sip".into(), Arc::clone(&sip) as Arc<dyn Carrier>);
     carriers.extend(extra);
     let tool_deps = ToolDeps {

@@ -416,6 +416,11 @@ pub struct CallDetailView {
     /// `request` (`respectCallingHours: false`, the agent allowing it) or
     /// `emergency-alert` (an alert dial of an agent with `bypassCallingHours`).
     pub calling_hours_override: Option<String>,
+    /// The carrier's id of the call: the SIP Call-ID on `sip`, Twilio's CallSid, ….
+    pub carrier_call_id: Option<String>,
+    /// The carrier's final code, where it has codes: on `sip`, the SIP status
+    /// code that ended an unanswered INVITE (486, 480, …), or 200 once answered.
+    pub carrier_code: Option<i32>,
     /// Answer time, ISO 8601.
     pub answered_at: Option<String>,
     /// End time, ISO 8601.
@@ -776,6 +781,8 @@ async fn get_call(
         calling_hours_override: detail
             .calling_hours_override
             .map(|o| o.as_str().to_string()),
+        carrier_call_id: detail.carrier_call_id,
+        carrier_code: detail.carrier_code,
         answered_at,
         ended_at,
         status_history: events

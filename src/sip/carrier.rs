@@ -68,7 +68,12 @@ pub struct SipCarrier {
     pub(super) inbound: OnceLock<Arc<dyn InboundHost>>,
     /// Where transferred calls' legs are reported.
     pub(super) legs: Arc<OnceLock<TransferLegSink>>,
+    /// Where calls' final SIP codes are recorded.
+    codes: Arc<OnceLock<CarrierCodeSink>>,
 }
+
+/// Records a call's final carrier code (our call id, the SIP status code).
+pub type CarrierCodeSink = Arc<dyn Fn(&str, u16) + Send + Sync>;
 
 /// A live call's dialog, either direction.
 pub(super) struct LiveCall {
@@ -99,6 +104,7 @@ impl SipCarrier {
             flood: InviteFlood::new(INVITES_PER_SECOND, INVITE_BURST),
             inbound: OnceLock::new(),
             legs: Arc::new(OnceLock::new()),
+            codes: Arc::new(OnceLock::new()),
         })
     }
 
@@ -167,9 +173,11 @@ impl Carrier for SipCarrier {
         let media = Arc::clone(&self.media);
         let calls = Arc::clone(&self.calls);
         let legs = Arc::clone(&self.legs);
+        let codes = Arc::clone(&self.codes);
         tokio::spawn(async move {
             let forget = call.sip_call_id.clone();
-            follow(
+            let call_id = call.req.call_id.clone();
+            let code = follow(
                 call,
                 invite,
                 state_rx,
@@ -180,6 +188,9 @@ impl Carrier for SipCarrier {
                 legs,
             )
             .await;
+            if let (Some(code), Some(sink)) = (code, codes.get()) {
+                sink(&call_id, code);
+            }
             calls.lock().remove(&forget);
         });
         Ok(sip_call_id)
@@ -256,6 +267,11 @@ impl SipCarrier {
     pub fn report_transfers_to(&self, sink: TransferLegSink) {
         let _ = self.legs.set(sink);
     }
+
+    /// Records calls' final SIP codes with `sink` (the store).
+    pub fn record_codes_to(&self, sink: CarrierCodeSink) {
+        let _ = self.codes.set(sink);
+    }
 }
 
 /// A NOTIFY of a transferred call's REFER: a final status ends our leg (BYE)
@@ -326,7 +342,7 @@ async fn follow(
     agent: Arc<SipUserAgent>,
     calls: Arc<Mutex<HashMap<String, LiveCall>>>,
     legs: Arc<OnceLock<TransferLegSink>>,
-) {
+) -> Option<u16> {
     let PlacedCall {
         req,
         sip_call_id,
@@ -363,7 +379,7 @@ async fn follow(
                         "sip: the trunk sent no response to the INVITE within {} s",
                         req.ring_timeout_seconds
                     )));
-                    return;
+                    return None;
                 }
                 if timed_out {
                     // The far end never ended the INVITE after our CANCEL (no 487):
@@ -372,7 +388,7 @@ async fn follow(
                     invite.abort();
                     agent.dialogs().remove_dialog(&dialog.id());
                     status.send(CarrierStatus::NoAnswer);
-                    return;
+                    return None;
                 }
                 timed_out = true;
                 tracing::debug!(%sip_call_id, "no answer within the ring timeout; sending CANCEL");
@@ -394,13 +410,13 @@ async fn follow(
                 CarrierStatus::Failed(format!("sip: {err}"))
             };
             status.send(outcome);
-            return;
+            return None;
         }
         Err(join) => {
             status.send(CarrierStatus::Failed(format!(
                 "sip: the INVITE task failed: {join}"
             )));
-            return;
+            return None;
         }
     };
     let Some(response) = response else {
@@ -409,7 +425,7 @@ async fn follow(
         } else {
             CarrierStatus::Failed("sip: the INVITE ended without a final response".into())
         });
-        return;
+        return None;
     };
     let code = response.status_code.code();
     if response.status_code.kind() != StatusCodeKind::Successful {
@@ -417,12 +433,12 @@ async fn follow(
         // The engine keeps only busy/no-answer/failed; the SIP code is said here.
         tracing::info!(call = %req.call_id, %sip_call_id, code, ?outcome, "the INVITE ended without an answer");
         status.send(outcome);
-        return;
+        return Some(code);
     }
     if timed_out {
         // A 200 that crossed our CANCEL: the stack ACKs and BYEs it.
         status.send(CarrierStatus::NoAnswer);
-        return;
+        return Some(code);
     }
     let negotiated = match std::str::from_utf8(&response.body)
         .map_err(|_| sdp::SdpError::Parse("the answer is not UTF-8".into()))
@@ -435,7 +451,7 @@ async fn follow(
             status.send(CarrierStatus::Failed(format!(
                 "sip 200 with an unusable SDP answer: {err}"
             )));
-            return;
+            return Some(code);
         }
     };
     let ended = CancellationToken::new();
@@ -454,7 +470,7 @@ async fn follow(
         tracing::warn!(%sip_call_id, error = %err, "an answered SIP call has no conversation; hanging up");
         let _ = dialog.hangup().await;
         status.send(CarrierStatus::Failed(format!("sip: answered, but {err}")));
-        return;
+        return Some(code);
     }
     status.send(CarrierStatus::Answered);
     follow_answered(
@@ -470,6 +486,7 @@ async fn follow(
     .await;
     ended.cancel();
     status.send(CarrierStatus::Completed);
+    Some(code)
 }
 
 /// Follows an answered call's dialog (either direction) until either side

@@ -377,6 +377,18 @@ impl Store {
         Ok(changed)
     }
 
+    /// Records the carrier's final code for a call (the SIP status code).
+    pub async fn set_carrier_code(&self, call_id: CallId, code: u16) -> StoreResult<()> {
+        with_pool!(self, pool => {
+            sqlx::query("UPDATE calls SET carrier_code = $1 WHERE id = $2")
+                .bind(i32::from(code))
+                .bind(call_id)
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+
     /// Records the carrier's id for a call.
     pub async fn set_carrier_call_id(
         &self,

@@ -174,6 +174,18 @@ async fn a_call_to_baresip_holds_a_scripted_conversation_over_rtp() {
     .await;
     assert_eq!(call["provider"], "sip", "{call}");
     assert_eq!(call["rawStatus"], "completed", "{call}");
+    assert!(
+        call["carrierCallId"]
+            .as_str()
+            .is_some_and(|id| id.ends_with("@voxline")),
+        "the SIP Call-ID is the carrier's call id: {call}"
+    );
+    let coded = eventually(WAIT, "the answered call's SIP code", || async {
+        let call = detail(&app, &ws, &id).await;
+        call["carrierCode"].is_number().then_some(call)
+    })
+    .await;
+    assert_eq!(coded["carrierCode"], 200, "{coded}");
     // baresip's recording of what it heard holds the agent's speech.
     phone.stop().await;
     let heard = phone.heard();

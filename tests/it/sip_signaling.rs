@@ -295,6 +295,18 @@ async fn final_codes_end_as(cases: &[(u16, &str, &str)]) {
         assert_eq!(call["rawStatus"], *status, "SIP {code}: {call}");
         assert_eq!(call["endedReason"], *reason, "SIP {code}: {call}");
         assert_eq!(peer.requests_of("INVITE").len(), 1, "SIP {code}");
+        // The call record keeps the SIP Call-ID and the final code.
+        let call = eventually(WAIT, "the SIP code on the call", || async {
+            let call = detail(&app, ws, id).await;
+            call["carrierCode"].is_number().then_some(call)
+        })
+        .await;
+        assert_eq!(call["carrierCode"], *code, "{call}");
+        assert_eq!(
+            call["carrierCallId"].as_str(),
+            peer.requests_of("INVITE")[0].header("Call-ID"),
+            "{call}"
+        );
         peer.wait_for("ACK", 1, WAIT).await;
         assert!(
             peer.requests_of("CANCEL").is_empty() && peer.requests_of("BYE").is_empty(),

@@ -26,6 +26,10 @@ pub struct CallDetailRow {
     pub llm_completion_tokens: i64,
     /// The permitted override that placed it outside its calling hours, if one did.
     pub calling_hours_override: Option<HoursOverride>,
+    /// The carrier's id of the call (the SIP Call-ID on `sip`).
+    pub carrier_call_id: Option<String>,
+    /// The carrier's final code (the SIP status code on `sip`).
+    pub carrier_code: Option<i32>,
 }
 /// One stored transcript turn.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -56,7 +60,8 @@ impl Store {
     ) -> StoreResult<Option<CallDetailRow>> {
         let sql = format!(
             "SELECT {ROW_COLUMNS}, c.variables, c.extracted, c.latencies, c.transcript_text,
-               c.llm_prompt_tokens, c.llm_completion_tokens, c.calling_hours_override
+               c.llm_prompt_tokens, c.llm_completion_tokens, c.calling_hours_override,
+               c.carrier_call_id, c.carrier_code
              FROM calls c WHERE c.id = $1 AND c.org_id = $2"
         );
         let row = with_pool!(self, pool => {
