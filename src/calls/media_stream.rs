@@ -9,6 +9,9 @@
 use crate::sip::rtp_transport::{RtpConfig, RtpTransport};
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use futures::SinkExt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use voxline_actors::conversation::transport::{MediaTransport, TransportError, TransportMessage};
@@ -81,16 +84,43 @@ pub struct RtpLeg {
     rtp: Option<RtpTransport>,
     /// Cancelled when the SIP dialog ends.
     ended: CancellationToken,
+    /// What re-INVITEs changed, applied at the next read.
+    control: Arc<RtpControl>,
+    /// The control's version last applied.
+    applied: u64,
     closed: bool,
 }
 
+/// A SIP call's media as re-INVITEs change it (hold, resume, a new address):
+/// written by the signaling side, read by the call's loop at its next read.
+#[derive(Debug, Default)]
+pub struct RtpControl {
+    version: AtomicU64,
+    state: parking_lot::Mutex<(bool, Option<SocketAddr>)>,
+}
+
+impl RtpControl {
+    /// The peer holds the call (`held`) or not, and sends from / to `remote`.
+    pub fn update(&self, held: bool, remote: Option<SocketAddr>) {
+        *self.state.lock() = (held, remote);
+        self.version.fetch_add(1, Ordering::Release);
+    }
+}
+
 impl RtpLeg {
-    /// A leg over `socket`, ending when `ended` is cancelled.
-    pub fn new(socket: tokio::net::UdpSocket, config: RtpConfig, ended: CancellationToken) -> Self {
+    /// A leg over `socket`, ending when `ended` is cancelled and changed through `control`.
+    pub fn new(
+        socket: tokio::net::UdpSocket,
+        config: RtpConfig,
+        ended: CancellationToken,
+        control: Arc<RtpControl>,
+    ) -> Self {
         Self {
             pending: Some((socket, config)),
             rtp: None,
             ended,
+            control,
+            applied: 0,
             closed: false,
         }
     }
@@ -114,9 +144,23 @@ impl RtpLeg {
 
     async fn recv(&mut self) -> Option<TransportMessage> {
         let ended = self.ended.clone();
+        let version = self.control.version.load(Ordering::Acquire);
+        let changed = version != self.applied;
+        let control = Arc::clone(&self.control);
+        if changed {
+            self.applied = version;
+        }
         let Some(rtp) = self.transport() else {
             return Some(TransportMessage::Closed);
         };
+        if changed {
+            // A held call sends no RTP: the inactivity timeout waits for the resume.
+            let (held, remote) = *control.state.lock();
+            rtp.set_hold(held);
+            if let Some(remote) = remote.filter(|r| !r.ip().is_unspecified()) {
+                rtp.set_remote(remote);
+            }
+        }
         // Both futures are cancel-safe, so the select is too.
         let message = tokio::select! {
             () = ended.cancelled() => None,

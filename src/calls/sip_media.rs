@@ -1,10 +1,12 @@
 //! The SIP carrier's answered legs, handed to their calls' conversations: the
 //! [`MediaHandoff`] the engine's side of the service implements.
 
-use crate::calls::media_stream::{CallEngine, MediaConnection, MediaStream, RtpLeg};
+use crate::calls::media_stream::{CallEngine, MediaConnection, MediaStream, RtpControl, RtpLeg};
 use crate::sip::media_leg::{AnsweredLeg, MediaHandoff};
 use crate::sip::rtp_transport::RtpConfig;
+use std::collections::HashMap;
 use std::sync::OnceLock;
+use std::sync::{Arc, Weak};
 use voxline_actors::ids::CallId;
 use voxline_media::carrier::{AudioFormat, CarrierCodec, StreamStart};
 use voxline_media::sdp::{G711Codec, Negotiated};
@@ -14,6 +16,9 @@ use voxline_media::sdp::{G711Codec, Negotiated};
 #[derive(Default)]
 pub struct EngineHandoff {
     engine: OnceLock<CallEngine>,
+    /// Live legs' controls by call id, for re-INVITEs (dropped legs linger as dead `Weak`s
+    /// until the next answered call sweeps them).
+    controls: parking_lot::Mutex<HashMap<String, Weak<RtpControl>>>,
 }
 
 impl EngineHandoff {
@@ -55,10 +60,17 @@ impl MediaHandoff for EngineHandoff {
             custom_parameters: Vec::new(),
             format,
         };
+        let control = Arc::new(RtpControl::default());
+        {
+            let mut controls = self.controls.lock();
+            controls.retain(|_, c| c.strong_count() > 0);
+            controls.insert(call_id.to_string(), Arc::downgrade(&control));
+        }
         let transport = RtpLeg::new(
             leg.leg.socket,
             RtpConfig::new(format, events, remote),
             leg.ended,
+            control,
         );
         let stream = MediaStream {
             codec,
@@ -71,6 +83,10 @@ impl MediaHandoff for EngineHandoff {
     }
 
     fn updated(&self, call_id: &str, negotiated: &Negotiated) {
+        let control = self.controls.lock().get(call_id).and_then(Weak::upgrade);
+        if let Some(control) = control {
+            control.update(negotiated.peer_holds(), negotiated.remote);
+        }
         tracing::info!(
             call = call_id,
             held = negotiated.peer_holds(),

@@ -421,3 +421,57 @@ async fn a_transfer_on_sip_sends_refer_and_follows_its_notify() {
     );
     app.shutdown().await;
 }
+
+#[tokio::test]
+async fn baresip_holds_and_resumes_the_call_by_re_invite() {
+    if !have_baresip("baresip_holds_and_resumes_the_call_by_re_invite") {
+        return;
+    }
+    let app = TestApp::spawn().await;
+    let audio = tempfile::tempdir().unwrap();
+    let phone = Baresip::start(CALLEE, &caller_wav(audio.path())).await;
+    let ws = sip_workspace(&app, &phone).await;
+    let agent = sip_agent(&app, &ws).await;
+    let placed = app
+        .post(
+            &ws.key,
+            "/api/calls",
+            json!({"agentId": agent, "to": CALLEE}),
+        )
+        .await
+        .expect(201);
+    let id = placed.body["callId"].as_str().unwrap().to_string();
+    eventually(WAIT, "the call to be answered", || async {
+        detail(&app, &ws, &id).await["answeredAt"]
+            .is_string()
+            .then_some(())
+    })
+    .await;
+    for command in ["hold", "resume"] {
+        let reply = phone.command(command, "").await;
+        assert_eq!(reply["ok"], true, "{command}: {reply}\n{}", phone.log());
+    }
+    // baresip's SIP trace: its hold re-INVITE (sendonly) got our recvonly answer.
+    eventually(WAIT, "the hold re-INVITE answered", || async {
+        let log = phone.log();
+        (log.contains("a=sendonly") && log.contains("a=recvonly")).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let call = detail(&app, &ws, &id).await;
+    assert!(call["endedReason"].is_null(), "{call}");
+    assert!(
+        !phone.log().contains("session closed"),
+        "the call survived hold and resume:\n{}",
+        phone.log()
+    );
+    let hangup = phone.command("hangup", "").await;
+    assert_eq!(hangup["ok"], true, "{hangup}");
+    let ended = eventually(WAIT, "the call to end", || async {
+        let call = detail(&app, &ws, &id).await;
+        call["endedReason"].is_string().then_some(call)
+    })
+    .await;
+    assert_eq!(ended["rawStatus"], "completed", "{ended}");
+    app.shutdown().await;
+}

@@ -87,6 +87,8 @@ impl Baresip {
         let log = std::fs::File::create(dir.path().join("baresip.log")).expect("a log file");
         let child = Command::new(BARESIP)
             .arg("-4")
+            // The SIP trace goes to its log: tests read what was said, failures show it.
+            .arg("-s")
             .arg("-f")
             .arg(dir.path())
             .stdin(Stdio::null())
