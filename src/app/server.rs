@@ -153,6 +153,15 @@ impl Server {
         )
         .await?;
         let tasks = TaskTracker::new();
+        if let Some(agent) = sip.user_agent() {
+            let registrations = Arc::new(crate::sip::registrations::Registrations::default());
+            tasks.spawn(registrations.run(
+                Arc::clone(agent),
+                store.clone(),
+                Arc::new(StoreCredentials::new(store.clone(), &secret)),
+                stop.clone(),
+            ));
+        }
         store
             .register_node(&node_id, &public_url, clock.now().timestamp_millis())
             .await?;

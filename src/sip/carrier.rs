@@ -113,6 +113,11 @@ impl SipCarrier {
         let _ = self.inbound.set(host);
     }
 
+    /// Its user agent, when SIP is on.
+    pub fn user_agent(&self) -> Option<&Arc<SipUserAgent>> {
+        self.agent.as_ref()
+    }
+
     /// Where its user agent listens, when SIP is on.
     pub fn local_addr(&self) -> Option<std::net::SocketAddr> {
         self.agent.as_ref().map(|agent| agent.local_addr())

@@ -12,6 +12,7 @@
 //!   through the inbound service;
 //! - `invite_flood`: the per-source INVITE rate limit;
 //! - `media_leg`: an answered call's RTP leg, as the carrier hands it over;
+//! - `registrations`: REGISTER, and its refresh, with trunks that want it;
 //! - `rtp_ports`: each call's RTP socket, bound in the configured port range;
 //! - `rtp_transport`: that socket as the conversation loop's `MediaTransport`,
 //!   pacing our audio out and playing the part a websocket carrier plays.
@@ -20,6 +21,7 @@ pub mod carrier;
 pub mod inbound;
 pub mod invite_flood;
 pub mod media_leg;
+pub mod registrations;
 pub mod rtp_ports;
 pub mod rtp_transport;
 pub mod settings;

@@ -110,6 +110,11 @@ impl SipUserAgent {
         Ok(Some(agent))
     }
 
+    /// The endpoint's core, for requests outside dialogs (REGISTER).
+    pub fn endpoint_inner(&self) -> rsipstack::transaction::endpoint::EndpointInnerRef {
+        self.endpoint.inner.clone()
+    }
+
     /// The dialog layer (client dialogs are made here).
     pub fn dialogs(&self) -> &Arc<DialogLayer> {
         &self.dialogs

@@ -267,6 +267,20 @@ impl Store {
         Ok(row)
     }
 
+    /// The workspaces holding a credential of `kind`, with when each was last
+    /// replaced (Unix ms), oldest workspace id first.
+    pub async fn credential_holders(&self, kind: &str) -> StoreResult<Vec<(OrgId, i64)>> {
+        let rows = with_pool!(self, pool => {
+            sqlx::query_as::<_, (OrgId, i64)>(
+                "SELECT org_id, updated_at FROM credentials WHERE kind = $1 ORDER BY org_id",
+            )
+            .bind(kind)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
     /// The kinds of credential a workspace has stored, with when each was
     /// last replaced (Unix ms), in kind order; never the values.
     pub async fn credential_kinds(&self, org_id: OrgId) -> StoreResult<Vec<(String, i64)>> {

@@ -740,3 +740,56 @@ async fn sip_signaling_garbage_over_tcp_leaves_the_agent_answering() {
     drop((promised, endless));
     app.shutdown().await;
 }
+
+#[tokio::test]
+async fn sip_signaling_a_trunk_that_wants_it_is_registered_with_digest_and_refreshed() {
+    let app = TestApp::spawn().await;
+    let peer = SipPeer::start(Answer::Ok { bye_after: None }, Some(auth())).await;
+    let ws = app.calling_workspace("SIP registration", 1).await;
+    let trunk = json!({
+        "host": "127.0.0.1", "port": peer.addr.port(), "username": "voxline",
+        "password": "s3cret-pass", "register": true, "registerExpires": 300,
+    });
+    app.admin_ok(&[
+        "credential",
+        "set",
+        "--org",
+        &ws.org_id.to_string(),
+        "--kind",
+        "sip",
+        "--json",
+        &trunk.to_string(),
+    ])
+    .await;
+    // The first REGISTER is challenged; the answer carries a valid digest; the
+    // registrar grants a few seconds, so a refresh follows well before they run out.
+    let registers = peer.wait_for("REGISTER", 3, WAIT).await;
+    assert_eq!(
+        registers[0].digest, None,
+        "the first REGISTER is unauthenticated"
+    );
+    assert_eq!(
+        registers[1].digest,
+        Some(true),
+        "{:?}",
+        registers[1].header("Authorization")
+    );
+    assert!(
+        registers[1]
+            .header("Contact")
+            .is_some_and(|c| c.contains("voxline@")),
+        "our Contact names the trunk's user: {:?}",
+        registers[1].header("Contact")
+    );
+    assert!(
+        registers[1]
+            .header("Expires")
+            .is_some_and(|e| e.trim() == "300")
+            || registers[1]
+                .header("Contact")
+                .is_some_and(|c| c.contains("expires=300")),
+        "the REGISTER asks for registerExpires: {:?}",
+        registers[1].headers
+    );
+    app.shutdown().await;
+}

@@ -255,6 +255,9 @@ impl MessageInspector for Recorder {
                     (Some(auth), Method::Invite) => req
                         .header_value(auth.answer_header())
                         .map(|h| digest_valid(&h, "INVITE", auth, &self.0.nonce)),
+                    (Some(auth), Method::Register) => req
+                        .header_value(auth.answer_header())
+                        .map(|h| digest_valid(&h, "REGISTER", auth, &self.0.nonce)),
                     _ => None,
                 };
                 self.0.requests.lock().push(PeerRequest {
@@ -306,6 +309,10 @@ async fn serve_requests(
                 });
             }
             Method::Ack => {}
+            Method::Register => {
+                let shared = Arc::clone(&shared);
+                tokio::spawn(async move { register(shared, tx).await });
+            }
             Method::Options => {
                 tokio::spawn(async move {
                     let _ = tx.reply(StatusCode::OK).await;
@@ -330,6 +337,41 @@ async fn serve_requests(
             }
         }
     }
+}
+
+/// How long the peer, as a registrar, grants a registration: short, so a
+/// test sees the refresh.
+pub const GRANTED_EXPIRES: u32 = 4;
+
+/// Answers a REGISTER as a registrar: challenged like an INVITE when the peer
+/// demands digest auth, then 200 granting [`GRANTED_EXPIRES`] seconds.
+async fn register(shared: Arc<Shared>, mut tx: Transaction) {
+    if let Some(auth) = &shared.auth {
+        let valid = tx
+            .original
+            .header_value(auth.answer_header())
+            .is_some_and(|h| digest_valid(&h, "REGISTER", auth, &shared.nonce));
+        if !valid {
+            let challenge = format!(
+                "Digest realm=\"{}\", nonce=\"{}\", algorithm=MD5",
+                auth.realm, shared.nonce
+            );
+            let header = Header::WwwAuthenticate(WwwAuthenticate::new(challenge));
+            let _ = tx
+                .reply_with(StatusCode::Unauthorized, vec![header], None)
+                .await;
+            return;
+        }
+    }
+    let contact = tx.original.header_value("Contact").unwrap_or_default();
+    let headers = vec![
+        Header::Other(
+            "Contact".into(),
+            format!("{contact};expires={GRANTED_EXPIRES}"),
+        ),
+        Header::Other("Expires".into(), GRANTED_EXPIRES.to_string()),
+    ];
+    let _ = tx.reply_with(StatusCode::OK, headers, None).await;
 }
 
 /// Answers one INVITE as scripted.
