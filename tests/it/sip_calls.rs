@@ -5,7 +5,10 @@
 //! Skipped, saying so, when baresip is not installed (`.ci/run` installs
 //! Debian's `baresip-core`).
 
-use crate::support::{Baresip, TestApp, Workspace, baresip_installed, eventually};
+use crate::support::{
+    Baresip, SIP_WELCOME as WELCOME, TestApp, Workspace, baresip_installed, call_detail,
+    eventually, sip_agent, sip_trunk_workspace,
+};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
@@ -13,7 +16,6 @@ use voxline_media::g711::mulaw_to_linear;
 
 const OUR_NUMBER: &str = "+14155550142";
 const CALLEE: &str = "+14155550199";
-const WELCOME: &str = "Hello from Voxline over SIP.";
 const CALLER_LINE: &str = "Yes, I have a minute.";
 const WAIT: Duration = Duration::from_secs(40);
 
@@ -46,31 +48,8 @@ fn caller_wav(dir: &Path) -> std::path::PathBuf {
 /// A workspace whose trunk is `phone` and whose caller ID is a `sip` number;
 /// returns it and the number's id.
 async fn sip_workspace_with_number(app: &TestApp, phone: &Baresip) -> (Workspace, String) {
-    let ws = app.calling_workspace("SIP calls", 2).await;
-    let number = voxline::admin::ops::add_number(
-        app.store(),
-        ws.org_id,
-        OUR_NUMBER,
-        "sip",
-        true,
-        None,
-        app.now(),
-    )
-    .await
-    .expect("a sip number");
     let trunk = json!({"host": "127.0.0.1", "port": phone.sip.port(), "transport": "udp"});
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        "sip",
-        "--json",
-        &trunk.to_string(),
-    ])
-    .await;
-    (ws, number.id.to_string())
+    sip_trunk_workspace(app, "SIP calls", OUR_NUMBER, &trunk).await
 }
 
 /// [`sip_workspace_with_number`] without the number's id.
@@ -78,29 +57,8 @@ async fn sip_workspace(app: &TestApp, phone: &Baresip) -> Workspace {
     sip_workspace_with_number(app, phone).await.0
 }
 
-async fn sip_agent(app: &TestApp, ws: &Workspace) -> String {
-    let agent = app
-        .create_agent(
-            &ws.key,
-            json!({
-                "name": "SIP agent",
-                "welcomeMessage": WELCOME,
-                "prompt": "You confirm appointments.",
-                "telephonyProvider": "sip",
-                "llmProvider": "sim",
-                "asrProvider": "sim",
-                "ttsProvider": "sim",
-            }),
-        )
-        .await;
-    agent["id"].as_str().expect("agent id").to_string()
-}
-
 async fn detail(app: &TestApp, ws: &Workspace, id: &str) -> Value {
-    app.get(&ws.key, &format!("/api/calls/{id}"))
-        .await
-        .expect(200)
-        .body
+    call_detail(app, ws, id).await
 }
 
 /// The RMS of a 16-bit mono WAV's samples.
@@ -258,32 +216,10 @@ async fn a_call_to_an_unknown_number_or_from_an_unlisted_source_is_refused() {
     let sip = app.server().sip_addr.expect("the SIP listener");
     let audio = tempfile::tempdir().unwrap();
     let phone = Baresip::start(CALLEE, &caller_wav(audio.path())).await;
-    let ws = app.calling_workspace("SIP refusals", 2).await;
-    voxline::admin::ops::add_number(
-        app.store(),
-        ws.org_id,
-        OUR_NUMBER,
-        "sip",
-        true,
-        None,
-        app.now(),
-    )
-    .await
-    .expect("a sip number");
     // The trunk lets in one other address only.
     let trunk =
         json!({"host": "127.0.0.1", "port": phone.sip.port(), "allowedSources": ["192.0.2.10"]});
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        "sip",
-        "--json",
-        &trunk.to_string(),
-    ])
-    .await;
+    let (ws, _) = sip_trunk_workspace(&app, "SIP refusals", OUR_NUMBER, &trunk).await;
     for (number, code) in [("+14155550100", "404"), (OUR_NUMBER, "403")] {
         let dial = phone.command("dial", &format!("sip:{number}@{sip}")).await;
         assert_eq!(dial["ok"], true, "{dial}");

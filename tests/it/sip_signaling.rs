@@ -6,7 +6,10 @@
 //! `sip` trunk credential points at the peer; calls are placed through the API
 //! and their outcome read back from `GET /api/calls/{id}`.
 
-use crate::support::{DigestAuth, SipAnswer as Answer, SipPeer, TestApp, Workspace, eventually};
+use crate::support::{
+    DigestAuth, SipAnswer as Answer, SipPeer, TestApp, Workspace, call_detail, call_ended,
+    eventually, set_sip_trunk, sip_agent, sip_trunk_workspace,
+};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -20,59 +23,19 @@ const WAIT: Duration = Duration::from_secs(20);
 const RING_WAIT: Duration = Duration::from_secs(45);
 
 /// A workspace whose `sip` trunk is 127.0.0.1:`port` (with `credentials` for digest
-/// auth) and whose caller ID is a `sip` number.
+/// auth) and whose caller ID is a `sip` number of its own.
 async fn sip_workspace(app: &TestApp, port: u16, credentials: Option<(&str, &str)>) -> Workspace {
-    let ws = app.calling_workspace("SIP signaling", 2).await;
     // A number of its own: one app may hold several of these workspaces.
     static NEXT: AtomicU32 = AtomicU32::new(1_000);
     let our_number = format!("+1415555{:04}", NEXT.fetch_add(1, Ordering::Relaxed));
-    voxline::admin::ops::add_number(
-        app.store(),
-        ws.org_id,
-        &our_number,
-        "sip",
-        true,
-        None,
-        app.now(),
-    )
-    .await
-    .expect("a sip number");
     let mut trunk = json!({"host": "127.0.0.1", "port": port, "transport": "udp"});
     if let Some((username, password)) = credentials {
         trunk["username"] = json!(username);
         trunk["password"] = json!(password);
     }
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        "sip",
-        "--json",
-        &trunk.to_string(),
-    ])
-    .await;
-    ws
-}
-
-/// A SIP agent in `ws`; returns its id.
-async fn sip_agent(app: &TestApp, ws: &Workspace) -> String {
-    let agent = app
-        .create_agent(
-            &ws.key,
-            json!({
-                "name": "SIP agent",
-                "welcomeMessage": "Hello from Voxline over SIP.",
-                "prompt": "You confirm appointments.",
-                "telephonyProvider": "sip",
-                "llmProvider": "sim",
-                "asrProvider": "sim",
-                "ttsProvider": "sim",
-            }),
-        )
-        .await;
-    agent["id"].as_str().expect("agent id").to_string()
+    sip_trunk_workspace(app, "SIP signaling", &our_number, &trunk)
+        .await
+        .0
 }
 
 /// Places a call to `CALLEE` with `agent`; returns the call id.
@@ -89,19 +52,12 @@ async fn place(app: &TestApp, ws: &Workspace, agent: &str) -> String {
 }
 
 async fn detail(app: &TestApp, ws: &Workspace, id: &str) -> Value {
-    app.get(&ws.key, &format!("/api/calls/{id}"))
-        .await
-        .expect(200)
-        .body
+    call_detail(app, ws, id).await
 }
 
 /// The call once it has ended.
 async fn ended(app: &TestApp, ws: &Workspace, id: &str, within: Duration) -> Value {
-    eventually(within, "the call to end", || async {
-        let call = detail(app, ws, id).await;
-        call["endedReason"].is_string().then_some(call)
-    })
-    .await
+    call_ended(app, ws, id, within).await
 }
 
 /// A workspace, trunk and agent on `peer`, one call placed; (workspace, call id).
@@ -750,17 +706,7 @@ async fn sip_signaling_a_trunk_that_wants_it_is_registered_with_digest_and_refre
         "host": "127.0.0.1", "port": peer.addr.port(), "username": "voxline",
         "password": "s3cret-pass", "register": true, "registerExpires": 300,
     });
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        "sip",
-        "--json",
-        &trunk.to_string(),
-    ])
-    .await;
+    set_sip_trunk(&app, &ws, &trunk).await;
     // The first REGISTER is challenged; the answer carries a valid digest; the
     // registrar grants a few seconds, so a refresh follows well before they run out.
     let registers = peer.wait_for("REGISTER", 3, WAIT).await;

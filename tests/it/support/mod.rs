@@ -13,6 +13,7 @@ mod postgres;
 mod reply;
 mod serve;
 mod sip_peer;
+mod sip_setup;
 
 pub use app::{TestApp, Workspace};
 pub use baresip::{Baresip, baresip_installed};
@@ -23,6 +24,9 @@ pub use postgres::PG_ENV;
 pub use reply::{Reply, reply};
 pub use serve::ServeProcess;
 pub use sip_peer::{Answer as SipAnswer, DigestAuth, SipPeer, digest_params};
+pub use sip_setup::{
+    SIP_WELCOME, call_detail, call_ended, set_sip_trunk, sip_agent, sip_trunk_workspace,
+};
 
 use chrono::{DateTime, Utc};
 use std::future::Future;
