@@ -33,6 +33,11 @@ pub struct LoadgenArgs {
     /// PID of the --target server (the first, with several), to sample its CPU and RSS from /proc.
     #[arg(long)]
     pub server_pid: Option<u32>,
+    /// The carrier the calls go over: `sim` (the sim carrier, callees on Twilio Media Streams
+    /// websockets) or `sip` (real SIP calls with RTP to a fleet on the workspace's SIP trunk;
+    /// in-process server, outbound modes only).
+    #[arg(long, value_enum, default_value_t = LoadCarrier::Sim)]
+    pub carrier: LoadCarrier,
     /// How calls are placed.
     #[arg(long, value_enum, default_value_t = PlaceMode::TestCall)]
     pub mode: PlaceMode,
@@ -119,4 +124,13 @@ pub struct LoadgenArgs {
     /// unset, it looks in the run's temporary data directory and finds none).
     #[command(flatten)]
     pub smart_turn: SmartTurnArgs,
+}
+
+/// The carrier a load run's calls go over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LoadCarrier {
+    /// The sim carrier: the fleet's callees join over Twilio Media Streams websockets.
+    Sim,
+    /// SIP: the fleet is the workspace's SIP trunk and answers INVITEs, audio on RTP.
+    Sip,
 }

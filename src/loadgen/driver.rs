@@ -81,6 +81,9 @@ pub(super) struct LoadRun {
     pub(super) tools: Option<ToolRun>,
     /// What inbound callers ring (`--inbound`, `--mode mixed`).
     pub(super) inbound: Option<InboundLine>,
+    /// The fleet files each callee's report under the number it was dialed on, not the
+    /// call id (`--carrier sip`: a SIP INVITE carries the number, not our call id).
+    pub(super) reports_by_number: bool,
 }
 
 /// The function tool of a run (`--tool-latency-ms`).
@@ -417,10 +420,16 @@ impl LoadRun {
                         if let Some(placed) = live.placed_per_target.get(target) {
                             placed.fetch_add(ids.len().min(held.len()) as u64, Ordering::Relaxed);
                         }
-                        for (call_id, permit) in ids.into_iter().zip(held) {
+                        for ((call_id, permit), number) in ids.into_iter().zip(held).zip(&numbers) {
+                            let report_key = if run.reports_by_number {
+                                number.clone()
+                            } else {
+                                call_id.clone()
+                            };
                             tokio::spawn(Arc::clone(&run).watch(
                                 target,
                                 call_id,
+                                report_key,
                                 deadline,
                                 Arc::clone(&live),
                                 observed.clone(),
@@ -486,6 +495,7 @@ impl LoadRun {
             live.in_flight.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(Arc::clone(&self).watch(
                 0,
+                call_id.clone(),
                 call_id,
                 deadline,
                 Arc::clone(&live),
@@ -502,10 +512,12 @@ impl LoadRun {
     }
 
     /// Follows one call placed on `target` to its end and reports what was seen.
+    #[allow(clippy::too_many_arguments)]
     async fn watch(
         self: Arc<Self>,
         target: usize,
         call_id: String,
+        report_key: String,
         deadline: Instant,
         live: Arc<Live>,
         observed: mpsc::UnboundedSender<CallObservation>,
@@ -517,18 +529,18 @@ impl LoadRun {
         };
         let mut cut_off = false;
         let report = match &self.fleet {
-            Some(fleet) => match timeout_at(deadline, fleet.report(&call_id)).await {
+            Some(fleet) => match timeout_at(deadline, fleet.report(&report_key)).await {
                 Ok(report) => report,
                 Err(_) => {
                     cut_off = true;
                     self.target(target).cancel(&call_id).await;
                     let grace = Instant::now() + Duration::from_secs(5);
-                    let report = timeout_at(grace, fleet.report(&call_id))
+                    let report = timeout_at(grace, fleet.report(&report_key))
                         .await
                         .ok()
                         .flatten();
                     if report.is_none() {
-                        fleet.forget(&call_id);
+                        fleet.forget(&report_key);
                     }
                     report
                 }
@@ -542,6 +554,9 @@ impl LoadRun {
         let detail = self.await_terminal(target, &call_id, settle).await;
         if let Some(report) = &report {
             fill_from_report(&mut call, report);
+        }
+        if let Some(fleet) = &self.fleet {
+            call.rtp = fleet.take_rtp(&report_key);
         }
         if let Some(tools) = &self.tools {
             call.at_tool_line = match (tools.line, &report) {

@@ -17,6 +17,8 @@ use tokio::sync::{mpsc, oneshot};
 use voxline_actors::sim::callee::{CalleeOptions, CalleeReport, CalleeVoice, SimCallee};
 use voxline_actors::sim::carrier::{CalleeLauncher, CalleeStart};
 
+use super::sip_fleet::RtpCallStats;
+
 /// Name of the fleet's threads.
 pub const FLEET_THREAD: &str = "loadgen-fleet";
 
@@ -31,6 +33,8 @@ pub struct Fleet {
     runtime: Handle,
     voice: Option<CalleeVoice>,
     slots: Mutex<HashMap<String, ReportSlot>>,
+    /// What the SIP callees measured of the agent's RTP, by report key, until taken.
+    rtp: Mutex<HashMap<String, RtpCallStats>>,
     active: AtomicU64,
     answered_tx: mpsc::UnboundedSender<String>,
 }
@@ -46,6 +50,7 @@ impl Fleet {
             runtime,
             voice,
             slots: Mutex::new(HashMap::new()),
+            rtp: Mutex::new(HashMap::new()),
             active: AtomicU64::new(0),
             answered_tx,
         })
@@ -108,16 +113,35 @@ impl Fleet {
         )
         .await;
         self.active.fetch_sub(1, Ordering::Relaxed);
+        self.deliver(start.call_id, report, None);
+    }
+
+    /// Says a call was answered: `key` is what its report is filed under.
+    pub fn answered(&self, key: String) {
+        let _ = self.answered_tx.send(key);
+    }
+
+    /// Files the report of the call under `key` (its call id; a SIP callee's: the number
+    /// it was dialed on), with what it measured of the agent's RTP when it had some.
+    pub fn deliver(&self, key: String, report: CalleeReport, rtp: Option<RtpCallStats>) {
+        if let Some(rtp) = rtp {
+            self.rtp.lock().insert(key.clone(), rtp);
+        }
         let mut slots = self.slots.lock();
         // A watcher that stopped waiting (its --duration ran out) dropped its receiver:
         // the report is kept for the one it asks again after hanging up.
-        let unsent = match slots.remove(&start.call_id) {
+        let unsent = match slots.remove(&key) {
             Some(ReportSlot::Waiting(tx)) => tx.send(report).err(),
             _ => Some(report),
         };
         if let Some(report) = unsent {
-            slots.insert(start.call_id, ReportSlot::Arrived(Box::new(report)));
+            slots.insert(key, ReportSlot::Arrived(Box::new(report)));
         }
+    }
+
+    /// Takes the RTP figures filed under `key` (a SIP callee's), once its report came.
+    pub fn take_rtp(&self, key: &str) -> Option<RtpCallStats> {
+        self.rtp.lock().remove(key)
     }
 
     /// Waits for the report of `call_id`'s callee.
@@ -139,6 +163,7 @@ impl Fleet {
     /// Stops waiting for `call_id` (its watcher gave up).
     pub fn forget(&self, call_id: &str) {
         self.slots.lock().remove(call_id);
+        self.rtp.lock().remove(call_id);
     }
 }
 

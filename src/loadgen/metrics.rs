@@ -158,6 +158,8 @@ pub struct CallObservation {
     /// The load function's calls as the server stored them; `None` when not read (no
     /// `--tool-latency-ms`, or a `--target` server whose store the loadgen cannot see).
     pub tool_calls: Option<Vec<ToolCallSeen>>,
+    /// What a SIP callee measured of the agent's RTP (`--carrier sip`).
+    pub rtp: Option<super::sip_fleet::RtpCallStats>,
 }
 
 /// Where one turn's time went, as the server's latency record says.
@@ -234,6 +236,19 @@ pub struct StepMetrics {
     pub tool_latency: LatencyHistogram,
     /// The smallest of them (the histogram rounds).
     pub tool_latency_min: Option<Duration>,
+    /// The SIP callees' RTP figures (`--carrier sip`): calls with them, packets sent,
+    /// received, expected, reordered.
+    pub rtp_calls: u64,
+    /// Packets the SIP callees sent.
+    pub rtp_sent: u64,
+    /// Agent packets received.
+    pub rtp_received: u64,
+    /// Agent packets lost.
+    pub rtp_lost: u64,
+    /// Agent packets reordered.
+    pub rtp_reordered: u64,
+    /// The RFC 3550 interarrival jitter after each agent packet.
+    pub rtp_jitter: LatencyHistogram,
 }
 
 impl StepMetrics {
@@ -283,6 +298,17 @@ impl StepMetrics {
         }
         self.max_jitter = self.max_jitter.max(call.max_jitter);
         self.at_tool_line += u64::from(call.at_tool_line);
+        if let Some(rtp) = &call.rtp {
+            self.rtp_calls += 1;
+            self.rtp_sent += rtp.sent;
+            self.rtp_received += rtp.received;
+            self.rtp_lost += rtp.lost();
+            self.rtp_reordered += rtp.reordered;
+            for jitter in &rtp.jitter_us {
+                self.rtp_jitter
+                    .record(Duration::from_micros(u64::from(*jitter)));
+            }
+        }
         if let Some(tool_calls) = &call.tool_calls {
             self.tool_calls_read += 1;
             for tool_call in tool_calls {
@@ -412,6 +438,49 @@ pub struct FramePacing {
     pub max_jitter_ms: f64,
 }
 
+/// The agent's RTP as the SIP callees received it (`--carrier sip`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RtpSummary {
+    /// Calls whose callee measured RTP.
+    pub calls: u64,
+    /// Packets the callees sent.
+    pub packets_sent: u64,
+    /// Agent packets received.
+    pub packets: u64,
+    /// Agent packets lost (sequence gaps never filled).
+    pub lost: u64,
+    /// Lost, in % of those expected.
+    pub loss_percent: f64,
+    /// Agent packets that came after a later one.
+    pub reordered: u64,
+    /// RFC 3550 interarrival jitter, sampled after every agent packet.
+    pub jitter: Option<Percentiles>,
+}
+
+impl RtpSummary {
+    /// The step's RTP figures, when any callee measured some.
+    pub fn new(metrics: &StepMetrics) -> Option<Self> {
+        if metrics.rtp_calls == 0 {
+            return None;
+        }
+        let expected = metrics.rtp_received + metrics.rtp_lost;
+        Some(Self {
+            calls: metrics.rtp_calls,
+            packets_sent: metrics.rtp_sent,
+            packets: metrics.rtp_received,
+            lost: metrics.rtp_lost,
+            loss_percent: if expected == 0 {
+                0.0
+            } else {
+                metrics.rtp_lost as f64 * 100.0 / expected as f64
+            },
+            reordered: metrics.rtp_reordered,
+            jitter: metrics.rtp_jitter.percentiles(),
+        })
+    }
+}
+
 /// The JSON summary of one step.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -471,6 +540,9 @@ pub struct StepSummary {
     /// How the in-process server's turns ended (not read from a `--target`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turns: Option<super::turn_counts::TurnCounts>,
+    /// The agent's RTP at the SIP callees (`--carrier sip`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtp: Option<RtpSummary>,
 }
 
 /// The calls one of several `--target` servers was given.
@@ -572,6 +644,7 @@ impl StepSummary {
             tools: None,
             targets: Vec::new(),
             turns: None,
+            rtp: RtpSummary::new(metrics),
         }
     }
 }

@@ -4,12 +4,14 @@
 //!
 //! This file is the command's entry and its output; `args` holds the options, `setup` what a
 //! run goes against, `driver` the steps and the sweep, `observation` how one call is judged,
-//! `report` the human-readable summary, `backlog` the post-call analysis backlog seeded
+//! `report` the human-readable summary, `sip_fleet` the callees of `--carrier sip` (the
+//! workspace's SIP trunk, audio on RTP), `backlog` the post-call analysis backlog seeded
 //! and drained alongside the run (`--analysis-backlog`), `tools` the function server and
 //! function tool of `--tool-latency-ms`, `turn_counts` how the in-process server's turns ended.
 
 pub mod fleet;
 pub mod metrics;
+pub mod sip_fleet;
 pub mod sweep;
 pub mod turn_counts;
 
@@ -22,7 +24,7 @@ mod report;
 mod setup;
 mod tools;
 
-pub use args::LoadgenArgs;
+pub use args::{LoadCarrier, LoadgenArgs};
 pub use setup::run_with_fleet_runtime;
 
 use anyhow::Context;

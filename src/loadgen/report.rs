@@ -74,6 +74,13 @@ fn print_step(step: &StepSummary) {
         step.frames.mean_jitter_ms,
         step.frames.max_jitter_ms
     );
+    if let Some(rtp) = &step.rtp {
+        println!(
+            "  rtp (agent → {} SIP callees): {} packets, lost {} ({:.3} %), reordered {}; callees sent {}",
+            rtp.calls, rtp.packets, rtp.lost, rtp.loss_percent, rtp.reordered, rtp.packets_sent
+        );
+        latency("rtp jitter (RFC 3550)", &rtp.jitter);
+    }
     match &step.usage {
         Some(u) => println!(
             "  server: {:.3} % of a core and {:.0} KiB per concurrent call ({:.1} calls on the plateau, {:.2} cores, idle {:.3} cores, peak RSS {} KiB) [{}]",

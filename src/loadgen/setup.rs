@@ -4,12 +4,14 @@
 //! probe, the agent, and the driver started on the fleet runtime.
 
 use super::LoadgenOutput;
+use super::args::LoadCarrier;
 use super::args::LoadgenArgs;
 use super::backlog::{self, Backlog};
 use super::driver::{LoadRun, ToolRun, drive};
 use super::fleet::{self, Api, Fleet};
 use super::inbound::InboundLine;
 use super::metrics::TurnBudget;
+use super::sip_fleet::SipFleet;
 use super::tools::{self, ToolServer};
 use crate::access::api_key::GeneratedKey;
 use crate::admin::ops;
@@ -19,6 +21,10 @@ use crate::config::{Settings, SimSettings};
 use crate::domain::clock::SystemClock;
 use crate::domain::{AgentId, ApiKeyId, OrgId, Paise};
 use crate::providers::settings::ProviderSettings;
+use crate::secrets::credentials::{CredentialCipher, CredentialKind};
+use crate::secrets::workspace_credentials;
+use crate::sip::rtp_ports::RtpPortRange;
+use crate::sip::settings::{SipListen, SipSettings};
 use crate::store::Store;
 use crate::store::keys::NewApiKey;
 use anyhow::Context;
@@ -54,6 +60,20 @@ pub async fn run_with_fleet_runtime(
         args.tool_latency_ms == 0 || args.agent.is_none(),
         "--tool-latency-ms gives the created load agent its function tool; it cannot be used with --agent"
     );
+    let sip = args.carrier == LoadCarrier::Sip;
+    if sip {
+        anyhow::ensure!(
+            args.target.is_empty(),
+            "--carrier sip answers the in-process server's SIP calls; it cannot be used with --target"
+        );
+        anyhow::ensure!(
+            matches!(
+                args.mode,
+                fleet::PlaceMode::TestCall | fleet::PlaceMode::Calls | fleet::PlaceMode::Alert
+            ) && !args.inbound,
+            "--carrier sip places outbound calls (--mode test-call, calls or alert)"
+        );
+    }
     let script = match &args.script {
         Some(script) => {
             Some(serde_json::from_str::<Value>(script).context("--script is not JSON")?)
@@ -94,6 +114,7 @@ pub async fn run_with_fleet_runtime(
         tts_first_byte_ms: args.sim_tts_ms,
     };
     let (answered_tx, answered_rx) = mpsc::unbounded_channel();
+    let mut sip_fleet = None;
     let (server, org, fleet, apis, probe, usage_source, data_dir) = match args.target.first() {
         Some(_) => {
             let key = args
@@ -125,8 +146,22 @@ pub async fn run_with_fleet_runtime(
             };
             let data_dir = std::env::temp_dir()
                 .join(format!("voxline-loadgen-{}", uuid::Uuid::new_v4().simple()));
+            let trunk = if sip {
+                let started = SipFleet::start(
+                    Arc::clone(&fleet),
+                    crate::calls::sim_callee::script_steps(&script),
+                    Duration::from_millis(args.sim_answer_ms),
+                )
+                .await
+                .context("starting the SIP fleet")?;
+                let addr = started.addr;
+                sip_fleet = Some(started);
+                Some(addr)
+            } else {
+                None
+            };
             let (server, org, key) =
-                start_in_process(args, &fleet, max_concurrency, data_dir.clone()).await?;
+                start_in_process(args, &fleet, max_concurrency, data_dir.clone(), trunk).await?;
             let api = Api::new(&server.base_url(), &key)?;
             let probe = ProcessProbe::current_process(fleet::FLEET_THREAD);
             let source = format!(
@@ -153,12 +188,17 @@ pub async fn run_with_fleet_runtime(
                 .iter()
                 .map(|server| tools::function_tool(server.url()))
                 .collect();
-            let body = args
+            let mut body = args
                 .agent_body
                 .as_deref()
                 .map(serde_json::from_str::<Value>)
                 .transpose()
                 .context("--agent-body is not JSON")?;
+            if sip {
+                let mut sip_body = body.unwrap_or_else(fleet::agent_body);
+                sip_body["telephonyProvider"] = Value::from("sip");
+                body = Some(sip_body);
+            }
             api.create_agent(body.as_ref(), &agent_tools).await.context(if agent_tools.is_empty() {
                 "creating the load agent"
             } else {
@@ -221,6 +261,7 @@ pub async fn run_with_fleet_runtime(
             store: tool_store,
         }),
         inbound,
+        reports_by_number: sip,
     });
     let driver = {
         let run = Arc::clone(&run);
@@ -234,6 +275,7 @@ pub async fn run_with_fleet_runtime(
     if let Some(server) = server {
         server.shutdown().await;
     }
+    drop(sip_fleet);
     if let Some(dir) = data_dir {
         // The data dir only held this run's throwaway database and recordings.
         let _ = std::fs::remove_dir_all(dir);
@@ -332,6 +374,7 @@ async fn start_in_process(
     fleet: &Arc<Fleet>,
     max_concurrency: u64,
     data_dir: std::path::PathBuf,
+    sip_trunk: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<(Server, OrgId, String)> {
     let mut settings = Settings::for_tests(data_dir, None);
     settings.storage.secret = Some(uuid::Uuid::new_v4().simple().to_string());
@@ -347,6 +390,14 @@ async fn start_in_process(
         callee_voice: args.callee_voice,
     };
     settings.providers = ProviderSettings::resolve(&args.providers, None);
+    if sip_trunk.is_some() {
+        // The SIP carrier listens on a free loopback port; each call takes an even RTP port.
+        settings.sip = SipSettings {
+            listen: SipListen::On(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+            public_ip: None,
+            rtp_ports: RtpPortRange::new(20_000, 29_999).unwrap_or_default(),
+        };
+    }
     settings.smart_turn = crate::providers::smart_turn::SmartTurnSettings::resolve(
         &args.smart_turn,
         &crate::config::FileConfig::default(),
@@ -393,16 +444,31 @@ async fn start_in_process(
             now_ms: now.timestamp_millis(),
         })
         .await?;
+    // The caller ID: the sim carrier's number, or a `sip` one whose calls go out over the
+    // workspace's trunk, the SIP fleet.
     ops::add_number(
         store,
         org.id,
         "+918035740101",
-        "sim",
+        if sip_trunk.is_some() { "sip" } else { "sim" },
         true,
         Some(Paise::ZERO),
         now,
     )
     .await?;
+    if let Some(trunk) = sip_trunk {
+        let cipher = CredentialCipher::new(&server.state().secret);
+        workspace_credentials::store_credential(
+            store,
+            &cipher,
+            org.id,
+            CredentialKind::Sip,
+            &serde_json::json!({"host": trunk.ip().to_string(), "port": trunk.port(), "transport": "udp"}),
+            now.timestamp_millis(),
+        )
+        .await
+        .context("the load workspace's sip trunk")?;
+    }
     store
         .credit_wallet(org.id, LARGE_CREDIT_PAISE, now.timestamp_millis())
         .await?;

@@ -278,3 +278,50 @@ async fn loadgen_with_one_target_reports_no_per_target_counts() {
     assert!(summary.get("targets").is_none(), "{summary:#}");
     app.shutdown().await;
 }
+
+/// `--carrier sip`: the fleet is the workspace's SIP trunk; every call is a real INVITE
+/// answered with SDP and talked over G.711 RTP both ways, measured as the websocket fleet
+/// measures its calls, plus the agent's RTP loss and jitter. One line and a short ring, so
+/// the calls end (about 12 s) well inside the 20 s bound: the default three-line script
+/// takes longer than 20 s over either carrier.
+#[test]
+fn loadgen_places_sip_calls_with_rtp_and_reports_the_rtp_figures() {
+    let summary = run_loadgen(&[
+        "--carrier",
+        "sip",
+        "--calls",
+        "4",
+        "--concurrency",
+        "4",
+        "--duration",
+        "20",
+        "--sim-answer-ms",
+        "100",
+        "--script",
+        r#"["Thank you, goodbye!"]"#,
+    ]);
+    assert_eq!(summary["placed"], 4, "{summary:#}");
+    assert_eq!(summary["answered"], 4, "{summary:#}");
+    assert_eq!(summary["ended"], 4, "{summary:#}");
+    assert_eq!(summary["failed"], 0, "{summary:#}");
+    assert_eq!(summary["failures"], serde_json::json!({}), "{summary:#}");
+    assert_eq!(summary["liveAtEnd"], 0, "{summary:#}");
+    assert_eq!(summary["greetingLatency"]["count"], 4, "{summary:#}");
+    assert_eq!(summary["turnLatency"]["count"], 4, "{summary:#}");
+    assert!(
+        summary["frames"]["frames"].as_u64().unwrap_or(0) > 0,
+        "{summary:#}"
+    );
+    let rtp = &summary["rtp"];
+    assert_eq!(rtp["calls"], 4, "{summary:#}");
+    let packets = rtp["packets"].as_u64().unwrap_or(0);
+    // Every agent packet is a frame the callee heard.
+    assert_eq!(
+        Some(packets),
+        summary["frames"]["frames"].as_u64(),
+        "{summary:#}"
+    );
+    assert!(rtp["packetsSent"].as_u64().unwrap_or(0) > 0, "{summary:#}");
+    assert_eq!(rtp["lost"], 0, "loopback loses nothing: {summary:#}");
+    assert!(rtp["jitter"]["p99Ms"].as_f64().is_some(), "{summary:#}");
+}
