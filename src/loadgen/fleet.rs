@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use voxline_actors::sim::callee::{CalleeOptions, CalleeReport, CalleeVoice, SimCallee};
 use voxline_actors::sim::carrier::{CalleeLauncher, CalleeStart};
 
-use super::sip_fleet::RtpCallStats;
+use super::metrics::RtpCallStats;
 
 /// Name of the fleet's threads.
 pub const FLEET_THREAD: &str = "loadgen-fleet";

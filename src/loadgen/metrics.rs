@@ -159,7 +159,7 @@ pub struct CallObservation {
     /// `--tool-latency-ms`, or a `--target` server whose store the loadgen cannot see).
     pub tool_calls: Option<Vec<ToolCallSeen>>,
     /// What a SIP callee measured of the agent's RTP (`--carrier sip`).
-    pub rtp: Option<super::sip_fleet::RtpCallStats>,
+    pub rtp: Option<RtpCallStats>,
 }
 
 /// Where one turn's time went, as the server's latency record says.
@@ -837,5 +837,27 @@ mod tests {
             per_call_usage(&[sample(0.0, 1.0, 1, 0), sample(1.0, 1.0, 1, 0)], 0.0, 0).is_none()
         );
         assert!(per_call_usage(&[sample(0.0, 1.0, 1, 5)], 0.0, 0).is_none());
+    }
+}
+
+/// What a SIP callee measured of the agent's RTP stream (and sent of its own).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RtpCallStats {
+    /// Packets the callee sent.
+    pub sent: u64,
+    /// Agent audio packets received (duplicates included).
+    pub received: u64,
+    /// Packets the sequence numbers say were sent: highest − first + 1.
+    pub expected: u64,
+    /// Packets that came after a later one.
+    pub reordered: u64,
+    /// The RFC 3550 interarrival jitter estimate after each packet, µs.
+    pub jitter_us: Vec<u32>,
+}
+
+impl RtpCallStats {
+    /// Packets never received.
+    pub fn lost(&self) -> u64 {
+        self.expected.saturating_sub(self.received)
     }
 }

@@ -12,6 +12,7 @@
 //! driver knows for each call it placed.
 
 use super::fleet::{Fleet, seed_for};
+use super::metrics::RtpCallStats;
 use base64::Engine;
 use parking_lot::Mutex;
 use rsipstack::EndpointBuilder;
@@ -35,28 +36,6 @@ use voxline_media::carrier::{Outbound, OutboundFrame};
 use voxline_media::g711;
 use voxline_media::rtp::{RtpOut, parse_rtp, write_rtp};
 use voxline_media::sdp::{self, G711Codec, LocalMedia, MediaDirection};
-
-/// What a SIP callee measured of the agent's RTP stream (and sent of its own).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RtpCallStats {
-    /// Packets the callee sent.
-    pub sent: u64,
-    /// Agent audio packets received (duplicates included).
-    pub received: u64,
-    /// Packets the sequence numbers say were sent: highest − first + 1.
-    pub expected: u64,
-    /// Packets that came after a later one.
-    pub reordered: u64,
-    /// The RFC 3550 interarrival jitter estimate after each packet, µs.
-    pub jitter_us: Vec<u32>,
-}
-
-impl RtpCallStats {
-    /// Packets never received.
-    pub fn lost(&self) -> u64 {
-        self.expected.saturating_sub(self.received)
-    }
-}
 
 /// The receiving side's sequence and jitter bookkeeping (RFC 3550 A.1, A.8).
 #[derive(Debug)]
