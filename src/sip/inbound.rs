@@ -139,12 +139,8 @@ impl SipCarrier {
             let _ = tx.reply(StatusCode::NotFound).await;
             return;
         };
-        let allowed = SipTrunk::from_json(&credential)
-            .ok()
-            .zip(source)
-            .is_some_and(|(trunk, ip)| trunk.allows_source(ip));
         let trunk = match SipTrunk::from_json(&credential) {
-            Ok(trunk) if allowed => trunk,
+            Ok(trunk) if source.is_some_and(|ip| trunk.allows_source(ip)) => trunk,
             _ => {
                 tracing::warn!(%to, ?source, "INVITE from a source the trunk does not allow: 403");
                 let _ = tx.reply(StatusCode::Forbidden).await;
