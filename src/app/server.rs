@@ -719,7 +719,7 @@ async fn start_engine(
         },
         launcher,
     );
-    sim.report_transfers_to(crate::carriers::store_wiring::sim_transfer_sink(
+    sim.report_transfers_to(crate::carriers::store_wiring::transfer_leg_sink(
         store.clone(),
     ));
     let credentials = Arc::new(StoreCredentials::new(store.clone(), secret));
@@ -728,7 +728,7 @@ async fn start_engine(
     carriers.insert("sim".into(), sim);
     let sip_media = Arc::new(crate::calls::sip_media::EngineHandoff::default());
     let sip = start_sip_carrier(settings, Arc::clone(&credentials), Arc::clone(&sip_media)).await;
-    sip.report_transfers_to(crate::carriers::store_wiring::sim_transfer_sink(
+    sip.report_transfers_to(crate::carriers::store_wiring::transfer_leg_sink(
         store.clone(),
     ));
     let codes_store = store.clone();

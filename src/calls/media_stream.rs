@@ -143,17 +143,23 @@ impl RtpLeg {
     }
 
     async fn recv(&mut self) -> Option<TransportMessage> {
-        let ended = self.ended.clone();
-        let version = self.control.version.load(Ordering::Acquire);
-        let changed = version != self.applied;
-        let control = Arc::clone(&self.control);
-        if changed {
-            self.applied = version;
+        if self.transport().is_none() {
+            return Some(TransportMessage::Closed);
         }
-        let Some(rtp) = self.transport() else {
+        // Borrowed field by field: this runs once per 20 ms frame, so nothing is cloned.
+        let Self {
+            rtp: Some(rtp),
+            ended,
+            control,
+            applied,
+            ..
+        } = self
+        else {
             return Some(TransportMessage::Closed);
         };
-        if changed {
+        let version = control.version.load(Ordering::Acquire);
+        if version != *applied {
+            *applied = version;
             // A held call sends no RTP: the inactivity timeout waits for the resume.
             let (held, remote) = *control.state.lock();
             rtp.set_hold(held);

@@ -158,14 +158,14 @@ pub async fn store_transfer_leg(store: &Store, leg: &TransferLeg) -> Result<bool
         .await?)
 }
 
-/// The sink the sim carrier reports transferred legs to, storing them like real
-/// carriers' leg reports: `sim.report_transfers_to(sim_transfer_sink(store.clone()))`
-/// where the service builds its `SimCarrier`.
-pub fn sim_transfer_sink(store: Store) -> TransferLegSink {
+/// The sink the in-process carriers (the sim carrier, and the SIP carrier from
+/// its REFER's NOTIFYs) report transferred legs to, storing them like the REST
+/// carriers' leg reports: `sim.report_transfers_to(transfer_leg_sink(store.clone()))`.
+pub fn transfer_leg_sink(store: Store) -> TransferLegSink {
     Arc::new(move |leg: TransferLeg| {
         // The sim carrier reports from a synchronous callback; storing is async.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(call = %leg.call_id, "sim transfer leg reported outside a runtime; dropped");
+            tracing::warn!(call = %leg.call_id, "a transfer leg reported outside a runtime; dropped");
             return;
         };
         let store = store.clone();
@@ -173,10 +173,10 @@ pub fn sim_transfer_sink(store: Store) -> TransferLegSink {
             match store_transfer_leg(&store, &leg).await {
                 Ok(true) => {}
                 Ok(false) => {
-                    tracing::warn!(call = %leg.call_id, "sim transfer leg for a call that is not stored");
+                    tracing::warn!(call = %leg.call_id, "a transfer leg for a call that is not stored");
                 }
                 Err(err) => {
-                    tracing::error!(call = %leg.call_id, error = %err, "storing a sim transfer leg failed");
+                    tracing::error!(call = %leg.call_id, error = %err, "storing a transfer leg failed");
                 }
             }
         });

@@ -144,15 +144,7 @@ impl Carrier for SipCarrier {
             .rtp
             .bind(agent.local_addr().ip())
             .map_err(|e| CarrierError::Rejected(format!("no RTP port for the call: {e}")))?;
-        let local = LocalMedia {
-            address: agent.advertised_ip(),
-            port: leg.port,
-            session_id: rand::random::<u32>().into(),
-            version: 1,
-            codecs: trunk.codecs.iter().map(|c| g711(*c)).collect(),
-            dtmf_payload_type: DTMF_PAYLOAD_TYPE,
-            direction: MediaDirection::SendRecv,
-        };
+        let local = local_media(&agent, &trunk, leg.port);
         let sip_call_id = format!("{}@voxline", uuid::Uuid::new_v4().simple());
         let option = invite_option(&agent, &trunk, &req, &local, &sip_call_id)?;
         let (state_tx, state_rx) = agent.dialogs().new_dialog_state_channel();
@@ -572,6 +564,29 @@ fn final_failure(code: u16, after_our_cancel: bool) -> CarrierStatus {
     }
 }
 
+/// Our side of a call's SDP: the advertised address, the call's RTP port,
+/// the trunk's codecs and `telephone-event`.
+pub(super) fn local_media(agent: &SipUserAgent, trunk: &SipTrunk, port: u16) -> LocalMedia {
+    LocalMedia {
+        address: agent.advertised_ip(),
+        port,
+        session_id: rand::random::<u32>().into(),
+        version: 1,
+        codecs: trunk.codecs.iter().map(|c| g711(*c)).collect(),
+        dtmf_payload_type: DTMF_PAYLOAD_TYPE,
+        direction: MediaDirection::SendRecv,
+    }
+}
+
+/// `;transport=…` for a URI toward the trunk (nothing for UDP, the default).
+pub(super) fn transport_param(transport: SipTransport) -> &'static str {
+    match transport {
+        SipTransport::Udp => "",
+        SipTransport::Tcp => ";transport=tcp",
+        SipTransport::Tls => ";transport=tls",
+    }
+}
+
 /// The INVITE for one call through `trunk`.
 fn invite_option(
     agent: &SipUserAgent,
@@ -580,11 +595,7 @@ fn invite_option(
     local: &LocalMedia,
     sip_call_id: &str,
 ) -> Result<InviteOption, CarrierError> {
-    let transport_param = match trunk.transport {
-        SipTransport::Udp => "",
-        SipTransport::Tcp => ";transport=tcp",
-        SipTransport::Tls => ";transport=tls",
-    };
+    let transport_param = transport_param(trunk.transport);
     let uri = |text: String| {
         Uri::try_from(text.as_str())
             .map_err(|e| CarrierError::Rejected(format!("bad SIP URI {text}: {e}")))
@@ -626,7 +637,7 @@ fn invite_option(
 }
 
 /// `host:port`, with an IPv6 host in brackets.
-fn host_port(host: &str, port: u16) -> String {
+pub(super) fn host_port(host: &str, port: u16) -> String {
     if host.contains(':') && !host.starts_with('[') {
         format!("[{host}]:{port}")
     } else {

@@ -20,9 +20,9 @@ use std::net::IpAddr;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-use voxline_media::sdp::{self, LocalMedia, MediaDirection};
+use voxline_media::sdp;
 
-use super::carrier::{DTMF_PAYLOAD_TYPE, LiveCall, SipCarrier, follow_answered, g711};
+use super::carrier::{LiveCall, SipCarrier, follow_answered, local_media};
 use super::media_leg::AnsweredLeg;
 use super::user_agent::InviteHook;
 use crate::carriers::inbound::{InboundAnswer, InboundCarrier, InboundRing, Refusal};
@@ -155,15 +155,7 @@ impl SipCarrier {
                 return;
             }
         };
-        let local = LocalMedia {
-            address: agent.advertised_ip(),
-            port: leg.port,
-            session_id: rand::random::<u32>().into(),
-            version: 1,
-            codecs: trunk.codecs.iter().map(|c| g711(*c)).collect(),
-            dtmf_payload_type: DTMF_PAYLOAD_TYPE,
-            direction: MediaDirection::SendRecv,
-        };
+        let local = local_media(&agent, &trunk, leg.port);
         let offer = std::str::from_utf8(&tx.original.body).unwrap_or_default();
         let (answer, negotiated) = match sdp::answer(offer, &local) {
             Ok(answered) => answered,

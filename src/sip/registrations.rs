@@ -19,10 +19,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::carrier::{host_port, transport_param};
 use super::trunks::SipTrunks;
 use super::user_agent::SipUserAgent;
 use crate::domain::OrgId;
-use crate::domain::sip_trunk::{SipTransport, SipTrunk};
+use crate::domain::sip_trunk::SipTrunk;
 use crate::store::Store;
 
 /// How often the workspaces' trunks are looked at.
@@ -136,16 +137,8 @@ impl Registrations {
 /// One REGISTER to `trunk`: the final code and the expiry the registrar granted.
 async fn register(agent: &SipUserAgent, trunk: &SipTrunk) -> Result<(u16, u32), String> {
     let username = trunk.username.clone().unwrap_or_default();
-    let transport = match trunk.transport {
-        SipTransport::Udp => "",
-        SipTransport::Tcp => ";transport=tcp",
-        SipTransport::Tls => ";transport=tls",
-    };
-    let host = if trunk.host.contains(':') {
-        format!("[{}]:{}", trunk.host, trunk.port)
-    } else {
-        format!("{}:{}", trunk.host, trunk.port)
-    };
+    let transport = transport_param(trunk.transport);
+    let host = host_port(&trunk.host, trunk.port);
     let server = Uri::try_from(format!("sip:{host}{transport}").as_str())
         .map_err(|e| format!("bad registrar address {host}: {e}"))?;
     let credential = Credential {

@@ -885,7 +885,7 @@ async fn sim_carrier_legs_reach_the_call_row_through_the_sink() {
     let app = TestApp::spawn().await;
     let ws = app.workspace("Transfers").await;
     let id = stored_call(&app, &ws, "sim", Value::Null).await;
-    let sink = voxline::carriers::store_wiring::sim_transfer_sink(app.store().clone());
+    let sink = voxline::carriers::store_wiring::transfer_leg_sink(app.store().clone());
     sink(TransferLeg {
         call_id: id.to_string(),
         status: "completed".into(),
