@@ -272,6 +272,9 @@ pub enum ConfigError {
         /// Its value.
         value: String,
     },
+    /// A SIP setting cannot be used.
+    #[error(transparent)]
+    Sip(#[from] crate::sip::settings::SipSettingsError),
     /// The secret could not be created or read.
     #[error("server secret: {0}")]
     Secret(std::io::Error),
@@ -755,7 +758,7 @@ impl Settings {
                 ..NodeSettings::default()
             },
             smart_turn,
-            sip: crate::sip::settings::SipSettings::resolve(&serve.sip),
+            sip: crate::sip::settings::SipSettings::resolve(&serve.sip)?,
         })
     }
 

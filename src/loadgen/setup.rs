@@ -396,6 +396,7 @@ async fn start_in_process(
             listen: SipListen::On(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
             public_ip: None,
             rtp_ports: RtpPortRange::new(20_000, 29_999).unwrap_or_default(),
+            tls: Default::default(),
         };
     }
     settings.smart_turn = crate::providers::smart_turn::SmartTurnSettings::resolve(

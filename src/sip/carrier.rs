@@ -147,6 +147,11 @@ impl Carrier for SipCarrier {
         let local = local_media(&agent, &trunk, leg.port);
         let sip_call_id = format!("{}@voxline", uuid::Uuid::new_v4().simple());
         let option = invite_option(&agent, &trunk, &req, &local, &sip_call_id)?;
+        if trunk.transport != SipTransport::Udp
+            && let Some(destination) = &option.destination
+        {
+            connect_stream(&agent, destination, &trunk).await?;
+        }
         let (state_tx, state_rx) = agent.dialogs().new_dialog_state_channel();
         let (dialog, invite) = agent
             .dialogs()
@@ -634,6 +639,41 @@ fn invite_option(
         call_id: Some(sip_call_id.to_owned()),
         ..Default::default()
     })
+}
+
+/// How long a TCP or TLS connection to a trunk may take to open.
+const CONNECT_WAIT: Duration = Duration::from_secs(5);
+
+/// Opens (or reuses) the TCP or TLS connection to the trunk before the INVITE.
+/// rsipstack's transaction would retry a connection that fails on its timer
+/// until Timer B (32 s) and say only that no response came; a refused port or
+/// a certificate we do not trust fails the call now, saying why.
+async fn connect_stream(
+    agent: &SipUserAgent,
+    destination: &SipAddr,
+    trunk: &SipTrunk,
+) -> Result<(), CarrierError> {
+    let endpoint = agent.endpoint_inner();
+    let host = host_port(&trunk.host, trunk.port);
+    let kind = match trunk.transport {
+        SipTransport::Tls => "TLS",
+        SipTransport::Tcp | SipTransport::Udp => "TCP",
+    };
+    match tokio::time::timeout(
+        CONNECT_WAIT,
+        endpoint.transport_layer.lookup(destination, None),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(err)) => Err(CarrierError::Rejected(format!(
+            "sip: could not connect to the trunk {host} over {kind}: {err}"
+        ))),
+        Err(_) => Err(CarrierError::Rejected(format!(
+            "sip: no {kind} connection to the trunk {host} within {} s",
+            CONNECT_WAIT.as_secs()
+        ))),
+    }
 }
 
 /// `host:port`, with an IPv6 host in brackets.

@@ -2,7 +2,8 @@
 //! trunk or PBX, with the audio on RTP, and no websocket vendor between.
 //!
 //! - `settings`: where the user agent listens, the address it advertises, the
-//!   RTP port range;
+//!   RTP port range, SIP over TLS;
+//! - `tls`: the trust store for trunks on TLS, and the TLS listener's config;
 //! - `trunks`: a workspace's trunk, read from its sealed `sip` credential;
 //! - `user_agent`: the one rsipstack endpoint (transactions, dialogs, digest
 //!   auth) and its loop over requests from outside;
@@ -25,5 +26,6 @@ pub mod registrations;
 pub mod rtp_ports;
 pub mod rtp_transport;
 pub mod settings;
+pub mod tls;
 pub mod trunks;
 pub mod user_agent;

@@ -4,6 +4,7 @@ use super::rtp_ports::RtpPortRange;
 use clap::Args;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 /// The default SIP listen address: loopback (like the HTTP listener), the
@@ -28,6 +29,154 @@ pub struct SipArgs {
     /// 10000-20000); each call takes one even port.
     #[arg(long, env = "VOXLINE_RTP_PORTS")]
     pub rtp_ports: Option<RtpPortRange>,
+    /// A PEM file of CA certificates trusted for trunks on `transport: tls`,
+    /// besides the system's roots (a PBX with a private CA).
+    #[arg(long, env = "VOXLINE_SIP_TLS_CA_FILE")]
+    pub sip_tls_ca_file: Option<PathBuf>,
+    /// Where to take SIP over TLS from trunks, host:port (e.g. 0.0.0.0:5061);
+    /// needs the certificate and key files. Unset: no TLS listener.
+    #[arg(long, env = "VOXLINE_SIP_TLS_LISTEN")]
+    pub sip_tls_listen: Option<SocketAddr>,
+    /// The TLS listener's certificate chain (PEM).
+    #[arg(long, env = "VOXLINE_SIP_TLS_CERT_FILE")]
+    pub sip_tls_cert_file: Option<PathBuf>,
+    /// The TLS listener's private key (PEM, PKCS#8 or PKCS#1).
+    #[arg(long, env = "VOXLINE_SIP_TLS_KEY_FILE")]
+    pub sip_tls_key_file: Option<PathBuf>,
+}
+
+/// Why the SIP settings cannot be used; each names its variable.
+#[derive(Debug, thiserror::Error)]
+pub enum SipSettingsError {
+    /// A PEM file could not be read.
+    #[error("{variable}: cannot read {path}: {source}")]
+    Read {
+        /// The variable naming the file.
+        variable: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A PEM file holds nothing of what it should.
+    #[error("{variable}: {path} holds no PEM {what}")]
+    NoPem {
+        /// The variable naming the file.
+        variable: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What it should hold (`certificate`, `private key`).
+        what: &'static str,
+    },
+    /// The TLS listener is asked for without its certificate or key.
+    #[error(
+        "VOXLINE_SIP_TLS_LISTEN={0} needs VOXLINE_SIP_TLS_CERT_FILE and VOXLINE_SIP_TLS_KEY_FILE"
+    )]
+    ListenWithoutCertificate(SocketAddr),
+}
+
+/// PEM text that must not be printed (a private key).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretPem(pub Vec<u8>);
+
+impl fmt::Debug for SecretPem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretPem(..)")
+    }
+}
+
+/// A TLS listener for SIP: where, and the certificate it shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SipTlsListen {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The certificate chain (PEM).
+    pub cert_pem: Vec<u8>,
+    /// The private key (PEM).
+    pub key_pem: SecretPem,
+}
+
+/// SIP over TLS: what a trunk's certificate is checked against, and the
+/// optional listener.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SipTlsSettings {
+    /// CA certificates (PEM) trusted besides the system's roots.
+    pub extra_ca_pem: Option<Vec<u8>>,
+    /// The TLS listener, when configured.
+    pub listen: Option<SipTlsListen>,
+}
+
+impl SipTlsSettings {
+    /// Reads and checks the files the flags name.
+    pub fn resolve(args: &SipArgs) -> Result<Self, SipSettingsError> {
+        let extra_ca_pem = match &args.sip_tls_ca_file {
+            Some(path) => Some(read_pem(
+                "VOXLINE_SIP_TLS_CA_FILE",
+                path,
+                PemKind::Certificate,
+            )?),
+            None => None,
+        };
+        let listen = match (
+            args.sip_tls_listen,
+            &args.sip_tls_cert_file,
+            &args.sip_tls_key_file,
+        ) {
+            (None, _, _) => None,
+            (Some(addr), Some(cert), Some(key)) => Some(SipTlsListen {
+                addr,
+                cert_pem: read_pem("VOXLINE_SIP_TLS_CERT_FILE", cert, PemKind::Certificate)?,
+                key_pem: SecretPem(read_pem(
+                    "VOXLINE_SIP_TLS_KEY_FILE",
+                    key,
+                    PemKind::PrivateKey,
+                )?),
+            }),
+            (Some(addr), _, _) => return Err(SipSettingsError::ListenWithoutCertificate(addr)),
+        };
+        Ok(Self {
+            extra_ca_pem,
+            listen,
+        })
+    }
+}
+
+/// What a PEM file must hold.
+#[derive(Clone, Copy)]
+enum PemKind {
+    Certificate,
+    PrivateKey,
+}
+
+/// Reads `path` and checks it holds at least one PEM item of `kind`.
+fn read_pem(
+    variable: &'static str,
+    path: &Path,
+    kind: PemKind,
+) -> Result<Vec<u8>, SipSettingsError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let bytes = std::fs::read(path).map_err(|source| SipSettingsError::Read {
+        variable,
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let (found, what) = match kind {
+        PemKind::Certificate => (
+            CertificateDer::pem_slice_iter(&bytes).any(|c| c.is_ok()),
+            "certificate",
+        ),
+        PemKind::PrivateKey => (PrivateKeyDer::from_pem_slice(&bytes).is_ok(), "private key"),
+    };
+    if found {
+        Ok(bytes)
+    } else {
+        Err(SipSettingsError::NoPem {
+            variable,
+            path: path.to_path_buf(),
+            what,
+        })
+    }
 }
 
 /// Whether, and where, the SIP user agent listens.
@@ -71,6 +220,8 @@ pub struct SipSettings {
     pub public_ip: Option<IpAddr>,
     /// The RTP port range.
     pub rtp_ports: RtpPortRange,
+    /// SIP over TLS.
+    pub tls: SipTlsSettings,
 }
 
 impl Default for SipSettings {
@@ -79,19 +230,22 @@ impl Default for SipSettings {
             listen: SipListen::On(DEFAULT_SIP_LISTEN),
             public_ip: None,
             rtp_ports: RtpPortRange::default(),
+            tls: SipTlsSettings::default(),
         }
     }
 }
 
 impl SipSettings {
-    /// Settings from the flags, with the defaults where they say nothing.
-    pub fn resolve(args: &SipArgs) -> Self {
+    /// Settings from the flags, with the defaults where they say nothing;
+    /// reads the TLS files they name.
+    pub fn resolve(args: &SipArgs) -> Result<Self, SipSettingsError> {
         let default = Self::default();
-        Self {
+        Ok(Self {
             listen: args.sip_listen.unwrap_or(default.listen),
             public_ip: args.sip_public_ip,
             rtp_ports: args.rtp_ports.unwrap_or(default.rtp_ports),
-        }
+            tls: SipTlsSettings::resolve(args)?,
+        })
     }
 
     /// Settings for tests: loopback, a free port.
@@ -100,6 +254,7 @@ impl SipSettings {
             listen: SipListen::On(SocketAddr::from(([127, 0, 0, 1], 0))),
             public_ip: None,
             rtp_ports: RtpPortRange::new(30_000, 39_999).unwrap_or_default(),
+            tls: SipTlsSettings::default(),
         }
     }
 }

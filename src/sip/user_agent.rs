@@ -15,6 +15,7 @@ use rsipstack::transaction::Endpoint;
 use rsipstack::transaction::transaction::Transaction;
 use rsipstack::transport::TransportLayer;
 use rsipstack::transport::tcp_listener::TcpListenerConnection;
+use rsipstack::transport::tls::TlsListenerConnection;
 use rsipstack::transport::udp::UdpConnection;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -82,6 +83,27 @@ impl SipUserAgent {
             .map_err(|e| bind_error(e.to_string()))?;
         transport.add_transport(udp.into());
         transport.add_transport(tcp.into());
+        transport.set_tls_config(super::tls::transport_tls_config(&settings.tls));
+        if let Some(tls) = &settings.tls.listen {
+            let tls_bind_error = |reason: String| UserAgentError::Bind {
+                addr: tls.addr,
+                reason,
+            };
+            // rsipstack binds when the endpoint starts serving and only logs a
+            // failure then; a taken port must stop the start here instead.
+            drop(std::net::TcpListener::bind(tls.addr).map_err(|e| tls_bind_error(e.to_string()))?);
+            let tls_external = settings
+                .public_ip
+                .map(|ip| SocketAddr::new(ip, tls.addr.port()));
+            let listener = TlsListenerConnection::new(
+                tls.addr,
+                tls_external,
+                super::tls::transport_tls_config(&settings.tls),
+            )
+            .await
+            .map_err(|e| tls_bind_error(e.to_string()))?;
+            transport.add_transport(listener.into());
+        }
         let endpoint = EndpointBuilder::new()
             .with_cancel_token(cancel.clone())
             .with_transport_layer(transport)
@@ -106,7 +128,12 @@ impl SipUserAgent {
             }
         });
         tokio::spawn(answer_requests(Arc::clone(&agent.dialogs), incoming, hook));
-        tracing::info!(addr = %agent.local, advertised = %agent.advertised, "SIP user agent listening (udp, tcp)");
+        tracing::info!(
+            addr = %agent.local,
+            advertised = %agent.advertised,
+            tls = ?settings.tls.listen.as_ref().map(|l| l.addr),
+            "SIP user agent listening (udp, tcp; tls when configured)"
+        );
         Ok(Some(agent))
     }
 

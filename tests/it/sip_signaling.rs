@@ -1,6 +1,7 @@
 //! The SIP carrier's signaling against `support::SipPeer`, a scripted SIP user
 //! agent on loopback (issue 33): digest auth, final failure codes, the ring
-//! timeout's CANCEL, BYE either way, and garbage on the app's SIP port.
+//! timeout's CANCEL, BYE either way, garbage on the app's SIP port, and SIP
+//! over TLS (the trunk's certificate checked, the TLS listener).
 //!
 //! Each test spawns the real app and a workspace with a `sip` number whose
 //! `sip` trunk credential points at the peer; calls are placed through the API
@@ -612,10 +613,18 @@ async fn sip_signaling_garbage_on_the_sip_port_leaves_the_agent_answering() {
 
 /// Sends OPTIONS over a fresh TCP connection and returns the response's status line.
 async fn options_over_tcp(to: SocketAddr, tag: &str) -> Option<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(to).await.ok()?;
+    let stream = tokio::net::TcpStream::connect(to).await.ok()?;
     let from = stream.local_addr().ok()?;
     let request = options(from, to, tag).replace("SIP/2.0/UDP", "SIP/2.0/TCP");
+    status_line_of(stream, &request).await
+}
+
+/// Writes `request` on `stream` and returns the status line of the response.
+async fn status_line_of(
+    mut stream: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    request: &str,
+) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     stream.write_all(request.as_bytes()).await.ok()?;
     let mut buffer = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -736,6 +745,132 @@ async fn sip_signaling_a_trunk_that_wants_it_is_registered_with_digest_and_refre
                 .is_some_and(|c| c.contains("expires=300")),
         "the REGISTER asks for registerExpires: {:?}",
         registers[1].headers
+    );
+    app.shutdown().await;
+}
+
+/// The test CA, and the certificate and key it signed for 127.0.0.1 and
+/// localhost (`tests/it/fixtures/sip_tls`, made with openssl, valid to 2126).
+fn tls_fixture(name: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/fixtures/sip_tls")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A workspace whose trunk is the peer's TLS port, `transport: tls`, and a call
+/// placed through it; (workspace, call id).
+async fn call_over_tls(app: &TestApp, peer: &SipPeer) -> (Workspace, String) {
+    let port = peer.tls_addr.expect("a TLS peer").port();
+    let trunk = json!({"host": "127.0.0.1", "port": port, "transport": "tls"});
+    let (ws, _) = sip_trunk_workspace(app, "SIP over TLS", "+14155557001", &trunk).await;
+    let agent = sip_agent(app, &ws).await;
+    let id = place(app, &ws, &agent).await;
+    (ws, id)
+}
+
+#[tokio::test]
+async fn sip_tls_a_trunk_on_tls_is_called_over_tls_trusting_the_operators_ca() {
+    let app = TestApp::spawn_with_settings(|s| {
+        s.sip.tls.extra_ca_pem = Some(tls_fixture("ca.pem"));
+    })
+    .await;
+    let peer = SipPeer::start_tls(
+        Answer::Ok {
+            bye_after: Some(Duration::from_secs(3)),
+        },
+        tls_fixture("peer.pem"),
+        tls_fixture("peer.key"),
+    )
+    .await;
+    let (ws, id) = call_over_tls(&app, &peer).await;
+
+    let invites = peer.wait_for("INVITE", 1, WAIT).await;
+    let via = invites[0].header("Via").unwrap_or_default();
+    assert!(
+        via.starts_with("SIP/2.0/TLS"),
+        "the INVITE came over TLS: Via {via}"
+    );
+    assert!(
+        invites[0]
+            .uri
+            .to_ascii_lowercase()
+            .contains("transport=tls"),
+        "the request-URI asks for TLS: {}",
+        invites[0].uri
+    );
+    peer.wait_for("ACK", 1, WAIT).await;
+    let call = ended(&app, &ws, &id, WAIT).await;
+    assert!(call["answeredAt"].is_string(), "{call}");
+    assert_eq!(call["rawStatus"], "completed", "{call}");
+    assert_eq!(call["endedReason"], "caller-hangup", "{call}");
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn sip_tls_a_certificate_from_an_unknown_ca_fails_the_call_before_any_invite() {
+    // No operator CA: the peer's certificate chains to nothing the system trusts.
+    let app = TestApp::spawn().await;
+    let peer = SipPeer::start_tls(
+        Answer::Ok { bye_after: None },
+        tls_fixture("peer.pem"),
+        tls_fixture("peer.key"),
+    )
+    .await;
+    let (ws, id) = call_over_tls(&app, &peer).await;
+
+    // At once, not after the transaction's 32 s of retries.
+    let call = ended(&app, &ws, &id, Duration::from_secs(10)).await;
+    assert_eq!(call["rawStatus"], "failed", "{call}");
+    assert!(call["answeredAt"].is_null(), "{call}");
+    assert_eq!(call["endedReason"], "carrier-error", "{call}");
+    assert!(
+        peer.requests().is_empty(),
+        "nothing reached the peer over a connection we refused: {:?}",
+        peer.methods()
+    );
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn sip_tls_the_tls_listener_answers_with_its_certificate() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let listen = SocketAddr::from(([127, 0, 0, 1], port));
+    let app = TestApp::spawn_with_settings(|s| {
+        s.sip.tls.listen = Some(voxline::sip::settings::SipTlsListen {
+            addr: listen,
+            cert_pem: tls_fixture("peer.pem"),
+            key_pem: voxline::sip::settings::SecretPem(tls_fixture("peer.key")),
+        });
+    })
+    .await;
+
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&tls_fixture("ca.pem")) {
+        roots.add(cert.expect("the test CA")).expect("a root");
+    }
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(listen)
+        .await
+        .expect("the TLS listener takes connections");
+    let from = tcp.local_addr().expect("local address");
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("a server name");
+    let tls = connector
+        .connect(name, tcp)
+        .await
+        .expect("the handshake verifies the listener's certificate against the test CA");
+    let request = options(from, listen, "tls").replace("SIP/2.0/UDP", "SIP/2.0/TLS");
+    assert_eq!(
+        status_line_of(tls, &request).await.as_deref(),
+        Some("SIP/2.0 200 OK"),
+        "OPTIONS over TLS is answered"
     );
     app.shutdown().await;
 }

@@ -130,4 +130,29 @@ async fn bad_sip_settings_name_their_variables() {
     assert!(stderr.contains("first-last"), "{stderr}");
     let stderr = serve_refuses("VOXLINE_RTP_PORTS", "80-90", &EPHEMERAL).await;
     assert!(stderr.contains("1024"), "{stderr}");
+    let stderr = serve_refuses("VOXLINE_SIP_TLS_LISTEN", "127.0.0.1:0", &EPHEMERAL).await;
+    assert!(
+        stderr.contains("VOXLINE_SIP_TLS_CERT_FILE") && stderr.contains("VOXLINE_SIP_TLS_KEY_FILE"),
+        "{stderr}"
+    );
+    let stderr = serve_refuses(
+        "VOXLINE_SIP_TLS_CA_FILE",
+        "/nonexistent/voxline-ca.pem",
+        &EPHEMERAL,
+    )
+    .await;
+    assert!(
+        stderr.contains("VOXLINE_SIP_TLS_CA_FILE") && stderr.contains("voxline-ca.pem"),
+        "{stderr}"
+    );
+    let not_pem = std::env::temp_dir().join(format!("voxline-not-pem-{}.txt", std::process::id()));
+    std::fs::write(&not_pem, "not a certificate").unwrap();
+    let stderr = serve_refuses(
+        "VOXLINE_SIP_TLS_CA_FILE",
+        not_pem.to_str().unwrap(),
+        &EPHEMERAL,
+    )
+    .await;
+    let _ = std::fs::remove_file(&not_pem);
+    assert!(stderr.contains("holds no PEM certificate"), "{stderr}");
 }

@@ -113,6 +113,8 @@ struct Shared {
 pub struct SipPeer {
     /// Where it takes SIP over UDP.
     pub addr: SocketAddr,
+    /// Where it takes SIP over TLS (peers started with [`SipPeer::start_tls`]).
+    pub tls_addr: Option<SocketAddr>,
     shared: Arc<Shared>,
     cancel: CancellationToken,
     _endpoint: rsipstack::transaction::Endpoint,
@@ -122,6 +124,20 @@ impl SipPeer {
     /// Starts a peer on 127.0.0.1 (a free UDP port) answering as `answer`,
     /// demanding `auth` when given.
     pub async fn start(answer: Answer, auth: Option<DigestAuth>) -> Self {
+        Self::start_on(answer, auth, None).await
+    }
+
+    /// Starts a peer that also takes SIP over TLS on a free loopback port,
+    /// showing the certificate chain `cert_pem` (with `key_pem`).
+    pub async fn start_tls(answer: Answer, cert_pem: Vec<u8>, key_pem: Vec<u8>) -> Self {
+        Self::start_on(answer, None, Some((cert_pem, key_pem))).await
+    }
+
+    async fn start_on(
+        answer: Answer,
+        auth: Option<DigestAuth>,
+        tls: Option<(Vec<u8>, Vec<u8>)>,
+    ) -> Self {
         let cancel = CancellationToken::new();
         let shared = Arc::new(Shared {
             auth,
@@ -141,6 +157,29 @@ impl SipPeer {
         .expect("the peer's UDP socket");
         let addr = udp.get_addr().get_socketaddr().expect("the peer's address");
         transport.add_transport(udp.into());
+        let tls_addr = match tls {
+            Some((cert, key)) => {
+                // rsipstack binds the TLS listener when it starts serving: a
+                // port found free here.
+                let port = std::net::TcpListener::bind("127.0.0.1:0")
+                    .and_then(|l| l.local_addr())
+                    .expect("a free TCP port")
+                    .port();
+                let tls_addr = SocketAddr::from(([127, 0, 0, 1], port));
+                let config = rsipstack::transport::tls::TlsConfig {
+                    cert: Some(cert),
+                    key: Some(key),
+                    ..Default::default()
+                };
+                let listener =
+                    rsipstack::transport::tls::TlsListenerConnection::new(tls_addr, None, config)
+                        .await
+                        .expect("the peer's TLS listener");
+                transport.add_transport(listener.into());
+                Some(tls_addr)
+            }
+            None => None,
+        };
         let endpoint = EndpointBuilder::new()
             .with_cancel_token(cancel.clone())
             .with_transport_layer(transport)
@@ -155,8 +194,12 @@ impl SipPeer {
         tokio::spawn(async move {
             let _ = serving.serve().await;
         });
-        let contact = rsipstack::sip::Uri::try_from(format!("sip:peer@{addr}").as_str())
-            .expect("the peer's contact");
+        let contact_text = match tls_addr {
+            Some(tls) => format!("sip:peer@{tls};transport=tls"),
+            None => format!("sip:peer@{addr}"),
+        };
+        let contact =
+            rsipstack::sip::Uri::try_from(contact_text.as_str()).expect("the peer's contact");
         tokio::spawn(serve_requests(
             Arc::clone(&shared),
             dialogs,
@@ -166,6 +209,7 @@ impl SipPeer {
         ));
         Self {
             addr,
+            tls_addr,
             shared,
             cancel,
             _endpoint: endpoint,
