@@ -325,3 +325,121 @@ fn loadgen_places_sip_calls_with_rtp_and_reports_the_rtp_figures() {
     assert_eq!(rtp["lost"], 0, "loopback loses nothing: {summary:#}");
     assert!(rtp["jitter"]["p99Ms"].as_f64().is_some(), "{summary:#}");
 }
+
+/// `--fleet twilio` against a separate `voxline serve` process: the load generator is Twilio.
+/// It stores the workspace's `twilio` credential (pointing at its own loopback REST API) and a
+/// Twilio caller number through the console, the server dials each call through that API with
+/// Basic auth, and the fleet answers with signed status callbacks the server accepts and the
+/// callee on the media websocket the TwiML names: the greetings and turns are measured by those
+/// callees, outside the server's process.
+#[tokio::test]
+async fn loadgen_as_twilio_is_dialed_by_a_separate_server_and_plays_its_callees() {
+    use voxline::domain::{Email, Role};
+    let mut app = crate::support::TestApp::spawn().await;
+    let ws = app.calling_workspace("Loadgen Twilio fleet", 10).await;
+    let email = "loadgen-admin@example.com";
+    let admin = voxline::admin::people::add_person(
+        app.store(),
+        ws.org_id,
+        &Email::parse(email).expect("email"),
+        Role::Admin,
+        app.now().timestamp_millis(),
+    )
+    .await
+    .expect("a console admin");
+    app.server.take().expect("running").shutdown().await;
+    let serve = crate::support::ServeProcess::start(&app.data_dir, &app.database_url, &[]).await;
+    let pid = serve.child.id().expect("serve runs").to_string();
+    let output = tokio::process::Command::new(VOXLINE_BIN)
+        .arg("loadgen")
+        .args([
+            "--target",
+            &serve.base,
+            "--key",
+            &ws.key,
+            "--server-pid",
+            &pid,
+        ])
+        .args(["--fleet", "twilio", "--console-email", email])
+        .args(["--console-password", &admin.one_time_password])
+        .args(["--calls", "3", "--concurrency", "3", "--duration", "60"])
+        .args(["--sim-answer-ms", "100"])
+        .args([
+            "--script",
+            r#"["Yes, I have a minute.", "Thank you, goodbye!"]"#,
+            "--json",
+        ])
+        .env_remove("VOXLINE_API_KEY")
+        .env_remove("VOXLINE_CONSOLE_EMAIL")
+        .env_remove("VOXLINE_CONSOLE_PASSWORD")
+        .output()
+        .await
+        .expect("the voxline binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "loadgen failed: {}\n{stdout}\nserver:\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        serve.logs()
+    );
+    let summary: Value = serde_json::from_str(&stdout).expect("stdout is the JSON summary");
+    assert_eq!(summary["fleet"], "twilio", "{summary:#}");
+    assert_eq!(summary["placed"], 3, "{summary:#}");
+    assert_eq!(summary["answered"], 3, "{summary:#}");
+    assert_eq!(summary["ended"], 3, "{summary:#}");
+    assert_eq!(summary["failed"], 0, "{summary:#}");
+    // The greeting and both lines of every call, timed by the fleet's callees.
+    assert_eq!(summary["greetingLatency"]["count"], 3, "{summary:#}");
+    assert_eq!(summary["turnLatency"]["count"], 6, "{summary:#}");
+    assert!(
+        summary["frames"]["frames"].as_u64().unwrap_or(0) > 0,
+        "{summary:#}"
+    );
+    // Every dial came with the fleet's account as Basic auth; the server accepted every
+    // signed callback (initiated, ringing, in-progress, completed: four a call at least).
+    let rest = &summary["twilioRest"];
+    assert_eq!(rest["dials"], 3, "{summary:#}");
+    assert_eq!(rest["unauthorized"], 0, "{summary:#}");
+    assert_eq!(rest["callbacksRefused"], 0, "{summary:#}");
+    assert!(rest["callbacks"].as_u64().unwrap_or(0) >= 12, "{summary:#}");
+    // The usage figures are the server process's own.
+    assert!(
+        summary["usageSource"]
+            .as_str()
+            .is_some_and(|source| source.contains(&pid)),
+        "{summary:#}"
+    );
+    // The server dialed through Twilio, from the Twilio number the run rented.
+    let calls: Value = reqwest::Client::new()
+        .get(format!("{}/api/calls?limit=10", serve.base))
+        .bearer_auth(&ws.key)
+        .send()
+        .await
+        .expect("list calls")
+        .json()
+        .await
+        .expect("calls JSON");
+    let rows = calls["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 3, "{calls:#}");
+    for row in rows {
+        assert_eq!(row["provider"], "twilio", "{row:#}");
+        assert_eq!(row["rawStatus"], "completed", "{row:#}");
+    }
+    let numbers: Value = reqwest::Client::new()
+        .get(format!("{}/api/numbers", serve.base))
+        .bearer_auth(&ws.key)
+        .send()
+        .await
+        .expect("list numbers")
+        .json()
+        .await
+        .expect("numbers JSON");
+    assert!(
+        numbers["rows"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .any(|n| n["provider"] == "twilio" && n["phone"] == "+918035740102"),
+        "{numbers:#}"
+    );
+}
