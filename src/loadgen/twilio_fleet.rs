@@ -801,6 +801,101 @@ mod tests {
         );
     }
 
+    /// The REST API as the carrier meets it: Basic auth with the fleet's account or 401 (code
+    /// 20003), a created call's `CA` SID, a hang-up of a live call, and 404 (code 20404) for one
+    /// that is not.
+    #[tokio::test]
+    async fn the_rest_api_checks_basic_auth_and_answers_as_twilio() {
+        let (answered_tx, _answered_rx) = tokio::sync::mpsc::unbounded_channel();
+        let fleet = Fleet::new(tokio::runtime::Handle::current(), answered_tx, None);
+        let twilio = TwilioFleet::start(fleet, Vec::new(), Duration::from_secs(60))
+            .await
+            .unwrap();
+        let calls = format!(
+            "{}/2010-04-01/Accounts/{}/Calls.json",
+            twilio.base_url(),
+            twilio.account_sid()
+        );
+        let form = [
+            ("To", "+919845012310"),
+            ("From", "+918035740102"),
+            ("Twiml", "<Response><Hangup/></Response>"),
+        ];
+        let http = reqwest::Client::new();
+        let refused = http
+            .post(&calls)
+            .basic_auth(twilio.account_sid(), Some("not-the-token"))
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 401);
+        let body: Value = refused.json().await.unwrap();
+        assert_eq!(body["code"], CODE_AUTHENTICATE);
+        let created = http
+            .post(&calls)
+            .basic_auth(twilio.account_sid(), Some(twilio.auth_token()))
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 201);
+        let call: Value = created.json().await.unwrap();
+        assert_eq!(call["status"], "queued");
+        let sid = call["sid"].as_str().unwrap();
+        assert!(
+            sid.len() == 34
+                && sid.starts_with("CA")
+                && sid[2..].chars().all(|c| c.is_ascii_hexdigit()),
+            "{sid}"
+        );
+        let call_url = format!(
+            "{}/2010-04-01/Accounts/{}/Calls/{sid}.json",
+            twilio.base_url(),
+            twilio.account_sid()
+        );
+        let hung_up = http
+            .post(&call_url)
+            .basic_auth(twilio.account_sid(), Some(twilio.auth_token()))
+            .form(&[("Status", "completed")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(hung_up.status(), 200);
+        // Ended while ringing: the call is gone once its last callback would have gone.
+        wait_until(|| twilio.shared.calls.lock().is_empty()).await;
+        let gone = http
+            .post(&call_url)
+            .basic_auth(twilio.account_sid(), Some(twilio.auth_token()))
+            .form(&[("Status", "completed")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(gone.status(), 404);
+        let body: Value = gone.json().await.unwrap();
+        assert_eq!(body["code"], CODE_NOT_FOUND);
+        assert_eq!(
+            twilio.counts(),
+            TwilioRestCounts {
+                dials: 1,
+                unauthorized: 1,
+                hangups: 1,
+                ..TwilioRestCounts::default()
+            }
+        );
+    }
+
+    /// Polls `done` every 10 ms, for at most 5 s.
+    async fn wait_until(done: impl Fn() -> bool) {
+        for _ in 0..500 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("still waiting after 5 s");
+    }
+
     #[test]
     fn started_seconds_count() {
         assert_eq!(whole_seconds(Duration::from_millis(4_000)), 4);

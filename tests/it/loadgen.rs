@@ -443,3 +443,115 @@ async fn loadgen_as_twilio_is_dialed_by_a_separate_server_and_plays_its_callees(
         "{numbers:#}"
     );
 }
+
+/// The Twilio fleet plays a transfer as Twilio does: the agent's new TwiML ends the callee's
+/// stream, the `<Dial>`ed person (a number that answers) talks for the sim transfer time, and
+/// the signed report to the `<Dial action>` and the final `completed` callback settle the call
+/// as transferred.
+#[tokio::test]
+async fn the_twilio_fleet_bridges_a_transfer_and_reports_the_leg() {
+    use voxline::loadgen::fleet::Fleet;
+    use voxline::loadgen::twilio_fleet::TwilioFleet;
+    use voxline_actors::sim::callee::ScriptStep;
+    const FRONT_DESK: &str = "+14155550123";
+    let app = crate::support::TestApp::spawn().await;
+    let ws = app.calling_workspace("Twilio fleet transfer", 2).await;
+    let (answered_tx, _answered_rx) = tokio::sync::mpsc::unbounded_channel();
+    let fleet = Fleet::new(tokio::runtime::Handle::current(), answered_tx, None);
+    let script = ["Hello, yes.", "Can I speak to a person please?"];
+    let twilio = TwilioFleet::start(
+        fleet.clone(),
+        script
+            .iter()
+            .map(|line| ScriptStep::Say((*line).to_owned()))
+            .collect(),
+        std::time::Duration::from_millis(100),
+    )
+    .await
+    .expect("the Twilio fleet starts");
+    voxline::admin::ops::add_number(
+        app.store(),
+        ws.org_id,
+        "+918035740102",
+        "twilio",
+        true,
+        None,
+        app.now(),
+    )
+    .await
+    .expect("twilio number");
+    app.admin_ok(&[
+        "credential",
+        "set",
+        "--org",
+        &ws.org_id.to_string(),
+        "--kind",
+        "twilio",
+        "--json",
+        &twilio.credential().to_string(),
+    ])
+    .await;
+    let agent = app
+        .create_agent(
+            &ws.key,
+            serde_json::json!({
+                "name": "Front desk",
+                "welcomeMessage": "Hi, this is Voxline.",
+                "prompt": "Help the caller; connect them with the front desk when they ask for a person.",
+                "telephonyProvider": "twilio",
+                "tools": [{"type": "transferCall", "destinations": [{
+                    "number": FRONT_DESK,
+                    "description": "the front desk",
+                    "message": "Let me connect you with the front desk.",
+                }]}],
+            }),
+        )
+        .await;
+    let placed = app
+        .post(
+            &ws.key,
+            "/api/calls",
+            // The sim ASR hears the synthetic callee's lines from the call's script.
+            serde_json::json!({
+                "agentId": agent["id"],
+                "to": "+919845012311",
+                "variables": {"simScript": script},
+            }),
+        )
+        .await
+        .expect(201);
+    let id = placed.body["callId"].as_str().expect("callId").to_owned();
+    let waited = std::time::Instant::now();
+    let call = loop {
+        let call = app
+            .get(&ws.key, &format!("/api/calls/{id}"))
+            .await
+            .expect(200)
+            .body;
+        if call["transferStatus"] != Value::Null {
+            break call;
+        }
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(60),
+            "no transfer leg reported after 60 s: {call:#}\n{:?}",
+            twilio.counts()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(call["endedReason"], "transferred", "{call:#}");
+    assert_eq!(call["transferredTo"], FRONT_DESK, "{call:#}");
+    assert_eq!(call["transferStatus"], "completed", "{call:#}");
+    assert_eq!(call["transferDurationSeconds"], 3, "{call:#}");
+    assert_eq!(call["provider"], "twilio", "{call:#}");
+    let report = fleet.report(&id).await.expect("the callee's report");
+    assert!(report.connected, "{report:?}");
+    assert_eq!(report.lines_said, script.len(), "{report:?}");
+    assert!(report.greeting_latency.is_some(), "{report:?}");
+    let counts = twilio.counts();
+    assert_eq!(counts.dials, 1, "{counts:?}");
+    assert_eq!(counts.redirects, 1, "{counts:?}");
+    assert_eq!(counts.unauthorized, 0, "{counts:?}");
+    assert_eq!(counts.callbacks_refused, 0, "{counts:?}");
+    drop(twilio);
+    app.shutdown().await;
+}
