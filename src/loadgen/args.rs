@@ -38,6 +38,27 @@ pub struct LoadgenArgs {
     /// in-process server, outbound modes only).
     #[arg(long, value_enum, default_value_t = LoadCarrier::Sim)]
     pub carrier: LoadCarrier,
+    /// Who answers the calls. `sim-carrier`: the server's own sim carrier (with --target its
+    /// callees run inside the server, so the server's /proc figures include them; in-process
+    /// they run on the load generator's fleet threads). `twilio`: the load generator acts as
+    /// Twilio: it serves a Twilio-compatible REST API on 127.0.0.1, puts a `twilio` credential
+    /// pointing at it and a Twilio caller number on the load workspace, and plays each dialed
+    /// callee over the media websocket the server's TwiML names, so a --target server runs
+    /// only the agent side. With --target it signs in to the console (--console-email,
+    /// --console-password) to store the credential; outbound modes only, not --carrier sip.
+    #[arg(long, value_enum, default_value_t = LoadFleet::SimCarrier)]
+    pub fleet: LoadFleet,
+    /// A console admin's sign-in address on the --target server (--fleet twilio stores the
+    /// load workspace's `twilio` credential and caller number through the console).
+    #[arg(long, env = "VOXLINE_CONSOLE_EMAIL")]
+    pub console_email: Option<String>,
+    /// That admin's password.
+    #[arg(long, env = "VOXLINE_CONSOLE_PASSWORD", hide_env_values = true)]
+    pub console_password: Option<String>,
+    /// The Twilio caller number --fleet twilio rents on the load workspace when it has no
+    /// Twilio number yet.
+    #[arg(long, default_value = "+918035740102")]
+    pub twilio_number: String,
     /// How calls are placed.
     #[arg(long, value_enum, default_value_t = PlaceMode::TestCall)]
     pub mode: PlaceMode,
@@ -100,8 +121,8 @@ pub struct LoadgenArgs {
     /// A-1234?") for the tool to be called. The summary reports the tool's calls.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub tool_latency_ms: u64,
-    /// Worker threads of the callee fleet (in-process). Two, so a thousand callees sending
-    /// 50 frames a second each are not queued behind one another on one thread.
+    /// Worker threads of the callee fleet (in-process, or --fleet twilio's). Two, so a thousand
+    /// callees sending 50 frames a second each are not queued behind one another on one thread.
     #[arg(long, default_value_t = 2)]
     pub fleet_threads: usize,
     /// What the callees sound like: `synthetic` (read by the sim ASR), or real speech from
@@ -124,6 +145,26 @@ pub struct LoadgenArgs {
     /// unset, it looks in the run's temporary data directory and finds none).
     #[command(flatten)]
     pub smart_turn: SmartTurnArgs,
+}
+
+/// Who answers a load run's calls (`--fleet`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LoadFleet {
+    /// The server's own sim carrier answers (in a --target server's process, or on the
+    /// in-process server's fleet threads).
+    SimCarrier,
+    /// The load generator is Twilio: REST API, signed status callbacks, media websockets.
+    Twilio,
+}
+
+impl LoadFleet {
+    /// The fleet's name in the summary.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SimCarrier => "sim-carrier",
+            Self::Twilio => "twilio",
+        }
+    }
 }
 
 /// The carrier a load run's calls go over.

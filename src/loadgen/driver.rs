@@ -16,6 +16,7 @@ use super::observation::{failure_of, fill_from_detail, fill_from_report, greetin
 use super::sweep::{self, SweepReport, SweepStep, Targets};
 use super::tools::{self, ToolServer};
 use super::turn_counts::TurnCounts;
+use super::twilio_fleet::TwilioFleet;
 use crate::cluster::procstat::ProcessProbe;
 use crate::domain::CallId;
 use crate::store::Store;
@@ -84,6 +85,12 @@ pub(super) struct LoadRun {
     /// The fleet files each callee's report under the number it was dialed on, not the
     /// call id (`--carrier sip`: a SIP INVITE carries the number, not our call id).
     pub(super) reports_by_number: bool,
+    /// Who answers the calls, as the summary names it (`sim-carrier`, `twilio`, `sip`).
+    pub(super) fleet_name: &'static str,
+    /// The load generator's Twilio (`--fleet twilio`), whose REST counts the summary reports.
+    pub(super) twilio: Option<Arc<TwilioFleet>>,
+    /// The server runs in this process (no `--target`): its own metrics can be read.
+    pub(super) server_in_process: bool,
 }
 
 /// The function tool of a run (`--tool-latency-ms`).
@@ -193,7 +200,7 @@ impl LoadRun {
         // Answers left over from an earlier step belong to no watcher of this one.
         while self.answered_rx.lock().await.try_recv().is_ok() {}
         let (idle_cpu, idle_rss) = self.idle_baseline().await;
-        let turns_before = self.fleet.is_some().then(TurnCounts::read);
+        let turns_before = self.server_in_process.then(TurnCounts::read);
         let started = Instant::now();
         let deadline = started + self.duration;
         let requests_before = self.tools.as_ref().map_or(0, |t| t.server.requests());
@@ -276,6 +283,8 @@ impl LoadRun {
             &self.usage_source,
         );
         summary.analysis = analysis;
+        self.fleet_name.clone_into(&mut summary.fleet);
+        summary.twilio_rest = self.twilio.as_ref().map(|twilio| twilio.counts());
         summary.turns = turns_before.map(|before| TurnCounts::read().since(&before));
         if self.target_count() > 1 {
             summary.targets = live

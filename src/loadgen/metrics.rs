@@ -526,8 +526,15 @@ pub struct StepSummary {
     pub frames: FramePacing,
     /// Server CPU and memory per concurrent call.
     pub usage: Option<PerCallUsage>,
-    /// How theusage figures were taken.
+    /// How the usage figures were taken.
     pub usage_source: String,
+    /// Who answered the calls: `sim-carrier` (the server's own sim carrier: with `--target`
+    /// the usage figures include its callees), `twilio` (the load generator as Twilio: the
+    /// callees are not in the server's figures) or `sip` (the SIP fleet of `--carrier sip`).
+    pub fleet: String,
+    /// What the `--fleet twilio` REST API saw since it started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub twilio_rest: Option<TwilioRestCounts>,
     /// How the seeded analysis backlog drained (`--analysis-backlog`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisDrain>,
@@ -543,6 +550,24 @@ pub struct StepSummary {
     /// The agent's RTP at the SIP callees (`--carrier sip`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rtp: Option<RtpSummary>,
+}
+
+/// What the `--fleet twilio` REST API and its callbacks saw, counted since the fleet started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TwilioRestCounts {
+    /// Create-call requests accepted (valid Basic auth, the fleet's account): calls dialed.
+    pub dials: u64,
+    /// Requests refused for their Basic auth or account (401).
+    pub unauthorized: u64,
+    /// Update requests that hung a call up (`Status=completed` or `canceled`).
+    pub hangups: u64,
+    /// Update requests that replaced a live call's TwiML (a transfer's `<Dial>`).
+    pub redirects: u64,
+    /// Signed callbacks (status, answering machine, `<Dial>` action) the server accepted.
+    pub callbacks: u64,
+    /// Signed callbacks the server refused or did not answer.
+    pub callbacks_refused: u64,
 }
 
 /// The calls one of several `--target` servers was given.
@@ -640,6 +665,8 @@ impl StepSummary {
             },
             usage,
             usage_source: usage_source.to_owned(),
+            fleet: "sim-carrier".to_owned(),
+            twilio_rest: None,
             analysis: None,
             tools: None,
             targets: Vec::new(),

@@ -5,7 +5,9 @@
 //! This file is the command's entry and its output; `args` holds the options, `setup` what a
 //! run goes against, `driver` the steps and the sweep, `observation` how one call is judged,
 //! `report` the human-readable summary, `sip_fleet` the callees of `--carrier sip` (the
-//! workspace's SIP trunk, audio on RTP), `backlog` the post-call analysis backlog seeded
+//! workspace's SIP trunk, audio on RTP), `twilio_fleet` the load generator as Twilio
+//! (`--fleet twilio`: its REST API, signed callbacks and media websockets) and
+//! `console_session` the console sign-in it stores a `--target`'s credential through, `backlog` the post-call analysis backlog seeded
 //! and drained alongside the run (`--analysis-backlog`), `tools` the function server and
 //! function tool of `--tool-latency-ms`, `turn_counts` how the in-process server's turns ended.
 
@@ -14,9 +16,11 @@ pub mod metrics;
 pub mod sip_fleet;
 pub mod sweep;
 pub mod turn_counts;
+pub mod twilio_fleet;
 
 mod args;
 mod backlog;
+mod console_session;
 mod driver;
 mod inbound;
 mod observation;
@@ -24,7 +28,7 @@ mod report;
 mod setup;
 mod tools;
 
-pub use args::{LoadCarrier, LoadgenArgs};
+pub use args::{LoadCarrier, LoadFleet, LoadgenArgs};
 pub use setup::run_with_fleet_runtime;
 
 use anyhow::Context;

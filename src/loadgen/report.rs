@@ -44,6 +44,18 @@ fn print_step(step: &StepSummary) {
         step.failed,
         step.live_at_end
     );
+    println!("  fleet: {}", step.fleet);
+    if let Some(rest) = &step.twilio_rest {
+        println!(
+            "  twilio REST: {} dials, {} refused for their auth, {} hang-ups, {} redirects; callbacks {} accepted, {} refused",
+            rest.dials,
+            rest.unauthorized,
+            rest.hangups,
+            rest.redirects,
+            rest.callbacks,
+            rest.callbacks_refused
+        );
+    }
     for target in &step.targets {
         println!("  target {}: {} calls placed", target.target, target.placed);
     }

@@ -4,15 +4,16 @@
 //! probe, the agent, and the driver started on the fleet runtime.
 
 use super::LoadgenOutput;
-use super::args::LoadCarrier;
-use super::args::LoadgenArgs;
+use super::args::{LoadCarrier, LoadFleet, LoadgenArgs};
 use super::backlog::{self, Backlog};
+use super::console_session::ConsoleSession;
 use super::driver::{LoadRun, ToolRun, drive};
 use super::fleet::{self, Api, Fleet};
 use super::inbound::InboundLine;
 use super::metrics::TurnBudget;
 use super::sip_fleet::SipFleet;
 use super::tools::{self, ToolServer};
+use super::twilio_fleet::TwilioFleet;
 use crate::access::api_key::GeneratedKey;
 use crate::admin::ops;
 use crate::app::server::Server;
@@ -74,6 +75,26 @@ pub async fn run_with_fleet_runtime(
             "--carrier sip places outbound calls (--mode test-call, calls or alert)"
         );
     }
+    let twilio = args.fleet == LoadFleet::Twilio;
+    if twilio {
+        anyhow::ensure!(
+            !sip,
+            "--fleet twilio answers the calls as Twilio; it cannot be used with --carrier sip"
+        );
+        anyhow::ensure!(
+            !args.inbound
+                && !matches!(
+                    args.mode,
+                    fleet::PlaceMode::Inbound | fleet::PlaceMode::Mixed
+                ),
+            "--fleet twilio answers outbound calls (--mode test-call, calls, alert or batch)"
+        );
+        anyhow::ensure!(
+            args.target.is_empty()
+                || (args.console_email.is_some() && args.console_password.is_some()),
+            "--fleet twilio with --target stores the load workspace's twilio credential through the console: pass --console-email and --console-password (or VOXLINE_CONSOLE_EMAIL and VOXLINE_CONSOLE_PASSWORD) of a console admin"
+        );
+    }
     let script = match &args.script {
         Some(script) => {
             Some(serde_json::from_str::<Value>(script).context("--script is not JSON")?)
@@ -115,6 +136,7 @@ pub async fn run_with_fleet_runtime(
     };
     let (answered_tx, answered_rx) = mpsc::unbounded_channel();
     let mut sip_fleet = None;
+    let mut twilio_fleet = None;
     let (server, org, fleet, apis, probe, usage_source, data_dir) = match args.target.first() {
         Some(_) => {
             let key = args
@@ -131,7 +153,18 @@ pub async fn run_with_fleet_runtime(
                 .iter()
                 .map(|target| Api::new(target, key))
                 .collect::<Result<Vec<_>, _>>()?;
-            (None, None, None, apis, probe, source, None)
+            let fleet = if twilio {
+                let providers = ProviderSettings::resolve(&args.providers, None);
+                let voice = crate::calls::sim_callee::callee_voice(args.callee_voice, &providers)
+                    .await
+                    .context("--callee-voice")?;
+                let fleet = Fleet::new(fleet_runtime.clone(), answered_tx, voice);
+                twilio_fleet = Some(Arc::new(start_twilio_fleet(args, &fleet, &script).await?));
+                Some(fleet)
+            } else {
+                None
+            };
+            (None, None, fleet, apis, probe, source, None)
         }
         None => {
             let providers = ProviderSettings::resolve(&args.providers, None);
@@ -139,6 +172,9 @@ pub async fn run_with_fleet_runtime(
                 .await
                 .context("--callee-voice")?;
             let fleet = Fleet::new(fleet_runtime.clone(), answered_tx, voice);
+            if twilio {
+                twilio_fleet = Some(Arc::new(start_twilio_fleet(args, &fleet, &script).await?));
+            }
             let max_concurrency = if args.sweep {
                 args.sweep_max.max(args.sweep_start)
             } else {
@@ -160,8 +196,15 @@ pub async fn run_with_fleet_runtime(
             } else {
                 None
             };
-            let (server, org, key) =
-                start_in_process(args, &fleet, max_concurrency, data_dir.clone(), trunk).await?;
+            let (server, org, key) = start_in_process(
+                args,
+                &fleet,
+                max_concurrency,
+                data_dir.clone(),
+                trunk,
+                twilio_fleet.as_deref(),
+            )
+            .await?;
             let api = Api::new(&server.base_url(), &key)?;
             let probe = ProcessProbe::current_process(fleet::FLEET_THREAD);
             let source = format!(
@@ -181,7 +224,22 @@ pub async fn run_with_fleet_runtime(
     };
     // Setup goes through the first target: with several, they share one database.
     let (api, other_targets) = split_first(apis)?;
+    if let (Some(twilio_fleet), None) = (&twilio_fleet, &server) {
+        put_twilio_on_target(args, &api, twilio_fleet).await?;
+    }
     let agent_id = match &args.agent {
+        Some(agent) if twilio => {
+            let found = api
+                .get(&format!("/api/agents/{agent}"))
+                .await
+                .context("reading --agent")?;
+            anyhow::ensure!(
+                found["telephonyProvider"] == "twilio",
+                "--fleet twilio answers Twilio calls: --agent {agent} has telephonyProvider {}",
+                found["telephonyProvider"]
+            );
+            agent.clone()
+        }
         Some(agent) => agent.clone(),
         None => {
             let agent_tools: Vec<Value> = tool_server
@@ -194,10 +252,10 @@ pub async fn run_with_fleet_runtime(
                 .map(serde_json::from_str::<Value>)
                 .transpose()
                 .context("--agent-body is not JSON")?;
-            if sip {
-                let mut sip_body = body.unwrap_or_else(fleet::agent_body);
-                sip_body["telephonyProvider"] = Value::from("sip");
-                body = Some(sip_body);
+            if sip || twilio {
+                let mut carrier_body = body.unwrap_or_else(fleet::agent_body);
+                carrier_body["telephonyProvider"] = Value::from(if sip { "sip" } else { "twilio" });
+                body = Some(carrier_body);
             }
             api.create_agent(body.as_ref(), &agent_tools).await.context(if agent_tools.is_empty() {
                 "creating the load agent"
@@ -262,6 +320,9 @@ pub async fn run_with_fleet_runtime(
         }),
         inbound,
         reports_by_number: sip,
+        fleet_name: if sip { "sip" } else { args.fleet.as_str() },
+        twilio: twilio_fleet,
+        server_in_process: server.is_some(),
     });
     let driver = {
         let run = Arc::clone(&run);
@@ -281,6 +342,58 @@ pub async fn run_with_fleet_runtime(
         let _ = std::fs::remove_dir_all(dir);
     }
     Ok(output)
+}
+
+/// Starts the Twilio fleet (`--fleet twilio`) on `fleet`'s runtime with the run's script.
+async fn start_twilio_fleet(
+    args: &LoadgenArgs,
+    fleet: &Arc<Fleet>,
+    script: &Option<Value>,
+) -> anyhow::Result<TwilioFleet> {
+    TwilioFleet::start(
+        Arc::clone(fleet),
+        crate::calls::sim_callee::script_steps(script),
+        Duration::from_millis(args.sim_answer_ms),
+    )
+    .await
+    .context("starting the Twilio fleet")
+}
+
+/// Points the `--target` workspace at the Twilio fleet: its `twilio` credential (the fleet's
+/// account, token and loopback base URL) stored through the console, and a Twilio caller
+/// number rented there when the workspace has none.
+async fn put_twilio_on_target(
+    args: &LoadgenArgs,
+    api: &Api,
+    twilio: &TwilioFleet,
+) -> anyhow::Result<()> {
+    let (Some(email), Some(password)) = (&args.console_email, &args.console_password) else {
+        anyhow::bail!("--fleet twilio with --target needs --console-email and --console-password");
+    };
+    let console = ConsoleSession::sign_in(api.base(), email, password).await?;
+    let base_url = twilio.base_url();
+    console
+        .save_credential(
+            "twilio",
+            &[
+                ("accountSid", twilio.account_sid()),
+                ("authToken", twilio.auth_token()),
+                ("baseUrl", &base_url),
+            ],
+        )
+        .await?;
+    let numbers = api
+        .get("/api/numbers")
+        .await
+        .context("reading the load workspace's numbers")?;
+    let has_twilio = numbers["rows"].as_array().is_some_and(|rows| {
+        rows.iter()
+            .any(|row| row["provider"] == "twilio" && row["status"] == "active")
+    });
+    if !has_twilio {
+        console.rent_number(&args.twilio_number, "twilio").await?;
+    }
+    Ok(())
 }
 
 /// Puts the load agent on the load workspace's number (inbound on, busy callers
@@ -375,6 +488,7 @@ async fn start_in_process(
     max_concurrency: u64,
     data_dir: std::path::PathBuf,
     sip_trunk: Option<std::net::SocketAddr>,
+    twilio: Option<&TwilioFleet>,
 ) -> anyhow::Result<(Server, OrgId, String)> {
     let mut settings = Settings::for_tests(data_dir, None);
     settings.storage.secret = Some(uuid::Uuid::new_v4().simple().to_string());
@@ -445,18 +559,27 @@ async fn start_in_process(
             now_ms: now.timestamp_millis(),
         })
         .await?;
-    // The caller ID: the sim carrier's number, or a `sip` one whose calls go out over the
-    // workspace's trunk, the SIP fleet.
-    ops::add_number(
-        store,
-        org.id,
-        "+918035740101",
-        if sip_trunk.is_some() { "sip" } else { "sim" },
-        true,
-        Some(Paise::ZERO),
-        now,
-    )
-    .await?;
+    // The caller ID: the sim carrier's number, a `sip` one whose calls go out over the
+    // workspace's trunk (the SIP fleet), or a `twilio` one (the Twilio fleet).
+    let (phone, provider) = match (sip_trunk, twilio) {
+        (Some(_), _) => ("+918035740101", "sip"),
+        (None, Some(_)) => (args.twilio_number.as_str(), "twilio"),
+        (None, None) => ("+918035740101", "sim"),
+    };
+    ops::add_number(store, org.id, phone, provider, true, Some(Paise::ZERO), now).await?;
+    if let Some(twilio) = twilio {
+        let cipher = CredentialCipher::new(&server.state().secret);
+        workspace_credentials::store_credential(
+            store,
+            &cipher,
+            org.id,
+            CredentialKind::Twilio,
+            &twilio.credential(),
+            now.timestamp_millis(),
+        )
+        .await
+        .context("the load workspace's twilio credential")?;
+    }
     if let Some(trunk) = sip_trunk {
         let cipher = CredentialCipher::new(&server.state().secret);
         workspace_credentials::store_credential(

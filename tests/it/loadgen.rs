@@ -325,3 +325,233 @@ fn loadgen_places_sip_calls_with_rtp_and_reports_the_rtp_figures() {
     assert_eq!(rtp["lost"], 0, "loopback loses nothing: {summary:#}");
     assert!(rtp["jitter"]["p99Ms"].as_f64().is_some(), "{summary:#}");
 }
+
+/// `--fleet twilio` against a separate `voxline serve` process: the load generator is Twilio.
+/// It stores the workspace's `twilio` credential (pointing at its own loopback REST API) and a
+/// Twilio caller number through the console, the server dials each call through that API with
+/// Basic auth, and the fleet answers with signed status callbacks the server accepts and the
+/// callee on the media websocket the TwiML names: the greetings and turns are measured by those
+/// callees, outside the server's process.
+#[tokio::test]
+async fn loadgen_as_twilio_is_dialed_by_a_separate_server_and_plays_its_callees() {
+    use voxline::domain::{Email, Role};
+    let mut app = crate::support::TestApp::spawn().await;
+    let ws = app.calling_workspace("Loadgen Twilio fleet", 10).await;
+    let email = "loadgen-admin@example.com";
+    let admin = voxline::admin::people::add_person(
+        app.store(),
+        ws.org_id,
+        &Email::parse(email).expect("email"),
+        Role::Admin,
+        app.now().timestamp_millis(),
+    )
+    .await
+    .expect("a console admin");
+    app.server.take().expect("running").shutdown().await;
+    let serve = crate::support::ServeProcess::start(&app.data_dir, &app.database_url, &[]).await;
+    let pid = serve.child.id().expect("serve runs").to_string();
+    let output = tokio::process::Command::new(VOXLINE_BIN)
+        .arg("loadgen")
+        .args([
+            "--target",
+            &serve.base,
+            "--key",
+            &ws.key,
+            "--server-pid",
+            &pid,
+        ])
+        .args(["--fleet", "twilio", "--console-email", email])
+        .args(["--console-password", &admin.one_time_password])
+        .args(["--calls", "3", "--concurrency", "3", "--duration", "60"])
+        .args(["--sim-answer-ms", "100"])
+        .args([
+            "--script",
+            r#"["Yes, I have a minute.", "Thank you, goodbye!"]"#,
+            "--json",
+        ])
+        .env_remove("VOXLINE_API_KEY")
+        .env_remove("VOXLINE_CONSOLE_EMAIL")
+        .env_remove("VOXLINE_CONSOLE_PASSWORD")
+        .output()
+        .await
+        .expect("the voxline binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "loadgen failed: {}\n{stdout}\nserver:\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        serve.logs()
+    );
+    let summary: Value = serde_json::from_str(&stdout).expect("stdout is the JSON summary");
+    assert_eq!(summary["fleet"], "twilio", "{summary:#}");
+    assert_eq!(summary["placed"], 3, "{summary:#}");
+    assert_eq!(summary["answered"], 3, "{summary:#}");
+    assert_eq!(summary["ended"], 3, "{summary:#}");
+    assert_eq!(summary["failed"], 0, "{summary:#}");
+    // The greeting and both lines of every call, timed by the fleet's callees.
+    assert_eq!(summary["greetingLatency"]["count"], 3, "{summary:#}");
+    assert_eq!(summary["turnLatency"]["count"], 6, "{summary:#}");
+    assert!(
+        summary["frames"]["frames"].as_u64().unwrap_or(0) > 0,
+        "{summary:#}"
+    );
+    // Every dial came with the fleet's account as Basic auth; the server accepted every
+    // signed callback (initiated, ringing, in-progress, completed: four a call at least).
+    let rest = &summary["twilioRest"];
+    assert_eq!(rest["dials"], 3, "{summary:#}");
+    assert_eq!(rest["unauthorized"], 0, "{summary:#}");
+    assert_eq!(rest["callbacksRefused"], 0, "{summary:#}");
+    assert!(rest["callbacks"].as_u64().unwrap_or(0) >= 12, "{summary:#}");
+    // The usage figures are the server process's own.
+    assert!(
+        summary["usageSource"]
+            .as_str()
+            .is_some_and(|source| source.contains(&pid)),
+        "{summary:#}"
+    );
+    // The server dialed through Twilio, from the Twilio number the run rented.
+    let calls: Value = reqwest::Client::new()
+        .get(format!("{}/api/calls?limit=10", serve.base))
+        .bearer_auth(&ws.key)
+        .send()
+        .await
+        .expect("list calls")
+        .json()
+        .await
+        .expect("calls JSON");
+    let rows = calls["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 3, "{calls:#}");
+    for row in rows {
+        assert_eq!(row["provider"], "twilio", "{row:#}");
+        assert_eq!(row["rawStatus"], "completed", "{row:#}");
+    }
+    let numbers: Value = reqwest::Client::new()
+        .get(format!("{}/api/numbers", serve.base))
+        .bearer_auth(&ws.key)
+        .send()
+        .await
+        .expect("list numbers")
+        .json()
+        .await
+        .expect("numbers JSON");
+    assert!(
+        numbers["rows"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .any(|n| n["provider"] == "twilio" && n["phone"] == "+918035740102"),
+        "{numbers:#}"
+    );
+}
+
+/// The Twilio fleet plays a transfer as Twilio does: the agent's new TwiML ends the callee's
+/// stream, the `<Dial>`ed person (a number that answers) talks for the sim transfer time, and
+/// the signed report to the `<Dial action>` and the final `completed` callback settle the call
+/// as transferred.
+#[tokio::test]
+async fn the_twilio_fleet_bridges_a_transfer_and_reports_the_leg() {
+    use voxline::loadgen::fleet::Fleet;
+    use voxline::loadgen::twilio_fleet::TwilioFleet;
+    use voxline_actors::sim::callee::ScriptStep;
+    const FRONT_DESK: &str = "+14155550123";
+    let app = crate::support::TestApp::spawn().await;
+    let ws = app.calling_workspace("Twilio fleet transfer", 2).await;
+    let (answered_tx, _answered_rx) = tokio::sync::mpsc::unbounded_channel();
+    let fleet = Fleet::new(tokio::runtime::Handle::current(), answered_tx, None);
+    let script = ["Hello, yes.", "Can I speak to a person please?"];
+    let twilio = TwilioFleet::start(
+        fleet.clone(),
+        script
+            .iter()
+            .map(|line| ScriptStep::Say((*line).to_owned()))
+            .collect(),
+        std::time::Duration::from_millis(100),
+    )
+    .await
+    .expect("the Twilio fleet starts");
+    voxline::admin::ops::add_number(
+        app.store(),
+        ws.org_id,
+        "+918035740102",
+        "twilio",
+        true,
+        None,
+        app.now(),
+    )
+    .await
+    .expect("twilio number");
+    app.admin_ok(&[
+        "credential",
+        "set",
+        "--org",
+        &ws.org_id.to_string(),
+        "--kind",
+        "twilio",
+        "--json",
+        &twilio.credential().to_string(),
+    ])
+    .await;
+    let agent = app
+        .create_agent(
+            &ws.key,
+            serde_json::json!({
+                "name": "Front desk",
+                "welcomeMessage": "Hi, this is Voxline.",
+                "prompt": "Help the caller; connect them with the front desk when they ask for a person.",
+                "telephonyProvider": "twilio",
+                "tools": [{"type": "transferCall", "destinations": [{
+                    "number": FRONT_DESK,
+                    "description": "the front desk",
+                    "message": "Let me connect you with the front desk.",
+                }]}],
+            }),
+        )
+        .await;
+    let placed = app
+        .post(
+            &ws.key,
+            "/api/calls",
+            // The sim ASR hears the synthetic callee's lines from the call's script.
+            serde_json::json!({
+                "agentId": agent["id"],
+                "to": "+919845012311",
+                "variables": {"simScript": script},
+            }),
+        )
+        .await
+        .expect(201);
+    let id = placed.body["callId"].as_str().expect("callId").to_owned();
+    let waited = std::time::Instant::now();
+    let call = loop {
+        let call = app
+            .get(&ws.key, &format!("/api/calls/{id}"))
+            .await
+            .expect(200)
+            .body;
+        if call["transferStatus"] != Value::Null {
+            break call;
+        }
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(60),
+            "no transfer leg reported after 60 s: {call:#}\n{:?}",
+            twilio.counts()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(call["endedReason"], "transferred", "{call:#}");
+    assert_eq!(call["transferredTo"], FRONT_DESK, "{call:#}");
+    assert_eq!(call["transferStatus"], "completed", "{call:#}");
+    assert_eq!(call["transferDurationSeconds"], 3, "{call:#}");
+    assert_eq!(call["provider"], "twilio", "{call:#}");
+    let report = fleet.report(&id).await.expect("the callee's report");
+    assert!(report.connected, "{report:?}");
+    assert_eq!(report.lines_said, script.len(), "{report:?}");
+    assert!(report.greeting_latency.is_some(), "{report:?}");
+    let counts = twilio.counts();
+    assert_eq!(counts.dials, 1, "{counts:?}");
+    assert_eq!(counts.redirects, 1, "{counts:?}");
+    assert_eq!(counts.unauthorized, 0, "{counts:?}");
+    assert_eq!(counts.callbacks_refused, 0, "{counts:?}");
+    drop(twilio);
+    app.shutdown().await;
+}
