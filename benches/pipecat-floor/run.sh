@@ -192,7 +192,7 @@ for calls, r in runs("pipecat"):
     p = r["plateau"]
     u = p.get("usage") or {}
     cpu = u.get("cpuPercentOfCorePerCall")
-    pipecat.append((calls, cpu))
+    pipecat.append((calls, cpu, p["framesReturnedPerSecondPerCall"]))
     rows.append(("Pipecat 1.14.0 echo", calls, cpu, u.get("rssKibPerCall"),
                  f'{p["framesReturnedPerSecondPerCall"]:.1f} (min {p["framesReturnedPerSecondMin"]:.1f}) of {p["framesSentPerSecondPerCall"]:.1f} sent',
                  f'{r["started"]}/{r["calls"]} started, {r["failed"]} failed, {p["liveCalls"]} on the plateau, {u.get("plateauCpuCores", 0):.2f} cores'))
@@ -203,7 +203,8 @@ for calls, r in runs("voxline"):
     frames = r.get("frames") or {}
     rows.append((f'Voxline, fleet {r.get("fleet", "of the server (no --fleet)")}', calls, cpu, u.get("rssKibPerCall"),
                  "– (agent speech, not an echo)",
-                 f'{r.get("answered")}/{r.get("calls")} answered, {r.get("failed")} failed, late frames {frames.get("lateFrames")} of {frames.get("frames")}, {u.get("plateauCpuCores", 0):.2f} cores'))
+                 f'{r.get("answered")}/{r.get("calls")} answered, {r.get("failed")} failed, late frames {frames.get("lateFrames")} of {frames.get("frames")}, {u.get("plateauCpuCores", 0):.2f} cores'
+                 + (f', {r["twilioRest"]["dials"]} dials to the fleet\'s REST' if r.get("twilioRest") else "")))
 
 print("| server | calls | CPU % of a core per call | RSS KiB per call | media frames/s returned per call | notes |")
 print("|---|---|---|---|---|---|")
@@ -213,9 +214,12 @@ if pipecat and voxline:
     print()
     print("| Pipecat calls | Voxline calls | Pipecat CPU per call | Voxline CPU per call | Pipecat / Voxline |")
     print("|---|---|---|---|---|")
-    for p_calls, p_cpu in pipecat:
+    for p_calls, p_cpu, p_rate in pipecat:
+        # A Pipecat process that returns fewer than 49 of 50 frames a second is saturated: its
+        # CPU per call is then what it could spend, not what a call costs.
+        saturated = f" (Pipecat saturated: {p_rate:.1f} of 50 frames/s returned)" if p_rate < 49 else ""
         for v_calls, v_cpu in voxline:
-            ratio = "–" if not p_cpu or not v_cpu else f"{p_cpu / v_cpu:.1f}×"
+            ratio = "–" if not p_cpu or not v_cpu else f"{p_cpu / v_cpu:.1f}×{saturated}"
             print(f"| {p_calls} | {v_calls} | {fmt(p_cpu, 3)} % | {fmt(v_cpu, 3)} % | {ratio} |")
 PY
 }
