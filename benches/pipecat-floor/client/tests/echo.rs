@@ -105,15 +105,15 @@ async fn a_full_echo_returns_every_frame_at_50_a_second() {
     assert_eq!(plateau.live_calls, 4);
     assert!(plateau.seconds >= 1.0, "{plateau:?}");
     assert!(
-        (45.0..=55.0).contains(&plateau.frames_sent_per_second_per_call),
+        (42.0..=58.0).contains(&plateau.frames_sent_per_second_per_call),
         "{plateau:?}"
     );
     assert!(
-        (45.0..=55.0).contains(&plateau.frames_returned_per_second_per_call),
+        (42.0..=58.0).contains(&plateau.frames_returned_per_second_per_call),
         "{plateau:?}"
     );
     assert!(
-        plateau.frames_returned_per_second_min >= 40.0,
+        plateau.frames_returned_per_second_min >= 35.0,
         "{plateau:?}"
     );
     let usage = plateau.usage.unwrap();
