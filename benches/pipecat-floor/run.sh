@@ -163,6 +163,8 @@ run_voxline() {
     >"$OUT/voxline-$calls.json" 2>"$OUT/voxline-$calls.loadgen.log" || {
       say "voxline loadgen failed at $calls calls:"
       tail -20 "$OUT/voxline-$calls.loadgen.log" >&2
+      rm -f "$OUT/voxline-$calls.json"
+      print_table # what did run
       exit 1
     }
   stop_server "$pid"
