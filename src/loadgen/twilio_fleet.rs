@@ -26,6 +26,8 @@
 use super::fleet::{Fleet, seed_for};
 use super::metrics::TwilioRestCounts;
 use crate::carriers::twilio::signature;
+use crate::carriers::xml_unescape;
+use crate::inbound::sim_phone::{self, RingAnswer};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -482,7 +484,7 @@ impl Shared {
         };
         let mut params = self.call_fields(dialed);
         params.push(("CallStatus".into(), "in-progress".into()));
-        params.push(("DialCallSid".into(), call_sid()));
+        params.push(("DialCallSid".into(), sim_phone::new_call_sid()));
         params.push(("DialCallStatus".into(), status.into()));
         let seconds = if talked {
             whole_seconds(SIM_TRANSFER_TALK)
@@ -519,11 +521,6 @@ impl Shared {
         ));
         self.post_signed(&url, &params).await;
     }
-}
-
-/// A new call SID: `CA` and 32 hex digits.
-fn call_sid() -> String {
-    format!("CA{}", uuid::Uuid::new_v4().simple())
 }
 
 /// A duration in whole seconds, a started second counted.
@@ -582,7 +579,7 @@ async fn create_call(
     let amd = field(&fields, "MachineDetection").is_some()
         && field(&fields, "AsyncAmd").is_some_and(|v| v.eq_ignore_ascii_case("true"));
     let dialed = Dialed {
-        sid: call_sid(),
+        sid: sim_phone::new_call_sid(),
         to: to.to_owned(),
         from: from.to_owned(),
         stream: connect_stream(twiml),
@@ -677,15 +674,6 @@ async fn update_call(
         .into_response()
 }
 
-/// The text of XML with its five predefined entities replaced.
-fn xml_unescape(text: &str) -> String {
-    text.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&amp;", "&")
-}
-
 /// The opening tags `<name …>` in `xml`, each as the text between `<name` and `>`.
 fn tags<'a>(xml: &'a str, name: &str) -> Vec<&'a str> {
     let open = format!("<{name}");
@@ -722,18 +710,13 @@ fn attribute(tag: &str, name: &str) -> Option<String> {
     None
 }
 
-/// The `<Connect><Stream url>` of a TwiML document and its `<Parameter>`s.
+/// The `<Connect><Stream url>` of a TwiML document and its `<Parameter>`s, read as the sim
+/// phone reads an inbound answer.
 fn connect_stream(twiml: &str) -> Option<StreamOrder> {
-    let connect = twiml.find("<Connect")?;
-    let inside = &twiml[connect..];
-    let stream_tag = tags(inside, "Stream").first().copied()?;
-    let url = attribute(stream_tag, "url")?;
-    let body_end = inside.find("</Stream>").unwrap_or(inside.len());
-    let params = tags(&inside[..body_end], "Parameter")
-        .into_iter()
-        .filter_map(|tag| Some((attribute(tag, "name")?, attribute(tag, "value")?)))
-        .collect();
-    Some(StreamOrder { url, params })
+    match sim_phone::read_twiml(twiml) {
+        RingAnswer::Stream { url, params } => Some(StreamOrder { url, params }),
+        RingAnswer::Refused { .. } => None,
+    }
 }
 
 /// The `<Dial>` of a TwiML document, when it dials a `<Number>`.

@@ -83,7 +83,9 @@ impl SipUserAgent {
             .map_err(|e| bind_error(e.to_string()))?;
         transport.add_transport(udp.into());
         transport.add_transport(tcp.into());
-        transport.set_tls_config(super::tls::transport_tls_config(&settings.tls));
+        // Built once: it reads the system's root certificates.
+        let tls_config = super::tls::transport_tls_config(&settings.tls);
+        transport.set_tls_config(tls_config.clone());
         if let Some(tls) = &settings.tls.listen {
             let tls_bind_error = |reason: String| UserAgentError::Bind {
                 addr: tls.addr,
@@ -95,13 +97,9 @@ impl SipUserAgent {
             let tls_external = settings
                 .public_ip
                 .map(|ip| SocketAddr::new(ip, tls.addr.port()));
-            let listener = TlsListenerConnection::new(
-                tls.addr,
-                tls_external,
-                super::tls::transport_tls_config(&settings.tls),
-            )
-            .await
-            .map_err(|e| tls_bind_error(e.to_string()))?;
+            let listener = TlsListenerConnection::new(tls.addr, tls_external, tls_config)
+                .await
+                .map_err(|e| tls_bind_error(e.to_string()))?;
             transport.add_transport(listener.into());
         }
         let endpoint = EndpointBuilder::new()
