@@ -20,6 +20,7 @@ use crate::config::Settings;
 use crate::domain::clock::SharedClock;
 use crate::http;
 use crate::http::state::{AppInner, AppState};
+use crate::inbound::service::InboundParts;
 use crate::postcall::analysis::worker::AnalysisJobs;
 use crate::postcall::ratings::scoring::Rater;
 use crate::postcall::ratings::worker::RatingJobs;
@@ -137,9 +138,19 @@ impl Server {
         let breakers = Breakers::default();
         let recordings = RecordingStore::open(&settings.recordings, &settings.storage.data_dir)
             .context("opening the recordings store (VOXLINE_RECORDINGS_URL)")?;
+        let tasks = TaskTracker::new();
+        // Started before the engine: the credentials its carriers dial with
+        // follow the other nodes' changes on it.
+        let bus = ClusterBus::start(&store, &ALL_CHANNELS, &tasks, &stop).await?;
+        let credentials = Arc::new(StoreCredentials::cached(
+            store.clone(),
+            &secret,
+            bus.as_ref()
+                .and_then(|bus| bus.subscribe(crate::store::nodes::CREDENTIALS_CHANNEL)),
+        ));
         let (engine, sip) = start_engine(
             &settings,
-            &secret,
+            &credentials,
             &store,
             &clock,
             &ledger,
@@ -152,20 +163,18 @@ impl Server {
             extra,
         )
         .await?;
-        let tasks = TaskTracker::new();
         if let Some(agent) = sip.user_agent() {
             let registrations = Arc::new(crate::sip::registrations::Registrations::default());
             tasks.spawn(registrations.run(
                 Arc::clone(agent),
                 store.clone(),
-                Arc::new(StoreCredentials::new(store.clone(), &secret)),
+                Arc::clone(&credentials) as _,
                 stop.clone(),
             ));
         }
         store
             .register_node(&node_id, &public_url, clock.now().timestamp_millis())
             .await?;
-        let bus = ClusterBus::start(&store, &ALL_CHANNELS, &tasks, &stop).await?;
         let key_cache = crate::access::key_cache::KeyCache::new(&store, bus.as_ref());
         let rater = Arc::new(Rater::new(ProviderSelector::new(
             store.clone(),
@@ -214,15 +223,16 @@ impl Server {
             bus: bus.clone(),
             node_status: node_status.clone(),
         });
-        let inbound = crate::inbound::service::InboundService::new(
-            calls.clone(),
-            &secret,
-            media_tokens.clone(),
-            format!("{ws_base}/media"),
-            settings.public_url.clone(),
-            public_url.clone(),
-            settings.webhook_allow_hosts.clone(),
-        );
+        let inbound = crate::inbound::service::InboundService::new(InboundParts {
+            calls: calls.clone(),
+            secret: Arc::from(&secret[..]),
+            credentials: Arc::clone(&credentials),
+            tokens: media_tokens.clone(),
+            media_base_url: format!("{ws_base}/media"),
+            public_url: settings.public_url.clone(),
+            node_url: public_url.clone(),
+            allow_hosts: settings.webhook_allow_hosts.clone(),
+        });
         sip.connect_inbound(Arc::new(inbound.clone()));
         let sip_addr = sip.local_addr();
         let state = AppState::new(AppInner {
@@ -231,6 +241,7 @@ impl Server {
             limiter,
             settings: Arc::new(settings.clone()),
             secret: crate::secrets::server_secret::ServerSecret::new(secret),
+            credentials,
             engine,
             ledger,
             media_tokens,
@@ -694,7 +705,7 @@ pub fn install_tls_provider() {
 #[allow(clippy::too_many_arguments)]
 async fn start_engine(
     settings: &Settings,
-    secret: &[u8],
+    credentials: &Arc<StoreCredentials>,
     store: &Store,
     clock: &SharedClock,
     ledger: &Arc<StoreLedger>,
@@ -722,7 +733,7 @@ async fn start_engine(
     sim.report_transfers_to(crate::carriers::store_wiring::transfer_leg_sink(
         store.clone(),
     ));
-    let credentials = Arc::new(StoreCredentials::new(store.clone(), secret));
+    let credentials = Arc::clone(credentials);
     let mut carriers: HashMap<String, Arc<dyn Carrier>> =
         crate::carriers::all_carriers(Arc::clone(&credentials) as _);
     carriers.insert("sim".into(), sim);

@@ -103,7 +103,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::carriers::callbacks::router(Arc::new(
             ServiceCallbackHost::new(
                 state.store.clone(),
-                &state.secret,
+                Arc::clone(&state.credentials),
                 state.engine.clone(),
                 state.settings.public_url.clone(),
                 state

@@ -29,6 +29,8 @@ pub struct AppInner {
     pub settings: Arc<Settings>,
     /// Server secret for signatures.
     pub secret: crate::secrets::server_secret::ServerSecret,
+    /// Workspace carrier accounts, kept once opened (dials and callbacks share them).
+    pub credentials: Arc<crate::carriers::store_wiring::StoreCredentials>,
     /// The call engine.
     pub engine: crate::calls::media_stream::CallEngine,
     /// Records call outcomes (also used for calls the engine never held).

@@ -73,28 +73,39 @@ pub struct InboundService {
     router: RoutingUrlClient,
 }
 
+/// The server's parts inbound calling is made from.
+pub struct InboundParts {
+    /// Placing and ending calls.
+    pub calls: CallService,
+    /// The server's secret (the sim carrier's per-workspace accounts).
+    pub secret: Arc<[u8]>,
+    /// The server's workspace carrier accounts, shared with its dials and callbacks.
+    pub credentials: Arc<StoreCredentials>,
+    /// Signs the media websocket URLs handed to carriers.
+    pub tokens: MediaTokens,
+    /// Websocket base of the media endpoints, e.g. `wss://voxline.example.com/media`.
+    pub media_base_url: String,
+    /// The configured public base URL carriers sign with, if any.
+    pub public_url: Option<String>,
+    /// This node's base URL, where a held caller's carrier asks again.
+    pub node_url: String,
+    /// Hosts a workspace's routing URL may name besides public ones.
+    pub allow_hosts: Vec<String>,
+}
+
 impl InboundService {
-    /// The service over the calls room, the server's secret (credentials and
-    /// sim accounts) and its media tokens.
-    pub fn new(
-        calls: CallService,
-        secret: &[u8],
-        tokens: MediaTokens,
-        media_base_url: String,
-        public_url: Option<String>,
-        node_url: String,
-        allow_hosts: Vec<String>,
-    ) -> Self {
+    /// The service over the server's `parts`.
+    pub fn new(parts: InboundParts) -> Self {
         Self {
-            router: RoutingUrlClient::new(allow_hosts),
-            node_url,
+            router: RoutingUrlClient::new(parts.allow_hosts),
+            node_url: parts.node_url,
             store_held: Arc::default(),
-            credentials: Arc::new(StoreCredentials::new(calls.store.clone(), secret)),
-            calls,
-            secret: Arc::from(secret),
-            tokens,
-            media_base_url,
-            public_url,
+            credentials: parts.credentials,
+            calls: parts.calls,
+            secret: parts.secret,
+            tokens: parts.tokens,
+            media_base_url: parts.media_base_url,
+            public_url: parts.public_url,
         }
     }
 

@@ -132,6 +132,7 @@ pub struct Store {
 struct Markers {
     keys: ChangeMarker,
     agents: ChangeMarker,
+    credentials: ChangeMarker,
 }
 
 /// Runs `$body` against whichever pool is open, binding it to `$pool`.
@@ -197,6 +198,7 @@ impl Store {
                 markers = Some(std::sync::Arc::new(Markers {
                     keys: ChangeMarker::beside(file, ".keys-changed"),
                     agents: ChangeMarker::beside(file, ".agents-changed"),
+                    credentials: ChangeMarker::beside(file, ".credentials-changed"),
                 }));
             }
             Db::Sqlite(pool)
@@ -211,6 +213,7 @@ impl Store {
             markers = Some(std::sync::Arc::new(Markers {
                 keys: ChangeMarker::in_memory(),
                 agents: ChangeMarker::in_memory(),
+                credentials: ChangeMarker::in_memory(),
             }));
             Db::Postgres(pool)
         } else {
@@ -229,6 +232,19 @@ impl Store {
     /// The marker of agent changes; see [`crate::http::agent_cache::AgentCache`].
     pub fn agents_marker(&self) -> Option<&ChangeMarker> {
         self.markers.as_deref().map(|m| &m.agents)
+    }
+
+    /// The marker of workspace credential changes; see
+    /// [`crate::carriers::store_wiring::StoreCredentials`].
+    pub fn credentials_marker(&self) -> Option<&ChangeMarker> {
+        self.markers.as_deref().map(|m| &m.credentials)
+    }
+
+    /// Marks that a workspace credential changed, for servers caching opened credentials.
+    fn mark_credentials_changed(&self) {
+        if let Some(marker) = self.credentials_marker() {
+            marker.mark();
+        }
     }
 
     /// Marks that a key changed, for servers caching key lookups.

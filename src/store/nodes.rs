@@ -64,12 +64,15 @@ pub const CALLS_CHANNEL: &str = "voxline_calls";
 pub const KEYS_CHANNEL: &str = "voxline_keys";
 /// The channel of agent changes; the payload is the agent's id.
 pub const AGENTS_CHANNEL: &str = "voxline_agents";
+/// The channel of workspace credential changes; the payload is the workspace's id.
+pub const CREDENTIALS_CHANNEL: &str = "voxline_credentials";
 /// Every channel a node listens on.
-pub const ALL_CHANNELS: [&str; 4] = [
+pub const ALL_CHANNELS: [&str; 5] = [
     DISPATCH_CHANNEL,
     CALLS_CHANNEL,
     KEYS_CHANNEL,
     AGENTS_CHANNEL,
+    CREDENTIALS_CHANNEL,
 ];
 
 impl Store {

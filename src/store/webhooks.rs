@@ -1,7 +1,8 @@
 //! Webhook subscriptions and workspace provider credentials (admin-only records).
 
-use super::{BeginWrite, Store, StoreResult, with_pool};
+use super::{BeginWrite, Db, Store, StoreResult, notifying, with_pool};
 use crate::domain::{CallId, DeliveryId, OrgId, WebhookId};
+use crate::store::nodes::CREDENTIALS_CHANNEL;
 
 /// A webhook subscription.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -223,7 +224,9 @@ impl Store {
         Ok(rows)
     }
 
-    /// Stores (replacing) an encrypted provider credential.
+    /// Stores (replacing) an encrypted provider credential, and marks the
+    /// change (telling the other nodes on Postgres) before it returns, so
+    /// no cache of opened credentials serves the old one afterwards.
     pub async fn upsert_credential(
         &self,
         org_id: OrgId,
@@ -232,20 +235,32 @@ impl Store {
         ciphertext: &str,
         now_ms: i64,
     ) -> StoreResult<()> {
-        with_pool!(self, pool => {
-            sqlx::query(
-                "INSERT INTO credentials (org_id, kind, nonce, ciphertext, updated_at) VALUES ($1, $2, $3, $4, $5)
+        const UPSERT: &str = "INSERT INTO credentials (org_id, kind, nonce, ciphertext, updated_at) VALUES ($1, $2, $3, $4, $5)
                  ON CONFLICT (org_id, kind) DO UPDATE SET nonce = excluded.nonce,
-                   ciphertext = excluded.ciphertext, updated_at = excluded.updated_at",
-            )
-            .bind(org_id)
-            .bind(kind)
-            .bind(nonce)
-            .bind(ciphertext)
-            .bind(now_ms)
-            .execute(pool)
-            .await?;
-        });
+                   ciphertext = excluded.ciphertext, updated_at = excluded.updated_at";
+        match &self.db {
+            Db::Sqlite(pool) => {
+                let query = sqlx::query(UPSERT)
+                    .bind(org_id)
+                    .bind(kind)
+                    .bind(nonce)
+                    .bind(ciphertext)
+                    .bind(now_ms);
+                query.execute(pool).await?;
+            }
+            Db::Postgres(pool) => {
+                let sql = notifying(UPSERT, "org_id", 6);
+                let query = sqlx::query(sql)
+                    .bind(org_id)
+                    .bind(kind)
+                    .bind(nonce)
+                    .bind(ciphertext)
+                    .bind(now_ms)
+                    .bind(CREDENTIALS_CHANNEL);
+                query.fetch_all(pool).await?;
+            }
+        }
+        self.mark_credentials_changed();
         Ok(())
     }
 
@@ -295,16 +310,27 @@ impl Store {
         Ok(rows)
     }
 
-    /// Deletes a workspace's credential of `kind`; false when none was stored.
+    /// Deletes a workspace's credential of `kind`, marking the change as
+    /// [`Store::upsert_credential`] does; false when none was stored.
     pub async fn delete_credential(&self, org_id: OrgId, kind: &str) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => {
-            sqlx::query("DELETE FROM credentials WHERE org_id = $1 AND kind = $2")
-                .bind(org_id)
-                .bind(kind)
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
+        const DELETE: &str = "DELETE FROM credentials WHERE org_id = $1 AND kind = $2";
+        let n = match &self.db {
+            Db::Sqlite(pool) => {
+                let query = sqlx::query(DELETE).bind(org_id).bind(kind);
+                query.execute(pool).await?.rows_affected()
+            }
+            Db::Postgres(pool) => {
+                let sql = notifying(DELETE, "org_id", 3);
+                let query = sqlx::query(sql)
+                    .bind(org_id)
+                    .bind(kind)
+                    .bind(CREDENTIALS_CHANNEL);
+                query.fetch_all(pool).await?.len() as u64
+            }
+        };
+        if n > 0 {
+            self.mark_credentials_changed();
+        }
         Ok(n > 0)
     }
 }

@@ -2,7 +2,7 @@
 //! takes the media stream when the call is answered, runs the conversation,
 //! and records exactly one terminal outcome.
 
-use super::{CallEnd, CallJob, CallStatus, EngineShared, MachineVerdicts};
+use super::{CallEnd, CallJob, CallStatus, EngineShared, LiveCall, MachineVerdicts};
 use crate::carrier::{AnsweredBy, Carrier, CarrierStatus, DialRequest, StatusSink};
 use crate::ended_reason::EndedReason;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -159,7 +159,13 @@ impl<M: Send + 'static> Actor for CallActor<M> {
         (job, shared): (CallJob, Arc<EngineShared<M>>),
     ) -> Result<CallState<M>, ActorProcessingErr> {
         if let Ok(mut calls) = shared.calls.lock() {
-            calls.insert(job.call_id, myself.clone());
+            calls.insert(
+                job.call_id,
+                LiveCall {
+                    actor: myself.clone(),
+                    org_id: job.org_id,
+                },
+            );
         }
         myself.send_message(CallMsg::Dial)?;
         let conversation = CancellationToken::new();

@@ -322,10 +322,16 @@ pub struct EngineConfig<M> {
     pub now_ms: Arc<dyn Fn() -> i64 + Send + Sync>,
 }
 
+/// A call live on this engine: its actor, and the workspace it belongs to.
+pub(crate) struct LiveCall<M: Send + 'static> {
+    pub actor: ActorRef<CallMsg<M>>,
+    pub org_id: OrgId,
+}
+
 /// Shared by every actor of the tree.
 pub(crate) struct EngineShared<M: Send + 'static> {
     pub config: EngineConfig<M>,
-    pub calls: Mutex<HashMap<CallId, ActorRef<CallMsg<M>>>>,
+    pub calls: Mutex<HashMap<CallId, LiveCall<M>>>,
     /// Set once shutdown began: queued calls stay queued (in the store) for
     /// the next run instead of starting only to be ended by the shutdown.
     pub stopping: std::sync::atomic::AtomicBool,
@@ -340,7 +346,7 @@ impl<M: Send + 'static> EngineShared<M> {
     }
 
     pub fn live_call(&self, call_id: CallId) -> Option<ActorRef<CallMsg<M>>> {
-        self.calls.lock().ok()?.get(&call_id).cloned()
+        Some(self.calls.lock().ok()?.get(&call_id)?.actor.clone())
     }
 
     /// Whether no call may start now (shutdown or an operator's drain).
@@ -460,6 +466,13 @@ impl<M: Send + 'static> Engine<M> {
         }
     }
 
+    /// The workspace of a call live on this engine, or `None` when it is not
+    /// live here; answers without a database read (carrier callbacks look up
+    /// the account of the call's workspace).
+    pub fn live_call_org(&self, call_id: CallId) -> Option<OrgId> {
+        Some(self.shared.calls.lock().ok()?.get(&call_id)?.org_id)
+    }
+
     /// Whether the engine holds a live actor for the call.
     pub fn is_live(&self, call_id: CallId) -> bool {
         self.shared.live_call(call_id).is_some()
@@ -551,7 +564,7 @@ impl<M: Send + 'static> Engine<M> {
             .shared
             .calls
             .lock()
-            .map(|c| c.values().cloned().collect())
+            .map(|c| c.values().map(|live| live.actor.clone()).collect())
             .unwrap_or_default();
         let wait_ms = u64::try_from(END_WAIT.as_millis()).unwrap_or(u64::MAX);
         let ends = live.iter().map(|actor| async move {

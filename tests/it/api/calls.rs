@@ -748,3 +748,108 @@ async fn a_twilio_call_is_dialed_through_its_api_and_ended_by_a_signed_callback(
     let creates = twilio.requests_to(Method::POST, "/2010-04-01/Accounts/AC77/Calls.json");
     assert_eq!(creates.len(), 1, "one dial: {creates:?}");
 }
+
+#[tokio::test]
+async fn a_replaced_twilio_credential_checks_the_next_callback() {
+    // The server keeps opened credentials (every dial and callback needs
+    // one); a replaced one must be what the next callback is checked with,
+    // though the change comes from another store handle (the admin CLI; on
+    // Postgres, another node's notice).
+    let twilio = FakeCarrier::start(voxline::carriers::CarrierKind::Twilio, "CA78").await;
+    let app = TestApp::spawn().await;
+    let ws = app.calling_workspace("Twilio rotation", 2).await;
+    voxline::admin::ops::add_number(
+        app.store(),
+        ws.org_id,
+        "+918035740178",
+        "twilio",
+        true,
+        None,
+        app.now(),
+    )
+    .await
+    .expect("twilio number");
+    let set_token = |token: &str| {
+        json!({"accountSid": "AC78", "authToken": token, "baseUrl": twilio.base}).to_string()
+    };
+    let org = ws.org_id.to_string();
+    let old = set_token("old-token");
+    app.admin_ok(&[
+        "credential",
+        "set",
+        "--org",
+        &org,
+        "--kind",
+        "twilio",
+        "--json",
+        &old,
+    ])
+    .await;
+    let agent = quick_agent(&app, &ws, json!({"telephonyProvider": "twilio"})).await;
+    let id = place(&app, &ws, &agent, "+919845012311", json!({})).await;
+    twilio
+        .wait_for(
+            "the Twilio API to be called",
+            Duration::from_secs(10),
+            |_| true,
+        )
+        .await;
+    let status_url = format!("{}/carrier/twilio/status/{id}", app.base);
+    let callback = |token: &str, status: &str| {
+        let fields = vec![
+            ("AccountSid".to_string(), "AC78".to_string()),
+            ("CallSid".to_string(), "CA78".to_string()),
+            ("CallStatus".to_string(), status.to_string()),
+        ];
+        let body: String = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(fields.iter())
+            .finish();
+        let signature = voxline::carriers::twilio::signature(token, &status_url, &fields);
+        app.http
+            .post(&status_url)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("x-twilio-signature", signature)
+            .body(body)
+            .send()
+    };
+    // The old token is good, and now opened and kept.
+    let kept = callback("old-token", "ringing").await.expect("send");
+    assert!(kept.status().is_success(), "{}", kept.status());
+
+    let new = set_token("new-token");
+    app.admin_ok(&[
+        "credential",
+        "set",
+        "--org",
+        &org,
+        "--kind",
+        "twilio",
+        "--json",
+        &new,
+    ])
+    .await;
+    // On SQLite the next lookup sees the change; on Postgres the notice
+    // arrives within milliseconds of the commit.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let status = callback("new-token", "ringing")
+            .await
+            .expect("send")
+            .status();
+        if status.is_success() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the new token is still refused: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stale = callback("old-token", "busy").await.expect("send");
+    assert!(stale.status().is_client_error(), "{}", stale.status());
+    assert_eq!(detail(&app, &ws, &id).await["rawStatus"], "ringing");
+    let signed = callback("new-token", "busy").await.expect("send");
+    assert!(signed.status().is_success(), "{}", signed.status());
+    let call = ended(&app, &ws, &id, Duration::from_secs(10)).await;
+    assert_eq!(call["rawStatus"], "busy", "{call}");
+}
