@@ -1,10 +1,11 @@
 //! The engine's [`CallLedger`] on top of the store: transitions, the billed
 //! terminal outcome, and scheduling of retries by the agent's policy.
 
+use crate::calls::progress_writer::ProgressWriter;
 use crate::domain::clock::{SharedClock, ist_month_key};
 use crate::domain::{CallId, OrgId};
 use crate::store::Store;
-use crate::store::calls::{CallOutcome, NewCall};
+use crate::store::calls::{CallOutcome, CallProgress, NewCall, ProgressStatus};
 use async_trait::async_trait;
 use voxline_actors::ended_reason::EndedReason;
 use voxline_actors::engine::{CallEnd, CallLedger, CallStatus, LedgerError};
@@ -18,13 +19,16 @@ pub struct StoreLedger {
     store: Store,
     clock: SharedClock,
     rating_wait_ms: i64,
+    progress: ProgressWriter,
 }
 
 impl StoreLedger {
     /// A ledger writing to `store`; `rating_wait` is how long a rated call's
     /// `call.completed` waits for its scorecard.
+    /// Its progress writer starts on the current runtime.
     pub fn new(store: Store, clock: SharedClock, rating_wait: std::time::Duration) -> Self {
         Self {
+            progress: ProgressWriter::start(store.clone()),
             store,
             clock,
             rating_wait_ms: i64::try_from(rating_wait.as_millis()).unwrap_or(i64::MAX),
@@ -38,33 +42,53 @@ fn err(e: impl std::fmt::Display) -> LedgerError {
 
 #[async_trait]
 impl CallLedger for StoreLedger {
+    /// Queues the transition for the progress writer. Ringing is stored
+    /// before this returns, so the call reads as ringing before its carrier
+    /// is asked to dial; the answer is not waited for, since it stands
+    /// between the callee's "hello" and the agent's greeting.
     async fn transition(
         &self,
         call_id: EngineCallId,
         status: CallStatus,
         at_ms: i64,
     ) -> Result<(), LedgerError> {
-        let call_id = CallId::from(call_id);
-        self.store
-            .call_transition(call_id, status.as_str(), at_ms)
-            .await
-            .map(|_| ())
-            .map_err(err)
+        let Some(progress) = ProgressStatus::parse(status.as_str()) else {
+            return Ok(());
+        };
+        let queued = self.progress.write(CallProgress::Status {
+            call_id: CallId::from(call_id),
+            status: progress,
+            at_ms,
+        });
+        if !queued {
+            return Err(err("the progress writer has stopped"));
+        }
+        if progress == ProgressStatus::Ringing {
+            self.progress.flush().await;
+        }
+        Ok(())
     }
 
+    /// Queues the carrier's id for the progress writer, without waiting.
     async fn carrier_call_id(
         &self,
         call_id: EngineCallId,
         carrier_call_id: &str,
     ) -> Result<(), LedgerError> {
-        let call_id = CallId::from(call_id);
-        self.store
-            .set_carrier_call_id(call_id, carrier_call_id)
-            .await
-            .map_err(err)
+        let queued = self.progress.write(CallProgress::CarrierCallId {
+            call_id: CallId::from(call_id),
+            carrier_call_id: carrier_call_id.to_owned(),
+        });
+        if queued {
+            Ok(())
+        } else {
+            Err(err("the progress writer has stopped"))
+        }
     }
 
     async fn finish(&self, end: CallEnd) -> Result<(), LedgerError> {
+        // The call's history reads in order: its progress first, then its end.
+        self.progress.flush().await;
         let call_id = CallId::from(end.call_id);
         let month = ist_month_key(self.clock.now());
         let outcome = CallOutcome {

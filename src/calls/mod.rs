@@ -9,6 +9,7 @@ pub mod job;
 pub mod ledger;
 pub mod media_stream;
 pub mod placement;
+pub mod progress_writer;
 pub mod recording_link;
 pub mod runner;
 pub mod service;

@@ -363,10 +363,10 @@ impl ConversationRunner for CallRunner {
             start,
         } = stream;
         let (call_id, org_id) = (CallId::from(job.call_id), OrgId::from(job.org_id));
-        let (agent_id, variables_json) = match self.store.call_agent_and_variables(call_id).await {
-            Ok(Some(found)) => found,
+        let (agent, variables_json) = match self.store.call_agent(org_id, call_id).await {
+            Ok(Some(found)) => (found.agent, found.variables),
             Ok(None) => {
-                tracing::error!(call = %call_id, "no stored call to run");
+                tracing::error!(call = %call_id, "no stored call, or its agent is gone, to run");
                 return EndedReason::EngineError;
             }
             Err(err) => {
@@ -374,17 +374,7 @@ impl ConversationRunner for CallRunner {
                 return EndedReason::EngineError;
             }
         };
-        let agent = match self.store.agent(org_id, agent_id).await {
-            Ok(Some(agent)) => agent,
-            Ok(None) => {
-                tracing::error!(call = %call_id, agent = %agent_id, "the call's agent is gone");
-                return EndedReason::EngineError;
-            }
-            Err(err) => {
-                tracing::error!(call = %call_id, error = %err, "could not read the call's agent");
-                return EndedReason::EngineError;
-            }
-        };
+        let agent_id = agent.id;
         let spec = match agent.spec() {
             Ok(spec) => spec,
             Err(err) => {

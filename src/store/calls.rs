@@ -77,6 +77,70 @@ where
     sql
 }
 
+/// A live call's progress short of its end, as the engine reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallProgress {
+    /// The call reached `status` at `at_ms`.
+    Status {
+        /// The call.
+        call_id: CallId,
+        /// Where it got.
+        status: ProgressStatus,
+        /// When (Unix ms).
+        at_ms: i64,
+    },
+    /// The carrier named its own id for the call.
+    CarrierCallId {
+        /// The call.
+        call_id: CallId,
+        /// The carrier's id (a Twilio `CA…` SID, a SIP Call-ID).
+        carrier_call_id: String,
+    },
+}
+
+/// The statuses a call passes through before it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressStatus {
+    /// The carrier is ringing the callee.
+    Ringing,
+    /// The callee answered.
+    InProgress,
+}
+
+impl ProgressStatus {
+    /// The status of a stored call's `status` column, if it is one of these.
+    pub fn parse(status: &str) -> Option<Self> {
+        match status {
+            "ringing" => Some(Self::Ringing),
+            "in-progress" => Some(Self::InProgress),
+            _ => None,
+        }
+    }
+
+    /// The `status` column's text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ringing => "ringing",
+            Self::InProgress => "in-progress",
+        }
+    }
+
+    /// The guarded update to this status: a call only moves forward.
+    fn update_sql(self) -> &'static str {
+        match self {
+            Self::Ringing => {
+                "UPDATE calls SET status = 'ringing', ringing_at = $1 WHERE id = $2 AND status = 'queued'"
+            }
+            // The answer is the call's first sign of life; the node's
+            // heartbeat stamps the later ones.
+            Self::InProgress => {
+                "UPDATE calls SET status = 'in-progress', answered_at = $1, last_seen_at = $1
+                   WHERE id = $2 AND status IN ('queued', 'ringing')"
+            }
+        }
+    }
+}
+
 /// A call to create.
 #[derive(Debug, Clone)]
 pub struct NewCall {
@@ -348,31 +412,61 @@ impl Store {
         status: &str,
         at_ms: i64,
     ) -> StoreResult<bool> {
-        let sql = match status {
-            "ringing" => {
-                "UPDATE calls SET status = 'ringing', ringing_at = $1 WHERE id = $2 AND status = 'queued'"
-            }
-            "in-progress" => {
-                // The answer is the call's first sign of life; the node's
-                // heartbeat stamps the later ones.
-                "UPDATE calls SET status = 'in-progress', answered_at = $1, last_seen_at = $1
-                              WHERE id = $2 AND status IN ('queued', 'ringing')"
-            }
-            _ => return Ok(false),
+        let Some(status) = ProgressStatus::parse(status) else {
+            return Ok(false);
         };
+        let progress = [CallProgress::Status {
+            call_id,
+            status,
+            at_ms,
+        }];
+        Ok(self.record_progress(&progress).await? > 0)
+    }
+
+    /// Records several calls' progress in one write transaction, in order,
+    /// and returns how many changed a call. A status that no longer fits the
+    /// call (ringing once answered, anything once it ended) changes nothing,
+    /// so reports applied late or twice are harmless.
+    pub async fn record_progress(&self, progress: &[CallProgress]) -> StoreResult<u64> {
+        if progress.is_empty() {
+            return Ok(0);
+        }
         let changed = with_pool!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let n = sqlx::query(sql).bind(at_ms).bind(call_id).execute(&mut *tx).await?.rows_affected();
-            if n > 0 {
-                sqlx::query("INSERT INTO call_events (call_id, status, at) VALUES ($1, $2, $3)")
-                    .bind(call_id)
-                    .bind(status)
-                    .bind(at_ms)
-                    .execute(&mut *tx)
-                    .await?;
+            let mut changed = 0;
+            for report in progress {
+                match report {
+                    CallProgress::Status { call_id, status, at_ms } => {
+                        let n = sqlx::query(status.update_sql())
+                            .bind(at_ms)
+                            .bind(call_id)
+                            .execute(&mut *tx)
+                            .await?
+                            .rows_affected();
+                        if n > 0 {
+                            sqlx::query(
+                                "INSERT INTO call_events (call_id, status, at) VALUES ($1, $2, $3)",
+                            )
+                            .bind(call_id)
+                            .bind(status.as_str())
+                            .bind(at_ms)
+                            .execute(&mut *tx)
+                            .await?;
+                        }
+                        changed += n;
+                    }
+                    CallProgress::CarrierCallId { call_id, carrier_call_id } => {
+                        changed += sqlx::query("UPDATE calls SET carrier_call_id = $1 WHERE id = $2")
+                            .bind(carrier_call_id)
+                            .bind(call_id)
+                            .execute(&mut *tx)
+                            .await?
+                            .rows_affected();
+                    }
+                }
             }
             tx.commit().await?;
-            n > 0
+            changed
         });
         Ok(changed)
     }
@@ -382,22 +476,6 @@ impl Store {
         with_pool!(self, pool => {
             sqlx::query("UPDATE calls SET carrier_code = $1 WHERE id = $2")
                 .bind(i32::from(code))
-                .bind(call_id)
-                .execute(pool)
-                .await?;
-        });
-        Ok(())
-    }
-
-    /// Records the carrier's id for a call.
-    pub async fn set_carrier_call_id(
-        &self,
-        call_id: CallId,
-        carrier_call_id: &str,
-    ) -> StoreResult<()> {
-        with_pool!(self, pool => {
-            sqlx::query("UPDATE calls SET carrier_call_id = $1 WHERE id = $2")
-                .bind(carrier_call_id)
                 .bind(call_id)
                 .execute(pool)
                 .await?;
@@ -730,19 +808,37 @@ impl Store {
 }
 
 impl Store {
-    /// The agent and variables a call runs with.
-    pub async fn call_agent_and_variables(
+    /// The agent and variables a call runs with, in one read (it is on the
+    /// path to the greeting); `None` when the call or its agent is gone.
+    pub async fn call_agent(
         &self,
+        org_id: OrgId,
         call_id: CallId,
-    ) -> StoreResult<Option<(AgentId, String)>> {
+    ) -> StoreResult<Option<CallAgent>> {
         let row = with_pool!(self, pool => {
-            sqlx::query_as::<_, (AgentId, String)>("SELECT agent_id, variables FROM calls WHERE id = $1")
-                .bind(call_id)
-                .fetch_optional(pool)
-                .await?
+            sqlx::query_as::<_, CallAgent>(
+                "SELECT a.id, a.org_id, a.status, a.spec, a.dormant, a.last_active_at,
+                        a.created_at, a.updated_at, c.variables
+                   FROM calls c JOIN agents a ON a.id = c.agent_id AND a.org_id = c.org_id
+                  WHERE c.id = $1 AND c.org_id = $2",
+            )
+            .bind(call_id)
+            .bind(org_id)
+            .fetch_optional(pool)
+            .await?
         });
         Ok(row)
     }
+}
+
+/// A call's agent and the variables it was placed with.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct CallAgent {
+    /// The agent as stored.
+    #[sqlx(flatten)]
+    pub agent: super::AgentRow,
+    /// The call's variables, as stored JSON.
+    pub variables: String,
 }
 
 #[cfg(test)]
