@@ -36,6 +36,17 @@ impl StoreLedger {
     }
 }
 
+impl StoreLedger {
+    /// Hands `report` to the progress writer.
+    fn queue(&self, report: CallProgress) -> Result<(), LedgerError> {
+        if self.progress.write(report) {
+            Ok(())
+        } else {
+            Err(err("the progress writer has stopped"))
+        }
+    }
+}
+
 fn err(e: impl std::fmt::Display) -> LedgerError {
     LedgerError(e.to_string())
 }
@@ -52,17 +63,17 @@ impl CallLedger for StoreLedger {
         status: CallStatus,
         at_ms: i64,
     ) -> Result<(), LedgerError> {
-        let Some(progress) = ProgressStatus::parse(status.as_str()) else {
-            return Ok(());
+        let progress = match status {
+            CallStatus::Ringing => ProgressStatus::Ringing,
+            CallStatus::InProgress => ProgressStatus::InProgress,
+            // Ends are recorded by `finish`; a call is never moved back to queued.
+            _ => return Ok(()),
         };
-        let queued = self.progress.write(CallProgress::Status {
+        self.queue(CallProgress::Status {
             call_id: CallId::from(call_id),
             status: progress,
             at_ms,
-        });
-        if !queued {
-            return Err(err("the progress writer has stopped"));
-        }
+        })?;
         if progress == ProgressStatus::Ringing {
             self.progress.flush().await;
         }
@@ -75,15 +86,10 @@ impl CallLedger for StoreLedger {
         call_id: EngineCallId,
         carrier_call_id: &str,
     ) -> Result<(), LedgerError> {
-        let queued = self.progress.write(CallProgress::CarrierCallId {
+        self.queue(CallProgress::CarrierCallId {
             call_id: CallId::from(call_id),
             carrier_call_id: carrier_call_id.to_owned(),
-        });
-        if queued {
-            Ok(())
-        } else {
-            Err(err("the progress writer has stopped"))
-        }
+        })
     }
 
     async fn finish(&self, end: CallEnd) -> Result<(), LedgerError> {
