@@ -5,7 +5,7 @@
 //! [`AGENTS_CHANNEL`] in the same statement, for
 //! [`crate::http::agent_cache::AgentCache`] on every node.
 
-use super::{Db, Store, StoreResult, notifying, with_pool};
+use super::{Db, Store, StoreResult, notifying, with_pool, with_writer};
 use crate::domain::agent::{AgentSpec, AgentStatus};
 use crate::domain::{AgentId, OrgId};
 use crate::store::nodes::AGENTS_CHANNEL;
@@ -54,7 +54,7 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<AgentRow> {
         let json = serde_json::to_string(spec)?;
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "INSERT INTO agents (id, org_id, name, status, spec, dormant, last_active_at, created_at, updated_at)
                  VALUES ($1, $2, $3, 'active', $4, FALSE, $5, $5, $5)",
@@ -135,7 +135,7 @@ impl Store {
         const UPDATE: &str = "UPDATE agents SET spec = $1, name = $2, updated_at = $3
              WHERE id = $4 AND org_id = $5 AND status <> 'deleted'";
         let json = serde_json::to_string(spec)?;
-        let done = match &self.db {
+        let done = match &self.write_db {
             Db::Sqlite(pool) => {
                 let query = sqlx::query(UPDATE)
                     .bind(&json)
@@ -176,7 +176,7 @@ impl Store {
                dormant = CASE WHEN $3 THEN FALSE ELSE dormant END,
                last_active_at = CASE WHEN $3 THEN $2 ELSE last_active_at END
              WHERE id = $4 AND org_id = $5";
-        let done = match &self.db {
+        let done = match &self.write_db {
             Db::Sqlite(pool) => {
                 let query = sqlx::query(UPDATE)
                     .bind(status.as_str())
@@ -208,7 +208,7 @@ impl Store {
     pub async fn mark_dormant_agents(&self, cutoff_ms: i64) -> StoreResult<u64> {
         const UPDATE: &str = "UPDATE agents SET dormant = TRUE
              WHERE dormant = FALSE AND status = 'active' AND last_active_at < $1";
-        let done = match &self.db {
+        let done = match &self.write_db {
             Db::Sqlite(pool) => {
                 let query = sqlx::query(UPDATE).bind(cutoff_ms);
                 query.execute(pool).await?.rows_affected()

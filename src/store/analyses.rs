@@ -3,7 +3,7 @@
 //! re-queued by a re-run, and read back with the call.
 
 use super::leased_jobs::{Attempts, Holder, JobTable, Settle};
-use super::{BeginWrite, Store, StoreResult, with_pool};
+use super::{BeginWrite, Store, StoreResult, with_pool, with_writer};
 use crate::domain::{AgentId, BatchId, CallId, NodeId, OrgId};
 use sqlx::QueryBuilder;
 
@@ -203,7 +203,7 @@ impl Store {
         now_ms: i64,
         lease_until: i64,
     ) -> StoreResult<Option<ClaimedAnalysis>> {
-        let claimed = with_pool!(self, pool => {
+        let claimed = with_writer!(self, pool => {
             sqlx::query_as::<_, ClaimedAnalysis>(
                 "INSERT INTO call_analyses (call_id, org_id, agent_id, batch_id, status, plan, lease_until,
                    lease_owner, webhook_deadline, call_created_at, created_at, updated_at)
@@ -235,7 +235,7 @@ impl Store {
         batch_id: BatchId,
         now_ms: i64,
     ) -> StoreResult<u64> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query(
                 "INSERT INTO call_analyses (call_id, org_id, agent_id, batch_id, status, webhook_deadline,
                    call_created_at, created_at, updated_at)
@@ -284,7 +284,7 @@ impl Store {
     /// event when the completed webhook already went out without it or this
     /// is a re-run. Returns false for a stale job.
     pub async fn complete_analysis(&self, a: &CompletedAnalysis<'_>) -> StoreResult<bool> {
-        let stored = with_pool!(self, pool => {
+        let stored = with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let mut update = ANALYSIS_JOBS.settle(Settle::Done, Attempts::Set(a.attempts));
             update.push(", summary = ").push_bind(a.summary);
@@ -338,7 +338,7 @@ impl Store {
         attempts: i64,
         now_ms: i64,
     ) -> StoreResult<bool> {
-        let stored = with_pool!(self, pool => {
+        let stored = with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let mut update = ANALYSIS_JOBS.settle(Settle::Failed { error }, Attempts::Set(attempts));
             update.push(", updated_at = ").push_bind(now_ms);

@@ -9,7 +9,7 @@
 
 use super::analyses::AnalysisProgress;
 use super::calls::{billable_seconds, billed_minutes};
-use super::{BeginWrite, Store, StoreResult, with_pool};
+use super::{BeginWrite, Store, StoreResult, with_pool, with_writer};
 use crate::domain::{AgentId, CallId, OrgId, Paise};
 use sqlx::QueryBuilder;
 
@@ -94,7 +94,7 @@ impl Store {
         calls: &[BacklogCall],
     ) -> StoreResult<u64> {
         let o = owner;
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             for group in calls.chunks(CALLS_PER_TRANSACTION) {
                 let mut tx = pool.begin_write().await?;
                 for part in group.chunks(CALLS_PER_STATEMENT) {
@@ -208,7 +208,7 @@ impl Store {
         agent_id: AgentId,
         held_until: i64,
     ) -> StoreResult<u64> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE call_analyses SET lease_until = 0
                  WHERE org_id = $1 AND agent_id = $2 AND status = 'pending' AND lease_until = $3",

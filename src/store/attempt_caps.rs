@@ -6,7 +6,7 @@
 //! the last attempt never both dial.
 
 use super::calls::{NewCall, insert_calls_in};
-use super::{BeginWrite, Store, StoreResult, with_pool};
+use super::{BeginWrite, Store, StoreResult, with_pool, with_writer};
 use crate::domain::{CallId, OrgId};
 use sqlx::QueryBuilder;
 use std::collections::HashMap;
@@ -209,7 +209,7 @@ impl Store {
 
     /// Sets the workspace's caps (each checked by the caller).
     pub async fn set_attempt_caps(&self, org_id: OrgId, caps: AttemptCaps) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE orgs SET attempt_cap_per_day = $2, attempt_cap_per_week = $3 WHERE id = $1",
             )
@@ -232,7 +232,7 @@ impl Store {
         call_id: CallId,
         now_ms: i64,
     ) -> StoreResult<Option<CapHit>> {
-        let hit = with_pool!(self, pool => {
+        let hit = with_writer!(self, pool => {
             let mut tx = pool.begin().await?;
             let hit = check_in_tx!(self, tx, org_id, phone, call_id, now_ms);
             tx.rollback().await?;
@@ -269,7 +269,7 @@ impl Store {
         let mut phones: Vec<&str> = calls.iter().map(|c| c.phone.as_str()).collect();
         phones.sort_unstable();
         phones.dedup();
-        let hits = with_pool!(self, pool => {
+        let hits = with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             if self.is_shared() {
                 for chunk in phones.chunks(GROUP_CHUNK) {

@@ -7,7 +7,7 @@
 
 use super::calls::{NewCall, insert_calls_in};
 use super::stored_json::decode_json;
-use super::{Db, Store, StoreResult, with_pool};
+use super::{Db, Store, StoreResult, with_pool, with_writer};
 use crate::domain::calling_hours::{CallingHours, WindowCheck};
 use crate::domain::{AgentId, BatchId, CallId, OrgId};
 
@@ -212,7 +212,7 @@ impl Store {
     /// Stores a new batch.
     pub async fn insert_batch(&self, b: &NewBatch<'_>) -> StoreResult<()> {
         let hours = b.calling_hours.map(serde_json::to_string).transpose()?;
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "INSERT INTO batches (id, org_id, kind, name, agent_id, agent_name, from_number, status,
                    scheduled_start_at, created_at, updated_at, calling_hours)
@@ -417,7 +417,7 @@ impl Store {
     ) -> StoreResult<bool> {
         let count = i64::try_from(items.len()).unwrap_or(i64::MAX);
         let statuses = open_statuses.join(",");
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             let mut tx = pool.begin().await?;
             // Reserving the seq range first takes the write lock before anything is read.
             let reserved: Option<i64> = sqlx::query_scalar(
@@ -568,7 +568,7 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<bool> {
         let from = from.join(",");
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE batches SET status = $1, status_reason = $2, updated_at = $3,
                    started_at = CASE WHEN $4 THEN COALESCE(started_at, $3) ELSE started_at END,
@@ -601,7 +601,7 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<()> {
         let hours = calling_hours.map(serde_json::to_string).transpose()?;
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE batches SET name = $1, status = $2, scheduled_start_at = $3, updated_at = $4,
                    calling_hours = $6 WHERE id = $5",
@@ -622,7 +622,7 @@ impl Store {
     /// false when it was.
     pub async fn delete_batch(&self, id: BatchId, busy: &[&str]) -> StoreResult<bool> {
         let busy = busy.join(",");
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             let mut tx = pool.begin().await?;
             let n = sqlx::query(
                 "DELETE FROM batches WHERE id = $1 AND ',' || CAST($2 AS TEXT) || ',' NOT LIKE '%,' || status || ',%'",
@@ -646,7 +646,7 @@ impl Store {
 
     /// Marks every pending item of a batch canceled (a stop); returns how many.
     pub async fn drop_pending_items(&self, batch_id: BatchId) -> StoreResult<u64> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE batch_items SET status = 'canceled', reason = 'batch-stopped', next_attempt_at = NULL
                  WHERE batch_id = $1 AND status IN ('pending', 'waiting')",
@@ -675,7 +675,7 @@ impl Store {
     /// Puts items whose latest call failed, went unanswered, was busy or
     /// reached an answering machine back to pending; returns how many.
     pub async fn reset_failed_items(&self, batch_id: BatchId) -> StoreResult<u64> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE batch_items SET status = 'pending'
                  WHERE batch_id = $1 AND status IN ('failed', 'no-answer', 'busy', 'voicemail')",
@@ -699,7 +699,7 @@ impl Store {
         template: &ItemCall,
         hours: &(dyn Fn(&str) -> WindowCheck + Send + Sync),
     ) -> StoreResult<ItemClaim> {
-        let claimed = with_pool!(self, pool => {
+        let claimed = with_writer!(self, pool => {
             let mut tx = pool.begin().await?;
             // The batch's next pending items whose numbers the workspace listed as
             // do-not-call are skipped first (the check at dial time, so a number
@@ -831,7 +831,7 @@ impl Store {
     /// Puts items whose calling hours have opened back to `pending`; returns
     /// the running batches that now have items to dial.
     pub async fn release_waiting_items(&self, now_ms: i64) -> StoreResult<Vec<BatchId>> {
-        let mut ids = with_pool!(self, pool => {
+        let mut ids = with_writer!(self, pool => {
             sqlx::query_scalar::<_, BatchId>(
                 "UPDATE batch_items SET status = 'pending', next_attempt_at = NULL
                  WHERE status = 'waiting' AND next_attempt_at <= $1
@@ -849,7 +849,7 @@ impl Store {
     /// Puts a batch's waiting items back to `pending`, to be checked against
     /// calling hours that changed; returns how many.
     pub async fn recheck_waiting_items(&self, batch_id: BatchId) -> StoreResult<u64> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE batch_items SET status = 'pending', next_attempt_at = NULL
                  WHERE batch_id = $1 AND status = 'waiting'",
@@ -864,7 +864,7 @@ impl Store {
 
     /// Starts every scheduled batch whose time has come; returns them.
     pub async fn start_due_batches(&self, now_ms: i64) -> StoreResult<Vec<BatchRow>> {
-        let rows = with_pool!(self, pool => {
+        let rows = with_writer!(self, pool => {
             sqlx::query_as::<_, BatchRow>(
                 "UPDATE batches SET status = 'running', started_at = COALESCE(started_at, $1), updated_at = $1
                  WHERE status = 'scheduled' AND scheduled_start_at <= $1
@@ -880,7 +880,7 @@ impl Store {
 
     /// Marks running batches with no open item completed; returns their ids.
     pub async fn complete_finished_batches(&self, now_ms: i64) -> StoreResult<Vec<BatchId>> {
-        let ids = with_pool!(self, pool => {
+        let ids = with_writer!(self, pool => {
             sqlx::query_scalar::<_, BatchId>(
                 "UPDATE batches SET status = 'completed', finished_at = $1, updated_at = $1
                  WHERE status = 'running' AND NOT EXISTS (

@@ -1,7 +1,7 @@
 //! The write side of calls: creation, transitions, the terminal outcome with
 //! its charge, and the durable dispatch queue.
 
-use super::{Store, StoreResult, with_pool};
+use super::{Store, StoreResult, with_pool, with_writer};
 use crate::domain::hours_override::HoursOverride;
 use crate::domain::{AgentId, BatchId, CallId, CampaignId, OrgId, Paise, WalletTxId};
 use crate::store::BeginWrite;
@@ -358,7 +358,7 @@ impl Store {
         if calls.is_empty() {
             return Ok(());
         }
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             insert_calls_in(&mut tx, calls).await?;
             tx.commit().await?;
@@ -431,7 +431,7 @@ impl Store {
         if progress.is_empty() {
             return Ok(0);
         }
-        let changed = with_pool!(self, pool => {
+        let changed = with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let mut changed = 0;
             for report in progress {
@@ -473,7 +473,7 @@ impl Store {
 
     /// Records the carrier's final code for a call (the SIP status code).
     pub async fn set_carrier_code(&self, call_id: CallId, code: u16) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query("UPDATE calls SET carrier_code = $1 WHERE id = $2")
                 .bind(i32::from(code))
                 .bind(call_id)
@@ -488,7 +488,7 @@ impl Store {
     /// terminal, so a twice-reported end is billed once.
     pub async fn finish_call(&self, o: &CallOutcome<'_>) -> StoreResult<Option<FinishedCall>> {
         let tx_id = WalletTxId::new();
-        let finished = with_pool!(self, pool => {
+        let finished = with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let claimed: Option<(Paise, Option<i64>)> = sqlx::query_as(
                 "UPDATE calls SET status = $1
@@ -663,7 +663,7 @@ impl Store {
     /// Hands a claimed queued call back to the dispatchers, due at `not_before`
     /// (its calling hours' opening); false when it is no longer queued.
     pub async fn defer_call(&self, call_id: CallId, not_before: i64) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE calls SET not_before = $2, dispatched = FALSE, node_id = NULL
                  WHERE id = $1 AND status = 'queued'",
@@ -679,7 +679,7 @@ impl Store {
 
     /// Claims a queued call for the engine; false if another pass took it.
     pub async fn claim_call(&self, call_id: CallId) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query("UPDATE calls SET dispatched = TRUE WHERE id = $1 AND dispatched = FALSE AND status = 'queued'")
                 .bind(call_id)
                 .execute(pool)
@@ -691,7 +691,7 @@ impl Store {
 
     /// Hands queued calls back to the dispatcher (all, or one workspace's).
     pub async fn release_queued_calls(&self, org_id: Option<OrgId>) -> StoreResult<u64> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             match org_id {
                 Some(org) => sqlx::query("UPDATE calls SET dispatched = FALSE WHERE status = 'queued' AND direction = 'outbound' AND org_id = $1")
                     .bind(org)
@@ -713,7 +713,7 @@ impl Store {
     /// meanwhile are left alone. Returns how many rows were stamped.
     pub async fn touch_live_calls(&self, call_ids: &[CallId], at_ms: i64) -> StoreResult<u64> {
         let mut stamped = 0;
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             for part in call_ids.chunks(TOUCH_PER_STATEMENT) {
                 let mut sql = sqlx::QueryBuilder::new("UPDATE calls SET last_seen_at = ");
                 sql.push_bind(at_ms)
@@ -739,7 +739,7 @@ impl Store {
         text: &str,
         at_ms: i64,
     ) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "INSERT INTO call_turns (call_id, org_id, seq, speaker, text, created_at) VALUES ($1, $2, $3, $4, $5, $6)
                  ON CONFLICT (call_id, seq) DO NOTHING",
@@ -765,7 +765,7 @@ impl Store {
         extracted: &str,
         latencies: &str,
     ) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE calls SET transcript_text = $1, summary = $2, extracted = $3, latencies = $4 WHERE id = $5",
             )
@@ -782,7 +782,7 @@ impl Store {
 
     /// Records a call's recording.
     pub async fn insert_recording(&self, r: &NewRecording<'_>) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "INSERT INTO recordings (call_id, org_id, object_key, format, duration_ms, bytes, created_at,
                    ogg_object_key, ogg_bytes)

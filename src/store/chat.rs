@@ -1,7 +1,7 @@
 //! Text chat sessions with agents, and the provider side of a call's bill:
 //! LLM usage and whether the call ran on the workspace's own keys.
 
-use super::{Store, StoreResult, with_pool};
+use super::{Store, StoreResult, with_pool, with_writer};
 use crate::domain::{AgentId, CallId, ChatSessionId, OrgId, Paise};
 
 /// A stored chat session.
@@ -38,7 +38,7 @@ impl Store {
         org_id: OrgId,
         now_ms: i64,
     ) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "INSERT INTO chat_sessions (id, org_id, agent_id, variables, messages, created_at, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $6)",
@@ -81,7 +81,7 @@ impl Store {
         messages: &str,
         now_ms: i64,
     ) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query("UPDATE chat_sessions SET messages = $1, updated_at = $2 WHERE org_id = $3 AND id = $4")
                 .bind(messages)
                 .bind(now_ms)
@@ -100,7 +100,7 @@ impl Store {
         call_id: CallId,
         fee_paise: Paise,
     ) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE calls SET own_credentials = TRUE,
                    rate_paise = CASE WHEN rate_paise > $1 THEN $1 ELSE rate_paise END
@@ -121,7 +121,7 @@ impl Store {
         prompt_tokens: i64,
         completion_tokens: i64,
     ) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query("UPDATE calls SET llm_prompt_tokens = $1, llm_completion_tokens = $2 WHERE id = $3")
                 .bind(prompt_tokens)
                 .bind(completion_tokens)

@@ -2,7 +2,7 @@
 //! keeps why and where it came from; an opt-out lists the number and queues
 //! its `number.opted_out` event in one transaction.
 
-use super::{BeginWrite, Store, StoreResult, with_pool};
+use super::{BeginWrite, Store, StoreResult, with_pool, with_writer};
 use crate::domain::do_not_call::DncSource;
 use crate::domain::{CallId, OrgId};
 use std::collections::HashSet;
@@ -48,7 +48,7 @@ impl Store {
         source: DncSource,
         now_ms: i64,
     ) -> StoreResult<(DncRow, bool)> {
-        let (row, added) = with_pool!(self, pool => {
+        let (row, added) = with_writer!(self, pool => {
             let added = sqlx::query(
                 "INSERT INTO do_not_call (org_id, phone, reason, source, created_at) VALUES ($1, $2, $3, $4, $5)
                  ON CONFLICT (org_id, phone) DO NOTHING",
@@ -83,7 +83,7 @@ impl Store {
         source: DncSource,
         now_ms: i64,
     ) -> StoreResult<Vec<bool>> {
-        let added = with_pool!(self, pool => {
+        let added = with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let mut added = Vec::with_capacity(entries.len());
             for (phone, reason) in entries {
@@ -109,7 +109,7 @@ impl Store {
 
     /// Takes `phone` off the list; false when it was not listed.
     pub async fn remove_do_not_call(&self, org_id: OrgId, phone: &str) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query("DELETE FROM do_not_call WHERE org_id = $1 AND phone = $2")
                 .bind(org_id)
                 .bind(phone)
@@ -211,7 +211,7 @@ impl Store {
         phone: &str,
         now_ms: i64,
     ) -> StoreResult<u64> {
-        let queued = with_pool!(self, pool => {
+        let queued = with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             sqlx::query(
                 "INSERT INTO do_not_call (org_id, phone, reason, source, created_at) VALUES ($1, $2, $3, $4, $5)
@@ -240,7 +240,7 @@ impl Store {
         skip_reason: &str,
         note: Option<&str>,
     ) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE batch_items SET status = 'skipped', skip_reason = $1, reason = COALESCE($3, reason)
                  WHERE call_id = $2",

@@ -1,7 +1,7 @@
 //! Who may call a workspace's numbers: the callers it blocked, and how many
 //! inbound calls one caller placed lately (against the workspace's hourly cap).
 
-use super::{Store, StoreResult, with_pool};
+use super::{Store, StoreResult, with_pool, with_writer};
 use crate::domain::OrgId;
 
 /// A caller a workspace refuses.
@@ -24,7 +24,7 @@ impl Store {
         reason: &str,
         now_ms: i64,
     ) -> StoreResult<BlockedCallerRow> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "INSERT INTO inbound_blocked_callers (org_id, phone, reason, created_at) VALUES ($1, $2, $3, $4)
                  ON CONFLICT (org_id, phone) DO UPDATE SET reason = EXCLUDED.reason",
@@ -50,7 +50,7 @@ impl Store {
 
     /// Lets `phone` call `org_id` again; `false` when it was not blocked.
     pub async fn unblock_caller(&self, org_id: OrgId, phone: &str) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query("DELETE FROM inbound_blocked_callers WHERE org_id = $1 AND phone = $2")
                 .bind(org_id)
                 .bind(phone)
@@ -139,7 +139,7 @@ impl Store {
         org_id: OrgId,
         cap: i64,
     ) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query("UPDATE orgs SET inbound_caller_hourly_cap = $1 WHERE id = $2")
                 .bind(cap)
                 .bind(org_id)
@@ -172,7 +172,7 @@ impl Store {
         url: Option<&str>,
         fresh_secret: &str,
     ) -> StoreResult<(String, bool)> {
-        let secret = with_pool!(self, pool => {
+        let secret = with_writer!(self, pool => {
             sqlx::query_scalar::<_, Option<String>>(
                 "UPDATE orgs SET inbound_routing_url = $1,
                    inbound_routing_secret = COALESCE(inbound_routing_secret, $2)

@@ -31,7 +31,7 @@ impl Store {
         node: &NodeId,
     ) -> StoreResult<InboundSlot> {
         let direction = CallDirection::Inbound;
-        match &self.db {
+        match &self.write_db {
             Db::Sqlite(pool) => {
                 let mut tx = pool.begin_write().await?;
                 insert_calls_in(&mut tx, std::slice::from_ref(call)).await?;

@@ -4,7 +4,7 @@
 //! committed and, on Postgres, sends the key's hash on [`KEYS_CHANNEL`] in
 //! the same statement, for [`crate::access::key_cache::KeyCache`] on every node.
 
-use super::{Db, Store, StoreResult, notifying, with_pool};
+use super::{Db, Store, StoreResult, notifying, with_pool, with_writer};
 use crate::domain::{ApiKeyId, OrgId};
 use crate::store::BeginWrite;
 use crate::store::nodes::KEYS_CHANNEL;
@@ -71,7 +71,7 @@ pub struct NewApiKey<'a> {
 impl Store {
     /// Stores a new key's hash and metadata.
     pub async fn insert_api_key(&self, key: &NewApiKey<'_>) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "INSERT INTO api_keys (id, org_id, name, prefix, key_hash, daily_limit, monthly_limit, created_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
@@ -136,7 +136,7 @@ impl Store {
     pub async fn revoke_api_key(&self, id: ApiKeyId, now_ms: i64) -> StoreResult<bool> {
         const UPDATE: &str =
             "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2";
-        let done = match &self.db {
+        let done = match &self.write_db {
             Db::Sqlite(pool) => {
                 let query = sqlx::query(UPDATE).bind(now_ms).bind(id);
                 query.execute(pool).await?.rows_affected() > 0
@@ -160,7 +160,7 @@ impl Store {
     ) -> StoreResult<bool> {
         const UPDATE: &str =
             "UPDATE api_keys SET daily_limit = $1, monthly_limit = $2 WHERE id = $3";
-        let done = match &self.db {
+        let done = match &self.write_db {
             Db::Sqlite(pool) => {
                 let query = sqlx::query(UPDATE).bind(daily).bind(monthly).bind(id);
                 query.execute(pool).await?.rows_affected() > 0
@@ -184,7 +184,7 @@ impl Store {
         if seen.is_empty() {
             return Ok(());
         }
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             for (id, at) in seen {
                 sqlx::query(

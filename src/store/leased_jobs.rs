@@ -12,7 +12,7 @@
 //! it with [`JobTable::push_holder`], runs it on its own transaction and goes
 //! on in that transaction.
 
-use super::{Db, Store, StoreResult, with_pool};
+use super::{Db, Store, StoreResult, with_writer};
 use crate::domain::NodeId;
 use sqlx::{Database, Encode, QueryBuilder, Type};
 
@@ -228,7 +228,7 @@ impl Store {
             + Send
             + Unpin,
     {
-        let rows = match &self.db {
+        let rows = match &self.write_db {
             Db::Sqlite(pool) => {
                 jobs.claim_sql::<sqlx::Sqlite>(node, now_ms, lease_until, limit, "")
                     .build_query_as::<R>()
@@ -261,7 +261,7 @@ impl Store {
         node: &NodeId,
         lease_until: i64,
     ) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             let mut q = QueryBuilder::new(format!("UPDATE {} SET {} = ", jobs.table, jobs.lease_until));
             q.push_bind(lease_until);
             q.push(format!(" WHERE {} = ", jobs.id));
@@ -280,7 +280,7 @@ impl Store {
     /// left alone. On SQLite, the one node, every lease. Returns how many.
     pub async fn release_job_leases(&self, jobs: &JobTable, node: &NodeId) -> StoreResult<u64> {
         let every = !self.is_shared();
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             let mut q = QueryBuilder::new(format!(
                 "UPDATE {t} SET {until} = 0, {owner} = NULL WHERE {status} = 'pending' AND {until} <> 0",
                 t = jobs.table,

@@ -4,7 +4,7 @@
 //! On SQLite there is one node; the rows exist so reads and the admin CLI are
 //! the same on both databases, and nothing here is called on the hot path.
 
-use super::{Db, Store, StoreResult, with_pool};
+use super::{Db, Store, StoreResult, with_pool, with_writer};
 use crate::domain::{CallId, NodeId, OrgId};
 
 /// One node as stored.
@@ -83,7 +83,7 @@ impl Store {
         public_url: &str,
         now_ms: i64,
     ) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "INSERT INTO nodes (id, public_url, started_at, heartbeat_at) VALUES ($1, $2, $3, $3)
                  ON CONFLICT (id) DO UPDATE SET public_url = $2, started_at = $3, heartbeat_at = $3,
@@ -105,7 +105,7 @@ impl Store {
         load: NodeLoad,
         now_ms: i64,
     ) -> StoreResult<NodeOrders> {
-        let row = with_pool!(self, pool => {
+        let row = with_writer!(self, pool => {
             sqlx::query_as::<_, (bool, Option<i64>)>(
                 "UPDATE nodes SET heartbeat_at = $2, live_calls = $3, cpu_permille = $4, overloaded = $5
                  WHERE id = $1 RETURNING draining, lost_at",
@@ -133,7 +133,7 @@ impl Store {
 
     /// Marks a node gone (a clean stop): peers need not wait for its lease.
     pub async fn node_stopped(&self, id: &NodeId, now_ms: i64) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query("UPDATE nodes SET lost_at = $2, live_calls = 0 WHERE id = $1")
                 .bind(id)
                 .bind(now_ms)
@@ -158,7 +158,7 @@ impl Store {
 
     /// Sets or clears a node's draining flag; false when no such node.
     pub async fn set_node_draining(&self, id: &NodeId, draining: bool) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query("UPDATE nodes SET draining = $2 WHERE id = $1")
                 .bind(id)
                 .bind(draining)
@@ -192,7 +192,7 @@ impl Store {
         now_ms: i64,
         lease_ms: i64,
     ) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query("UPDATE nodes SET lost_at = $2 WHERE id = $1 AND lost_at IS NULL AND heartbeat_at < $3")
                 .bind(id)
                 .bind(now_ms)
@@ -251,7 +251,7 @@ impl Store {
     /// callers holding for a slot are never handed on: nobody dials a caller
     /// (they are among [`Store::live_calls_of_node`] and end with the node).
     pub async fn release_queued_calls_of_node(&self, node: Option<&NodeId>) -> StoreResult<u64> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE calls SET dispatched = FALSE, node_id = NULL
                  WHERE status = 'queued' AND direction = 'outbound'
@@ -267,7 +267,7 @@ impl Store {
 
     /// Gives up a node's batch leases, so the next node takes the batches over at once.
     pub async fn release_batch_leases_of_node(&self, node: &NodeId) -> StoreResult<u64> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query("UPDATE batches SET lease_node = NULL, lease_until = NULL WHERE lease_node = $1")
                 .bind(node)
                 .execute(pool)
@@ -280,7 +280,7 @@ impl Store {
     /// The signing secret every node shares: the stored one, or `fresh`
     /// stored now when there is none yet (the first node to start wins).
     pub async fn shared_secret(&self, fresh: &str) -> StoreResult<String> {
-        let secret = with_pool!(self, pool => {
+        let secret = with_writer!(self, pool => {
             sqlx::query("INSERT INTO cluster_secret (id, secret) VALUES (1, $1) ON CONFLICT (id) DO NOTHING")
                 .bind(fresh)
                 .execute(pool)

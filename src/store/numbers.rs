@@ -1,6 +1,6 @@
 //! Rented phone numbers and their monthly renewal from the wallet.
 
-use super::{Store, StoreResult, conflict_or, with_pool};
+use super::{Store, StoreResult, conflict_or, with_pool, with_writer};
 use crate::domain::inbound::{InboundSettings, WhenBusy};
 use crate::domain::{AgentId, NumberId, OrgId, Paise, WalletTxId};
 use crate::store::BeginWrite;
@@ -98,7 +98,7 @@ impl Store {
     /// Records a rented number; the first month counts as paid.
     pub async fn insert_number(&self, n: &NewNumber<'_>) -> StoreResult<NumberRow> {
         let id = NumberId::new();
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             if n.is_default {
                 sqlx::query("UPDATE phone_numbers SET is_default = FALSE WHERE org_id = $1")
@@ -176,7 +176,7 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<RenewalOutcome> {
         let tx_id = WalletTxId::new();
-        let outcome = with_pool!(self, pool => {
+        let outcome = with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let claimed = sqlx::query(
                 "UPDATE phone_numbers SET status = 'active', renews_at = $1 WHERE id = $2 AND renews_at = $3",
@@ -284,7 +284,7 @@ impl Store {
         id: NumberId,
         routing: &InboundRouting,
     ) -> StoreResult<Option<NumberRow>> {
-        let changed = with_pool!(self, pool => {
+        let changed = with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE phone_numbers SET inbound_agent_id = $1, inbound_enabled = $2, inbound_when_busy = $3,
                    inbound_queue_seconds = $4, inbound_hold_message = $5

@@ -1,7 +1,7 @@
 //! Workspaces (organizations).
 
 use super::stored_json::decode_json;
-use super::{Store, StoreResult, with_pool};
+use super::{Store, StoreResult, with_pool, with_writer};
 use crate::domain::calling_hours::CallingHours;
 use crate::domain::{OrgId, Paise};
 
@@ -45,7 +45,7 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<OrgRow> {
         let id = OrgId::new();
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "INSERT INTO orgs (id, name, concurrency, minute_quota, wallet_paise, created_at)
                  VALUES ($1, $2, $3, $4, 0, $5)",
@@ -125,7 +125,7 @@ impl Store {
         hours: Option<&CallingHours>,
     ) -> StoreResult<()> {
         let text = hours.map(serde_json::to_string).transpose()?;
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query("UPDATE orgs SET calling_hours = $2 WHERE id = $1")
                 .bind(id)
                 .bind(text.as_deref())

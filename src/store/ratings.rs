@@ -2,7 +2,7 @@
 //! or failed together with the webhook outbox, and the workspace's reads.
 
 use super::leased_jobs::{Attempts, Holder, JobTable, Settle};
-use super::{BeginWrite, Store, StoreResult, with_pool};
+use super::{BeginWrite, Store, StoreResult, with_pool, with_writer};
 use crate::domain::{AgentId, CallId, NodeId, OrgId};
 
 /// Columns of a rating read, joined with its call and agent.
@@ -185,7 +185,7 @@ impl Store {
         now_ms: i64,
         lease_until: i64,
     ) -> StoreResult<Option<ClaimedRating>> {
-        let claimed = with_pool!(self, pool => {
+        let claimed = with_writer!(self, pool => {
             sqlx::query_as::<_, ClaimedRating>(
                 "INSERT INTO ratings (call_id, org_id, agent_id, status, lease_until, lease_owner,
                    webhook_deadline, call_created_at, created_at, updated_at)
@@ -224,7 +224,7 @@ impl Store {
     /// the deadline had passed, or this replaces an earlier scorecard, a
     /// `rating.completed` event is queued. Returns false for a stale job.
     pub async fn complete_rating(&self, r: &CompletedRating<'_>) -> StoreResult<bool> {
-        let stored = with_pool!(self, pool => {
+        let stored = with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let mut update = RATING_JOBS.settle(Settle::Done, Attempts::Set(r.attempts));
             update.push(", overall = ").push_bind(r.overall);
@@ -266,7 +266,7 @@ impl Store {
         attempts: i64,
         now_ms: i64,
     ) -> StoreResult<bool> {
-        let stored = with_pool!(self, pool => {
+        let stored = with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let mut update = RATING_JOBS.settle(Settle::Failed { error }, Attempts::Set(attempts));
             update.push(", updated_at = ").push_bind(now_ms);
@@ -444,7 +444,7 @@ impl Store {
         f: &RatingFilter,
         now_ms: i64,
     ) -> StoreResult<u64> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query(concat!(
                 "UPDATE ratings SET status = 'pending', generation = generation + 1, lease_until = 0,
                    attempts = 0, updated_at = $8
@@ -474,7 +474,7 @@ impl Store {
         call_ids: &[CallId],
         now_ms: i64,
     ) -> StoreResult<u64> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let mut n = 0;
             for id in call_ids {

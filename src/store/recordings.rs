@@ -1,7 +1,7 @@
 //! Recording rows (the object's key in the recordings store) for the
 //! per-call reads, and the retention janitor's deletes.
 
-use super::{Store, StoreResult, with_pool};
+use super::{Store, StoreResult, with_pool, with_writer};
 use crate::domain::{CallId, OrgId};
 
 /// A retained recording's object.
@@ -90,7 +90,7 @@ impl Store {
 
     /// Marks a recording deleted; its reads answer as if there were none.
     pub async fn mark_recording_deleted(&self, call_id: CallId, now_ms: i64) -> StoreResult<bool> {
-        let done = with_pool!(self, pool => {
+        let done = with_writer!(self, pool => {
             sqlx::query("UPDATE recordings SET deleted_at = $1 WHERE call_id = $2 AND deleted_at IS NULL")
                 .bind(now_ms)
                 .bind(call_id)
@@ -104,7 +104,7 @@ impl Store {
     /// Deletes transcript turn rows written before `cutoff_ms` (the calls keep
     /// `transcript_text`); returns how many went.
     pub async fn prune_turns_before(&self, cutoff_ms: i64) -> StoreResult<u64> {
-        let done = with_pool!(self, pool => {
+        let done = with_writer!(self, pool => {
             sqlx::query("DELETE FROM call_turns WHERE created_at < $1")
                 .bind(cutoff_ms)
                 .execute(pool)

@@ -1,7 +1,7 @@
 //! The tool calls an agent made during a call, and the call columns the
 //! calendar and transfer tools fill.
 
-use super::{BeginWrite, Store, StoreResult, with_pool};
+use super::{BeginWrite, Store, StoreResult, with_pool, with_writer};
 use crate::domain::{CallId, OrgId};
 use sqlx::QueryBuilder;
 
@@ -107,7 +107,7 @@ impl Store {
         calls: &[NewToolCall],
         outcome: &CallToolOutcome,
     ) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             if !calls.is_empty() {
                 let mut insert = QueryBuilder::new(

@@ -1,6 +1,6 @@
 //! What carriers report about transferred calls' bridged legs.
 
-use super::{Store, StoreResult, with_pool};
+use super::{Store, StoreResult, with_pool, with_writer};
 use crate::domain::CallId;
 
 /// A call's transfer as stored: where it went and what the carrier reported about the leg.
@@ -28,7 +28,7 @@ impl Store {
         status: &str,
         duration_seconds: Option<u32>,
     ) -> StoreResult<bool> {
-        let done = with_pool!(self, pool => {
+        let done = with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE calls SET transfer_status = $1,
                    transfer_duration_seconds = COALESCE($2, transfer_duration_seconds)

@@ -1,6 +1,6 @@
 //! Per-key, per-IST-day request counters behind the rate limiter.
 
-use super::{Store, StoreResult, with_pool};
+use super::{Store, StoreResult, with_pool, with_writer};
 use crate::domain::ApiKeyId;
 use crate::store::BeginWrite;
 
@@ -97,7 +97,7 @@ impl Store {
         month: &str,
     ) -> StoreResult<Option<CountedRequest>> {
         let pattern = format!("{month}-%");
-        let counted = with_pool!(self, pool => {
+        let counted = with_writer!(self, pool => {
             // A day counts what it leased or, if more, what it flushed (a row
             // the one-node limiter leased ahead keeps its lease).
             sqlx::query_as::<_, CountedRequest>(
@@ -134,7 +134,7 @@ impl Store {
 
     /// Raises a key's lease for `day` to at least `upto` admitted requests.
     pub async fn reserve_usage(&self, key_id: ApiKeyId, day: &str, upto: i64) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "INSERT INTO api_key_usage (key_id, day, reserved) VALUES ($1, $2, $3)
                  ON CONFLICT (key_id, day) DO UPDATE SET reserved =
@@ -155,7 +155,7 @@ impl Store {
         if deltas.is_empty() {
             return Ok(());
         }
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             for d in deltas {
                 sqlx::query(
@@ -187,7 +187,7 @@ impl Store {
         if exact.is_empty() {
             return Ok(());
         }
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             for (key_id, day, admitted) in exact {
                 sqlx::query("UPDATE api_key_usage SET reserved = $1 WHERE key_id = $2 AND day = $3")

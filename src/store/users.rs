@@ -2,7 +2,7 @@
 //! hashed (argon2id PHC strings) and session tokens as their SHA-256: the
 //! store never sees a secret a person typed or a cookie carries.
 
-use super::{Store, StoreResult, conflict_or, with_pool};
+use super::{Store, StoreResult, conflict_or, with_pool, with_writer};
 use crate::domain::{OrgId, Role, UserId};
 
 /// A person as listed and signed in.
@@ -88,7 +88,7 @@ impl Store {
     /// Adds a person; a taken email is a [`super::StoreError::Conflict`].
     pub async fn insert_user(&self, user: &NewUser<'_>) -> StoreResult<()> {
         let email = user.email.to_lowercase();
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "INSERT INTO users (id, org_id, email, password_hash, role, created_at, password_changed_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $6)",
@@ -173,7 +173,7 @@ impl Store {
     /// The workspace keeps at least one owner: demoting the last one changes
     /// nothing and answers a [`super::StoreError::Conflict`].
     pub async fn set_user_role(&self, org_id: OrgId, id: UserId, role: Role) -> StoreResult<bool> {
-        let changed = with_pool!(self, pool => {
+        let changed = with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE users SET role = $1 WHERE org_id = $2 AND id = $3
                    AND ($1 = 'owner' OR role <> 'owner'
@@ -197,7 +197,7 @@ impl Store {
     /// Removes a person and ends their sessions; false when no such person is
     /// in the workspace. The last owner cannot be removed (a conflict).
     pub async fn delete_user(&self, org_id: OrgId, id: UserId) -> StoreResult<bool> {
-        let deleted = with_pool!(self, pool => {
+        let deleted = with_writer!(self, pool => {
             let mut tx = pool.begin().await?;
             sqlx::query("DELETE FROM console_sessions WHERE user_id = $1")
                 .bind(id)
@@ -233,7 +233,7 @@ impl Store {
         keep: Option<&str>,
         now_ms: i64,
     ) -> StoreResult<bool> {
-        let changed = with_pool!(self, pool => {
+        let changed = with_writer!(self, pool => {
             let mut tx = pool.begin().await?;
             let n = sqlx::query(
                 "UPDATE users SET password_hash = $1, password_changed_at = $2 WHERE id = $3",
@@ -261,7 +261,7 @@ impl Store {
 
     /// Opens a session.
     pub async fn insert_console_session(&self, session: &NewSession<'_>) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "INSERT INTO console_sessions (token_hash, user_id, csrf_token, created_at, expires_at)
                  VALUES ($1, $2, $3, $4, $5)",
@@ -300,7 +300,7 @@ impl Store {
 
     /// Ends a session (sign-out).
     pub async fn revoke_console_session(&self, token_hash: &str, now_ms: i64) -> StoreResult<()> {
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE console_sessions SET revoked_at = $1 WHERE token_hash = $2 AND revoked_at IS NULL",
             )
@@ -314,7 +314,7 @@ impl Store {
 
     /// Deletes sessions that ended before `before_ms`; returns how many.
     pub async fn prune_console_sessions(&self, before_ms: i64) -> StoreResult<u64> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query(
                 "DELETE FROM console_sessions WHERE expires_at < $1 OR revoked_at < $1",
             )

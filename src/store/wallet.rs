@@ -1,6 +1,6 @@
 //! The wallet ledger and the recordings list.
 
-use super::{Store, StoreResult, with_pool};
+use super::{Store, StoreResult, with_pool, with_writer};
 use crate::domain::{CallId, NumberId, OrgId, Paise, WalletTxId};
 use crate::store::BeginWrite;
 
@@ -48,7 +48,7 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<Option<Paise>> {
         let id = WalletTxId::new();
-        let balance = with_pool!(self, pool => {
+        let balance = with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let balance: Option<Paise> = sqlx::query_scalar(
                 "UPDATE orgs SET wallet_paise = wallet_paise + $1 WHERE id = $2 RETURNING wallet_paise",

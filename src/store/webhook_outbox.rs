@@ -3,7 +3,7 @@
 //! and retried with backoff.
 
 use super::leased_jobs::{Attempts, Holder, JobTable, Settle};
-use super::{BeginWrite, Store, StoreResult, with_pool};
+use super::{BeginWrite, Store, StoreResult, with_pool, with_writer};
 use crate::domain::{CallId, DeliveryId, NodeId, OrgId};
 
 /// Inserts the deliveries of one event inside an open transaction; used by
@@ -171,7 +171,7 @@ impl Store {
         event: &str,
         now_ms: i64,
     ) -> StoreResult<u64> {
-        let queued = with_pool!(self, pool => {
+        let queued = with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let n = queue_in_tx!(&mut *tx, org_id, call_id, event, now_ms);
             tx.commit().await?;
@@ -195,7 +195,7 @@ impl Store {
         call_id: CallId,
         now_ms: i64,
     ) -> StoreResult<Vec<Redelivered>> {
-        let queued = with_pool!(self, pool => {
+        let queued = with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let mut events: Vec<(String, String, i64)> = sqlx::query_as(
                 "SELECT event, event_id, MIN(created_at) FROM webhook_deliveries
@@ -259,7 +259,7 @@ impl Store {
         to: Settle<'_>,
         now_ms: i64,
     ) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             let mut update = DELIVERY_JOBS.settle(to, Attempts::Count);
             if to == Settle::Done {
                 update.push(", delivered_at = ").push_bind(now_ms);

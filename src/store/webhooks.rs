@@ -1,6 +1,6 @@
 //! Webhook subscriptions and workspace provider credentials (admin-only records).
 
-use super::{BeginWrite, Db, Store, StoreResult, notifying, with_pool};
+use super::{BeginWrite, Db, Store, StoreResult, notifying, with_pool, with_writer};
 use crate::domain::{CallId, DeliveryId, OrgId, WebhookId};
 use crate::store::nodes::CREDENTIALS_CHANNEL;
 
@@ -86,7 +86,7 @@ impl Store {
     ) -> StoreResult<WebhookId> {
         let id = WebhookId::new();
         let events = serde_json::to_string(events)?;
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             sqlx::query(
                 "INSERT INTO webhook_subscriptions (id, org_id, url, events, secret, active, created_at)
                  VALUES ($1, $2, $3, $4, $5, TRUE, $6)",
@@ -143,7 +143,7 @@ impl Store {
     /// disabled one gets no new events, and its pending deliveries wait
     /// (unsent) until it is enabled again.
     pub async fn set_webhook_active(&self, id: WebhookId, active: bool) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query("UPDATE webhook_subscriptions SET active = $1 WHERE id = $2")
                 .bind(active)
                 .bind(id)
@@ -156,7 +156,7 @@ impl Store {
 
     /// Deletes a subscription with its delivery log; false when there is none.
     pub async fn delete_webhook(&self, id: WebhookId) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             sqlx::query("DELETE FROM webhook_deliveries WHERE subscription_id = $1")
                 .bind(id)
@@ -182,7 +182,7 @@ impl Store {
         secret: &str,
         previous_expires_at: i64,
     ) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => {
+        let n = with_writer!(self, pool => {
             sqlx::query(
                 "UPDATE webhook_subscriptions SET previous_secret = secret, secret = $1,
                    previous_secret_expires_at = $2
@@ -238,7 +238,7 @@ impl Store {
         const UPSERT: &str = "INSERT INTO credentials (org_id, kind, nonce, ciphertext, updated_at) VALUES ($1, $2, $3, $4, $5)
                  ON CONFLICT (org_id, kind) DO UPDATE SET nonce = excluded.nonce,
                    ciphertext = excluded.ciphertext, updated_at = excluded.updated_at";
-        match &self.db {
+        match &self.write_db {
             Db::Sqlite(pool) => {
                 let query = sqlx::query(UPSERT)
                     .bind(org_id)
@@ -314,7 +314,7 @@ impl Store {
     /// [`Store::upsert_credential`] does; false when none was stored.
     pub async fn delete_credential(&self, org_id: OrgId, kind: &str) -> StoreResult<bool> {
         const DELETE: &str = "DELETE FROM credentials WHERE org_id = $1 AND kind = $2";
-        let n = match &self.db {
+        let n = match &self.write_db {
             Db::Sqlite(pool) => {
                 let query = sqlx::query(DELETE).bind(org_id).bind(kind);
                 query.execute(pool).await?.rows_affected()

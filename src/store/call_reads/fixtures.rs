@@ -1,7 +1,7 @@
 //! Calls with their turns and events written straight into the tables,
 //! bypassing the engine, so tests and benches can set up any history.
 
-use crate::store::{BeginWrite, Store, StoreResult, with_pool};
+use crate::store::{BeginWrite, Store, StoreResult, with_writer};
 /// A call row (and its turns and events) to insert directly, for tests and
 /// benches. Its fields are the raw column values, so a fixture can store
 /// what the service itself never would.
@@ -73,7 +73,7 @@ impl Store {
         fn or_default<'a>(value: &'a str, default: &'a str) -> &'a str {
             if value.is_empty() { default } else { value }
         }
-        with_pool!(self, pool => {
+        with_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             for c in calls {
                 sqlx::query(
