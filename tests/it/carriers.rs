@@ -913,29 +913,9 @@ async fn plivo_callbacks_are_verified_over_exactly_the_url_plivo_was_given() {
     })
     .await;
     let ws = app.calling_workspace("Plivo", 2).await;
-    voxline::admin::ops::add_number(
-        app.store(),
-        ws.org_id,
-        "+918035740188",
-        "plivo",
-        true,
-        None,
-        app.now(),
-    )
-    .await
-    .expect("plivo number");
+    app.add_number(&ws, "+918035740188", "plivo").await;
     let credential = json!({"authId": "MA88", "authToken": "pl-token", "baseUrl": plivo_api.base});
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        "plivo",
-        "--json",
-        &credential.to_string(),
-    ])
-    .await;
+    app.set_credential(&ws, "plivo", &credential).await;
     let agent = app
         .create_agent(
             &ws.key,

@@ -469,28 +469,9 @@ async fn the_twilio_fleet_bridges_a_transfer_and_reports_the_leg() {
     )
     .await
     .expect("the Twilio fleet starts");
-    voxline::admin::ops::add_number(
-        app.store(),
-        ws.org_id,
-        "+918035740102",
-        "twilio",
-        true,
-        None,
-        app.now(),
-    )
-    .await
-    .expect("twilio number");
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        "twilio",
-        "--json",
-        &twilio.credential().to_string(),
-    ])
-    .await;
+    app.add_number(&ws, "+918035740102", "twilio").await;
+    app.set_credential(&ws, "twilio", &twilio.credential())
+        .await;
     let agent = app
         .create_agent(
             &ws.key,

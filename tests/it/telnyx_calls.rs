@@ -282,34 +282,14 @@ impl Stream {
 /// the way the admin CLI does.
 async fn telnyx_workspace(app: &TestApp, fake: &FakeCarrier, key: &AccountKey) -> Workspace {
     let ws = app.calling_workspace("Telnyx calls", 2).await;
-    voxline::admin::ops::add_number(
-        app.store(),
-        ws.org_id,
-        OUR_NUMBER,
-        "telnyx",
-        true,
-        None,
-        app.now(),
-    )
-    .await
-    .expect("telnyx number");
+    app.add_number(&ws, OUR_NUMBER, "telnyx").await;
     let credential = json!({
         "apiKey": API_KEY,
         "connectionId": CONNECTION_ID,
         "publicKey": key.public_base64(),
         "baseUrl": fake.base,
     });
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        "telnyx",
-        "--json",
-        &credential.to_string(),
-    ])
-    .await;
+    app.set_credential(&ws, "telnyx", &credential).await;
     ws
 }
 

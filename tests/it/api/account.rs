@@ -185,28 +185,8 @@ async fn numbers_list_is_scoped_and_shaped() {
     )
     .await
     .unwrap();
-    let twilio = ops::add_number(
-        app.store(),
-        ws.org_id,
-        "+14155550142",
-        "twilio",
-        true,
-        None,
-        now,
-    )
-    .await
-    .unwrap();
-    ops::add_number(
-        app.store(),
-        other.org_id,
-        "+918035740999",
-        "sim",
-        true,
-        None,
-        now,
-    )
-    .await
-    .unwrap();
+    let twilio = app.add_number(&ws, "+14155550142", "twilio").await;
+    app.add_number(&other, "+918035740999", "sim").await;
 
     let list = app.get(&ws.key, "/api/numbers").await.expect(200).body;
     assert_eq!(list.as_object().unwrap().len(), 1, "only rows: {list}");

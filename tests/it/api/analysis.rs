@@ -588,17 +588,8 @@ impl Respond for ModelScript {
 }
 
 async fn openai_agent(app: &TestApp, ws: &Workspace, llm: &MockServer, plan: Value) -> String {
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        "openai",
-        "--json",
-        &json!({"apiKey": "sk-test", "baseUrl": format!("{}/v1", llm.uri())}).to_string(),
-    ])
-    .await;
+    let credential = json!({"apiKey": "sk-test", "baseUrl": format!("{}/v1", llm.uri())});
+    app.set_credential(ws, "openai", &credential).await;
     app.create_agent(
         &ws.key,
         json!({"name": "Modelled", "welcomeMessage": "Hello, a quick question?", "analysis": plan,

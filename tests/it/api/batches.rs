@@ -42,9 +42,7 @@ pub async fn dialing_workspace(app: &TestApp, name: &str, concurrency: i64) -> (
     };
     // Unique caller ID per workspace: numbers are unique across the service.
     let from = format!("+9180357{:05}", rand_suffix(name));
-    ops::add_number(app.store(), ws.org_id, &from, "sim", true, None, app.now())
-        .await
-        .expect("add number");
+    app.add_number(&ws, &from, "sim").await;
     app.store()
         .credit_wallet(ws.org_id, Paise(10_000_000), app.now().timestamp_millis())
         .await
@@ -715,17 +713,7 @@ async fn the_one_step_form_creates_fills_and_starts() {
 
     // Refusals (here: an empty wallet) happen before anything is stored.
     let broke = app.workspace("Broke").await;
-    ops::add_number(
-        app.store(),
-        broke.org_id,
-        "+918035740777",
-        "sim",
-        true,
-        None,
-        app.now(),
-    )
-    .await
-    .unwrap();
+    app.add_number(&broke, "+918035740777", "sim").await;
     let broke_agent = app.create_agent(&broke.key, json!({"name": "B"})).await;
     let refused = app
         .post(

@@ -671,7 +671,9 @@ async fn a_twilio_call_is_dialed_through_its_api_and_ended_by_a_signed_callback(
     let twilio = FakeCarrier::start(voxline::carriers::CarrierKind::Twilio, "CA77").await;
     let app = TestApp::spawn().await;
     let ws = app.calling_workspace("Twilio", 2).await;
-    use_twilio(&app, &ws, "+918035740177", "AC77", "tw-token", &twilio.base).await;
+    app.add_number(&ws, "+918035740177", "twilio").await;
+    let credential = json!({"accountSid": "AC77", "authToken": "tw-token", "baseUrl": twilio.base});
+    app.set_credential(&ws, "twilio", &credential).await;
     let agent = quick_agent(&app, &ws, json!({"telephonyProvider": "twilio"})).await;
     let id = place(&app, &ws, &agent, "+919845012310", json!({})).await;
     let create = twilio
@@ -736,15 +738,10 @@ async fn a_replaced_twilio_credential_checks_the_next_callback() {
     let twilio = FakeCarrier::start(voxline::carriers::CarrierKind::Twilio, "CA78").await;
     let app = TestApp::spawn().await;
     let ws = app.calling_workspace("Twilio rotation", 2).await;
-    use_twilio(
-        &app,
-        &ws,
-        "+918035740178",
-        "AC78",
-        "old-token",
-        &twilio.base,
-    )
-    .await;
+    app.add_number(&ws, "+918035740178", "twilio").await;
+    let credential =
+        json!({"accountSid": "AC78", "authToken": "old-token", "baseUrl": twilio.base});
+    app.set_credential(&ws, "twilio", &credential).await;
     let agent = quick_agent(&app, &ws, json!({"telephonyProvider": "twilio"})).await;
     let id = place(&app, &ws, &agent, "+919845012311", json!({})).await;
     twilio
@@ -776,7 +773,9 @@ async fn a_replaced_twilio_credential_checks_the_next_callback() {
     let kept = callback("old-token", "ringing").await.expect("send");
     assert!(kept.status().is_success(), "{}", kept.status());
 
-    set_twilio_credential(&app, &ws, "AC78", "new-token", &twilio.base).await;
+    let credential =
+        json!({"accountSid": "AC78", "authToken": "new-token", "baseUrl": twilio.base});
+    app.set_credential(&ws, "twilio", &credential).await;
     // On SQLite the next lookup sees the change; on Postgres the notice
     // arrives within milliseconds of the commit.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -801,45 +800,4 @@ async fn a_replaced_twilio_credential_checks_the_next_callback() {
     assert!(signed.status().is_success(), "{}", signed.status());
     let call = ended(&app, &ws, &id, Duration::from_secs(10)).await;
     assert_eq!(call["rawStatus"], "busy", "{call}");
-}
-
-/// Gives `ws` a Twilio caller number and a `twilio` credential (account `sid`,
-/// `token`, API at `base`), the way an operator does with the admin CLI.
-async fn use_twilio(
-    app: &TestApp,
-    ws: &Workspace,
-    phone: &str,
-    sid: &str,
-    token: &str,
-    base: &str,
-) {
-    voxline::admin::ops::add_number(
-        app.store(),
-        ws.org_id,
-        phone,
-        "twilio",
-        true,
-        None,
-        app.now(),
-    )
-    .await
-    .expect("twilio number");
-    set_twilio_credential(app, ws, sid, token, base).await;
-}
-
-/// Stores (replacing) `ws`'s `twilio` credential through the admin CLI.
-async fn set_twilio_credential(app: &TestApp, ws: &Workspace, sid: &str, token: &str, base: &str) {
-    let credential = json!({"accountSid": sid, "authToken": token, "baseUrl": base}).to_string();
-    let org = ws.org_id.to_string();
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &org,
-        "--kind",
-        "twilio",
-        "--json",
-        &credential,
-    ])
-    .await;
 }

@@ -271,29 +271,9 @@ async fn a_carrier_callback_that_reaches_another_node_takes_effect() {
         crate::support::FakeCarrier::start(voxline::carriers::CarrierKind::Twilio, "CA88").await;
     let mut app = TestApp::spawn().await;
     let ws = app.calling_workspace("Callbacks", 2).await;
-    voxline::admin::ops::add_number(
-        app.store(),
-        ws.org_id,
-        "+918035740188",
-        "twilio",
-        true,
-        None,
-        app.now(),
-    )
-    .await
-    .expect("twilio number");
+    app.add_number(&ws, "+918035740188", "twilio").await;
     let credential = json!({"accountSid": "AC88", "authToken": "tw-token", "baseUrl": twilio.base});
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        "twilio",
-        "--json",
-        &credential.to_string(),
-    ])
-    .await;
+    app.set_credential(&ws, "twilio", &credential).await;
     let agent = app
         .create_agent(
             &ws.key,

@@ -437,17 +437,7 @@ async fn a_twilio_number_answers_its_signed_voice_url_and_hangs_up_through_the_a
     .expect("twilio number");
     let credential =
         json!({"accountSid": "AC88", "authToken": "tw-inbound", "baseUrl": twilio.base});
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        "twilio",
-        "--json",
-        &credential.to_string(),
-    ])
-    .await;
+    app.set_credential(&ws, "twilio", &credential).await;
     let agent = app
         .create_agent(
             &ws.key,

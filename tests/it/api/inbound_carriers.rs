@@ -37,17 +37,7 @@ async fn carrier_workspace(
     .expect("number");
     let mut credential = credential;
     credential["baseUrl"] = json!(carrier.base);
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        kind.as_str(),
-        "--json",
-        &credential.to_string(),
-    ])
-    .await;
+    app.set_credential(&ws, kind.as_str(), &credential).await;
     let agent = app
         .create_agent(
             &ws.key,
@@ -530,19 +520,9 @@ async fn a_telnyx_number_is_answered_by_command_from_its_signed_application_webh
     // With the account's public key, Telnyx's Ed25519 signature is what counts.
     let key = ed25519_dalek::SigningKey::from_bytes(&rand::random::<[u8; 32]>());
     let public = base64::engine::general_purpose::STANDARD.encode(key.verifying_key().to_bytes());
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        "telnyx",
-        "--json",
-        &json!({"apiKey": TELNYX_KEY, "connectionId": TELNYX_APP, "publicKey": public,
-            "baseUrl": telnyx.base})
-        .to_string(),
-    ])
-    .await;
+    let credential = json!({"apiKey": TELNYX_KEY, "connectionId": TELNYX_APP, "publicKey": public,
+        "baseUrl": telnyx.base});
+    app.set_credential(&ws, "telnyx", &credential).await;
     let number = app
         .get(&ws.key, &format!("/api/numbers/{number_id}"))
         .await

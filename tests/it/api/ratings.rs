@@ -463,17 +463,8 @@ async fn rate_now_regenerate_bulk_and_reload() {
         .respond_with(sse("I would rate this call highly."))
         .mount(&llm)
         .await;
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        "openai",
-        "--json",
-        &json!({"apiKey": "sk-test", "baseUrl": format!("{}/v1", llm.uri())}).to_string(),
-    ])
-    .await;
+    let credential = json!({"apiKey": "sk-test", "baseUrl": format!("{}/v1", llm.uri())});
+    app.set_credential(&ws, "openai", &credential).await;
     app.patch(
         &ws.key,
         &format!("/api/agents/{agent}"),
@@ -633,17 +624,8 @@ async fn export_sheet_appends_through_the_sheets_api() {
     );
 
     // A stored google credential stands in for the body's token; Google's refusal is a 502.
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        "google",
-        "--json",
-        r#"{"accessToken":"stored.token"}"#,
-    ])
-    .await;
+    let credential = json!({"accessToken": "stored.token"});
+    app.set_credential(&ws, "google", &credential).await;
     Mock::given(method("POST"))
         .and(header("authorization", "Bearer stored.token"))
         .respond_with(ResponseTemplate::new(403).set_body_json(

@@ -9,7 +9,6 @@ use chrono::Utc;
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::Duration;
-use voxline::admin::ops;
 use voxline::domain::Paise;
 use voxline::domain::clock::ManualClock;
 
@@ -23,17 +22,7 @@ async fn recorded_call(app: &TestApp) -> (Workspace, String) {
         .credit_wallet(ws.org_id, Paise(1_000_000), now.timestamp_millis())
         .await
         .expect("credit");
-    ops::add_number(
-        app.store(),
-        ws.org_id,
-        "+918000000012",
-        "sim",
-        true,
-        None,
-        now,
-    )
-    .await
-    .expect("number");
+    app.add_number(&ws, "+918000000012", "sim").await;
     let agent = app
         .create_agent(
             &ws.key,

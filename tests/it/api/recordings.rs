@@ -8,7 +8,6 @@ use chrono::Utc;
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::Duration;
-use voxline::admin::ops;
 use voxline::domain::Paise;
 use voxline::domain::clock::ManualClock;
 
@@ -28,9 +27,7 @@ async fn dialer(app: &TestApp, name: &str) -> (Workspace, String) {
     } else {
         "+918000000002"
     };
-    ops::add_number(app.store(), ws.org_id, phone, "sim", true, None, now)
-        .await
-        .expect("number");
+    app.add_number(&ws, phone, "sim").await;
     let agent = app
         .create_agent(
             &ws.key,

@@ -179,17 +179,8 @@ async fn calcom(booking: ResponseTemplate) -> (MockServer, Arc<Mutex<Vec<Value>>
 }
 
 async fn calendar_agent(app: &TestApp, ws: &Workspace, calcom: &MockServer) -> String {
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        "calcom",
-        "--json",
-        &json!({"apiKey": "cal_live_test", "baseUrl": calcom.uri()}).to_string(),
-    ])
-    .await;
+    let credential = json!({"apiKey": "cal_live_test", "baseUrl": calcom.uri()});
+    app.set_credential(ws, "calcom", &credential).await;
     let calendar = json!({"eventTypeId": 42, "timeZone": "Asia/Kolkata"});
     let mut check = calendar.clone();
     check["type"] = json!("checkAvailability");

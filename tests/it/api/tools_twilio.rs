@@ -107,29 +107,9 @@ async fn detail(app: &TestApp, ws: &Workspace, id: &str) -> Value {
 /// the admin CLI does, and a Twilio caller ID as its default number.
 async fn twilio_workspace(app: &TestApp, fake: &FakeCarrier) -> Workspace {
     let ws = app.calling_workspace("Twilio transfers", 2).await;
-    voxline::admin::ops::add_number(
-        app.store(),
-        ws.org_id,
-        OUR_NUMBER,
-        "twilio",
-        true,
-        None,
-        app.now(),
-    )
-    .await
-    .expect("twilio number");
+    app.add_number(&ws, OUR_NUMBER, "twilio").await;
     let credential = json!({"accountSid": ACCOUNT, "authToken": TOKEN, "baseUrl": fake.base});
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        "twilio",
-        "--json",
-        &credential.to_string(),
-    ])
-    .await;
+    app.set_credential(&ws, "twilio", &credential).await;
     ws
 }
 

@@ -17,7 +17,7 @@ use voxline::config::Settings;
 use voxline::domain::clock::{ManualClock, SharedClock, SystemClock};
 use voxline::domain::{ApiKeyId, OrgId, Paise};
 use voxline::http::state::AppState;
-use voxline::store::Store;
+use voxline::store::{NumberRow, Store};
 use voxline_actors::carrier::Carrier;
 
 /// Test carriers registered by name beside the built-in ones.
@@ -216,6 +216,36 @@ impl TestApp {
         ops::add_number(self.store(), org_id, &number, "sim", true, None, self.now())
             .await
             .expect("add number");
+    }
+
+    /// Stores (replacing) `ws`'s `kind` credential through the admin CLI.
+    pub async fn set_credential(&self, ws: &Workspace, kind: &str, credential: &Value) {
+        self.admin_ok(&[
+            "credential",
+            "set",
+            "--org",
+            &ws.org_id.to_string(),
+            "--kind",
+            kind,
+            "--json",
+            &credential.to_string(),
+        ])
+        .await;
+    }
+
+    /// Rents `phone` on `provider` as `ws`'s default number, as `voxline admin number add` does.
+    pub async fn add_number(&self, ws: &Workspace, phone: &str, provider: &str) -> NumberRow {
+        ops::add_number(
+            self.store(),
+            ws.org_id,
+            phone,
+            provider,
+            true,
+            None,
+            self.now(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{provider} number: {e:?}"))
     }
 
     /// Another key for `org_id`: (id, full key).

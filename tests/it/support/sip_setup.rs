@@ -11,17 +11,7 @@ pub const SIP_WELCOME: &str = "Hello from Voxline over SIP.";
 
 /// Stores `trunk` as the workspace's `sip` credential, the admin CLI's way.
 pub async fn set_sip_trunk(app: &TestApp, ws: &Workspace, trunk: &Value) {
-    app.admin_ok(&[
-        "credential",
-        "set",
-        "--org",
-        &ws.org_id.to_string(),
-        "--kind",
-        "sip",
-        "--json",
-        &trunk.to_string(),
-    ])
-    .await;
+    app.set_credential(ws, "sip", trunk).await;
 }
 
 /// A calling workspace with `number` on `sip` as its caller ID and `trunk` as
@@ -33,17 +23,7 @@ pub async fn sip_trunk_workspace(
     trunk: &Value,
 ) -> (Workspace, String) {
     let ws = app.calling_workspace(name, 2).await;
-    let row = voxline::admin::ops::add_number(
-        app.store(),
-        ws.org_id,
-        number,
-        "sip",
-        true,
-        None,
-        app.now(),
-    )
-    .await
-    .expect("a sip number");
+    let row = app.add_number(&ws, number, "sip").await;
     set_sip_trunk(app, &ws, trunk).await;
     (ws, row.id.to_string())
 }
