@@ -5,13 +5,12 @@
 //! (`$1` placeholders, `ON CONFLICT`, `RETURNING`). Ids are UUID text and
 //! timestamps Unix milliseconds in both, which keeps time arithmetic in Rust.
 //!
-//! Writes go through [`with_writer!`]. On a SQLite file that is one
-//! connection of its own, so writers queue in order on the pool instead of
-//! racing for SQLite's write lock: a connection that loses that race sleeps
-//! in SQLite's busy handler (1, 2, 5 … 100 ms at a time) while holding a
-//! pooled connection, and under a burst of 1,000 placed calls the reads an
-//! answered call needs before its greeting waited behind those sleepers. The
-//! readers keep their own connections; WAL lets them read while one writes.
+//! Writes go through [`with_writer!`]. On a SQLite file the writes have
+//! connections of their own, apart from the reads': a write that loses the
+//! race for SQLite's write lock sleeps in SQLite's busy handler (1, 2, 5 …
+//! 100 ms at a time) while it holds a pooled connection, and under a burst of
+//! 1,000 placed calls the reads an answered call needs before its greeting
+//! waited behind those sleepers. WAL lets the readers read while one writes.
 
 mod agents;
 pub mod analyses;
@@ -127,8 +126,8 @@ pub enum Db {
 pub struct Store {
     /// What reads go through.
     db: Db,
-    /// What writes go through: on a SQLite file its single writer
-    /// connection, otherwise the same pool as `db`.
+    /// What writes go through: on a SQLite file a pool of its own,
+    /// otherwise the same pool as `db`.
     write_db: Db,
     /// Marked whenever a key is revoked or its caps change, and whenever an
     /// agent changes, so caches of those rows notice on their very next
@@ -158,8 +157,8 @@ macro_rules! with_pool {
 }
 pub(crate) use with_pool;
 
-/// Runs `$body`, which writes, against the store's writer, binding it to
-/// `$pool`; see the module's doc for why SQLite has one.
+/// Runs `$body`, which writes, against the store's writers, binding it to
+/// `$pool`; see the module's doc for why SQLite has its own.
 macro_rules! with_writer {
     ($store:expr, $pool:ident => $body:expr) => {
         match &$store.write_db {
@@ -230,9 +229,8 @@ impl Store {
                     credentials: ChangeMarker::beside(file, ".credentials-changed"),
                 }));
                 let writer = SqlitePoolOptions::new()
-                    .max_connections(1)
+                    .max_connections(pool_size.max(2))
                     .min_connections(1)
-                    .acquire_timeout(Duration::from_secs(30))
                     .connect_with(options)
                     .await?;
                 (Db::Sqlite(pool), Db::Sqlite(writer))
@@ -357,8 +355,8 @@ mod tests {
 
     /// While a write holds SQLite's write lock and more writes wait behind
     /// it, a read still gets a connection and answers: the waiting writes
-    /// queue on the writer instead of holding the readers' connections while
-    /// they sleep in SQLite's busy handler.
+    /// hold only the writers' connections while they sleep in SQLite's busy
+    /// handler.
     #[tokio::test]
     async fn reads_answer_while_writes_queue_behind_a_held_write() {
         let dir = tempfile::tempdir().expect("temp dir");
