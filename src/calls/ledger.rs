@@ -105,20 +105,13 @@ impl CallLedger for StoreLedger {
             ended_at: end.ended_at,
             month: &month,
             rating_wait_ms: self.rating_wait_ms,
+            opted_out: end.ended_reason == EndedReason::OptOut,
         };
         let Some(done) = self.store.finish_call(&outcome).await.map_err(err)? else {
             return Ok(());
         };
         metrics::counter!("voxline_calls_finished_total", "status" => end.status.as_str())
             .increment(1);
-        // The callee asked not to be called again: the number goes on the
-        // workspace's do-not-call list and `number.opted_out` is queued.
-        if end.ended_reason == EndedReason::OptOut {
-            self.store
-                .opt_out(done.org_id, call_id, &done.phone, end.ended_at)
-                .await
-                .map_err(err)?;
-        }
         // Retries: unanswered outcomes are re-dialed by the engine itself, later.
         let Some(agent) = self
             .store

@@ -298,6 +298,9 @@ pub struct CallOutcome<'a> {
     pub month: &'a str,
     /// How long `call.completed` waits for the rating of a rated call (decisions §8), ms.
     pub rating_wait_ms: i64,
+    /// The callee asked not to be called again: the number is listed and
+    /// `number.opted_out` queued with the outcome.
+    pub opted_out: bool,
 }
 
 /// Whole seconds between answer and end; unanswered calls last zero seconds.
@@ -630,6 +633,9 @@ impl Store {
                 .bind(o.ended_at)
                 .execute(&mut *tx)
                 .await?;
+            }
+            if o.opted_out {
+                super::do_not_call::opt_out_in_tx!(tx, row.org_id, o.call_id, &row.phone, o.ended_at);
             }
             let held = conversed || connected;
             let due = if held { deadline } else { o.ended_at };

@@ -1,6 +1,6 @@
 //! The workspace's do-not-call list: numbers no path may dial. Each entry
 //! keeps why and where it came from; an opt-out lists the number and queues
-//! its `number.opted_out` event in one transaction.
+//! its `number.opted_out` event in the call's terminal transaction.
 
 use super::{BeginWrite, Store, StoreResult, with_pool, with_writer};
 use crate::domain::do_not_call::DncSource;
@@ -9,6 +9,38 @@ use std::collections::HashSet;
 
 /// The event an opt-out queues.
 pub const OPTED_OUT_EVENT: &str = "number.opted_out";
+
+/// The reason an opt-out's entry gives.
+pub const OPTED_OUT_REASON: &str = "Asked not to be called again during a call";
+
+/// Inside the write transaction `$tx`: lists `$phone` for `$org_id` with
+/// source `opt-out` (an entry already there is kept) and queues the
+/// `number.opted_out` event of `$call_id`. The call's terminal transaction
+/// runs it, so a call that reads as ended by an opt-out always has its number
+/// listed, across a crash too.
+macro_rules! opt_out_in_tx {
+    ($tx:expr, $org_id:expr, $call_id:expr, $phone:expr, $now_ms:expr) => {{
+        sqlx::query(
+            "INSERT INTO do_not_call (org_id, phone, reason, source, created_at) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (org_id, phone) DO NOTHING",
+        )
+        .bind($org_id)
+        .bind($phone)
+        .bind($crate::store::do_not_call::OPTED_OUT_REASON)
+        .bind($crate::domain::do_not_call::DncSource::OptOut)
+        .bind($now_ms)
+        .execute(&mut *$tx)
+        .await?;
+        $crate::store::webhook_outbox::queue_in_tx!(
+            &mut *$tx,
+            $org_id,
+            $call_id,
+            $crate::store::do_not_call::OPTED_OUT_EVENT,
+            $now_ms
+        )
+    }};
+}
+pub(crate) use opt_out_in_tx;
 
 /// One listed number.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -199,36 +231,6 @@ impl Store {
                 .await?
         });
         Ok(phones.into_iter().collect())
-    }
-
-    /// The callee of `call_id` asked not to be called again: lists `phone`
-    /// with source `opt-out` (an entry already there is kept) and queues the
-    /// `number.opted_out` event, in one transaction. Returns the deliveries queued.
-    pub async fn opt_out(
-        &self,
-        org_id: OrgId,
-        call_id: CallId,
-        phone: &str,
-        now_ms: i64,
-    ) -> StoreResult<u64> {
-        let queued = with_writer!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            sqlx::query(
-                "INSERT INTO do_not_call (org_id, phone, reason, source, created_at) VALUES ($1, $2, $3, $4, $5)
-                 ON CONFLICT (org_id, phone) DO NOTHING",
-            )
-            .bind(org_id)
-            .bind(phone)
-            .bind("Asked not to be called again during a call")
-            .bind(DncSource::OptOut)
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await?;
-            let n = super::webhook_outbox::queue_in_tx!(&mut *tx, org_id, call_id, OPTED_OUT_EVENT, now_ms);
-            tx.commit().await?;
-            n
-        });
-        Ok(queued)
     }
 
     /// Marks the batch item whose latest call is `call_id` skipped by the rule
