@@ -1,7 +1,8 @@
 //! Persistence behind one narrow interface, on SQLite or Postgres.
 //!
-//! Each method is written once: [`with_pool!`] (or [`with_writer!`]) expands its body for whichever
-//! native pool is open, so the SQL text is shared wherever the dialects agree
+//! Each method is written once: [`with_pool!`] (or [`with_writer!`]) expands
+//! its body for whichever native pool is open, so the SQL text is shared
+//! wherever the dialects agree
 //! (`$1` placeholders, `ON CONFLICT`, `RETURNING`). Ids are UUID text and
 //! timestamps Unix milliseconds in both, which keeps time arithmetic in Rust.
 //!
