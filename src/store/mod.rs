@@ -2,9 +2,9 @@
 //!
 //! Each method is written once: [`with_pool!`] (or [`with_writer!`]) expands
 //! its body for whichever native pool is open, so the SQL text is shared
-//! wherever the dialects agree
-//! (`$1` placeholders, `ON CONFLICT`, `RETURNING`). Ids are UUID text and
-//! timestamps Unix milliseconds in both, which keeps time arithmetic in Rust.
+//! wherever the dialects agree (`$1` placeholders, `ON CONFLICT`,
+//! `RETURNING`). Ids are UUID text and timestamps Unix milliseconds in both,
+//! which keeps time arithmetic in Rust.
 //!
 //! Writes go through [`with_writer!`]. On a SQLite file the writes have
 //! connections of their own, apart from the reads': a write that loses the
