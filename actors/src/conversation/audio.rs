@@ -20,6 +20,13 @@ use voxline_media::wav::{RECORDING_SAMPLE_RATE, WavWriter};
 const RECORD_FRAME: usize = (RECORDING_SAMPLE_RATE / 50) as usize;
 /// Caller or agent audio kept waiting for the recording clock before the oldest is dropped.
 const RECORD_BACKLOG: usize = RECORDING_SAMPLE_RATE as usize;
+/// What a recording queue starts with: the caller's side holds a frame or two between ticks
+/// and the agent's the playback lead, so a queue grows to the full backlog only when the clock
+/// falls behind. Reserving the whole backlog up front cost 32 KiB a call.
+const RECORD_QUEUE_START: usize = RECORD_FRAME * 8;
+/// The WAV file's write buffer: half a second of stereo audio, two writes a second. A 64 KiB
+/// buffer wrote less often but kept 48 KiB more of every live call resident.
+const RECORD_WRITE_BUFFER: usize = 16 * 1024;
 
 /// Samples in one 20 ms frame at `rate`.
 pub(crate) const fn frame_len(rate: u32) -> usize {
@@ -310,14 +317,14 @@ impl Recorder {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)?;
         }
-        let file = BufWriter::with_capacity(64 * 1024, File::create(&path)?);
+        let file = BufWriter::with_capacity(RECORD_WRITE_BUFFER, File::create(&path)?);
         Ok(Self {
             #[cfg(feature = "opus")]
             ogg: OggCopy::create(&path),
             path,
             writer: WavWriter::new(file)?,
-            caller: VecDeque::with_capacity(RECORD_BACKLOG),
-            agent: VecDeque::with_capacity(RECORD_BACKLOG),
+            caller: VecDeque::with_capacity(RECORD_QUEUE_START),
+            agent: VecDeque::with_capacity(RECORD_QUEUE_START),
             left: [0; RECORD_FRAME],
             right: [0; RECORD_FRAME],
             ticks: 0,

@@ -64,6 +64,10 @@ const STARVED_LEAD: Duration = Duration::from_millis(60);
 /// Marks not acknowledged this long after the last frame count as played (carriers that
 /// never echo them, or an echo lost on the way).
 const ACK_GRACE: Duration = Duration::from_millis(1500);
+/// How much of a cached message's audio (the welcome every call of an agent shares) a call
+/// copies ahead of its playback: the lead and a tick with room to spare. Copying the whole
+/// message at the call's start cost its full length in every call answered at once.
+const AUDIO_AHEAD: Duration = Duration::from_secs(1);
 /// How long closing the ASR may take at hang-up.
 const ASR_CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -89,7 +93,9 @@ pub(crate) async fn run<T: MediaTransport>(
         })
     });
     match call {
-        Ok(call) => call.run(cancel).await,
+        // Boxed: the loop's state (about 8 KiB) then lives once, in the box, rather than in
+        // the task's future, where an async fn's by-value `self` is stored twice.
+        Ok(call) => Box::new(call).run(cancel).await,
         Err(reason) => ConversationOutcome {
             ended_reason: reason,
             error: None,
@@ -196,6 +202,8 @@ struct CallLoop<T> {
     turn: Option<AgentTurn>,
     responder: Option<Responder>,
     next_turn_id: u64,
+    /// [`AUDIO_AHEAD`] in samples at the carrier's rate.
+    audio_ahead: usize,
 
     // Listening.
     asr: AsrSlot,
@@ -325,6 +333,10 @@ impl<T: MediaTransport> CallLoop<T> {
             turn: None,
             responder: None,
             next_turn_id: 0,
+            audio_ahead: voxline_media::synth::samples_for_duration(
+                format.sample_rate,
+                AUDIO_AHEAD,
+            ),
             asr: AsrSlot::Idle,
             listening: Listening::default(),
             last_activity: started,
@@ -351,7 +363,7 @@ impl<T: MediaTransport> CallLoop<T> {
         })
     }
 
-    async fn run(mut self, cancel: CancellationToken) -> ConversationOutcome {
+    async fn run(mut self: Box<Self>, cancel: CancellationToken) -> ConversationOutcome {
         self.observer.on_answered(self.started_wall);
         self.begin().await;
         // Made once, not per iteration: the loop turns about a hundred times a second.
@@ -561,8 +573,8 @@ impl<T: MediaTransport> CallLoop<T> {
     }
 
     /// Hangs up: keeps what was heard of an unfinished turn, closes everything, finalizes
-    /// the recording.
-    async fn finish(mut self) -> ConversationOutcome {
+    /// the recording, and takes what the call produced out of the loop (dropped after).
+    async fn finish(&mut self) -> ConversationOutcome {
         self.interrupt(false).await;
         self.responder = None;
         self.drain_tools().await;
@@ -588,16 +600,16 @@ impl<T: MediaTransport> CallLoop<T> {
         });
         ConversationOutcome {
             ended_reason: self.ended.unwrap_or(EndedReason::CallerHangup),
-            error: self.error,
-            transcript: self.transcript,
-            extracted: self.extracted,
-            latencies: self.latencies,
+            error: self.error.take(),
+            transcript: std::mem::take(&mut self.transcript),
+            extracted: std::mem::take(&mut self.extracted),
+            latencies: std::mem::take(&mut self.latencies),
             greeting_latency: self.greeting_latency,
             answered_at: Some(self.started_wall),
             duration,
             recording,
-            tool_calls: self.tool_records,
-            transfer: self.transfer,
+            tool_calls: std::mem::take(&mut self.tool_records),
+            transfer: self.transfer.take(),
         }
     }
 }

@@ -355,14 +355,16 @@ impl ConversationObserver for NoopObserver {}
 
 /// Runs one answered call's conversation until it ends; never fails, the outcome says why it
 /// ended. Cancelling `cancel` hangs up with `canceled`.
-pub async fn run_conversation(
+// A plain fn returning the loop's future: an async wrapper would store its arguments twice
+// more in every live call's task.
+pub fn run_conversation(
     config: ConversationConfig,
     providers: Providers,
     transport: impl MediaTransport,
     observer: Arc<dyn ConversationObserver>,
     cancel: CancellationToken,
-) -> ConversationOutcome {
-    call_loop::run(config, providers, transport, observer, cancel).await
+) -> impl Future<Output = ConversationOutcome> {
+    call_loop::run(config, providers, transport, observer, cancel)
 }
 
 #[cfg(test)]

@@ -188,6 +188,26 @@ async fn greeting_is_heard_in_full() {
     assert!(report.max_jitter <= Duration::from_millis(1), "{report:?}");
 }
 
+/// A live call's task holds this future for the whole call, so its size is memory per call.
+/// An async fn that takes the loop by value stores it twice (44 KiB before the loop was boxed
+/// and its wrappers made plain fns, about 13 KiB after).
+#[tokio::test]
+async fn a_live_calls_future_stays_small() {
+    let (server, _client) = memory_pair(1);
+    let conversation = run_conversation(
+        pipeline(&[]),
+        Providers::sim(SimConfig::default()),
+        server,
+        Arc::new(NoopObserver),
+        CancellationToken::new(),
+    );
+    let size = std::mem::size_of_val(&conversation);
+    assert!(
+        size <= 16 * 1024,
+        "the conversation's future is {size} bytes"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn warm_welcome_audio_plays_without_tts() {
     let (providers, counts) = counting_providers(SimConfig::default());

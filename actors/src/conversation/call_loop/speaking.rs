@@ -15,7 +15,9 @@ use voxline_media::turn_taking::{AnswerKind, TurnAction};
 use voxline_media::wav::RECORDING_SAMPLE_RATE;
 
 use super::keypad::KeypadPhase;
-use super::turn::{AgentTurn, PendingLatency, PendingTransfer, Segment, Speech, TurnKind};
+use super::turn::{
+    AgentTurn, CachedAudio, PendingLatency, PendingTransfer, Segment, Speech, TurnKind,
+};
 use super::{CallLoop, FRAME, PLAYBACK_LEAD, STARVED_LEAD};
 use crate::conversation::responder::{Responder, ResponderEvent, ResponsePlan, Voice};
 use crate::conversation::text::{contains_phrase, split_sentences};
@@ -61,6 +63,7 @@ impl<T: MediaTransport> CallLoop<T> {
             latency,
             first_frame_at: None,
             last_frame_at: None,
+            cached: None,
         };
         let voice = Voice {
             llm: Arc::clone(&self.providers.llm),
@@ -81,26 +84,20 @@ impl<T: MediaTransport> CallLoop<T> {
                 self.responder = Some(Responder::spawn(ResponsePlan::Reply(request), voice));
             }
             Speech::Cached(text, audio) => {
-                let mut segment = Segment {
+                // Queued a little at a time by `top_up_cached`, as the playback takes it.
+                let rate = self.playback.rate() as usize;
+                turn.segments.push(Segment {
                     text,
                     mark: format!("t{id}s0"),
-                    audio: VecDeque::with_capacity(audio.len()),
-                    synthesized: true,
+                    audio: VecDeque::new(),
+                    synthesized: false,
                     sent_samples: 0,
-                    expected_samples: 0,
+                    expected_samples: audio.len() * rate / RECORDING_SAMPLE_RATE as usize,
                     first_sent_at: None,
                     acked_at: None,
                     keys: None,
-                };
-                let resampled = self
-                    .playback
-                    .ingest(&audio, RECORDING_SAMPLE_RATE, &mut segment.audio)
-                    .and_then(|()| self.playback.flush(&mut segment.audio));
-                if let Err(error) = resampled {
-                    warn!(%error, "cached welcome audio unusable");
-                }
-                segment.expected_samples = segment.audio.len();
-                turn.segments.push(segment);
+                });
+                turn.cached = Some(CachedAudio { audio, next: 0 });
                 turn.source_done = true;
             }
         }
@@ -119,6 +116,7 @@ impl<T: MediaTransport> CallLoop<T> {
     /// Sends the current turn's audio until the carrier holds [`PLAYBACK_LEAD`] of it (and a
     /// segment's mark after its last frame), all in one write.
     pub(super) async fn fill_playback(&mut self) {
+        self.top_up_cached();
         let now = Instant::now();
         // The carrier's buffer ran dry: playback resumes with the next frame.
         self.playout_end = self.playout_end.max(now);
@@ -130,6 +128,37 @@ impl<T: MediaTransport> CallLoop<T> {
         }
         if !self.outbound.is_empty() {
             self.flush_outbound().await;
+        }
+    }
+
+    /// Moves the turn's cached audio into its segment until
+    /// [`AUDIO_AHEAD`](super::AUDIO_AHEAD) of it is queued, and marks the segment synthesized
+    /// once all of it is.
+    fn top_up_cached(&mut self) {
+        let Some(turn) = self.turn.as_mut() else {
+            return;
+        };
+        let (Some(cached), Some(segment)) = (turn.cached.as_mut(), turn.segments.last_mut()) else {
+            return;
+        };
+        let rate = self.playback.rate() as usize;
+        let room = self.audio_ahead.saturating_sub(segment.audio.len());
+        // The cached audio is at 8 kHz; round up so a partial sample still moves.
+        let take = (room * RECORDING_SAMPLE_RATE as usize).div_ceil(rate);
+        let end = (cached.next + take).min(cached.audio.len());
+        let mut moved = self.playback.ingest(
+            &cached.audio[cached.next..end],
+            RECORDING_SAMPLE_RATE,
+            &mut segment.audio,
+        );
+        cached.next = end;
+        if end == cached.audio.len() {
+            moved = moved.and_then(|()| self.playback.flush(&mut segment.audio));
+            segment.synthesized = true;
+            turn.cached = None;
+        }
+        if let Err(error) = moved {
+            warn!(%error, "cached welcome audio unusable");
         }
     }
 
@@ -174,6 +203,9 @@ impl<T: MediaTransport> CallLoop<T> {
                 if segment.synthesized && segment.audio.is_empty() {
                     self.codec.encode_mark(&segment.mark, &mut self.outbound);
                     turn.playing += 1;
+                    // Sent in full: its queue's room goes back rather than staying with the
+                    // turn until the next one.
+                    segment.audio = VecDeque::new();
                 }
                 if turn.first_frame_at.is_none() {
                     turn.first_frame_at = Some(now);
@@ -259,7 +291,9 @@ impl<T: MediaTransport> CallLoop<T> {
                 turn.segments.push(Segment {
                     text,
                     mark: format!("t{}s{index}", turn.id),
-                    audio: VecDeque::new(),
+                    // Room for the sentence as its text predicts: growing by doubling from
+                    // empty left up to half of a queue unused, in every speaking call.
+                    audio: VecDeque::with_capacity(expected_samples),
                     synthesized: false,
                     sent_samples: 0,
                     expected_samples,

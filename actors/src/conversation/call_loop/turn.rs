@@ -100,6 +100,19 @@ pub(super) struct AgentTurn {
     pub(super) first_frame_at: Option<Instant>,
     /// When the last frame sent finishes playing at the carrier.
     pub(super) last_frame_at: Option<Instant>,
+    /// Cached 8 kHz audio not yet moved into the last segment (a cached welcome): it is
+    /// shared by every call that says the text, so each call copies only what it is about to
+    /// send rather than the whole message.
+    pub(super) cached: Option<CachedAudio>,
+}
+
+/// Audio synthesized once and shared, and how far this turn has taken it.
+#[derive(Debug)]
+pub(super) struct CachedAudio {
+    /// The samples, at 8 kHz.
+    pub(super) audio: Arc<[i16]>,
+    /// The first sample not yet queued.
+    pub(super) next: usize,
 }
 
 impl AgentTurn {
