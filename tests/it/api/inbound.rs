@@ -864,12 +864,14 @@ async fn live_count(app: &TestApp, ws: &Workspace) -> i64 {
 
 #[tokio::test]
 async fn inbound_and_outbound_calls_share_the_slots_exactly() {
-    // 100 slots, 150 callers and 150 dials on SQLite. On Postgres the test server has
-    // 6 pooled connections and shares the machine with the whole Postgres suite, where
-    // 150 webhooks at once outlast Twilio's 15 s webhook bound: the same race at a fifth
-    // of the size (the 3-node test holds the slots across nodes).
+    // 50 slots, 75 callers and 75 dials on SQLite. Each webhook must answer within
+    // Twilio's 15 s bound, and the test shares two cores with the rest of the suite:
+    // 150 of each at once outlasted that bound once on SQLite too (2026-11-29, a CI run).
+    // The race is the same at any size; capacity is measured by `loadgen --inbound`. On
+    // Postgres the test server has 6 pooled connections under the whole Postgres suite:
+    // a fifth of the size (the 3-node test holds the slots across nodes).
     let postgres = std::env::var(crate::support::PG_ENV).is_ok_and(|u| u.starts_with("postgres"));
-    let (slots, each): (i64, usize) = if postgres { (20, 30) } else { (100, 150) };
+    let (slots, each): (i64, usize) = if postgres { (20, 30) } else { (50, 75) };
     let app = TestApp::spawn().await;
     let (ws, agent_id, number_id, phone) = answering_workspace(&app, "Shared slots", slots).await;
     hold_when_busy(&app, &ws, &number_id, 300).await;
@@ -899,7 +901,7 @@ async fn inbound_and_outbound_calls_share_the_slots_exactly() {
             max_live
         }
     });
-    // 150 outbound calls queue behind the slots (numbers ending 00-79 answer and talk)…
+    // The outbound calls queue behind the slots (numbers ending 00-79 answer and talk)…
     for i in 0..each {
         app.post(
             &ws.key,
@@ -910,7 +912,7 @@ async fn inbound_and_outbound_calls_share_the_slots_exactly() {
         .await
         .expect(201);
     }
-    // …while 150 callers ring the number at once, held when no slot is free.
+    // …while as many callers ring the number at once, held when no slot is free.
     let callers: Vec<_> = (0..each)
         .map(|i| {
             let mut ring = sim_ring(&app, &ws, &phone, Some(script.clone()));
