@@ -202,8 +202,6 @@ struct CallLoop<T> {
     turn: Option<AgentTurn>,
     responder: Option<Responder>,
     next_turn_id: u64,
-    /// [`AUDIO_AHEAD`] in samples at the carrier's rate.
-    audio_ahead: usize,
 
     // Listening.
     asr: AsrSlot,
@@ -333,10 +331,6 @@ impl<T: MediaTransport> CallLoop<T> {
             turn: None,
             responder: None,
             next_turn_id: 0,
-            audio_ahead: voxline_media::synth::samples_for_duration(
-                format.sample_rate,
-                AUDIO_AHEAD,
-            ),
             asr: AsrSlot::Idle,
             listening: Listening::default(),
             last_activity: started,

@@ -142,7 +142,8 @@ impl<T: MediaTransport> CallLoop<T> {
             return;
         };
         let rate = self.playback.rate() as usize;
-        let room = self.audio_ahead.saturating_sub(segment.audio.len());
+        let ahead = samples_for_duration(self.playback.rate(), super::AUDIO_AHEAD);
+        let room = ahead.saturating_sub(segment.audio.len());
         // The cached audio is at 8 kHz; round up so a partial sample still moves.
         let take = (room * RECORDING_SAMPLE_RATE as usize).div_ceil(rate);
         let end = (cached.next + take).min(cached.audio.len());
